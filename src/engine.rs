@@ -1,0 +1,155 @@
+//! `Engine`: the embedding entry point. Built by [`Engine::builder`]; no global state, so
+//! several engines can live in one process.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::config::Settings;
+use crate::problem::Problem;
+use crate::protocol::{self, Format, Parsed};
+use crate::tools::{CallOutcome, Caller, ToolDefinition, ToolError, ToolHandler, ToolManager};
+
+/// Why an engine could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The configuration could not be read.
+    #[error("configuration: {0}")]
+    Config(Problem),
+    /// A `--set` override was malformed.
+    #[error("{0}")]
+    Override(String),
+    /// A host tool could not be registered.
+    #[error(transparent)]
+    Tool(#[from] ToolError),
+}
+
+/// Configures and builds an [`Engine`].
+pub struct EngineBuilder {
+    home: PathBuf,
+    overrides: Vec<String>,
+    builtins: bool,
+    plugins: bool,
+    workflows: bool,
+    host_tools: Vec<(ToolDefinition, Arc<dyn ToolHandler>)>,
+}
+
+impl Default for EngineBuilder {
+    fn default() -> Self {
+        EngineBuilder {
+            home: PathBuf::from("."),
+            overrides: Vec::new(),
+            builtins: true,
+            plugins: true,
+            workflows: true,
+            host_tools: Vec::new(),
+        }
+    }
+}
+
+impl EngineBuilder {
+    /// The home directory holding `plugins/`, `workflows/` and `tavern.toml` (default `.`).
+    pub fn home(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.home = dir.into();
+        self
+    }
+
+    /// A `KEY=VALUE` setting applied over `tavern.toml`.
+    pub fn set(mut self, assignment: impl Into<String>) -> Self {
+        self.overrides.push(assignment.into());
+        self
+    }
+
+    /// Whether to register the `system:*` tools (default yes).
+    pub fn builtins(mut self, yes: bool) -> Self {
+        self.builtins = yes;
+        self
+    }
+
+    /// Whether to load `<home>/plugins` (default yes).
+    pub fn plugins(mut self, yes: bool) -> Self {
+        self.plugins = yes;
+        self
+    }
+
+    /// Whether to load `<home>/workflows` (default yes).
+    pub fn workflows(mut self, yes: bool) -> Self {
+        self.workflows = yes;
+        self
+    }
+
+    /// Registers a host (Rust) tool.
+    pub fn tool(mut self, definition: ToolDefinition, handler: Arc<dyn ToolHandler>) -> Self {
+        self.host_tools.push((definition, handler));
+        self
+    }
+
+    /// Builds the engine: reads settings, registers tools, loads plugins and workflows.
+    /// Broken plugins or workflows do not fail the build; they are listed in
+    /// [`Engine::problems`].
+    pub fn build(self) -> Result<Engine, EngineError> {
+        let mut settings = Settings::load(&self.home).map_err(EngineError::Config)?;
+        for o in &self.overrides {
+            settings.set_override(o).map_err(EngineError::Override)?;
+        }
+        let tools = ToolManager::new();
+        if self.builtins {
+            crate::tools::builtin::register(&tools)?;
+        }
+        for (def, handler) in self.host_tools {
+            tools.register(def, handler)?;
+        }
+        let problems = Vec::new();
+        // [plugins] loaded here (plugins issue).
+        // [workflows] loaded here (workflow issue).
+        let _ = (self.plugins, self.workflows);
+        Ok(Engine {
+            home: self.home,
+            settings,
+            tools,
+            problems,
+        })
+    }
+}
+
+/// A configured tavern engine.
+pub struct Engine {
+    home: PathBuf,
+    settings: Settings,
+    tools: Arc<ToolManager>,
+    problems: Vec<Problem>,
+}
+
+impl Engine {
+    /// Starts configuring an engine.
+    pub fn builder() -> EngineBuilder {
+        EngineBuilder::default()
+    }
+
+    /// The home directory.
+    pub fn home(&self) -> &Path {
+        &self.home
+    }
+
+    /// The effective settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The tool registry.
+    pub fn tools(&self) -> &Arc<ToolManager> {
+        &self.tools
+    }
+
+    /// Problems found while loading plugins and workflows.
+    pub fn problems(&self) -> &[Problem] {
+        &self.problems
+    }
+
+    /// Parses `text` and runs every call in it, in order.
+    /// Calls from a block with an error diagnostic are never in `parsed.calls`.
+    pub async fn call_text(&self, text: &str, format: Format, caller: Caller) -> (Parsed, Vec<CallOutcome>) {
+        let parsed = protocol::parse(text, format);
+        let outcomes = self.tools.execute(&parsed.calls, caller).await;
+        (parsed, outcomes)
+    }
+}

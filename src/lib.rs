@@ -1,0 +1,18 @@
+//! tavern: one protocol for language models, scripts and people to call tools.
+//!
+//! The crate is layered one way (see `ARCHITECTURE.md`):
+//! [`protocol`] (reading and writing calls) → [`tools`] (registry, validation, dispatch) →
+//! [`script`] (sandboxed Lua and Rhai) → [`plugins`] and [`workflow`] → [`Engine`], the
+//! facade the CLI and hosts use.
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod engine;
+pub mod plugins;
+pub mod problem;
+pub mod protocol;
+pub mod script;
+pub mod tools;
+pub mod workflow;
+
+pub use engine::{Engine, EngineBuilder, EngineError};

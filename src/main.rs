@@ -1,0 +1,3 @@
+//! The `tavern` command line.
+
+fn main() {}

@@ -1,0 +1,165 @@
+//! The one result type every call format parses into.
+//!
+//! These types are the contract between `protocol` and everything above it: the
+//! ToolManager consumes [`Call`]s, the CLI prints [`Parsed`], the agent turns
+//! [`Diagnostic`]s into Observations. They know nothing of tools.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Which call formats a reader looks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// TAM, VCP and `<ACTION>` blocks in the same text; a text that is one JSON call
+    /// (MCP `tools/call` params or OpenAI function calls) is read as JSON.
+    #[default]
+    Auto,
+    /// `<|[REQUEST_TOOL]|>` … `<|[END_TOOL]|>` blocks only.
+    Tam,
+    /// `<ACTION>` … `</ACTION>` XML only.
+    Action,
+    /// VCP `<<<[TOOL_REQUEST]>>>` … `<<<[END_TOOL_REQUEST]>>>` blocks only.
+    Vcp,
+    /// One JSON document: MCP `tools/call` params or OpenAI function call(s).
+    Json,
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(Format::Auto),
+            "tam" => Ok(Format::Tam),
+            "action" | "xml" => Ok(Format::Action),
+            "vcp" => Ok(Format::Vcp),
+            "json" => Ok(Format::Json),
+            other => Err(format!(
+                "unknown format '{other}': expected auto, tam, action, vcp or json"
+            )),
+        }
+    }
+}
+
+/// How bad a [`Diagnostic`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Something could not be read; nothing from the affected block runs.
+    Error,
+    /// Something was recovered; the calls still run.
+    Warning,
+}
+
+/// A problem found while reading, with its place and a way to fix it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Diagnostic {
+    /// Error or warning.
+    pub severity: Severity,
+    /// What is wrong, in one sentence.
+    pub message: String,
+    /// 1-based line in the input.
+    pub line: u32,
+    /// 1-based column in the input, counted in characters.
+    pub column: u32,
+    /// How to fix it, when there is something useful to say.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub hint: Option<String>,
+}
+
+impl Diagnostic {
+    /// Renders the diagnostic as one line a model can act on.
+    pub fn observation(&self) -> String {
+        let kind = match self.severity {
+            Severity::Error => "Error",
+            Severity::Warning => "Warning",
+        };
+        match &self.hint {
+            Some(h) => format!(
+                "Observation: {kind} - {} (line {}, column {}). {h}",
+                self.message, self.line, self.column
+            ),
+            None => format!(
+                "Observation: {kind} - {} (line {}, column {})",
+                self.message, self.line, self.column
+            ),
+        }
+    }
+}
+
+/// A byte range in the input with the 1-based line/column of its start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct Span {
+    /// Byte offset of the first byte.
+    pub start: usize,
+    /// Byte offset one past the last byte.
+    pub end: usize,
+    /// 1-based line of `start`.
+    pub line: u32,
+    /// 1-based column (characters) of `start`.
+    pub column: u32,
+}
+
+/// What a failing step of a chain does to the steps after it (`on_error_N`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnError {
+    /// Skip the rest of the chain (the default).
+    #[default]
+    Stop,
+    /// Run the next steps anyway.
+    Continue,
+}
+
+/// One tool call, in execution order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Call {
+    /// The tool id exactly as written (trimmed), e.g. `FileOperator.WriteFile`.
+    pub tool: String,
+    /// Arguments with keys as written (chain suffix removed) and values as parsed:
+    /// strings from TAM/VCP, strings/objects/arrays from XML, any JSON from JSON calls.
+    pub args: Map<String, Value>,
+    /// Where the call was written (the whole block for TAM/VCP/XML steps).
+    pub span: Span,
+    /// Index of the block the call came from, in reading order; steps of one chain share it.
+    pub block: usize,
+    /// The chain step number (`command3` → 3), `None` for a plain call.
+    pub step: Option<u32>,
+    /// What a failure of this call does to the later steps of the same block.
+    pub on_error: OnError,
+}
+
+impl Call {
+    /// A plain call with no place (for calls built by code rather than parsed).
+    pub fn new(tool: impl Into<String>, args: Map<String, Value>) -> Self {
+        Call {
+            tool: tool.into(),
+            args,
+            span: Span::default(),
+            block: 0,
+            step: None,
+            on_error: OnError::Stop,
+        }
+    }
+}
+
+/// Everything read from one model output.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Parsed {
+    /// Prose outside blocks and outside reasoning regions.
+    pub response_text: String,
+    /// Calls in execution order (chains sorted by step number).
+    pub calls: Vec<Call>,
+    /// Every problem found, errors and recoveries, in input order.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Parsed {
+    /// True when any diagnostic is an error.
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics
+            .iter()
+            .any(|d| d.severity == Severity::Error)
+    }
+}

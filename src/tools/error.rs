@@ -1,0 +1,132 @@
+//! `ToolError`: one variant per way a call can fail, each renderable as an Observation.
+
+use serde::Serialize;
+
+/// Why a tool call did not produce a value.
+///
+/// `Display` is the sentence a person or model reads; [`ToolError::code`] is the stable
+/// machine name printed by `tavern call`; [`ToolError::observation`] is the line fed back to a
+/// model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ToolError {
+    /// No tool has this id (or any accepted spelling of it).
+    #[error("Unknown tool '{id}'{}", did_you_mean(suggestion))]
+    UnknownTool {
+        /// The id as written.
+        id: String,
+        /// The closest registered id, if one is close.
+        suggestion: Option<String>,
+    },
+    /// The arguments do not fit the tool's schema (after type coercion).
+    #[error("Invalid parameters for {tool}: {}", problems.join("; "))]
+    InvalidParameters {
+        /// Canonical tool id.
+        tool: String,
+        /// One sentence per problem, each naming the parameter.
+        problems: Vec<String>,
+    },
+    /// The implementation ran and reported a failure.
+    #[error("Tool {tool} failed: {message}")]
+    Failed {
+        /// Canonical tool id.
+        tool: String,
+        /// What the implementation said.
+        message: String,
+    },
+    /// The call ran past its time limit and was stopped.
+    #[error("Tool {tool} timed out after {after_ms} ms")]
+    Timeout {
+        /// Canonical tool id.
+        tool: String,
+        /// The limit that was passed.
+        after_ms: u64,
+    },
+    /// A sandbox limit (instructions, memory, output size, depth …) was hit.
+    #[error("Tool {tool} exceeded the {limit} limit: {message}")]
+    LimitExceeded {
+        /// Canonical tool id.
+        tool: String,
+        /// Which limit (`instructions`, `memory`, `output`, `depth`, `string_size` …).
+        limit: String,
+        /// Details.
+        message: String,
+    },
+    /// The tool (or the plugin behind it) lacks a declared permission.
+    #[error("Tool {tool} is not permitted to use {permission}: declare it under `permissions` in plugin.yaml")]
+    PermissionDenied {
+        /// Canonical tool id.
+        tool: String,
+        /// The missing permission, as it would be written in plugin.yaml.
+        permission: String,
+    },
+    /// The call was cancelled by its caller.
+    #[error("Tool {tool} was cancelled")]
+    Cancelled {
+        /// Canonical tool id.
+        tool: String,
+    },
+    /// The call was not run because an earlier step of its chain failed (`on_error: stop`).
+    #[error("Tool {tool} was skipped: {reason}")]
+    Skipped {
+        /// The tool id as written.
+        tool: String,
+        /// Why (names the failing step).
+        reason: String,
+    },
+    /// Tools calling tools went deeper than the engine allows.
+    #[error("Tool {tool} was not run: tool calls nested deeper than {limit} levels")]
+    RecursionLimit {
+        /// Canonical tool id.
+        tool: String,
+        /// The nesting limit.
+        limit: u32,
+    },
+    /// A definition could not be registered (bad id, duplicate, bad schema).
+    #[error("Cannot register tool '{id}': {message}")]
+    Registration {
+        /// The id as given.
+        id: String,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+}
+
+fn did_you_mean(s: &Option<String>) -> String {
+    match s {
+        Some(s) => format!(", did you mean '{s}'?"),
+        None => String::new(),
+    }
+}
+
+impl ToolError {
+    /// Stable machine-readable code (`unknown_tool`, `invalid_parameters`, …).
+    pub fn code(&self) -> &'static str {
+        match self {
+            ToolError::UnknownTool { .. } => "unknown_tool",
+            ToolError::InvalidParameters { .. } => "invalid_parameters",
+            ToolError::Failed { .. } => "execution_failed",
+            ToolError::Timeout { .. } => "timeout",
+            ToolError::LimitExceeded { .. } => "limit_exceeded",
+            ToolError::PermissionDenied { .. } => "permission_denied",
+            ToolError::Cancelled { .. } => "cancelled",
+            ToolError::Skipped { .. } => "skipped",
+            ToolError::RecursionLimit { .. } => "recursion_limit",
+            ToolError::Registration { .. } => "registration",
+        }
+    }
+
+    /// The line fed back to a model, e.g.
+    /// `Observation: Error - Invalid parameters for GetPlayerInfo: unknown parameter 'playerId', did you mean 'player_id'?`
+    pub fn observation(&self) -> String {
+        format!("Observation: Error - {self}")
+    }
+
+    /// Shorthand for [`ToolError::Failed`].
+    pub fn failed(tool: impl Into<String>, message: impl Into<String>) -> Self {
+        ToolError::Failed {
+            tool: tool.into(),
+            message: message.into(),
+        }
+    }
+}
