@@ -338,8 +338,7 @@ impl ArgSchema {
             reported: Vec::new(),
             suggested: Vec::new(),
         };
-        let mut path = Vec::new();
-        let value = Value::Object(coerce_object(map, &self.root, &mut path, &mut cx));
+        let value = Value::Object(coerce_object(map, &self.root, &Path::Root, &mut cx));
         if self.validator.is_valid(&value) {
             if cx.problems.is_empty() {
                 return Ok(value);
@@ -428,30 +427,23 @@ struct Cx {
     suggested: Vec<String>,
 }
 
-#[derive(Clone)]
-enum Seg {
-    Key(String),
-    Index(usize),
+/// Where a value sits, as a linked list on the stack: building it costs nothing; it is
+/// only turned into text (`meta.tags[0]`) when there is a problem to report.
+#[derive(Clone, Copy)]
+enum Path<'a> {
+    Root,
+    Key(&'a Path<'a>, &'a str),
+    Index(&'a Path<'a>, usize),
 }
 
-fn path_string(path: &[Seg]) -> String {
-    let mut s = String::new();
-    for seg in path {
-        match seg {
-            Seg::Key(k) => {
-                if !s.is_empty() {
-                    s.push('.');
-                }
-                s.push_str(k);
-            }
-            Seg::Index(i) => {
-                s.push('[');
-                s.push_str(&i.to_string());
-                s.push(']');
-            }
+impl Path<'_> {
+    fn text(&self) -> String {
+        match self {
+            Path::Root => String::new(),
+            Path::Key(parent, k) => join_path(&parent.text(), k),
+            Path::Index(parent, i) => format!("{}[{i}]", parent.text()),
         }
     }
-    s
 }
 
 fn path_text<'a>(segs: impl Iterator<Item = LocationSegment<'a>>) -> String {
@@ -503,19 +495,48 @@ pub fn brief(v: &Value) -> String {
     truncate(&v.to_string(), 80)
 }
 
+impl ObjectSpec {
+    /// The property a key names exactly. Small objects are scanned (cheaper than hashing).
+    fn exact_index(&self, k: &str) -> Option<usize> {
+        if self.props.len() <= 8 {
+            self.props.iter().position(|p| p.name == k)
+        } else {
+            self.exact.get(k).copied()
+        }
+    }
+}
+
 fn coerce_object(
-    map: Map<String, Value>,
+    mut map: Map<String, Value>,
     spec: &ObjectSpec,
-    path: &mut Vec<Seg>,
+    path: &Path<'_>,
     cx: &mut Cx,
 ) -> Map<String, Value> {
+    // Fast path: every key is written as the schema spells it, or is an extra key an open
+    // object accepts as it is; values are converted in place and the map is kept.
+    let fast = map.keys().all(|k| {
+        spec.exact_index(k).is_some()
+            || (!spec.closed
+                && (cx.mode == KeyMatching::Exact || !spec.loose.contains_key(&normalize_key(k))))
+    });
+    if fast {
+        for (k, v) in map.iter_mut() {
+            if let Some(i) = spec.exact_index(k) {
+                let prop = &spec.props[i];
+                let child = Path::Key(path, &prop.name);
+                *v = coerce(std::mem::take(v), &prop.shape, &child, cx);
+            }
+        }
+        fill_defaults(&mut map, spec);
+        return map;
+    }
     let mut out = Map::with_capacity(map.len().max(spec.props.len()));
-    // Which property each supplied key landed on (index into props), to catch duplicates.
-    let mut seen: Vec<Option<String>> = Vec::new();
+    // For each property: the key that named it, when one did.
+    let mut seen: Vec<Option<String>> = vec![None; spec.props.len()];
     let mut unknown: Vec<String> = Vec::new();
     for (k, v) in map {
-        let idx = match spec.exact.get(&k) {
-            Some(&i) => Some(i),
+        let idx = match spec.exact_index(&k) {
+            Some(i) => Some(i),
             None if cx.mode == KeyMatching::Loose && !spec.props.is_empty() => {
                 spec.loose.get(&normalize_key(&k)).copied()
             }
@@ -524,50 +545,33 @@ fn coerce_object(
         match idx {
             Some(AMBIGUOUS) => {
                 let norm = normalize_key(&k);
-                let names: Vec<&str> = spec
+                let names: Vec<String> = spec
                     .props
                     .iter()
                     .filter(|p| normalize_key(&p.name) == norm)
-                    .map(|p| p.name.as_str())
+                    .map(|p| format!("'{}'", p.name))
                     .collect();
-                path.push(Seg::Key(k.clone()));
-                let at = path_string(path);
-                path.pop();
+                let at = Path::Key(path, &k).text();
                 cx.problems.push(format!(
                     "parameter '{at}' could mean {}; write one of them exactly",
-                    names
-                        .iter()
-                        .map(|n| format!("'{n}'"))
-                        .collect::<Vec<_>>()
-                        .join(" or ")
+                    names.join(" or ")
                 ));
                 cx.reported.push(at);
             }
             Some(i) => {
-                if seen.len() < spec.props.len() {
-                    seen.resize(spec.props.len(), None);
-                }
                 let prop = &spec.props[i];
+                let child = Path::Key(path, &prop.name);
                 if let Some(first) = &seen[i] {
-                    path.push(Seg::Key(prop.name.clone()));
-                    let at = path_string(path);
-                    path.pop();
+                    let at = child.text();
                     cx.problems.push(format!(
                         "parameters '{first}' and '{k}' both name '{at}'; give it once"
                     ));
                     cx.reported.push(at);
                     continue;
                 }
-                path.push(Seg::Key(prop.name.clone()));
-                let v = coerce(v, &prop.shape, path, cx);
-                path.pop();
-                let key = if k == prop.name {
-                    k.clone()
-                } else {
-                    prop.name.clone()
-                };
+                let v = coerce(v, &prop.shape, &child, cx);
+                out.insert(prop.name.clone(), v);
                 seen[i] = Some(k);
-                out.insert(key, v);
             }
             None if spec.closed => unknown.push(k),
             None => {
@@ -584,14 +588,10 @@ fn coerce_object(
                 .map(|p| p.name.as_str())
                 .filter(|n| !given(n)),
         );
-        path.push(Seg::Key(k.clone()));
-        let at = path_string(path);
-        path.pop();
+        let at = Path::Key(path, &k).text();
         let msg = match &suggestion {
             Some(s) => {
-                path.push(Seg::Key(s.clone()));
-                cx.suggested.push(path_string(path));
-                path.pop();
+                cx.suggested.push(Path::Key(path, s).text());
                 format!("unknown parameter '{at}', did you mean '{s}'?")
             }
             None => {
@@ -605,14 +605,18 @@ fn coerce_object(
         cx.problems.push(msg);
         cx.reported.push(at);
     }
+    fill_defaults(&mut out, spec);
+    out
+}
+
+fn fill_defaults(map: &mut Map<String, Value>, spec: &ObjectSpec) {
     for p in &spec.props {
         if let Some(d) = &p.default {
-            if !out.contains_key(&p.name) {
-                out.insert(p.name.clone(), d.clone());
+            if !map.contains_key(&p.name) {
+                map.insert(p.name.clone(), d.clone());
             }
         }
     }
-    out
 }
 
 /// The candidate closest to `key`, if one is close enough to be worth suggesting.
@@ -633,8 +637,8 @@ pub fn suggest<'a>(key: &str, candidates: impl Iterator<Item = &'a str>) -> Opti
     best.map(|(_, c)| c.to_string())
 }
 
-fn problem_type(value: &Value, shape: &Shape, path: &[Seg], cx: &mut Cx) {
-    let at = path_string(path);
+fn problem_type(value: &Value, shape: &Shape, path: &Path<'_>, cx: &mut Cx) {
+    let at = path.text();
     cx.problems.push(format!(
         "parameter '{at}' must be {}, got {}",
         types_text(shape.types),
@@ -668,7 +672,7 @@ fn parse_bool(t: &str) -> Option<bool> {
     }
 }
 
-fn coerce(value: Value, shape: &Shape, path: &mut Vec<Seg>, cx: &mut Cx) -> Value {
+fn coerce(value: Value, shape: &Shape, path: &Path<'_>, cx: &mut Cx) -> Value {
     let t = shape.types;
     match value {
         Value::String(s) => {
@@ -729,9 +733,7 @@ fn coerce(value: Value, shape: &Shape, path: &mut Vec<Seg>, cx: &mut Cx) -> Valu
             Some(item) if t == 0 || t & ARR != 0 => {
                 let mut out = Vec::with_capacity(items.len());
                 for (i, v) in items.into_iter().enumerate() {
-                    path.push(Seg::Index(i));
-                    out.push(coerce(v, item, path, cx));
-                    path.pop();
+                    out.push(coerce(v, item, &Path::Index(path, i), cx));
                 }
                 Value::Array(out)
             }
@@ -769,13 +771,11 @@ fn coerce(value: Value, shape: &Shape, path: &mut Vec<Seg>, cx: &mut Cx) -> Valu
 }
 
 /// A single value where an array is expected: `[value]` (converted as an item).
-fn wrap(v: Value, shape: &Shape, path: &mut Vec<Seg>, cx: &mut Cx) -> Value {
-    path.push(Seg::Index(0));
+fn wrap(v: Value, shape: &Shape, path: &Path<'_>, cx: &mut Cx) -> Value {
     let item = match &shape.items {
-        Some(item) => coerce(v, item, path, cx),
+        Some(item) => coerce(v, item, &Path::Index(path, 0), cx),
         None => v,
     };
-    path.pop();
     Value::Array(vec![item])
 }
 
