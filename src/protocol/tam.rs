@@ -573,19 +573,12 @@ impl Body {
                 }
                 v.at_line_start = false;
             }
-            let nb = memchr::memchr2(b'\n', b'\r', &s[v.scan..]).map(|i| v.scan + i);
+            // Look for a line break only up to the next 「末」, so a long line with many
+            // values is not searched again for each of them.
             let nc = v.next_close(s, finder);
+            let limit = nc.unwrap_or(len);
+            let nb = memchr::memchr2(b'\n', b'\r', &s[v.scan..limit]).map(|i| v.scan + i);
             match (nc, nb) {
-                (Some(c), _) if nb.is_none_or(|b| c < b) => {
-                    match after_close(s, c + CLOSE.len(), eof, kind) {
-                        M::Yes(_) => return ValueStep::Closed(c),
-                        M::No => v.scan = c + CLOSE.len(),
-                        M::Partial => {
-                            v.scan = c;
-                            return ValueStep::NeedMore;
-                        }
-                    }
-                }
                 (_, Some(b)) => match line_break(s, b, eof) {
                     M::Yes(e) => {
                         v.brk = b;
@@ -595,6 +588,14 @@ impl Body {
                     }
                     _ => {
                         v.scan = b;
+                        return ValueStep::NeedMore;
+                    }
+                },
+                (Some(c), None) => match after_close(s, c + CLOSE.len(), eof, kind) {
+                    M::Yes(_) => return ValueStep::Closed(c),
+                    M::No => v.scan = c + CLOSE.len(),
+                    M::Partial => {
+                        v.scan = c;
                         return ValueStep::NeedMore;
                     }
                 },
