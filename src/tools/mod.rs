@@ -4,6 +4,23 @@
 //! resolved (`plugin:tool`, `plugin.tool`, wire names), string values are converted to the
 //! types the schema asks for, the arguments are validated against the compiled schema, and
 //! only then does the [`ToolHandler`] see them.
+//!
+//! Rules this module settles (see also [`id`] and the `schema` notes):
+//! - **Ids** are `namespace:name` or a bare `name` (host tools like seed 002's
+//!   `GetPlayerInfo`); parts are ASCII letters, digits, `_`, `-`, `.`. Duplicates, and an id
+//!   equal to another tool's wire name, are refused.
+//! - **Resolution** tries, in order: the exact id, a wire name, `namespace.name` (each `.`
+//!   tried left to right as the `:`). An unknown id gets a `did you mean` suggestion.
+//! - **Wire names** (`FileOperator_WriteFile`) are built once at registration and stay
+//!   unique (`_2`, `_3`, … on a clash); [`Tool::wire_name`] exposes them.
+//! - **Arguments** pass key matching, string conversion, defaults and the compiled JSON
+//!   Schema before any handler runs ([`Tool::prepare`]). Keys match loosely
+//!   ([`KeyMatching::Loose`], TAM rule 3) except for calls read from `<ACTION>` XML, which
+//!   match exactly as seed 002 §5.5 requires ([`key_matching_for`]).
+//! - **Chains**: [`ToolManager::execute`] runs calls in order; in one block a failure with
+//!   `on_error: stop` turns the block's later steps into [`ToolError::Skipped`].
+//! - **Nesting**: a handler calling tools ([`CallContext::call`]) goes one level deeper;
+//!   past [`ToolManager::max_depth`] the call is a [`ToolError::RecursionLimit`].
 
 pub mod builtin;
 mod definition;
