@@ -79,6 +79,13 @@ fn bench(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(1))
         .sample_size(30);
     let tool = tools.get("bench:resize").expect("registered");
+    g.bench_function("3_typed_params", |b| {
+        b.iter_batched(
+            || typed.clone(),
+            |args| tool.prepare(args, KeyMatching::Loose),
+            BatchSize::SmallInput,
+        )
+    });
     let loose: Value = json!({"Count": "42", "RATIO": "4.5", "force_": "yes"});
     g.bench_function("3_string_params_loose_keys", |b| {
         b.iter_batched(

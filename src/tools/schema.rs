@@ -647,17 +647,22 @@ fn problem_type(value: &Value, shape: &Shape, path: &Path<'_>, cx: &mut Cx) {
     cx.reported.push(at);
 }
 
-fn parse_int(t: &str) -> Option<Number> {
+/// Reads a number, with one float parse at most: `"42"`, `"42.0"` and `"1e3"` are integers;
+/// `"4.5"` is read only when the schema allows any number (`num`).
+fn parse_number(t: &str, num: bool) -> Option<Number> {
     if let Ok(i) = t.parse::<i64>() {
         return Some(i.into());
     }
     if let Ok(u) = t.parse::<u64>() {
         return Some(u.into());
     }
-    let f = t.parse::<f64>().ok()?;
-    // "42.0" and "1e3" name integers; "4.5" does not.
-    if f.is_finite() && f.fract() == 0.0 && f.abs() < 9.007_199_254_740_992e15 {
+    let f = t.parse::<f64>().ok().filter(|f| f.is_finite())?;
+    // Whole numbers stay integers so `integer`-typed branches still match.
+    if f.fract() == 0.0 && f.abs() < 9.007_199_254_740_992e15 {
         return Some((f as i64).into());
+    }
+    if num {
+        return Number::from_f64(f);
     }
     None
 }
@@ -680,18 +685,9 @@ fn coerce(value: Value, shape: &Shape, path: &Path<'_>, cx: &mut Cx) -> Value {
                 return Value::String(s);
             }
             let trimmed = s.trim();
-            if t & INT != 0 {
-                if let Some(n) = parse_int(trimmed) {
+            if t & (INT | NUM) != 0 {
+                if let Some(n) = parse_number(trimmed, t & NUM != 0) {
                     return Value::Number(n);
-                }
-            }
-            if t & NUM != 0 {
-                if let Some(n) = trimmed.parse::<f64>().ok().and_then(Number::from_f64) {
-                    // Whole numbers stay integers so `integer`-typed branches still match.
-                    return match parse_int(trimmed) {
-                        Some(i) => Value::Number(i),
-                        None => Value::Number(n),
-                    };
                 }
             }
             if t & BOOL != 0 {
