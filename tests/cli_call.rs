@@ -131,3 +131,15 @@ fn usage_errors_exit_2() {
     let run = tavern(dir.path(), &["call", "--format", "nope"], b"");
     assert_eq!(run.code, 2);
 }
+
+#[test]
+fn json_calls_may_use_wire_names_and_typed_values() {
+    let dir = home();
+    let openai = r#"[{"type": "function", "function": {"name": "system_random_int", "arguments": "{\"min\": 2, \"max\": 2}"}},
+                    {"type": "function", "function": {"name": "system_echo", "arguments": "{\"text\": \"a\"}"}}]"#;
+    let run = tavern(dir.path(), &["call", "--format", "json"], openai.as_bytes());
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let out = run.json();
+    assert_eq!(out["results"][0]["value"], 2);
+    assert_eq!(out["results"][1]["value"], "a");
+}
