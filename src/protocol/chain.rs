@@ -15,10 +15,22 @@ pub(crate) fn normalize_key(key: &str) -> String {
         .collect()
 }
 
+/// True when `key` normalises (rule 3) to `target` (lowercase ASCII without `_`),
+/// without allocating.
+pub(crate) fn key_is(key: &str, target: &str) -> bool {
+    let mut t = target.bytes();
+    for b in key.bytes().filter(|&b| b != b'_') {
+        match t.next() {
+            Some(c) if b.to_ascii_lowercase() == c => {}
+            _ => return false,
+        }
+    }
+    t.next().is_none()
+}
+
 /// True for the keys that name the tool: `command` and `tool_name` (any case/underscores).
 pub(crate) fn is_tool_key(base: &str) -> bool {
-    let n = normalize_key(base);
-    n == "command" || n == "toolname"
+    key_is(base, "command") || key_is(base, "toolname")
 }
 
 /// Splits a chain suffix: `content2` → (`content`, 2), `command_10` → (`command`, 10).
@@ -77,14 +89,15 @@ pub(crate) fn build_calls(
     span: Span,
     block_name: &str,
     diags: &mut Vec<RawDiag>,
-) -> Vec<Call> {
-    let is_chain = pairs
-        .iter()
-        .any(|p| matches!(split_step(text(s, p.key)), Some((base, _)) if is_tool_key(base)));
+    out: &mut Vec<Call>,
+) {
+    let is_chain = pairs.iter().any(|p| {
+        matches!(split_step(text(s, p.key)), Some((base, _)) if is_tool_key(base))
+    });
     if is_chain {
-        build_chain(s, pairs, block, span, diags)
-    } else {
-        build_plain(s, pairs, block, span, block_name, diags)
+        out.extend(build_chain(s, pairs, block, span, diags));
+    } else if let Some(call) = build_plain(s, pairs, block, span, block_name, diags) {
+        out.push(call);
     }
 }
 
@@ -95,9 +108,9 @@ fn build_plain(
     span: Span,
     block_name: &str,
     diags: &mut Vec<RawDiag>,
-) -> Vec<Call> {
+) -> Option<Call> {
     let mut tool: Option<(&str, usize)> = None;
-    let mut args = Map::new();
+    let mut args = Map::with_capacity(pairs.len().saturating_sub(1));
     let mut failed = false;
     for p in pairs {
         let key = text(s, p.key);
@@ -115,24 +128,24 @@ fn build_plain(
             }
             continue;
         }
-        if args.contains_key(key) {
+        if args
+            .insert(key.to_string(), Value::String(value.to_string()))
+            .is_some()
+        {
             diags.push(RawDiag::warning(
                 p.key.0,
                 format!("'{key}' is given twice in one block; the last value is used"),
                 "Give each parameter once per call.".into(),
             ));
         }
-        args.insert(key.to_string(), Value::String(value.to_string()));
     }
     let Some((tool, at)) = tool else {
         diags.push(RawDiag::error(
             span.start,
-            format!(
-                "{block_name} block has no 'command' key, so it names no tool; it was not executed"
-            ),
+            format!("{block_name} block has no 'command' key, so it names no tool; it was not executed"),
             "Add command:「始」ToolId「末」 as the first line of the block.".into(),
         ));
-        return Vec::new();
+        return None;
     };
     if tool.is_empty() {
         diags.push(RawDiag::error(
@@ -140,19 +153,19 @@ fn build_plain(
             "'command' is empty, so the block names no tool; it was not executed".into(),
             "Write the tool id between 「始」 and 「末」, e.g. command:「始」FileOperator.WriteFile「末」.".into(),
         ));
-        return Vec::new();
+        return None;
     }
     if failed {
-        return Vec::new();
+        return None;
     }
-    vec![Call {
+    Some(Call {
         tool: tool.to_string(),
         args,
         span,
         block,
         step: None,
         on_error: OnError::Stop,
-    }]
+    })
 }
 
 fn build_chain(
@@ -216,7 +229,7 @@ fn build_chain(
                         failed = true;
                     }
                     st.tool = Some((value.trim(), at));
-                } else if normalize_key(base) == "onerror" {
+                } else if key_is(base, "onerror") {
                     st.on_error = Some((value, at));
                 } else {
                     st.args.push((base, value, at));
@@ -232,14 +245,13 @@ fn build_chain(
                     failed = true;
                 } else if key.len() > 7 && key[..7].eq_ignore_ascii_case("common_") {
                     let param = &key[7..];
-                    if normalize_key(param) == "onerror" {
+                    if key_is(param, "onerror") {
                         default_on_error = Some((value, at));
                     } else {
                         common.push((param, value));
                     }
                 } else {
-                    let n = normalize_key(key);
-                    if n != "requestid" && n != "comment" {
+                    if !key_is(key, "requestid") && !key_is(key, "comment") {
                         diags.push(RawDiag::error(
                             at,
                             format!("'{key}' has no step number in a chained block, so no step owns it; none of this block's calls run"),
@@ -263,10 +275,7 @@ fn build_chain(
         } else if st.tool.is_some_and(|(t, _)| t.is_empty()) {
             diags.push(RawDiag::error(
                 st.tool.map(|(_, a)| a).unwrap_or(span.start),
-                format!(
-                    "command{} is empty, so step {} names no tool; none of this block's calls run",
-                    st.number, st.number
-                ),
+                format!("command{} is empty, so step {} names no tool; none of this block's calls run", st.number, st.number),
                 "Write the tool id between 「始」 and 「末」.".into(),
             ));
             failed = true;
@@ -296,10 +305,7 @@ fn build_chain(
                 if args.contains_key(*k) {
                     diags.push(RawDiag::warning(
                         *at,
-                        format!(
-                            "'{k}' is given twice for step {}; the last value is used",
-                            st.number
-                        ),
+                        format!("'{k}' is given twice for step {}; the last value is used", st.number),
                         "Give each parameter once per step.".into(),
                     ));
                 }

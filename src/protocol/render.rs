@@ -18,7 +18,7 @@
 
 use serde_json::Value;
 
-use super::chain::{is_tool_key, normalize_key, split_step};
+use super::chain::{is_tool_key, key_is, split_step};
 use super::error::RenderError;
 use super::lex::{is_key_char, line_break, match_ci, match_pair_start, skip_ws, CLOSE, M, TAM_END};
 use super::types::Call;
@@ -207,7 +207,7 @@ fn render(calls: &[Call], strict: bool) -> Result<String, RenderError> {
                                     reads_as: "the step's tool id",
                                 });
                             }
-                            if normalize_key(k) == "onerror" {
+                            if key_is(k, "onerror") {
                                 return Err(RenderError::ReservedKey {
                                     call: i,
                                     key: k.clone(),

@@ -64,7 +64,7 @@ enum Mode {
     Think {
         start: usize,
     },
-    Block(Box<Body>),
+    Block(Body),
     Action {
         start: usize,
         content: usize,
@@ -98,6 +98,7 @@ pub(crate) struct Scanner {
     loc: Locator,
     close_finder: Finder<'static>,
     recorded: Option<Vec<super::grammar::BlockReading>>,
+    spare_pairs: Vec<super::tam::RawPair>,
 }
 
 fn think_tag(s: &[u8], p: usize, eof: bool, close: bool) -> M {
@@ -158,6 +159,7 @@ impl Scanner {
             loc: Locator::default(),
             close_finder: Finder::new(CLOSE),
             recorded: None,
+            spare_pairs: Vec::new(),
         }
     }
 
@@ -264,7 +266,9 @@ impl Scanner {
                                 self.pos = e;
                             }
                             Lt::Block(kind, e) => {
-                                self.mode = Mode::Block(Box::new(Body::new(kind, p, e)));
+                                let mut pairs = std::mem::take(&mut self.spare_pairs);
+                                pairs.clear();
+                                self.mode = Mode::Block(Body::new(kind, p, e, pairs));
                                 self.pos = e;
                             }
                             Lt::Action(e) => {
@@ -320,7 +324,7 @@ impl Scanner {
                             else {
                                 unreachable!("matched Mode::Block above")
                             };
-                            self.finish_block(text, *body, end);
+                            self.finish_block(text, body, end);
                         }
                     }
                 }
@@ -417,9 +421,9 @@ impl Scanner {
             BlockKind::Tam => "TAM",
             BlockKind::Vcp => "VCP",
         };
-        let calls = chain::build_calls(text, &body.pairs, block, span, name, &mut diags);
-        self.calls.extend(calls);
+        chain::build_calls(text, &body.pairs, block, span, name, &mut diags, &mut self.calls);
         self.diags.extend(diags);
+        self.spare_pairs = body.pairs;
         self.piece_start = block_end;
         self.pos = block_end;
     }

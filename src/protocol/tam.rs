@@ -106,9 +106,9 @@ enum Sub {
     MidLine,
     Comment,
     Stray,
-    Value(Box<ValueScan>),
+    Value(ValueScan),
     Lookahead {
-        v: Box<ValueScan>,
+        v: ValueScan,
         close: usize,
         tail: usize,
         scan: usize,
@@ -201,11 +201,11 @@ impl ValueScan {
 
 impl Body {
     /// A block whose start marker spans `start..body`.
-    pub(crate) fn new(kind: BlockKind, start: usize, body: usize) -> Self {
+    pub(crate) fn new(kind: BlockKind, start: usize, body: usize, pairs: Vec<RawPair>) -> Self {
         Body {
             kind,
             start,
-            pairs: Vec::new(),
+            pairs,
             diags: Vec::new(),
             pos: body,
             sub: Sub::OpenLine {
@@ -220,7 +220,7 @@ impl Body {
     }
 
     fn start_value(&mut self, key: (usize, usize), value_start: usize) {
-        self.sub = Sub::Value(Box::new(ValueScan {
+        self.sub = Sub::Value(ValueScan {
             key,
             start: value_start,
             scan: value_start,
@@ -231,7 +231,7 @@ impl Body {
             first_cut: None,
             next_close: None,
             close_searched: 0,
-        }));
+        });
         self.pos = value_start;
     }
 
@@ -438,8 +438,10 @@ impl Body {
                         return Step::NeedMore;
                     }
                 },
-                Sub::Value(v) => {
-                    let mut v = std::mem::replace(v, Box::new(ValueScan::placeholder()));
+                Sub::Value(_) => {
+                    let Sub::Value(mut v) = std::mem::replace(&mut self.sub, Sub::MidLine) else {
+                        unreachable!("matched Sub::Value above")
+                    };
                     let r = self.run_value(s, eof, starts, finder, &mut v);
                     match r {
                         ValueStep::NeedMore => {
@@ -626,21 +628,4 @@ enum ValueStep {
     NeedMore,
     Closed(usize),
     Cut(usize),
-}
-
-impl ValueScan {
-    fn placeholder() -> Self {
-        ValueScan {
-            key: (0, 0),
-            start: 0,
-            scan: 0,
-            at_line_start: false,
-            line_start: 0,
-            brk: 0,
-            first_end: None,
-            first_cut: None,
-            next_close: None,
-            close_searched: 0,
-        }
-    }
 }

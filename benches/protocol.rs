@@ -1,0 +1,196 @@
+//! Protocol reader benchmarks (criterion, short runs).
+//!
+//! Run: `cargo bench --bench protocol`
+//!
+//! - `prose_1mb`: 1 MB of prose with no blocks (target ≥ 1.5 GB/s).
+//! - `dense_small_blocks_1mb`: 1 MB of small TAM blocks (target ≥ 300 MB/s).
+//! - `blocks/100` vs `blocks/4000`: the same block+sentence unit repeated (target: 4,000
+//!   cost ≤ 45× 100).
+//! - `stream_4byte` vs `one_shot`: a 64 KB model answer with prose and blocks, fed in
+//!   4-byte chunks vs parsed at once (target ≤ 2×).
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::measurement::{Measurement, ValueFormatter};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use tavern::protocol::{parse, Format, StreamReader};
+
+const SENTENCE: &str = "The caravan reached the northern gate before dusk, and the guards, tired from a long watch, waved it through without a second look at the crates. ";
+
+fn prose(len: usize) -> String {
+    let mut s = String::with_capacity(len + SENTENCE.len());
+    while s.len() < len {
+        s.push_str(SENTENCE);
+        if s.len() % 7 == 0 {
+            s.push('\n');
+        }
+    }
+    s
+}
+
+const SMALL_BLOCK: &str = "<|[REQUEST_TOOL]|>\ncommand:「始」Echo「末」\ntext:「始」hello world「末」\n<|[END_TOOL]|>\n";
+
+fn dense(len: usize) -> String {
+    let mut s = String::with_capacity(len + SMALL_BLOCK.len());
+    while s.len() < len {
+        s.push_str(SMALL_BLOCK);
+    }
+    s
+}
+
+fn blocks(n: usize) -> String {
+    let unit = "Now I will read the next file.\n<|[REQUEST_TOOL]|>\ncommand:「始」FileOperator.ReadFile「末」\nfilePath:「始」/logs/today.log「末」\n<|[END_TOOL]|>\n";
+    unit.repeat(n)
+}
+
+fn answer() -> String {
+    let mut s = String::new();
+    let mut i = 0;
+    while s.len() < 64 * 1024 {
+        s.push_str(&SENTENCE.repeat(3));
+        s.push('\n');
+        s.push_str(&format!(
+            "<|[REQUEST_TOOL]|>\ncommand1:「始」FileOperator.WriteFile「末」\nfilePath1:「始」/logs/{i}.log「末」\ncontent1:「始」line one\nline two「末」\ncommand2:「始」FileOperator.AppendFile「末」\nfilePath2:「始」/logs/{i}.log「末」\ncontent2:「始」more「末」\n<|[END_TOOL]|>\n"
+        ));
+        i += 1;
+    }
+    s
+}
+
+/// CPU time of the benchmarking thread (`CLOCK_THREAD_CPUTIME_ID`), in nanoseconds.
+///
+/// The machine is shared by several developers (load average often above 3 on 2
+/// cores), so wall time mostly measures the neighbours; thread CPU time does not count
+/// the time the thread waits for a core.
+struct ThreadCpu;
+
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the clock id is a constant.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl Measurement for ThreadCpu {
+    type Intermediate = u64;
+    type Value = u64;
+    fn start(&self) -> u64 {
+        thread_cpu_ns()
+    }
+    fn end(&self, i: u64) -> u64 {
+        thread_cpu_ns().saturating_sub(i)
+    }
+    fn add(&self, a: &u64, b: &u64) -> u64 {
+        a + b
+    }
+    fn zero(&self) -> u64 {
+        0
+    }
+    fn to_f64(&self, v: &u64) -> f64 {
+        *v as f64
+    }
+    fn formatter(&self) -> &dyn ValueFormatter {
+        &CpuFormatter
+    }
+}
+
+struct CpuFormatter;
+
+impl ValueFormatter for CpuFormatter {
+    fn scale_values(&self, ns: f64, values: &mut [f64]) -> &'static str {
+        let (factor, unit) = if ns < 1e3 {
+            (1.0, "ns cpu")
+        } else if ns < 1e6 {
+            (1e-3, "µs cpu")
+        } else if ns < 1e9 {
+            (1e-6, "ms cpu")
+        } else {
+            (1e-9, "s cpu")
+        };
+        values.iter_mut().for_each(|v| *v *= factor);
+        unit
+    }
+    fn scale_throughputs(&self, _typical: f64, t: &Throughput, values: &mut [f64]) -> &'static str {
+        match *t {
+            Throughput::Bytes(b) | Throughput::BytesDecimal(b) => {
+                values.iter_mut().for_each(|v| *v = b as f64 * 1e9 / *v / 1e6);
+                "MB/s"
+            }
+            Throughput::Bits(b) => {
+                values.iter_mut().for_each(|v| *v = b as f64 * 1e9 / *v / 1e6);
+                "Mbit/s"
+            }
+            Throughput::Elements(e) | Throughput::ElementsAndBytes { elements: e, .. } => {
+                values.iter_mut().for_each(|v| *v = e as f64 * 1e9 / *v);
+                "elem/s"
+            }
+        }
+    }
+    fn scale_for_machines(&self, _values: &mut [f64]) -> &'static str {
+        "ns"
+    }
+}
+
+fn config(c: &mut Criterion<ThreadCpu>) -> criterion::BenchmarkGroup<'_, ThreadCpu> {
+    let mut g = c.benchmark_group("protocol");
+    g.measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_secs(1))
+        .sample_size(30);
+    g
+}
+
+fn bench(c: &mut Criterion<ThreadCpu>) {
+    let text = prose(1 << 20);
+    let mut g = config(c);
+    g.throughput(Throughput::Bytes(text.len() as u64));
+    g.bench_function("prose_1mb", |b| b.iter(|| parse(black_box(&text), Format::Auto)));
+
+    let text = dense(1 << 20);
+    g.throughput(Throughput::Bytes(text.len() as u64));
+    g.bench_function("dense_small_blocks_1mb", |b| {
+        b.iter(|| parse(black_box(&text), Format::Auto))
+    });
+    // The same, without timing the drop of the 14,000 parsed calls (the caller's cost).
+    g.bench_function("dense_small_blocks_1mb_no_drop", |b| {
+        b.iter_with_large_drop(|| parse(black_box(&text), Format::Auto))
+    });
+    g.finish();
+
+    let mut g = config(c);
+    for n in [100usize, 4000] {
+        let text = blocks(n);
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_with_input(BenchmarkId::new("blocks", n), &text, |b, t| {
+            b.iter(|| parse(black_box(t), Format::Auto))
+        });
+    }
+    g.finish();
+
+    let text = answer();
+    let mut g = config(c);
+    g.throughput(Throughput::Bytes(text.len() as u64));
+    g.bench_function("one_shot", |b| b.iter(|| parse(black_box(&text), Format::Auto)));
+    g.bench_function("stream_4byte", |b| {
+        b.iter(|| {
+            let mut r = StreamReader::new(Format::Auto);
+            let bytes = black_box(text.as_bytes());
+            let mut n = 0;
+            for chunk in bytes.chunks(4) {
+                n += r.push_bytes(chunk).len();
+            }
+            (n, r.finish())
+        })
+    });
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().with_measurement(ThreadCpu);
+    targets = bench
+}
+criterion_main!(benches);
