@@ -24,7 +24,15 @@ local function pass(ok, ...)
   return ok, ...
 end
 G.pcall = function(f, ...) return pass(native_pcall(f, ...)) end
-G.xpcall = function(f, h, ...) return pass(native_xpcall(f, h, ...)) end
+local aborted = rust.aborted
+-- An error thrown by the budget hook reaches the message handler while Lua still has hooks
+-- switched off, so the handler must not run once the budget is gone.
+G.xpcall = function(f, h, ...)
+  return pass(native_xpcall(f, function(e)
+    if aborted() then return e end
+    return h(e)
+  end, ...))
+end
 coroutine.resume = function(co, ...) return pass(co_resume(co, ...)) end
 coroutine.close = function(co) return pass(co_close(co)) end
 local raw_setmetatable, rawget, type, error = setmetatable, rawget, type, error
@@ -296,6 +304,10 @@ pub(crate) fn install(lua: &Lua, sh: &Arc<Shared>) -> mlua::Result<()> {
             Some(a) => Err(abort_error(a)),
             None => Ok(()),
         })?,
+    )?;
+    rust.raw_set(
+        "aborted",
+        guarded(lua, sh, "xpcall", |_lua, sh, ()| Ok(sh.budget.aborted().is_some()))?,
     )?;
     rust.raw_set(
         "rep",
