@@ -331,14 +331,17 @@ pub(crate) fn install(lua: &Lua, sh: &Arc<Shared>) -> mlua::Result<()> {
                     return Err(string_too_large(max));
                 }
                 // Charge the copy so huge-but-allowed repetitions in a loop still hit the budget.
-                sh.budget.charge((total / 64) as u64).map_err(abort_error)?;
-                let mut out = Vec::with_capacity(total as usize);
-                for i in 0..n {
-                    if i > 0 {
-                        out.extend_from_slice(&sep);
-                    }
-                    out.extend_from_slice(&s);
-                }
+                sh.budget.charge((total / 16) as u64).map_err(abort_error)?;
+                let n = n as usize;
+                let out = if sep.is_empty() {
+                    s.repeat(n)
+                } else {
+                    let mut unit = s.to_vec();
+                    unit.extend_from_slice(&sep);
+                    let mut o = unit.repeat(n - 1);
+                    o.extend_from_slice(&s);
+                    o
+                };
                 lua.create_string(&out)
             },
         )?,
