@@ -61,6 +61,21 @@ pub(crate) struct Shared {
     pub registered: Mutex<Vec<RegisteredSpec>>,
     pub panics: AtomicU64,
     pub limits: Limits,
+    /// Rust callbacks currently on the stack (gsub → Lua → gsub … recursion).
+    pub rust_depth: AtomicU64,
+}
+
+/// Rust callbacks that may be nested inside each other (through Lua functions they call).
+/// Each level costs Rust stack that Lua's own C-stack limit does not see; 2 MB thread stacks
+/// must hold them all.
+const MAX_RUST_NESTING: u64 = 24;
+
+struct DepthGuard<'a>(&'a AtomicU64);
+
+impl Drop for DepthGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// One plugin's (or snippet's) Lua state.
@@ -93,6 +108,14 @@ where
 {
     let sh = shared.clone();
     lua.create_function(move |lua, args: A| {
+        let depth = sh.rust_depth.fetch_add(1, Ordering::Relaxed);
+        let _depth = DepthGuard(&sh.rust_depth);
+        if depth >= MAX_RUST_NESTING {
+            return Err(script_error(ScriptError::ValueLimit {
+                what: "call_depth".into(),
+                message: format!("{name} nested more than {MAX_RUST_NESTING} levels deep"),
+            }));
+        }
         match std::panic::catch_unwind(AssertUnwindSafe(|| f(lua, &sh, args))) {
             Ok(r) => r,
             Err(p) => {
@@ -125,6 +148,7 @@ impl LuaHost {
             registered: Mutex::new(Vec::new()),
             panics: AtomicU64::new(0),
             limits,
+            rust_depth: AtomicU64::new(0),
         });
         let host = LuaHost {
             lua,
