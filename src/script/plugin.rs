@@ -35,6 +35,7 @@ type Job = Box<dyn FnOnce() + Send>;
 
 struct Inner {
     env: ScriptEnv,
+    core: Arc<HostCore>,
     lua: Option<LuaHost>,
     rhai: Option<RhaiHost>,
     lock: Arc<PluginLock>,
@@ -154,6 +155,7 @@ impl PluginScripts {
         Ok(PluginScripts {
             inner: Arc::new(Inner {
                 env,
+                core,
                 lua,
                 rhai,
                 lock: Arc::new(PluginLock::default()),
@@ -192,9 +194,10 @@ impl PluginScripts {
 
     /// Panics caught in Rust callbacks so far (each was logged).
     pub fn panic_count(&self) -> u64 {
-        self.inner.lua.as_ref().map_or(0, |l| {
-            l.shared.panics.load(std::sync::atomic::Ordering::Relaxed)
-        })
+        self.inner
+            .core
+            .panics
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Calls `function` (a global function, or the handler of a tool registered with
@@ -208,14 +211,19 @@ impl PluginScripts {
         // A nested call never waits longer than the call that is waiting for it.
         let deadline = current_call().map_or(own, |c| c.deadline.min(own));
         let caller = ctx.caller.to_string();
-        if let Some(lua) = inner.lua.as_ref().filter(|l| l.has_function(function)) {
-            let _guard = inner.lock.acquire(&inner.env.plugin, deadline)?;
-            let _active = enter_call(ActiveCall {
-                info: ctx.clone(),
-                handle: None,
-                deadline,
-            });
-            return lua.call(function, &args, &ctx.tool_id, &caller);
+        if let Some(lua) = &inner.lua {
+            // Take the plugin lock before touching the Lua state at all: mlua's own lock
+            // would block without deadlock detection.
+            let guard = inner.lock.acquire(&inner.env.plugin, deadline)?;
+            if lua.has_function(function) {
+                let _active = enter_call(ActiveCall {
+                    info: ctx.clone(),
+                    handle: None,
+                    deadline,
+                });
+                return lua.call(function, &args, &ctx.tool_id, &caller);
+            }
+            drop(guard);
         }
         if let Some(rhai) = inner.rhai.as_ref().filter(|r| r.has_function(function)) {
             let _active = enter_call(ActiveCall {

@@ -59,7 +59,6 @@ pub(crate) struct Shared {
     pub budget: Budget,
     pub loading: AtomicBool,
     pub registered: Mutex<Vec<RegisteredSpec>>,
-    pub panics: AtomicU64,
     pub limits: Limits,
     /// Rust callbacks currently on the stack (gsub → Lua → gsub … recursion).
     pub rust_depth: AtomicU64,
@@ -124,7 +123,7 @@ where
                     .map(|s| s.to_string())
                     .or_else(|| p.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "unknown panic".into());
-                sh.panics.fetch_add(1, Ordering::Relaxed);
+                sh.core.panics.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(target: "tavern::script", plugin = %sh.core.env.plugin,
                     "panic in the Rust function behind {name}: {what}");
                 Err(mlua::Error::runtime(format!(
@@ -146,7 +145,6 @@ impl LuaHost {
             budget: Budget::new(),
             loading: AtomicBool::new(false),
             registered: Mutex::new(Vec::new()),
-            panics: AtomicU64::new(0),
             limits,
             rust_depth: AtomicU64::new(0),
         });
@@ -346,7 +344,7 @@ impl LuaHost {
                     .map(|s| s.to_string())
                     .or_else(|| p.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "unknown panic".into());
-                self.shared.panics.fetch_add(1, Ordering::Relaxed);
+                self.shared.core.panics.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(target: "tavern::script", plugin = %self.shared.core.env.plugin,
                     "panic while running Lua: {what}");
                 Err(ScriptError::Internal(format!(
