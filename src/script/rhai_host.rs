@@ -67,8 +67,12 @@ impl ModuleResolver for ConfinedResolver {
         pos: Position,
     ) -> Result<Shared<Module>, Box<EvalAltResult>> {
         let refuse = |why: &str| -> Box<EvalAltResult> {
-            EvalAltResult::ErrorModuleNotFound(
-                format!("{path} (refused: {why}; imports stay inside the plugin directory)"),
+            // A runtime error (not ModuleNotFound, whose text Rhai rewrites) so the reason
+            // reaches the script author.
+            EvalAltResult::ErrorRuntime(
+                Dynamic::from(format!(
+                    "import '{path}' refused: {why}; imports stay inside the plugin directory"
+                )),
                 pos,
             )
             .into()
@@ -283,7 +287,7 @@ impl RhaiHost {
                     let sh = shared.clone();
                     let plugin = core.env.plugin.clone();
                     let limits = *limits;
-                    m.set_native_fn("register", move |spec: rhai::Map| {
+                    m.set_native_fn("register", move |spec: Dynamic| {
                         register_tool(&sh, &plugin, &limits, spec)
                     });
                     continue;
@@ -302,13 +306,13 @@ impl RhaiHost {
                     };
                     match arity {
                         0 => {
-                            m.set_native_fn(f.name, move || run(vec![]));
+                            m.set_native_fn(f.rhai_name(), move || run(vec![]));
                         }
                         1 => {
-                            m.set_native_fn(f.name, move |a: Dynamic| run(vec![a]));
+                            m.set_native_fn(f.rhai_name(), move |a: Dynamic| run(vec![a]));
                         }
                         _ => {
-                            m.set_native_fn(f.name, move |a: Dynamic, b: Dynamic| run(vec![a, b]));
+                            m.set_native_fn(f.rhai_name(), move |a: Dynamic, b: Dynamic| run(vec![a, b]));
                         }
                     }
                 }
@@ -526,8 +530,13 @@ fn register_tool(
     sh: &RhaiShared,
     plugin: &str,
     limits: &Limits,
-    spec: rhai::Map,
+    spec: Dynamic,
 ) -> Result<(), Box<EvalAltResult>> {
+    let Some(spec) = spec.try_cast::<rhai::Map>() else {
+        return Err(rhai_err(
+            "api::tools::register expects a map #{ id: …, description: …, parameters: …, handler: \"fn_name\" }",
+        ));
+    };
     if !sh.loading.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(rhai_err(
             "api::tools::register can only be called while the plugin loads (at the top level of a script)",
