@@ -59,13 +59,15 @@ fn bench(c: &mut Criterion) {
         .build()
         .unwrap();
     let m = ToolManager::new();
-    m.register(def("bl:echo"), Arc::new(lua.handler("echo"))).unwrap();
+    m.register(def("bl:echo"), Arc::new(lua.handler("echo")))
+        .unwrap();
     m.register(
         def("bl:echo_dedicated"),
         Arc::new(lua.handler("echo").with_mode(ExecMode::Dedicated)),
     )
     .unwrap();
-    m.register(def("br:echo"), Arc::new(rhai.handler("echo"))).unwrap();
+    m.register(def("br:echo"), Arc::new(rhai.handler("echo")))
+        .unwrap();
     m.register(
         def("br:echo_dedicated"),
         Arc::new(rhai.handler("echo").with_mode(ExecMode::Dedicated)),
@@ -78,7 +80,10 @@ fn bench(c: &mut Criterion) {
         ("rhai_invoke_dedicated_thread", "br:echo_dedicated"),
     ] {
         g.bench_function(name, |b| {
-            b.iter(|| rt.block_on(m.invoke(id, args.clone(), Caller::Cli)).unwrap())
+            b.iter(|| {
+                rt.block_on(m.invoke(id, args.clone(), Caller::Cli))
+                    .unwrap()
+            })
         });
     }
     g.bench_function("lua_plugin_state_create", |b| {
@@ -103,7 +108,9 @@ fn bench(c: &mut Criterion) {
     // One-off figures (printed, for BENCHMARKS.md).
     println!("idle Lua plugin state: {} bytes", lua.lua_memory());
     let t = Instant::now();
-    let many: Vec<_> = (0..100).map(|i| plugin(&format!("p{i}"), "main.lua", SMALL_LUA)).collect();
+    let many: Vec<_> = (0..100)
+        .map(|i| plugin(&format!("p{i}"), "main.lua", SMALL_LUA))
+        .collect();
     let took = t.elapsed();
     let mem: usize = many.iter().map(|p| p.lua_memory()).sum();
     println!(

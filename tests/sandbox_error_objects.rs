@@ -37,7 +37,11 @@ fn huge_error_string_is_cut() {
         "runtime",
         l,
     );
-    assert!(e.to_string().len() < 8192, "error text is {} bytes", e.to_string().len());
+    assert!(
+        e.to_string().len() < 8192,
+        "error text is {} bytes",
+        e.to_string().len()
+    );
 }
 
 #[test]

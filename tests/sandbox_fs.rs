@@ -44,20 +44,54 @@ fn setup() -> (tempfile::TempDir, PathBuf) {
 #[test]
 fn chroot_paths_work() {
     let (_d, root) = setup();
-    let p = fs_plugin(Permissions { fs_write: vec![root.clone()], ..Default::default() });
-    assert_eq!(call(&p, "write", json!({"path": "/logs/today.log", "content": "a\n"})).unwrap(), json!("a\n"));
-    assert_eq!(call(&p, "append", json!({"path": "logs/today.log", "content": "b\n"})).unwrap(), json!("a\nb\n"));
-    assert_eq!(std::fs::read_to_string(root.join("logs/today.log")).unwrap(), "a\nb\n");
-    assert_eq!(call(&p, "mkdir", json!({"path": "x/y/z"})).unwrap(), json!(true));
+    let p = fs_plugin(Permissions {
+        fs_write: vec![root.clone()],
+        ..Default::default()
+    });
+    assert_eq!(
+        call(
+            &p,
+            "write",
+            json!({"path": "/logs/today.log", "content": "a\n"})
+        )
+        .unwrap(),
+        json!("a\n")
+    );
+    assert_eq!(
+        call(
+            &p,
+            "append",
+            json!({"path": "logs/today.log", "content": "b\n"})
+        )
+        .unwrap(),
+        json!("a\nb\n")
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("logs/today.log")).unwrap(),
+        "a\nb\n"
+    );
+    assert_eq!(
+        call(&p, "mkdir", json!({"path": "x/y/z"})).unwrap(),
+        json!(true)
+    );
     let list = call(&p, "list", json!({"path": "/logs"})).unwrap();
-    assert_eq!(list, json!([{"name": "today.log", "type": "file", "size": 4}]));
-    assert_eq!(call(&p, "remove", json!({"path": "/logs/today.log"})).unwrap(), json!(false));
+    assert_eq!(
+        list,
+        json!([{"name": "today.log", "type": "file", "size": 4}])
+    );
+    assert_eq!(
+        call(&p, "remove", json!({"path": "/logs/today.log"})).unwrap(),
+        json!(false)
+    );
 }
 
 #[test]
 fn escapes_are_refused() {
     let (d, root) = setup();
-    let p = fs_plugin(Permissions { fs_write: vec![root.clone()], ..Default::default() });
+    let p = fs_plugin(Permissions {
+        fs_write: vec![root.clone()],
+        ..Default::default()
+    });
     let bad = [
         "../secret.txt",
         "/../secret.txt",
@@ -76,7 +110,10 @@ fn escapes_are_refused() {
             assert_eq!(e.kind(), "path_refused", "{f}({path:?}): {e}");
         }
     }
-    assert_eq!(std::fs::read_to_string(d.path().join("secret.txt")).unwrap(), "secret");
+    assert_eq!(
+        std::fs::read_to_string(d.path().join("secret.txt")).unwrap(),
+        "secret"
+    );
     assert!(!d.path().join("ws-sibling/x.txt").exists());
     assert_usable(&p);
 }
@@ -86,13 +123,26 @@ fn missing_permission_is_named() {
     let (_d, root) = setup();
     let none = fs_plugin(Permissions::default());
     let e = call(&none, "read", json!({"path": "a"})).unwrap_err();
-    assert_eq!(e.to_string(), "permission 'fs.read' not declared in plugin.yaml");
-    let read_only = fs_plugin(Permissions { fs_read: vec![root.clone()], ..Default::default() });
+    assert_eq!(
+        e.to_string(),
+        "permission 'fs.read' not declared in plugin.yaml"
+    );
+    let read_only = fs_plugin(Permissions {
+        fs_read: vec![root.clone()],
+        ..Default::default()
+    });
     std::fs::write(root.join("r.txt"), "ro").unwrap();
-    assert_eq!(call(&read_only, "read", json!({"path": "/r.txt"})).unwrap(), json!("ro"));
+    assert_eq!(
+        call(&read_only, "read", json!({"path": "/r.txt"})).unwrap(),
+        json!("ro")
+    );
     for f in ["write", "append", "remove", "mkdir"] {
         let e = call(&read_only, f, json!({"path": "r.txt", "content": "x"})).unwrap_err();
-        assert_eq!(e.to_string(), "permission 'fs.write' not declared in plugin.yaml", "{f}");
+        assert_eq!(
+            e.to_string(),
+            "permission 'fs.write' not declared in plugin.yaml",
+            "{f}"
+        );
         let te = e.into_tool_error("files:x");
         assert_eq!(te.code(), "permission_denied");
     }
@@ -103,7 +153,10 @@ fn missing_permission_is_named() {
 fn rhai_fs_uses_the_same_rules() {
     let (_d, root) = setup();
     let mut env = ScriptEnv::new("rfiles", std::env::temp_dir());
-    env.permissions = Permissions { fs_write: vec![root.clone()], ..Default::default() };
+    env.permissions = Permissions {
+        fs_write: vec![root.clone()],
+        ..Default::default()
+    };
     let p = PluginScripts::from_sources(
         env,
         vec![ScriptSource::new(
@@ -113,7 +166,10 @@ fn rhai_fs_uses_the_same_rules() {
         .unwrap()],
     )
     .unwrap();
-    assert_eq!(call(&p, "w", json!({"path": "/r/x.txt"})).unwrap(), json!("hi"));
+    assert_eq!(
+        call(&p, "w", json!({"path": "/r/x.txt"})).unwrap(),
+        json!("hi")
+    );
     let e = call(&p, "w", json!({"path": "../x.txt"})).unwrap_err();
     assert_eq!(e.kind(), "path_refused", "{e}");
 }

@@ -36,7 +36,10 @@ fn lua_budget_cannot_be_evaded() {
 fn rhai_operation_budget() {
     let cases = [
         ("spin", "fn spin() { loop { } }"),
-        ("spin_catch", "fn spin_catch() { loop { try { loop {} } catch {} } }"),
+        (
+            "spin_catch",
+            "fn spin_catch() { loop { try { loop {} } catch {} } }",
+        ),
     ];
     for (f, src) in cases {
         assert_contained("main.rhai", src, f, "instruction_limit");

@@ -24,7 +24,15 @@ fn table_growth_hits_the_memory_limit() {
 
 #[test]
 fn memory_returns_after_a_memory_error() {
-    let p = plugin("mem", &[("main.lua", &format!("function grow() local t = {{}} for i = 1, 1e9 do t[i] = i end end\n{PING_LUA}"))]);
+    let p = plugin(
+        "mem",
+        &[(
+            "main.lua",
+            &format!(
+                "function grow() local t = {{}} for i = 1, 1e9 do t[i] = i end end\n{PING_LUA}"
+            ),
+        )],
+    );
     let base = p.lua_memory();
     for _ in 0..3 {
         let e = call(&p, "grow", json!({})).unwrap_err();
@@ -32,7 +40,10 @@ fn memory_returns_after_a_memory_error() {
         assert_usable(&p);
     }
     let after = p.lua_memory();
-    assert!(after < base + 512 * 1024, "memory {after} did not return near {base}");
+    assert!(
+        after < base + 512 * 1024,
+        "memory {after} did not return near {base}"
+    );
 }
 
 #[test]
@@ -67,6 +78,9 @@ fn rhai_map_growth_ends_on_a_limit() {
     l.max_collection_items = 10_000;
     let p = try_plugin("m", &[("main.rhai", &format!("fn map() {{ let m = #{{}}; let i = 0; loop {{ m[`k${{i}}`] = i; i += 1; }} }}\n{PING_RHAI}"))], l).unwrap();
     let e = within(bound(&l), || call(&p, "map", json!({}))).unwrap_err();
-    assert!(["value_limit", "instruction_limit", "timeout"].contains(&e.kind()), "{e:?}");
+    assert!(
+        ["value_limit", "instruction_limit", "timeout"].contains(&e.kind()),
+        "{e:?}"
+    );
     assert_usable(&p);
 }

@@ -8,7 +8,13 @@ use serde_json::json;
 
 #[test]
 fn string_metatable_is_hidden() {
-    let p = plugin("mt", &[("main.lua", "function f() return tostring(getmetatable('')) end")]);
+    let p = plugin(
+        "mt",
+        &[(
+            "main.lua",
+            "function f() return tostring(getmetatable('')) end",
+        )],
+    );
     assert_eq!(call(&p, "f", json!({})).unwrap(), json!("string"));
 }
 
@@ -21,9 +27,18 @@ fn poisoning_one_plugin_does_not_reach_another() {
             "function poison() string.upper = function() return 'pwned' end; string.rep = nil; rawset(_G, 'tostring', nil) return ('a'):upper() end",
         )],
     );
-    let good = plugin("good", &[("main.lua", "function up(a) return (a.s):upper() .. tostring(1) .. string.rep('x', 2) end")]);
+    let good = plugin(
+        "good",
+        &[(
+            "main.lua",
+            "function up(a) return (a.s):upper() .. tostring(1) .. string.rep('x', 2) end",
+        )],
+    );
     assert_eq!(call(&evil, "poison", json!({})).unwrap(), json!("pwned"));
-    assert_eq!(call(&good, "up", json!({"s": "abc"})).unwrap(), json!("ABC1xx"));
+    assert_eq!(
+        call(&good, "up", json!({"s": "abc"})).unwrap(),
+        json!("ABC1xx")
+    );
 }
 
 #[test]

@@ -32,19 +32,44 @@ async fn panicking_host_tool_called_from_a_script() {
     )
     .unwrap();
     let def = |id: &str| ToolDefinition::host(id, "t", json!({"type": "object"}));
-    m.register(def("p:caught"), std::sync::Arc::new(p.handler("caught"))).unwrap();
-    m.register(def("p:uncaught"), std::sync::Arc::new(p.handler("uncaught"))).unwrap();
-    m.register(def("p:ping"), std::sync::Arc::new(p.handler("ping"))).unwrap();
+    m.register(def("p:caught"), std::sync::Arc::new(p.handler("caught")))
+        .unwrap();
+    m.register(
+        def("p:uncaught"),
+        std::sync::Arc::new(p.handler("uncaught")),
+    )
+    .unwrap();
+    m.register(def("p:ping"), std::sync::Arc::new(p.handler("ping")))
+        .unwrap();
 
     let out = m.invoke("p:caught", json!({}), Caller::Cli).await.unwrap();
     assert_eq!(out["ok"], json!(false));
-    assert!(out["e"].as_str().unwrap().contains("internal error"), "{out}");
-    assert_eq!(p.panic_count(), 1, "the host must see the panic even when the script caught it");
+    assert!(
+        out["e"].as_str().unwrap().contains("internal error"),
+        "{out}"
+    );
+    assert_eq!(
+        p.panic_count(),
+        1,
+        "the host must see the panic even when the script caught it"
+    );
 
-    let e = m.invoke("p:uncaught", json!({}), Caller::Cli).await.unwrap_err();
+    let e = m
+        .invoke("p:uncaught", json!({}), Caller::Cli)
+        .await
+        .unwrap_err();
     assert_eq!(e.code(), "execution_failed", "{e}");
     assert_eq!(p.panic_count(), 2);
-    assert_eq!(m.invoke("p:ping", json!({"n": 1}), Caller::Cli).await.unwrap(), json!({"pong": 1}));
+    assert_eq!(
+        m.invoke("p:ping", json!({"n": 1}), Caller::Cli)
+            .await
+            .unwrap(),
+        json!({"pong": 1})
+    );
     // Direct calls still work too.
-    assert_eq!(p.call("ping", json!({"n": 2}), &CallInfo::host("p:ping")).unwrap(), json!({"pong": 2}));
+    assert_eq!(
+        p.call("ping", json!({"n": 2}), &CallInfo::host("p:ping"))
+            .unwrap(),
+        json!({"pong": 2})
+    );
 }

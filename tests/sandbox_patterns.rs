@@ -6,16 +6,32 @@ mod common;
 use common::*;
 use serde_json::json;
 
-const EVIL: &str = "local p = string.rep('a?', 28) .. string.rep('a', 28) local s = string.rep('a', 28)";
+const EVIL: &str =
+    "local p = string.rep('a?', 28) .. string.rep('a', 28) local s = string.rep('a', 28)";
 
 #[test]
 fn catastrophic_patterns_hit_the_budget() {
     let cases = [
-        ("find", format!("function find() {EVIL} return string.find(s, p) end")),
-        ("match", format!("function match() {EVIL} return s:match(p) end")),
-        ("gmatch", format!("function gmatch() {EVIL} for x in s:gmatch(p) do end end")),
-        ("gsub", format!("function gsub() {EVIL} return (s:gsub(p, 'x')) end")),
-        ("pcall_find", format!("function pcall_find() {EVIL} while true do pcall(string.find, s, p) end end")),
+        (
+            "find",
+            format!("function find() {EVIL} return string.find(s, p) end"),
+        ),
+        (
+            "match",
+            format!("function match() {EVIL} return s:match(p) end"),
+        ),
+        (
+            "gmatch",
+            format!("function gmatch() {EVIL} for x in s:gmatch(p) do end end"),
+        ),
+        (
+            "gsub",
+            format!("function gsub() {EVIL} return (s:gsub(p, 'x')) end"),
+        ),
+        (
+            "pcall_find",
+            format!("function pcall_find() {EVIL} while true do pcall(string.find, s, p) end end"),
+        ),
     ];
     for (f, src) in &cases {
         assert_contained("main.lua", src, f, "instruction_limit");
@@ -64,6 +80,11 @@ fn patterns_still_work() {
 
 #[test]
 fn malformed_pattern_is_a_runtime_error() {
-    let e = assert_contained("main.lua", "function f() return ('x'):find('[a') end", "f", "runtime");
+    let e = assert_contained(
+        "main.lua",
+        "function f() return ('x'):find('[a') end",
+        "f",
+        "runtime",
+    );
     assert!(e.to_string().contains("missing ']'"), "{e}");
 }

@@ -42,9 +42,15 @@ fn rhai_deeply_nested_expression_is_a_syntax_error() {
 
 #[test]
 fn lua_deeply_nested_source_is_a_syntax_error() {
-    let src = format!("function f() return {}1{} end", "(".repeat(100_000), ")".repeat(100_000));
-    let e = within(bound(&test_limits()), || try_plugin("deep", &[("main.lua", &src)], test_limits()))
-        .unwrap_err();
+    let src = format!(
+        "function f() return {}1{} end",
+        "(".repeat(100_000),
+        ")".repeat(100_000)
+    );
+    let e = within(bound(&test_limits()), || {
+        try_plugin("deep", &[("main.lua", &src)], test_limits())
+    })
+    .unwrap_err();
     assert!(["syntax", "value_limit"].contains(&e.kind()), "{e:?}");
     assert_usable(&bystander_lua());
 }

@@ -26,7 +26,8 @@ fn imports_confined_to_plugin_dir() {
     );
     let mut env = ScriptEnv::new("imp", &dir);
     env.limits = test_limits();
-    let p = PluginScripts::from_sources(env, vec![ScriptSource::new("main.rhai", src).unwrap()]).unwrap();
+    let p = PluginScripts::from_sources(env, vec![ScriptSource::new("main.rhai", src).unwrap()])
+        .unwrap();
     assert_eq!(call(&p, "ok", json!({})).unwrap(), json!(42));
     for f in ["up", "abs", "link"] {
         let e = within(bound(&test_limits()), || call(&p, f, json!({}))).unwrap_err();
@@ -37,6 +38,12 @@ fn imports_confined_to_plugin_dir() {
 
 #[test]
 fn snippets_cannot_import() {
-    let e = run_snippet(Lang::Rhai, "import \"x\" as x; 1", json!({}), &Limits::strict()).unwrap_err();
+    let e = run_snippet(
+        Lang::Rhai,
+        "import \"x\" as x; 1",
+        json!({}),
+        &Limits::strict(),
+    )
+    .unwrap_err();
     assert!(["runtime", "value_limit"].contains(&e.kind()), "{e:?}");
 }

@@ -9,8 +9,17 @@ use serde_json::json;
 #[test]
 fn dangerous_globals_are_absent() {
     let names = [
-        "io", "os", "package", "require", "load", "loadfile", "dofile", "debug",
-        "collectgarbage", "loadstring", "module",
+        "io",
+        "os",
+        "package",
+        "require",
+        "load",
+        "loadfile",
+        "dofile",
+        "debug",
+        "collectgarbage",
+        "loadstring",
+        "module",
     ];
     let p = plugin("probe", &[("main.lua", "function kind(a) return type(_G[a.name]) end\nfunction dump() return type(string.dump) end")]);
     for n in names {
@@ -23,11 +32,23 @@ fn dangerous_globals_are_absent() {
 #[test]
 fn using_them_is_a_runtime_error() {
     let cases = [
-        ("use_io", "function use_io() return io.open('/etc/passwd') end"),
+        (
+            "use_io",
+            "function use_io() return io.open('/etc/passwd') end",
+        ),
         ("use_os", "function use_os() return os.execute('true') end"),
-        ("use_load", "function use_load() return load('return 1')() end"),
-        ("use_dump", "function use_dump() return string.dump(print) end"),
-        ("use_require", "function use_require() return require('os') end"),
+        (
+            "use_load",
+            "function use_load() return load('return 1')() end",
+        ),
+        (
+            "use_dump",
+            "function use_dump() return string.dump(print) end",
+        ),
+        (
+            "use_require",
+            "function use_require() return require('os') end",
+        ),
     ];
     for (f, src) in cases {
         let e = assert_contained("main.lua", src, f, "runtime");
@@ -46,7 +67,11 @@ fn binary_chunks_refused_at_load() {
 
 #[test]
 fn rhai_eval_is_disabled() {
-    let e = try_plugin("ev", &[("main.rhai", "fn f() { eval(\"40 + 2\") }")], test_limits());
+    let e = try_plugin(
+        "ev",
+        &[("main.rhai", "fn f() { eval(\"40 + 2\") }")],
+        test_limits(),
+    );
     // Either refused at compile time (reserved symbol) or at call time: never evaluated.
     match e {
         Err(e) => assert_eq!(e.kind(), "syntax", "{e}"),

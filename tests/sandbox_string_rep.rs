@@ -10,8 +10,14 @@ use serde_json::json;
 fn huge_rep_is_refused_before_allocating() {
     let cases = [
         ("huge", "function huge() return string.rep('x', 1e15) end"),
-        ("huge_sep", "function huge_sep() return ('ab'):rep(1e9, ',') end"),
-        ("overflow", "function overflow() return string.rep(string.rep('x', 1000), math.maxinteger) end"),
+        (
+            "huge_sep",
+            "function huge_sep() return ('ab'):rep(1e9, ',') end",
+        ),
+        (
+            "overflow",
+            "function overflow() return string.rep(string.rep('x', 1000), math.maxinteger) end",
+        ),
     ];
     for (f, src) in cases {
         let e = assert_contained("main.lua", src, f, "value_limit");
@@ -21,8 +27,17 @@ fn huge_rep_is_refused_before_allocating() {
 
 #[test]
 fn rep_still_works() {
-    let p = plugin("rep", &[("main.lua", "function f() return {string.rep('ab', 3, '-'), ('x'):rep(0), ('x'):rep(-1)} end")]);
-    assert_eq!(call(&p, "f", json!({})).unwrap(), json!(["ab-ab-ab", "", ""]));
+    let p = plugin(
+        "rep",
+        &[(
+            "main.lua",
+            "function f() return {string.rep('ab', 3, '-'), ('x'):rep(0), ('x'):rep(-1)} end",
+        )],
+    );
+    assert_eq!(
+        call(&p, "f", json!({})).unwrap(),
+        json!(["ab-ab-ab", "", ""])
+    );
 }
 
 #[test]

@@ -22,7 +22,13 @@ fn slow_limits() -> Limits {
 #[test]
 fn wall_clock_budget_lua_and_rhai() {
     let l = slow_limits();
-    assert_contained_with("main.lua", "function spin() while true do end end", "spin", "timeout", l);
+    assert_contained_with(
+        "main.lua",
+        "function spin() while true do end end",
+        "spin",
+        "timeout",
+        l,
+    );
     assert_contained_with(
         "main.lua",
         "function spin_pcall() while true do pcall(function() while true do end end) end end",
@@ -35,7 +41,15 @@ fn wall_clock_budget_lua_and_rhai() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn scripts_do_not_block_the_executor() {
-    let p = try_plugin("slow", &[("main.lua", &format!("function spin() while true do end end\n{PING_LUA}"))], slow_limits()).unwrap();
+    let p = try_plugin(
+        "slow",
+        &[(
+            "main.lua",
+            &format!("function spin() while true do end end\n{PING_LUA}"),
+        )],
+        slow_limits(),
+    )
+    .unwrap();
     let m = manager();
     let def = ToolDefinition::host("slow:spin", "spins", json!({"type": "object"}));
     m.register(def, Arc::new(p.handler("spin"))).unwrap();

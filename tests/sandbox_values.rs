@@ -29,7 +29,13 @@ fn hostile_return_values() {
 
 #[test]
 fn non_utf8_is_replaced_not_refused() {
-    let p = plugin("bytes", &[("main.lua", "function f() return {s = 'ok\\xff\\xfe', [1.5] = 'half'} end")]);
+    let p = plugin(
+        "bytes",
+        &[(
+            "main.lua",
+            "function f() return {s = 'ok\\xff\\xfe', [1.5] = 'half'} end",
+        )],
+    );
     let out = call(&p, "f", json!({})).unwrap();
     assert_eq!(out["s"], json!("ok\u{fffd}\u{fffd}"));
     assert_eq!(out["1.5"], json!("half"));
@@ -37,8 +43,17 @@ fn non_utf8_is_replaced_not_refused() {
 
 #[test]
 fn shared_subtables_are_not_cycles() {
-    let p = plugin("dag", &[("main.lua", "function f() local s = {1} return {a = s, b = s} end")]);
-    assert_eq!(call(&p, "f", json!({})).unwrap(), json!({"a": [1], "b": [1]}));
+    let p = plugin(
+        "dag",
+        &[(
+            "main.lua",
+            "function f() local s = {1} return {a = s, b = s} end",
+        )],
+    );
+    assert_eq!(
+        call(&p, "f", json!({})).unwrap(),
+        json!({"a": [1], "b": [1]})
+    );
 }
 
 #[test]

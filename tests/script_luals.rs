@@ -26,21 +26,47 @@ fn checked_in_luals_file_is_current() {
 
 #[test]
 fn every_registry_entry_is_registered_in_lua_and_rhai() {
-    let lua = plugin("reg", &[("main.lua", "function kind(a) return type(api[a.ns][a.name]) end")]);
+    let lua = plugin(
+        "reg",
+        &[(
+            "main.lua",
+            "function kind(a) return type(api[a.ns][a.name]) end",
+        )],
+    );
     for f in API {
         let k = call(&lua, "kind", json!({"ns": f.namespace, "name": f.name})).unwrap();
-        assert_eq!(k, json!("function"), "api.{}.{} missing in Lua", f.namespace, f.name);
-        let defined = luals_definitions().contains(&format!("function api.{}.{}(", f.namespace, f.name));
-        assert!(defined, "api.{}.{} missing in the LuaLS file", f.namespace, f.name);
+        assert_eq!(
+            k,
+            json!("function"),
+            "api.{}.{} missing in Lua",
+            f.namespace,
+            f.name
+        );
+        let defined =
+            luals_definitions().contains(&format!("function api.{}.{}(", f.namespace, f.name));
+        assert!(
+            defined,
+            "api.{}.{} missing in the LuaLS file",
+            f.namespace, f.name
+        );
     }
     // Rhai: calling each function with wrong arguments must fail with a runtime error from
     // the function, not "function not found".
     for f in API {
         let args = vec!["()"; f.params.iter().filter(|p| !p.optional).count()].join(", ");
-        let src = format!("fn probe() {{ api::{}::{}({args}) }}", f.namespace, f.rhai_name());
+        let src = format!(
+            "fn probe() {{ api::{}::{}({args}) }}",
+            f.namespace,
+            f.rhai_name()
+        );
         let p = plugin("rreg", &[("main.rhai", &src)]);
         if let Err(e) = call(&p, "probe", json!({})) {
-            assert!(!e.to_string().contains("not found"), "api::{}::{}: {e}", f.namespace, f.name);
+            assert!(
+                !e.to_string().contains("not found"),
+                "api::{}::{}: {e}",
+                f.namespace,
+                f.name
+            );
         }
     }
 }

@@ -206,7 +206,7 @@ fn value_text(v: &Value) -> String {
     }
 }
 
-fn arg<'a>(args: &'a [Value], i: usize) -> &'a Value {
+fn arg(args: &[Value], i: usize) -> &Value {
     args.get(i).unwrap_or(&Value::Null)
 }
 

@@ -312,7 +312,9 @@ impl RhaiHost {
                             m.set_native_fn(f.rhai_name(), move |a: Dynamic| run(vec![a]));
                         }
                         _ => {
-                            m.set_native_fn(f.rhai_name(), move |a: Dynamic, b: Dynamic| run(vec![a, b]));
+                            m.set_native_fn(f.rhai_name(), move |a: Dynamic, b: Dynamic| {
+                                run(vec![a, b])
+                            });
                         }
                     }
                 }

@@ -88,7 +88,11 @@ pub fn assert_contained_with(
     kind: &str,
     limits: Limits,
 ) -> ScriptError {
-    let ping = if lang_file.ends_with(".rhai") { PING_RHAI } else { PING_LUA };
+    let ping = if lang_file.ends_with(".rhai") {
+        PING_RHAI
+    } else {
+        PING_LUA
+    };
     let text = format!("{source}\n{ping}\n");
     let bystander = bystander_lua();
     let p = try_plugin("hostile", &[(lang_file, text.as_str())], limits).expect("plugin loads");

@@ -307,7 +307,9 @@ pub(crate) fn install(lua: &Lua, sh: &Arc<Shared>) -> mlua::Result<()> {
     )?;
     rust.raw_set(
         "aborted",
-        guarded(lua, sh, "xpcall", |_lua, sh, ()| Ok(sh.budget.aborted().is_some()))?,
+        guarded(lua, sh, "xpcall", |_lua, sh, ()| {
+            Ok(sh.budget.aborted().is_some())
+        })?,
     )?;
     rust.raw_set(
         "rep",
