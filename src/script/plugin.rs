@@ -215,15 +215,15 @@ impl PluginScripts {
             // Take the plugin lock before touching the Lua state at all: mlua's own lock
             // would block without deadlock detection.
             let guard = inner.lock.acquire(&inner.env.plugin, deadline)?;
-            if lua.has_function(function) {
-                let _active = enter_call(ActiveCall {
-                    info: ctx.clone(),
-                    handle: None,
-                    deadline,
-                });
-                return lua.call(function, &args, &ctx.tool_id, &caller);
+            let _active = enter_call(ActiveCall {
+                info: ctx.clone(),
+                handle: None,
+                deadline,
+            });
+            match lua.call(function, &args, &ctx.tool_id, &caller) {
+                Err(ScriptError::UnknownFunction { .. }) if inner.rhai.is_some() => drop(guard),
+                other => return other,
             }
-            drop(guard);
         }
         if let Some(rhai) = inner.rhai.as_ref().filter(|r| r.has_function(function)) {
             let _active = enter_call(ActiveCall {

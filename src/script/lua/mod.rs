@@ -41,7 +41,6 @@ const HOOK_EVERY: u32 = 1000;
 /// Longest error message kept from a script.
 const MAX_ERROR_TEXT: usize = 4096;
 const HANDLERS_KEY: &str = "tavern.handlers";
-const CTX_CONFIG_KEY: &str = "tavern.config";
 
 /// A tool registered by a script at load time.
 #[derive(Debug, Clone)]
@@ -83,6 +82,7 @@ pub(crate) struct LuaHost {
     pub shared: Arc<Shared>,
     /// Nesting of calls currently inside this state (re-entrant calls share the budget).
     depth: AtomicU64,
+    handles: Handles,
 }
 
 pub(crate) fn abort_error(a: Abort) -> mlua::Error {
@@ -148,22 +148,39 @@ impl LuaHost {
             limits,
             rust_depth: AtomicU64::new(0),
         });
+        let handles = setup(&lua, &shared)
+            .map_err(|e| ScriptError::Internal(format!("setting up the Lua sandbox: {e}")))?;
         let host = LuaHost {
             lua,
             shared,
             depth: AtomicU64::new(0),
+            handles,
         };
-        host.setup()
-            .map_err(|e| ScriptError::Internal(format!("setting up the Lua sandbox: {e}")))?;
         host.lua
             .set_memory_limit(limits.memory_bytes)
             .map_err(|e| ScriptError::Internal(format!("setting the memory limit: {e}")))?;
         Ok(host)
     }
+}
 
-    fn setup(&self) -> mlua::Result<()> {
-        let lua = &self.lua;
-        let sh = self.shared.clone();
+/// Lua values the host uses on every call, kept as handles (no lookups by name).
+pub(crate) struct Handles {
+    handlers: Table,
+    globals: Table,
+    /// `function(f, args, tool_id, caller)`: builds `ctx` in Lua and calls `f(args, ctx)`.
+    trampoline: Function,
+}
+
+const TRAMPOLINE: &str = r#"
+local config, log = ...
+return function(f, args, tool_id, caller)
+  return f(args, {tool_id = tool_id, caller = caller, config = config, log = log})
+end
+"#;
+
+fn setup(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Handles> {
+    {
+        let sh = shared.clone();
         lua.set_global_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
             move |_lua, _debug| {
@@ -173,17 +190,26 @@ impl LuaHost {
                 Ok(mlua::VmState::Continue)
             },
         )?;
-        stdlib::install(lua, &self.shared)?;
-        self.install_api()?;
-        lua.set_named_registry_value(HANDLERS_KEY, lua.create_table()?)?;
-        let config = from_json(lua, &Value::Object(self.shared.core.env.config.clone()))
+        let log = stdlib::install(lua, shared)?;
+        install_api(lua, shared)?;
+        let handlers = lua.create_table()?;
+        lua.set_named_registry_value(HANDLERS_KEY, &handlers)?;
+        let config = from_json(lua, &Value::Object(shared.core.env.config.clone()))
             .map_err(|e| mlua::Error::runtime(e.to_string()))?;
-        lua.set_named_registry_value(CTX_CONFIG_KEY, config)?;
-        Ok(())
+        let trampoline: Function = lua
+            .load(TRAMPOLINE)
+            .set_name("=tavern-call")
+            .call((config, log))?;
+        Ok(Handles {
+            handlers,
+            globals: lua.globals(),
+            trampoline,
+        })
     }
+}
 
-    fn install_api(&self) -> mlua::Result<()> {
-        let lua = &self.lua;
+fn install_api(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<()> {
+    {
         let api = lua.create_table()?;
         for ns in super::api::namespaces() {
             api.raw_set(ns, lua.create_table()?)?;
@@ -192,14 +218,14 @@ impl LuaHost {
             let t: Table = api.raw_get(f.namespace)?;
             let func = match f.op {
                 ApiOp::ToolsRegister => {
-                    guarded(lua, &self.shared, "api.tools.register", register_tool)?
+                    guarded(lua, shared, "api.tools.register", register_tool)?
                 }
                 op => {
                     let name: &'static str =
                         Box::leak(format!("api.{}.{}", f.namespace, f.name).into_boxed_str());
                     guarded(
                         lua,
-                        &self.shared,
+                        shared,
                         name,
                         move |lua, sh, args: mlua::Variadic<LuaValue>| {
                             let limits = ConvertLimits {
@@ -229,7 +255,9 @@ impl LuaHost {
         lua.globals().raw_set("api", api)?;
         Ok(())
     }
+}
 
+impl LuaHost {
     /// Runs one script file's top level (registering tools is allowed here).
     pub fn load_file(&self, name: &str, text: &str) -> Result<(), ScriptError> {
         self.shared.loading.store(true, Ordering::Relaxed);
@@ -274,11 +302,10 @@ impl LuaHost {
     }
 
     fn lookup(&self, name: &str) -> mlua::Result<Option<Function>> {
-        let handlers: Table = self.lua.named_registry_value(HANDLERS_KEY)?;
-        if let LuaValue::Function(f) = handlers.raw_get::<LuaValue>(name)? {
+        if let LuaValue::Function(f) = self.handles.handlers.raw_get::<LuaValue>(name)? {
             return Ok(Some(f));
         }
-        match self.lua.globals().raw_get::<LuaValue>(name)? {
+        match self.handles.globals.raw_get::<LuaValue>(name)? {
             LuaValue::Function(f) => Ok(Some(f)),
             _ => Ok(None),
         }
@@ -304,18 +331,7 @@ impl LuaHost {
         self.run(|| {
             let lua = &self.lua;
             let a = from_json(lua, args).map_err(script_error)?;
-            let ctx = lua.create_table_with_capacity(0, 4)?;
-            ctx.raw_set("tool_id", tool_id)?;
-            ctx.raw_set("caller", caller)?;
-            ctx.raw_set(
-                "config",
-                lua.named_registry_value::<LuaValue>(CTX_CONFIG_KEY)?,
-            )?;
-            ctx.raw_set(
-                "log",
-                lua.named_registry_value::<LuaValue>(stdlib::CTX_LOG_KEY)?,
-            )?;
-            let v: LuaValue = f.call((a, ctx))?;
+            let v: LuaValue = self.handles.trampoline.call((f, a, tool_id, caller))?;
             self.result_json(&v)
         })
     }

@@ -7,7 +7,6 @@ use mlua::{Function, Lua, LuaString, MultiValue, Table, Value as LuaValue, Varia
 use super::patterns::{is_plain, start_index, Capture, Matcher, PatternError};
 use super::{abort_error, ctx_log, guarded, Shared};
 
-pub(crate) const CTX_LOG_KEY: &str = "tavern.ctxlog";
 
 /// Runs with the raw functions as upvalues; the script never sees them.
 const PRELUDE: &str = r#"
@@ -296,7 +295,8 @@ fn string_too_large(max: usize) -> mlua::Error {
 }
 
 /// Installs the sandboxed library into a fresh state.
-pub(crate) fn install(lua: &Lua, sh: &Arc<Shared>) -> mlua::Result<()> {
+/// Returns the `ctx.log` function.
+pub(crate) fn install(lua: &Lua, sh: &Arc<Shared>) -> mlua::Result<Function> {
     let rust = lua.create_table()?;
     rust.raw_set(
         "check",
@@ -401,8 +401,7 @@ pub(crate) fn install(lua: &Lua, sh: &Arc<Shared>) -> mlua::Result<()> {
         .set_name("=tavern-prelude")
         .into_function()?;
     prelude.call::<()>(rust)?;
-    lua.set_named_registry_value(CTX_LOG_KEY, guarded(lua, sh, "ctx.log", ctx_log)?)?;
-    Ok(())
+    guarded(lua, sh, "ctx.log", ctx_log)
 }
 
 /// `string.gmatch(s, p [, init])`: an iterator closure over the matches. The iterator keeps
