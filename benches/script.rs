@@ -66,6 +66,11 @@ fn bench(c: &mut Criterion) {
         Arc::new(lua.handler("echo").with_mode(ExecMode::Dedicated)),
     )
     .unwrap();
+    m.register(
+        def("bl:echo_in_place"),
+        Arc::new(lua.handler("echo").with_mode(ExecMode::InPlace)),
+    )
+    .unwrap();
     m.register(def("br:echo"), Arc::new(rhai.handler("echo")))
         .unwrap();
     m.register(
@@ -76,6 +81,7 @@ fn bench(c: &mut Criterion) {
     for (name, id) in [
         ("lua_invoke_spawn_blocking", "bl:echo"),
         ("lua_invoke_dedicated_thread", "bl:echo_dedicated"),
+        ("lua_invoke_block_in_place", "bl:echo_in_place"),
         ("rhai_invoke_spawn_blocking", "br:echo"),
         ("rhai_invoke_dedicated_thread", "br:echo_dedicated"),
     ] {
@@ -83,6 +89,26 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 rt.block_on(m.invoke(id, args.clone(), Caller::Cli))
                     .unwrap()
+            })
+        });
+    }
+    // The same calls made from a task on the runtime (as a server would), not from outside.
+    for (name, id) in [
+        ("lua_task_spawn_blocking", "bl:echo"),
+        ("lua_task_dedicated_thread", "bl:echo_dedicated"),
+        ("lua_task_block_in_place", "bl:echo_in_place"),
+    ] {
+        let m = m.clone();
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let m = m.clone();
+                let args = args.clone();
+                rt.block_on(async move {
+                    tokio::spawn(async move { m.invoke(id, args, Caller::Cli).await })
+                        .await
+                        .unwrap()
+                })
+                .unwrap()
             })
         });
     }

@@ -41,6 +41,15 @@ fn wall_clock_budget_lua_and_rhai() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn scripts_do_not_block_the_executor() {
+    not_blocking().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn scripts_do_not_block_a_one_worker_runtime() {
+    not_blocking().await;
+}
+
+async fn not_blocking() {
     let p = try_plugin(
         "slow",
         &[(

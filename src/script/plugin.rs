@@ -25,10 +25,15 @@ use crate::tools::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ExecMode {
     /// `tokio::task::spawn_blocking` for each call.
-    #[default]
     Blocking,
     /// One dedicated thread per plugin, fed through a channel.
     Dedicated,
+    /// `tokio::task::block_in_place` on a multi-thread runtime (the worker hands its other
+    /// tasks to another thread first, so the executor keeps running); falls back to
+    /// `spawn_blocking` on a current-thread runtime. The default: the cheapest (see
+    /// benches/script.rs).
+    #[default]
+    InPlace,
 }
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -346,8 +351,15 @@ impl ToolHandler for ScriptToolHandler {
             set_thread_handle(None);
             r
         };
+        let in_place = self.mode == ExecMode::InPlace
+            && handle
+                .as_ref()
+                .is_some_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
         match self.mode {
-            ExecMode::Blocking => Box::pin(async move {
+            ExecMode::InPlace if in_place => Box::pin(async move {
+                tokio::task::block_in_place(job).map_err(|e| e.into_tool_error(&tool))
+            }),
+            ExecMode::Blocking | ExecMode::InPlace => Box::pin(async move {
                 match tokio::task::spawn_blocking(job).await {
                     Ok(r) => r.map_err(|e| e.into_tool_error(&tool)),
                     Err(e) => Err(ToolError::failed(

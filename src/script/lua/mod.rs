@@ -217,9 +217,7 @@ fn install_api(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<()> {
         for f in API {
             let t: Table = api.raw_get(f.namespace)?;
             let func = match f.op {
-                ApiOp::ToolsRegister => {
-                    guarded(lua, shared, "api.tools.register", register_tool)?
-                }
+                ApiOp::ToolsRegister => guarded(lua, shared, "api.tools.register", register_tool)?,
                 op => {
                     let name: &'static str =
                         Box::leak(format!("api.{}.{}", f.namespace, f.name).into_boxed_str());

@@ -7,7 +7,6 @@ use mlua::{Function, Lua, LuaString, MultiValue, Table, Value as LuaValue, Varia
 use super::patterns::{is_plain, start_index, Capture, Matcher, PatternError};
 use super::{abort_error, ctx_log, guarded, Shared};
 
-
 /// Runs with the raw functions as upvalues; the script never sees them.
 const PRELUDE: &str = r#"
 local rust = ...
