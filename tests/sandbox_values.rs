@@ -71,3 +71,26 @@ fn rhai_deep_values() {
 fn rhai_nan() {
     assert_contained("main.rhai", "fn nan() { 0.0 / 0.0 }", "nan", "conversion");
 }
+
+#[test]
+fn rhai_very_deep_values_do_not_crash() {
+    // Dropping a 100,000-level nested array recurses in Rhai's Drop: the size limits must
+    // stop the script before such a value exists, or the host must survive it.
+    let mut l = test_limits();
+    l.instructions = 50_000_000;
+    l.wall_ms = 5_000;
+    let p = try_plugin(
+        "deep",
+        &[(
+            "main.rhai",
+            &format!(
+                "fn deep() {{ let a = []; for i in 0..100000 {{ a = [a]; }} 1 }}\n{PING_RHAI}"
+            ),
+        )],
+        l,
+    )
+    .unwrap();
+    let r = within(bound(&l), || call(&p, "deep", json!({})));
+    eprintln!("{r:?}");
+    assert_usable(&p);
+}
