@@ -73,3 +73,44 @@ async fn not_blocking() {
     assert_eq!(e.code(), "timeout", "{e}");
     assert_usable(&p);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_calls_stop() {
+    use tokio_util::sync::CancellationToken;
+    let l = Limits {
+        instructions: u64::MAX / 2,
+        wall_ms: 60_000,
+        ..test_limits()
+    };
+    for (file, src) in [
+        (
+            "main.lua",
+            format!("function spin() while true do end end\n{PING_LUA}"),
+        ),
+        (
+            "main.rhai",
+            format!("fn spin() {{ loop {{}} }}\n{PING_RHAI}"),
+        ),
+    ] {
+        let p = try_plugin("cancel", &[(file, &src)], l).unwrap();
+        let m = manager();
+        let def = ToolDefinition::host("cancel:spin", "spins", json!({"type": "object"}));
+        m.register(def, Arc::new(p.handler("spin"))).unwrap();
+        let token = CancellationToken::new();
+        let t2 = token.clone();
+        let m2 = m.clone();
+        let task = tokio::spawn(async move {
+            m2.invoke_nested("cancel:spin", json!({}), Caller::Cli, 0, t2)
+                .await
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        token.cancel();
+        let e = tokio::time::timeout(std::time::Duration::from_secs(2), task)
+            .await
+            .expect("a cancelled script stops promptly")
+            .unwrap()
+            .unwrap_err();
+        assert_eq!(e.code(), "cancelled", "{file}: {e}");
+        assert_usable(&p);
+    }
+}

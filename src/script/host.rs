@@ -189,6 +189,15 @@ pub(crate) fn current_call() -> Option<ActiveCall> {
     ACTIVE.with(|a| a.borrow().last().cloned())
 }
 
+/// Whether the innermost script call on this thread was cancelled by its caller.
+pub(crate) fn current_cancelled() -> bool {
+    ACTIVE.with(|a| {
+        a.borrow()
+            .last()
+            .is_some_and(|c| c.info.cancel.is_cancelled())
+    })
+}
+
 /// Whether this thread is inside a script call (of any plugin).
 pub(crate) fn in_script_thread() -> bool {
     ACTIVE.with(|a| !a.borrow().is_empty())

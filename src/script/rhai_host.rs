@@ -254,10 +254,11 @@ impl RhaiHost {
             }
         }
         engine.on_progress(|_ops| {
-            DEADLINE.with(|d| match d.get() {
-                Some(t) if Instant::now() > t => Some(Dynamic::from("timeout")),
-                _ => None,
-            })
+            let late = DEADLINE.with(|d| d.get().is_some_and(|t| Instant::now() > t));
+            if late {
+                return Some(Dynamic::from("timeout"));
+            }
+            super::host::current_cancelled().then(|| Dynamic::from("cancelled"))
         });
         let c = core.clone();
         engine.on_print(move |s| c.output.print(&c.env.plugin, s));
@@ -471,6 +472,9 @@ fn map_rhai_error(e: EvalAltResult, file: Option<&str>, limits: &Limits) -> Scri
         EvalAltResult::ErrorTooManyOperations(_) => ScriptError::InstructionLimit {
             limit: limits.instructions,
         },
+        EvalAltResult::ErrorTerminated(token, _) if token.to_string() == "cancelled" => {
+            ScriptError::Cancelled
+        }
         EvalAltResult::ErrorTerminated(..) => ScriptError::Timeout {
             after_ms: limits.wall_ms,
         },

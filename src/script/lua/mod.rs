@@ -341,7 +341,8 @@ impl LuaHost {
         let outer = self.depth.fetch_add(1, Ordering::AcqRel) == 0;
         if outer {
             let l = &self.shared.limits;
-            self.shared.budget.reset(l.instructions, l.wall_ms);
+            let cancel = super::host::current_call().map(|c| c.info.cancel);
+            self.shared.budget.reset(l.instructions, l.wall_ms, cancel);
         }
         let r = std::panic::catch_unwind(AssertUnwindSafe(f));
         self.depth.fetch_sub(1, Ordering::AcqRel);
@@ -382,6 +383,7 @@ impl LuaHost {
             Abort::Timeout => ScriptError::Timeout {
                 after_ms: self.shared.limits.wall_ms,
             },
+            Abort::Cancelled => ScriptError::Cancelled,
         }
     }
 
@@ -421,6 +423,7 @@ pub(crate) fn map_lua_error(e: mlua::Error, limits: &Limits) -> ScriptError {
                 Abort::Timeout => ScriptError::Timeout {
                     after_ms: limits.wall_ms,
                 },
+                Abort::Cancelled => ScriptError::Cancelled,
             };
         }
     }
