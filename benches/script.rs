@@ -59,8 +59,11 @@ fn bench(c: &mut Criterion) {
         .build()
         .unwrap();
     let m = ToolManager::new();
-    m.register(def("bl:echo"), Arc::new(lua.handler("echo")))
-        .unwrap();
+    m.register(
+        def("bl:echo"),
+        Arc::new(lua.handler("echo").with_mode(ExecMode::Blocking)),
+    )
+    .unwrap();
     m.register(
         def("bl:echo_dedicated"),
         Arc::new(lua.handler("echo").with_mode(ExecMode::Dedicated)),
@@ -71,8 +74,11 @@ fn bench(c: &mut Criterion) {
         Arc::new(lua.handler("echo").with_mode(ExecMode::InPlace)),
     )
     .unwrap();
-    m.register(def("br:echo"), Arc::new(rhai.handler("echo")))
-        .unwrap();
+    m.register(
+        def("br:echo"),
+        Arc::new(rhai.handler("echo").with_mode(ExecMode::Blocking)),
+    )
+    .unwrap();
     m.register(
         def("br:echo_dedicated"),
         Arc::new(rhai.handler("echo").with_mode(ExecMode::Dedicated)),

@@ -436,3 +436,41 @@ fn park_block_on<F: std::future::Future>(fut: F) -> F::Output {
         std::thread::park();
     }
 }
+
+/// Longest tool description a script may register.
+pub(crate) const MAX_DESCRIPTION: usize = 4096;
+
+/// Checks and namespaces an id given to `api.tools.register` (`name` or `plugin:name`).
+/// Names are untrusted: letters, digits, `_` and `-`, 1–64 characters.
+pub(crate) fn register_id(plugin: &str, id: &str) -> Result<String, String> {
+    let (ns, name) = match id.split_once(':') {
+        Some((ns, name)) => (ns, name),
+        None => (plugin, id),
+    };
+    if ns != plugin {
+        return Err(format!(
+            "tool '{id}' is outside the plugin's namespace '{plugin}:'"
+        ));
+    }
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !ok {
+        return Err(format!(
+            "tool name '{name}' is invalid: use 1-64 letters, digits, '_' or '-'"
+        ));
+    }
+    Ok(format!("{plugin}:{name}"))
+}
+
+/// Refuses over-long descriptions (they end up in every model prompt).
+pub(crate) fn check_description(id: &str, d: &str) -> Result<(), String> {
+    if d.chars().count() > MAX_DESCRIPTION {
+        return Err(format!(
+            "tool '{id}': description longer than {MAX_DESCRIPTION} characters"
+        ));
+    }
+    Ok(())
+}

@@ -555,15 +555,12 @@ fn register_tool(
     };
     let id = get_str("id")
         .ok_or_else(|| rhai_err("api::tools::register: 'id' (a string) is required"))?;
-    let id = match id.split_once(':') {
-        Some((ns, _)) if ns != plugin => {
-            return Err(rhai_err(format!(
-                "api::tools::register: tool '{id}' is outside the plugin's namespace '{plugin}:'"
-            )))
-        }
-        Some(_) => id,
-        None => format!("{plugin}:{id}"),
-    };
+    let id = super::host::register_id(plugin, &id)
+        .map_err(|e| rhai_err(format!("api::tools::register: {e}")))?;
+    if let Some(d) = get_str("description") {
+        super::host::check_description(&id, &d)
+            .map_err(|e| rhai_err(format!("api::tools::register: {e}")))?;
+    }
     let function = match spec.get("handler") {
         Some(h) if h.is_fnptr() => h
             .read_lock::<FnPtr>()

@@ -521,16 +521,8 @@ fn register_tool(lua: &Lua, sh: &Arc<Shared>, spec: LuaValue) -> mlua::Result<()
             "api.tools.register: 'id' (a string) is required",
         ));
     };
-    let plugin = &sh.core.env.plugin;
-    let id = match id.split_once(':') {
-        Some((ns, _)) if ns != plugin => {
-            return Err(mlua::Error::runtime(format!(
-                "api.tools.register: tool '{id}' is outside the plugin's namespace '{plugin}:'"
-            )))
-        }
-        Some(_) => id,
-        None => format!("{plugin}:{id}"),
-    };
+    let id = super::host::register_id(&sh.core.env.plugin, &id)
+        .map_err(|e| mlua::Error::runtime(format!("api.tools.register: {e}")))?;
     let handler = match spec.raw_get::<LuaValue>("handler")? {
         LuaValue::Function(f) => f,
         _ => {
@@ -541,6 +533,10 @@ fn register_tool(lua: &Lua, sh: &Arc<Shared>, spec: LuaValue) -> mlua::Result<()
     };
     let description: Option<String> = spec.raw_get("description")?;
     let display_name: Option<String> = spec.raw_get("displayName")?;
+    if let Some(d) = &description {
+        super::host::check_description(&id, d)
+            .map_err(|e| mlua::Error::runtime(format!("api.tools.register: {e}")))?;
+    }
     let parameters = match spec.raw_get::<LuaValue>("parameters")? {
         LuaValue::Nil => None,
         v => Some(
