@@ -49,7 +49,8 @@ pub(crate) struct RhaiHost {
     ast: AST,
     shared: Arc<RhaiShared>,
     limits: Limits,
-    core: Arc<HostCore>,
+    /// The plugin's settings, converted once (`ctx.config`).
+    config: Dynamic,
 }
 
 /// `import` resolver confined to one directory.
@@ -269,12 +270,13 @@ impl RhaiHost {
             registered: Mutex::new(Vec::new()),
         });
         engine.register_static_module("api", Self::api_module(&core, &shared, &limits).into());
+        let config = json_to_dynamic(&Value::Object(core.env.config.clone()))?;
         Ok(RhaiHost {
             engine,
             ast: AST::empty(),
             shared,
             limits,
-            core,
+            config,
         })
     }
 
@@ -413,10 +415,7 @@ impl RhaiHost {
         let mut ctx = rhai::Map::new();
         ctx.insert("tool_id".into(), tool_id.into());
         ctx.insert("caller".into(), caller.into());
-        ctx.insert(
-            "config".into(),
-            json_to_dynamic(&Value::Object(self.core.env.config.clone()))?,
-        );
+        ctx.insert("config".into(), self.config.clone());
         let opts = CallFnOptions::new().eval_ast(false).rewind_scope(true);
         let mut scope = Scope::new();
         let r = self.with_deadline(|| match arity {
