@@ -30,10 +30,13 @@ pub enum ExecMode {
     Dedicated,
     /// `tokio::task::block_in_place` on a multi-thread runtime (the worker hands its other
     /// tasks to another thread first, so the executor keeps running); falls back to
-    /// `spawn_blocking` on a current-thread runtime. The default: the cheapest (see
-    /// benches/script.rs).
-    #[default]
+    /// `spawn_blocking` on a current-thread runtime. The cheapest (see benches/script.rs).
     InPlace,
+    /// The default: `InPlace` for Lua functions, `Dedicated` for Rhai functions. Rhai frees
+    /// deeply nested values recursively; the dedicated thread's 64 MiB stack holds any
+    /// nesting a script can build within its budget, a 2 MiB blocking thread may not.
+    #[default]
+    Auto,
 }
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -245,11 +248,38 @@ impl PluginScripts {
 
     /// A tool handler running `function` of this plugin.
     pub fn handler(&self, function: impl Into<String>) -> ScriptToolHandler {
+        let function = function.into();
+        let rhai_only = self
+            .inner
+            .rhai
+            .as_ref()
+            .is_some_and(|r| r.has_function(&function))
+            && !self
+                .inner
+                .lua
+                .as_ref()
+                .is_some_and(|_| self.has_function_in_lua(&function));
         ScriptToolHandler {
             scripts: self.clone(),
-            function: function.into(),
-            mode: ExecMode::default(),
+            function,
+            mode: ExecMode::Auto,
+            auto: if rhai_only {
+                ExecMode::Dedicated
+            } else {
+                ExecMode::InPlace
+            },
         }
+    }
+
+    fn has_function_in_lua(&self, function: &str) -> bool {
+        let inner = &self.inner;
+        inner.lua.as_ref().is_some_and(|l| {
+            let deadline = Instant::now() + Duration::from_millis(inner.env.limits.wall_ms);
+            inner
+                .lock
+                .acquire(&inner.env.plugin, deadline)
+                .is_ok_and(|_g| l.has_function(function))
+        })
     }
 
     /// Tools registered by the scripts at load time (`api.tools.register`), each with the
@@ -292,7 +322,7 @@ impl PluginScripts {
         let (tx, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name(format!("tavern-plugin-{}", self.inner.env.plugin))
-            .stack_size(16 << 20)
+            .stack_size(64 << 20)
             .spawn(move || {
                 while let Ok(job) = rx.recv() {
                     job();
@@ -314,6 +344,8 @@ pub struct ScriptToolHandler {
     scripts: PluginScripts,
     function: String,
     mode: ExecMode,
+    /// What `ExecMode::Auto` means for this function.
+    auto: ExecMode,
 }
 
 impl ScriptToolHandler {
@@ -351,15 +383,20 @@ impl ToolHandler for ScriptToolHandler {
             set_thread_handle(None);
             r
         };
-        let in_place = self.mode == ExecMode::InPlace
+        let mode = if self.mode == ExecMode::Auto {
+            self.auto
+        } else {
+            self.mode
+        };
+        let in_place = mode == ExecMode::InPlace
             && handle
                 .as_ref()
                 .is_some_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        match self.mode {
+        match mode {
             ExecMode::InPlace if in_place => Box::pin(async move {
                 tokio::task::block_in_place(job).map_err(|e| e.into_tool_error(&tool))
             }),
-            ExecMode::Blocking | ExecMode::InPlace => Box::pin(async move {
+            ExecMode::Blocking | ExecMode::InPlace | ExecMode::Auto => Box::pin(async move {
                 match tokio::task::spawn_blocking(job).await {
                     Ok(r) => r.map_err(|e| e.into_tool_error(&tool)),
                     Err(e) => Err(ToolError::failed(
