@@ -75,6 +75,11 @@ fn bench(c: &mut Criterion) {
     )
     .unwrap();
     m.register(
+        def("br:echo_in_place"),
+        Arc::new(rhai.handler("echo").with_mode(ExecMode::InPlace)),
+    )
+    .unwrap();
+    m.register(
         def("br:echo"),
         Arc::new(rhai.handler("echo").with_mode(ExecMode::Blocking)),
     )
@@ -90,6 +95,7 @@ fn bench(c: &mut Criterion) {
         ("lua_invoke_block_in_place", "bl:echo_in_place"),
         ("rhai_invoke_spawn_blocking", "br:echo"),
         ("rhai_invoke_dedicated_thread", "br:echo_dedicated"),
+        ("rhai_invoke_block_in_place", "br:echo_in_place"),
     ] {
         g.bench_function(name, |b| {
             b.iter(|| {
