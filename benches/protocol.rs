@@ -185,6 +185,22 @@ fn bench(c: &mut Criterion<ThreadCpu>) {
             (n, r.finish())
         })
     });
+    // The same pair on the text dense with small blocks.
+    let text = dense(256 * 1024);
+    g.throughput(Throughput::Bytes(text.len() as u64));
+    g.bench_function("one_shot_dense", |b| {
+        b.iter(|| parse(black_box(&text), Format::Auto))
+    });
+    g.bench_function("stream_4byte_dense", |b| {
+        b.iter(|| {
+            let mut r = StreamReader::new(Format::Auto);
+            let mut n = 0;
+            for chunk in black_box(text.as_bytes()).chunks(4) {
+                n += r.push_bytes(chunk).len();
+            }
+            (n, r.finish())
+        })
+    });
     g.finish();
 }
 

@@ -65,8 +65,14 @@ impl StreamReader {
     }
 
     /// Adds a chunk; returns the calls whose blocks closed in it.
+    #[inline]
     pub fn push(&mut self, chunk: &str) -> Vec<Call> {
-        self.buf.push_str(chunk);
+        if chunk.len() <= 8 {
+            // Token-sized chunks: pushing chars avoids a `memcpy` call per chunk.
+            chunk.chars().for_each(|c| self.buf.push(c));
+        } else {
+            self.buf.push_str(chunk);
+        }
         match self.mode {
             Mode::Deferred => return Vec::new(),
             Mode::Undecided => {
@@ -85,7 +91,15 @@ impl StreamReader {
                 }
             }
             Mode::Text => {
-                if memchr::memchr3(b'\n', b'\r', b'>', chunk.as_bytes()).is_none() {
+                let b = chunk.as_bytes();
+                // Small chunks (token streams) are checked by hand: memchr's dispatch
+                // costs more than the check itself.
+                let closes = if b.len() < 16 {
+                    b.iter().any(|&c| c == b'\n' || c == b'\r' || c == b'>')
+                } else {
+                    memchr::memchr3(b'\n', b'\r', b'>', b).is_some()
+                };
+                if !closes {
                     return Vec::new();
                 }
             }
@@ -97,6 +111,53 @@ impl StreamReader {
     /// Adds raw bytes; a UTF-8 sequence split between chunks is joined, and invalid
     /// bytes become U+FFFD as in [`String::from_utf8_lossy`].
     pub fn push_bytes(&mut self, bytes: &[u8]) -> Vec<Call> {
+        // Fast paths, without copying or allocating: first complete a character held
+        // back from the previous chunk, then push whole characters and hold back an
+        // incomplete last one. Invalid bytes take the general path below.
+        if self.pending.is_empty() && bytes.is_ascii() {
+            // SAFETY: ASCII bytes are always valid UTF-8 (checked just above). This
+            // skips a second validation pass on every small chunk of a token stream.
+            let s = unsafe { std::str::from_utf8_unchecked(bytes) };
+            return self.push(s);
+        }
+        let mut bytes = bytes;
+        let mut out = Vec::new();
+        if let Some(&lead) = self.pending.first() {
+            let want: usize = match lead {
+                0xC2..=0xDF => 2,
+                0xE0..=0xEF => 3,
+                0xF0..=0xF4 => 4,
+                _ => 0,
+            };
+            let need = want.saturating_sub(self.pending.len());
+            if want > 0 && bytes.len() >= need {
+                let mut buf = [0u8; 4];
+                let have = self.pending.len();
+                buf[..have].copy_from_slice(&self.pending);
+                buf[have..want].copy_from_slice(&bytes[..need]);
+                if let Ok(c) = std::str::from_utf8(&buf[..want]) {
+                    self.pending.clear();
+                    out = self.push(c);
+                    bytes = &bytes[need..];
+                }
+            }
+        }
+        if self.pending.is_empty() {
+            match std::str::from_utf8(bytes) {
+                Ok(s) => {
+                    out.extend(self.push(s));
+                    return out;
+                }
+                Err(e) if e.error_len().is_none() => {
+                    let (good, tail) = bytes.split_at(e.valid_up_to());
+                    // `good` is valid UTF-8 by `valid_up_to`.
+                    out.extend(self.push(std::str::from_utf8(good).unwrap_or_default()));
+                    self.pending.extend_from_slice(tail);
+                    return out;
+                }
+                Err(_) => {}
+            }
+        }
         let mut text = String::new();
         let mut rest: &[u8] = if self.pending.is_empty() {
             bytes
@@ -129,7 +190,8 @@ impl StreamReader {
             }
         }
         self.pending = keep;
-        self.push(&text)
+        out.extend(self.push(&text));
+        out
     }
 
     fn take_new(&mut self) -> Vec<Call> {
