@@ -421,6 +421,14 @@ impl Scanner {
             BlockKind::Tam => "TAM",
             BlockKind::Vcp => "VCP",
         };
+        if self.calls.len() == self.calls.capacity() && block_end > 0 {
+            // Grow once to the number of calls the rest of the text is likely to hold
+            // (calls so far, scaled to the text's length), instead of doubling
+            // repeatedly; capped so a block early in a long text cannot over-reserve.
+            let expect = (self.calls.len() + 1).saturating_mul(text.len()) / block_end;
+            let extra = expect.saturating_sub(self.calls.len()).min(1 << 16);
+            self.calls.reserve(extra.max(4));
+        }
         chain::build_calls(
             text,
             &body.pairs,

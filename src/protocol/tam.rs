@@ -157,10 +157,11 @@ fn after_close(s: &[u8], p: usize, eof: bool, kind: BlockKind) -> M {
         M::Partial => return M::Partial,
         M::No => {}
     }
-    match match_ci(s, p, kind.end(), eof) {
-        M::Yes(_) => return M::Yes(p),
-        M::Partial => return M::Partial,
-        M::No => {}
+    if s[p] == b'<' {
+        return match match_ci(s, p, kind.end(), eof) {
+            M::Yes(_) => M::Yes(p),
+            other => other,
+        };
     }
     match match_pair_start(s, p, eof) {
         M::Yes(_) => M::Yes(p),
@@ -328,10 +329,12 @@ impl Body {
                         M::Partial => return Step::NeedMore,
                         M::No => {}
                     }
-                    match match_ci(s, p, kind.end(), eof) {
-                        M::Yes(e) => return Step::Done(BodyEnd::Terminated(e)),
-                        M::Partial => return Step::NeedMore,
-                        M::No => {}
+                    if s[p] == b'<' {
+                        match match_ci(s, p, kind.end(), eof) {
+                            M::Yes(e) => return Step::Done(BodyEnd::Terminated(e)),
+                            M::Partial => return Step::NeedMore,
+                            M::No => {}
+                        }
                     }
                     match match_pair_start(s, p, eof) {
                         M::Yes(ps) => {
@@ -356,15 +359,18 @@ impl Body {
                             Step::NeedMore
                         };
                     }
-                    match match_ci(s, p, kind.end(), eof) {
-                        M::Yes(e) => return Step::Done(BodyEnd::Terminated(e)),
-                        M::Partial => return Step::NeedMore,
-                        M::No => {}
-                    }
-                    match match_any_start(s, p, eof, starts) {
-                        M::Yes(_) => return Step::Done(BodyEnd::AtStart(p)),
-                        M::Partial => return Step::NeedMore,
-                        M::No => {}
+                    // Markers begin with `<`, which no key, comment or line break does.
+                    if s[p] == b'<' {
+                        match match_ci(s, p, kind.end(), eof) {
+                            M::Yes(e) => return Step::Done(BodyEnd::Terminated(e)),
+                            M::Partial => return Step::NeedMore,
+                            M::No => {}
+                        }
+                        match match_any_start(s, p, eof, starts) {
+                            M::Yes(_) => return Step::Done(BodyEnd::AtStart(p)),
+                            M::Partial => return Step::NeedMore,
+                            M::No => {}
+                        }
                     }
                     match match_pair_start(s, p, eof) {
                         M::Yes(ps) => {
