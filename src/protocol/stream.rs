@@ -93,7 +93,20 @@ impl StreamReader {
     /// bytes become U+FFFD as in [`String::from_utf8_lossy`] of the whole text.
     #[inline]
     pub fn push_bytes(&mut self, bytes: &[u8]) -> Vec<Call> {
-        self.buf.extend_from_slice(bytes);
+        if bytes.len() <= 8 {
+            // Token-sized chunks: copy and look for `>` in one loop, and return at once
+            // when nothing can have closed.
+            let mut gt = false;
+            for &b in bytes {
+                gt |= b == b'>';
+                self.buf.push(b);
+            }
+            if !gt && self.mode == Mode::Text {
+                return Vec::new();
+            }
+        } else {
+            self.buf.extend_from_slice(bytes);
+        }
         self.after_append(bytes)
     }
 
