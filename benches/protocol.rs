@@ -29,7 +29,8 @@ fn prose(len: usize) -> String {
     s
 }
 
-const SMALL_BLOCK: &str = "<|[REQUEST_TOOL]|>\ncommand:「始」Echo「末」\ntext:「始」hello world「末」\n<|[END_TOOL]|>\n";
+const SMALL_BLOCK: &str =
+    "<|[REQUEST_TOOL]|>\ncommand:「始」Echo「末」\ntext:「始」hello world「末」\n<|[END_TOOL]|>\n";
 
 fn dense(len: usize) -> String {
     let mut s = String::with_capacity(len + SMALL_BLOCK.len());
@@ -117,11 +118,15 @@ impl ValueFormatter for CpuFormatter {
     fn scale_throughputs(&self, _typical: f64, t: &Throughput, values: &mut [f64]) -> &'static str {
         match *t {
             Throughput::Bytes(b) | Throughput::BytesDecimal(b) => {
-                values.iter_mut().for_each(|v| *v = b as f64 * 1e9 / *v / 1e6);
+                values
+                    .iter_mut()
+                    .for_each(|v| *v = b as f64 * 1e9 / *v / 1e6);
                 "MB/s"
             }
             Throughput::Bits(b) => {
-                values.iter_mut().for_each(|v| *v = b as f64 * 1e9 / *v / 1e6);
+                values
+                    .iter_mut()
+                    .for_each(|v| *v = b as f64 * 1e9 / *v / 1e6);
                 "Mbit/s"
             }
             Throughput::Elements(e) | Throughput::ElementsAndBytes { elements: e, .. } => {
@@ -147,7 +152,9 @@ fn bench(c: &mut Criterion<ThreadCpu>) {
     let text = prose(1 << 20);
     let mut g = config(c);
     g.throughput(Throughput::Bytes(text.len() as u64));
-    g.bench_function("prose_1mb", |b| b.iter(|| parse(black_box(&text), Format::Auto)));
+    g.bench_function("prose_1mb", |b| {
+        b.iter(|| parse(black_box(&text), Format::Auto))
+    });
 
     let text = dense(1 << 20);
     g.throughput(Throughput::Bytes(text.len() as u64));
@@ -173,13 +180,31 @@ fn bench(c: &mut Criterion<ThreadCpu>) {
     let text = answer();
     let mut g = config(c);
     g.throughput(Throughput::Bytes(text.len() as u64));
-    g.bench_function("one_shot", |b| b.iter(|| parse(black_box(&text), Format::Auto)));
+    g.bench_function("one_shot", |b| {
+        b.iter(|| parse(black_box(&text), Format::Auto))
+    });
     g.bench_function("stream_4byte", |b| {
         b.iter(|| {
             let mut r = StreamReader::new(Format::Auto);
             let bytes = black_box(text.as_bytes());
             let mut n = 0;
             for chunk in bytes.chunks(4) {
+                n += r.push_bytes(chunk).len();
+            }
+            (n, r.finish())
+        })
+    });
+    // The same pair on the text dense with small blocks.
+    let text = dense(256 * 1024);
+    g.throughput(Throughput::Bytes(text.len() as u64));
+    g.bench_function("one_shot_dense", |b| {
+        b.iter(|| parse(black_box(&text), Format::Auto))
+    });
+    g.bench_function("stream_4byte_dense", |b| {
+        b.iter(|| {
+            let mut r = StreamReader::new(Format::Auto);
+            let mut n = 0;
+            for chunk in black_box(text.as_bytes()).chunks(4) {
                 n += r.push_bytes(chunk).len();
             }
             (n, r.finish())

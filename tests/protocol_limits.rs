@@ -22,7 +22,11 @@ fn nested_xml_elements_in_action() {
     assert!(has_error(&p), "{:?}", p.diagnostics);
     // Balanced but too deep: also an error, not a crash.
     let depth = MB / 8;
-    let text = format!("<ACTION>{}{}</ACTION>", "<a>".repeat(depth), "</a>".repeat(depth));
+    let text = format!(
+        "<ACTION>{}{}</ACTION>",
+        "<a>".repeat(depth),
+        "</a>".repeat(depth)
+    );
     let p = parse(&text, Format::Action);
     assert!(p.calls.is_empty() && has_error(&p));
 }
@@ -32,7 +36,11 @@ fn nested_brackets_in_json_and_text() {
     for (open, close) in [("[", "]"), ("{", "}")] {
         let text = format!("{}{}", open.repeat(MB / 2), close.repeat(MB / 2));
         let p = parse(&text, Format::Json);
-        assert!(p.calls.is_empty() && has_error(&p), "{open}: {:?}", p.diagnostics);
+        assert!(
+            p.calls.is_empty() && has_error(&p),
+            "{open}: {:?}",
+            p.diagnostics
+        );
         let p = parse(&text, Format::Auto);
         assert!(p.calls.is_empty(), "{open}");
         assert_eq!(p.response_text.len(), text.len(), "read as prose in auto");
@@ -53,7 +61,9 @@ fn ten_megabyte_single_lines() {
 
     // One value of 10 MB on one line, full of 「末」 that do not close it.
     let body = "x「末」y".repeat(ten / 11);
-    let text = format!("<|[REQUEST_TOOL]|>\ncommand:「始」Big「末」\nv:「始」{body}「末」\n<|[END_TOOL]|>");
+    let text = format!(
+        "<|[REQUEST_TOOL]|>\ncommand:「始」Big「末」\nv:「始」{body}「末」\n<|[END_TOOL]|>"
+    );
     let p = parse(&text, Format::Auto);
     assert_eq!(p.calls.len(), 1);
     assert_eq!(p.calls[0].args["v"].as_str().unwrap(), body);
@@ -72,16 +82,24 @@ fn ten_megabyte_single_lines() {
     assert!(p.calls.is_empty());
 
     // An unclosed value that runs to the end of a 10 MB line.
-    let text = format!("<|[REQUEST_TOOL]|>\ncommand:「始」T「末」\nv:「始」{}", "ab".repeat(ten / 2));
+    let text = format!(
+        "<|[REQUEST_TOOL]|>\ncommand:「始」T「末」\nv:「始」{}",
+        "ab".repeat(ten / 2)
+    );
     let p = parse(&text, Format::Tam);
     assert_eq!(p.calls.len(), 1);
-    assert!(p.diagnostics.iter().any(|d| d.severity == Severity::Warning));
+    assert!(p
+        .diagnostics
+        .iter()
+        .any(|d| d.severity == Severity::Warning));
 }
 
 #[test]
 fn ten_megabyte_line_streamed_in_small_chunks() {
     let body = "x「末」y>".repeat(MB);
-    let text = format!("<|[REQUEST_TOOL]|>\ncommand:「始」Big「末」\nv:「始」{body}「末」\n<|[END_TOOL]|>");
+    let text = format!(
+        "<|[REQUEST_TOOL]|>\ncommand:「始」Big「末」\nv:「始」{body}「末」\n<|[END_TOOL]|>"
+    );
     let mut r = StreamReader::new(Format::Auto);
     let bytes = text.as_bytes();
     let mut yielded = 0;

@@ -33,7 +33,10 @@ pub(crate) fn match_ci(s: &[u8], at: usize, pat: &[u8], eof: bool) -> M {
         } else {
             M::No
         }
-    } else if !eof && s[at..].eq_ignore_ascii_case(&pat[..avail]) {
+    } else if !eof
+        && s.get(at..)
+            .is_some_and(|r| r.eq_ignore_ascii_case(&pat[..avail]))
+    {
         M::Partial
     } else {
         M::No
@@ -50,7 +53,7 @@ pub(crate) fn match_exact(s: &[u8], at: usize, pat: &[u8], eof: bool) -> M {
         } else {
             M::No
         }
-    } else if !eof && s[at..] == pat[..avail] {
+    } else if !eof && s.get(at..).is_some_and(|r| r == &pat[..avail]) {
         M::Partial
     } else {
         M::No

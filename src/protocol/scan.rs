@@ -10,7 +10,7 @@ use memchr::memmem::Finder;
 
 use super::action;
 use super::chain;
-use super::lex::{match_ci, match_exact, skip_ws, M, CLOSE, OPEN};
+use super::lex::{match_ci, match_exact, skip_ws, CLOSE, M, OPEN};
 use super::locate::Locator;
 use super::tam::{BlockKind, Body, BodyEnd, Step};
 use super::types::{Call, Diagnostic, Format, Severity, Span};
@@ -340,8 +340,14 @@ impl Scanner {
                             let block = self.blocks;
                             self.blocks += 1;
                             let span = self.span(s, start, end);
-                            let calls =
-                                action::parse_action(text, content, end_tag, block, span, &mut self.diags);
+                            let calls = action::parse_action(
+                                text,
+                                content,
+                                end_tag,
+                                block,
+                                span,
+                                &mut self.diags,
+                            );
                             self.calls.extend(calls);
                             self.piece_start = end;
                             self.pos = end;
@@ -415,7 +421,23 @@ impl Scanner {
             BlockKind::Tam => "TAM",
             BlockKind::Vcp => "VCP",
         };
-        chain::build_calls(text, &body.pairs, block, span, name, &mut diags, &mut self.calls);
+        if self.calls.len() == self.calls.capacity() && block_end > 0 {
+            // Grow once to the number of calls the rest of the text is likely to hold
+            // (calls so far, scaled to the text's length), instead of doubling
+            // repeatedly; capped so a block early in a long text cannot over-reserve.
+            let expect = (self.calls.len() + 1).saturating_mul(text.len()) / block_end;
+            let extra = expect.saturating_sub(self.calls.len()).min(1 << 16);
+            self.calls.reserve(extra.max(4));
+        }
+        chain::build_calls(
+            text,
+            &body.pairs,
+            block,
+            span,
+            name,
+            &mut diags,
+            &mut self.calls,
+        );
         self.diags.extend(diags);
         self.spare_pairs = body.pairs;
         self.piece_start = block_end;
@@ -541,7 +563,11 @@ fn find_action_end(
                 }
             },
             XmlMode::Cdata | XmlMode::Comment => {
-                let pat: &[u8] = if *xmode == XmlMode::Cdata { b"]]>" } else { b"-->" };
+                let pat: &[u8] = if *xmode == XmlMode::Cdata {
+                    b"]]>"
+                } else {
+                    b"-->"
+                };
                 match memchr::memmem::find(&s[*pos..], pat) {
                     Some(i) => {
                         *pos += i + pat.len();

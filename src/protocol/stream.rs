@@ -14,6 +14,16 @@ enum Mode {
     Deferred,
 }
 
+/// `buf[..valid]` as text without checking it again.
+fn checked_prefix(buf: &[u8], valid: usize) -> &str {
+    let bytes = &buf[..valid];
+    // SAFETY: `StreamReader` only moves `valid` past bytes that came from a `&str`
+    // (`push`) or that `validate` checked or replaced with valid UTF-8, and never
+    // changes bytes before `valid`. Checking again here would make every chunk cost
+    // the whole text so far.
+    unsafe { std::str::from_utf8_unchecked(bytes) }
+}
+
 /// Reads model output chunk by chunk.
 ///
 /// ```
@@ -27,13 +37,16 @@ enum Mode {
 /// ```
 ///
 /// Work is linear in the total text: the reader resumes where it stopped and only
-/// re-examines at most a marker's length of text. Chunks that contain no line break
-/// and no `>` cannot close anything and are only appended.
+/// re-examines at most a marker's (or key's) length of text. Every block ends with a
+/// `>` (`<|[END_TOOL]|>`, `</ACTION>`, or the next start marker), so a chunk without
+/// one cannot complete a call: it is only appended (and its UTF-8 checked later, once).
 #[derive(Debug)]
 pub struct StreamReader {
     format: Format,
-    buf: String,
-    pending: Vec<u8>,
+    /// Every byte received; `buf[..valid]` is valid UTF-8 (invalid sequences already
+    /// replaced by U+FFFD), the rest is not checked yet.
+    buf: Vec<u8>,
+    valid: usize,
     mode: Mode,
     blank_checked: usize,
     scanner: Scanner,
@@ -50,8 +63,8 @@ impl StreamReader {
         };
         StreamReader {
             format,
-            buf: String::new(),
-            pending: Vec::new(),
+            buf: Vec::new(),
+            valid: 0,
             mode,
             blank_checked: 0,
             scanner: Scanner::new(format),
@@ -59,22 +72,54 @@ impl StreamReader {
         }
     }
 
-    /// The text received so far.
+    /// The text received and checked so far (a last incomplete UTF-8 sequence from
+    /// [`push_bytes`](Self::push_bytes) is not included yet).
     pub fn text(&self) -> &str {
-        &self.buf
+        checked_prefix(&self.buf, self.valid)
     }
 
     /// Adds a chunk; returns the calls whose blocks closed in it.
+    #[inline]
     pub fn push(&mut self, chunk: &str) -> Vec<Call> {
-        self.buf.push_str(chunk);
+        let whole = self.valid == self.buf.len();
+        self.buf.extend_from_slice(chunk.as_bytes());
+        if whole {
+            self.valid = self.buf.len();
+        }
+        self.after_append(chunk.as_bytes())
+    }
+
+    /// Adds raw bytes; a UTF-8 sequence split between chunks is joined, and invalid
+    /// bytes become U+FFFD as in [`String::from_utf8_lossy`] of the whole text.
+    #[inline]
+    pub fn push_bytes(&mut self, bytes: &[u8]) -> Vec<Call> {
+        if bytes.len() <= 8 {
+            // Token-sized chunks: copy and look for `>` in one loop, and return at once
+            // when nothing can have closed.
+            let mut gt = false;
+            for &b in bytes {
+                gt |= b == b'>';
+                self.buf.push(b);
+            }
+            if !gt && self.mode == Mode::Text {
+                return Vec::new();
+            }
+        } else {
+            self.buf.extend_from_slice(bytes);
+        }
+        self.after_append(bytes)
+    }
+
+    fn after_append(&mut self, chunk: &[u8]) -> Vec<Call> {
         match self.mode {
             Mode::Deferred => return Vec::new(),
             Mode::Undecided => {
-                let rest = &self.buf[self.blank_checked..];
+                self.validate(false);
+                let rest = &self.text()[self.blank_checked..];
                 let t = rest.trim_start();
                 match t.as_bytes().first() {
                     None => {
-                        self.blank_checked = self.buf.len();
+                        self.blank_checked = self.valid;
                         return Vec::new();
                     }
                     Some(b'{' | b'[') => {
@@ -85,71 +130,66 @@ impl StreamReader {
                 }
             }
             Mode::Text => {
-                if memchr::memchr3(b'\n', b'\r', b'>', chunk.as_bytes()).is_none() {
+                // `>` is ASCII, so it is never part of a multi-byte sequence.
+                let closes = if chunk.len() < 16 {
+                    chunk.contains(&b'>')
+                } else {
+                    memchr::memchr(b'>', chunk).is_some()
+                };
+                if !closes {
                     return Vec::new();
                 }
+                self.validate(false);
             }
         }
-        self.scanner.run(&self.buf, false);
-        self.take_new()
-    }
-
-    /// Adds raw bytes; a UTF-8 sequence split between chunks is joined, and invalid
-    /// bytes become U+FFFD as in [`String::from_utf8_lossy`].
-    pub fn push_bytes(&mut self, bytes: &[u8]) -> Vec<Call> {
-        let mut text = String::new();
-        let mut rest: &[u8] = if self.pending.is_empty() {
-            bytes
-        } else {
-            self.pending.extend_from_slice(bytes);
-            &self.pending
-        };
-        let mut keep = Vec::new();
-        loop {
-            match std::str::from_utf8(rest) {
-                Ok(s) => {
-                    text.push_str(s);
-                    break;
-                }
-                Err(e) => {
-                    let (good, bad) = rest.split_at(e.valid_up_to());
-                    // `good` is valid UTF-8 by `valid_up_to`.
-                    text.push_str(std::str::from_utf8(good).unwrap_or_default());
-                    match e.error_len() {
-                        Some(n) => {
-                            text.push('\u{FFFD}');
-                            rest = &bad[n..];
-                        }
-                        None => {
-                            keep.extend_from_slice(bad);
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        self.pending = keep;
-        self.push(&text)
-    }
-
-    fn take_new(&mut self) -> Vec<Call> {
+        let text = checked_prefix(&self.buf, self.valid);
+        self.scanner.run(text, false);
         let new = self.scanner.calls[self.emitted..].to_vec();
         self.emitted = self.scanner.calls.len();
         new
     }
 
+    /// Checks `buf[valid..]`: valid UTF-8 is accepted as is, invalid sequences are
+    /// replaced by U+FFFD, and an incomplete last sequence waits for more bytes unless
+    /// `eof`. Each byte is checked once (a held-back sequence at most four times).
+    fn validate(&mut self, eof: bool) {
+        let region = &self.buf[self.valid..];
+        match std::str::from_utf8(region) {
+            Ok(_) => self.valid = self.buf.len(),
+            Err(e) if e.error_len().is_none() && !eof => self.valid += e.valid_up_to(),
+            Err(_) => {
+                // Find an incomplete last sequence to hold back.
+                let mut keep_from = region.len();
+                if !eof {
+                    for back in 1..=3.min(region.len()) {
+                        let tail = &region[region.len() - back..];
+                        if let Err(e) = std::str::from_utf8(tail) {
+                            if e.valid_up_to() == 0 && e.error_len().is_none() {
+                                keep_from = region.len() - back;
+                            }
+                        }
+                    }
+                }
+                let fixed = String::from_utf8_lossy(&region[..keep_from]).into_owned();
+                let tail = region[keep_from..].to_vec();
+                self.buf.truncate(self.valid);
+                self.buf.extend_from_slice(fixed.as_bytes());
+                self.valid = self.buf.len();
+                self.buf.extend_from_slice(&tail);
+            }
+        }
+    }
+
     /// Ends the text and returns everything read, exactly as
     /// [`parse`](super::parse) of the whole text would.
     pub fn finish(mut self) -> Parsed {
-        if !self.pending.is_empty() {
-            self.pending.clear();
-            self.buf.push('\u{FFFD}');
-        }
+        self.validate(true);
+        let text = checked_prefix(&self.buf, self.valid);
         match self.mode {
-            Mode::Deferred | Mode::Undecided => super::parse(&self.buf, self.format),
+            Mode::Deferred | Mode::Undecided => super::parse(text, self.format),
             Mode::Text => {
-                self.scanner.run(&self.buf, true);
-                super::finish_scanner(self.scanner, &self.buf)
+                self.scanner.run(text, true);
+                super::finish_scanner(self.scanner, text)
             }
         }
     }

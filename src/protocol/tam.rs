@@ -8,8 +8,8 @@
 use memchr::memmem::Finder;
 
 use super::lex::{
-    floor_boundary, line_break, match_ci, match_pair_start, skip_ws, M, CLOSE, TAM_END,
-    TAM_START, VCP_END, VCP_START,
+    floor_boundary, line_break, match_ci, match_pair_start, skip_ws, CLOSE, M, TAM_END, TAM_START,
+    VCP_END, VCP_START,
 };
 use super::scan::RawDiag;
 
@@ -98,7 +98,9 @@ struct ValueScan {
 
 #[derive(Debug, Clone)]
 enum Sub {
-    OpenLine { on_marker_line: bool },
+    OpenLine {
+        on_marker_line: bool,
+    },
     OpenComment,
     LineStart,
     MidLine,
@@ -155,10 +157,11 @@ fn after_close(s: &[u8], p: usize, eof: bool, kind: BlockKind) -> M {
         M::Partial => return M::Partial,
         M::No => {}
     }
-    match match_ci(s, p, kind.end(), eof) {
-        M::Yes(_) => return M::Yes(p),
-        M::Partial => return M::Partial,
-        M::No => {}
+    if s[p] == b'<' {
+        return match match_ci(s, p, kind.end(), eof) {
+            M::Yes(_) => M::Yes(p),
+            other => other,
+        };
     }
     match match_pair_start(s, p, eof) {
         M::Yes(_) => M::Yes(p),
@@ -326,10 +329,12 @@ impl Body {
                         M::Partial => return Step::NeedMore,
                         M::No => {}
                     }
-                    match match_ci(s, p, kind.end(), eof) {
-                        M::Yes(e) => return Step::Done(BodyEnd::Terminated(e)),
-                        M::Partial => return Step::NeedMore,
-                        M::No => {}
+                    if s[p] == b'<' {
+                        match match_ci(s, p, kind.end(), eof) {
+                            M::Yes(e) => return Step::Done(BodyEnd::Terminated(e)),
+                            M::Partial => return Step::NeedMore,
+                            M::No => {}
+                        }
                     }
                     match match_pair_start(s, p, eof) {
                         M::Yes(ps) => {
@@ -354,15 +359,18 @@ impl Body {
                             Step::NeedMore
                         };
                     }
-                    match match_ci(s, p, kind.end(), eof) {
-                        M::Yes(e) => return Step::Done(BodyEnd::Terminated(e)),
-                        M::Partial => return Step::NeedMore,
-                        M::No => {}
-                    }
-                    match match_any_start(s, p, eof, starts) {
-                        M::Yes(_) => return Step::Done(BodyEnd::AtStart(p)),
-                        M::Partial => return Step::NeedMore,
-                        M::No => {}
+                    // Markers begin with `<`, which no key, comment or line break does.
+                    if s[p] == b'<' {
+                        match match_ci(s, p, kind.end(), eof) {
+                            M::Yes(e) => return Step::Done(BodyEnd::Terminated(e)),
+                            M::Partial => return Step::NeedMore,
+                            M::No => {}
+                        }
+                        match match_any_start(s, p, eof, starts) {
+                            M::Yes(_) => return Step::Done(BodyEnd::AtStart(p)),
+                            M::Partial => return Step::NeedMore,
+                            M::No => {}
+                        }
                     }
                     match match_pair_start(s, p, eof) {
                         M::Yes(ps) => {
