@@ -154,13 +154,7 @@ impl Engine {
         caller: Caller,
     ) -> (Parsed, Vec<CallOutcome>) {
         let parsed = protocol::parse(text, format);
-        // `<ACTION>` XML calls match parameter names exactly, the others loosely.
-        let outcomes = self
-            .tools
-            .execute_with(&parsed.calls, caller, |c| {
-                crate::tools::key_matching_for(text, &c.span)
-            })
-            .await;
+        let outcomes = self.tools.execute(&parsed.calls, caller).await;
         (parsed, outcomes)
     }
 }

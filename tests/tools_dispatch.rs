@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
-use tavern::protocol::{Call, OnError, Span};
+use tavern::protocol::{Call, OnError};
 use tavern::tools::{
     key_matching_for, success_observation, CallContext, Caller, KeyMatching, ToolDefinition,
     ToolError, ToolManager,
@@ -199,31 +199,22 @@ fn player_tools() -> Arc<ToolManager> {
 
 #[tokio::test]
 async fn seed_002_5_5_observation_for_an_action_call() {
-    // The call as the XML reader produces it: its span covers the <ACTION> block.
-    let start = SEED_002_5_5.find("<ACTION>").unwrap();
-    let end = SEED_002_5_5.find("</ACTION>").unwrap() + "</ACTION>".len();
-    let mut args = Map::new();
-    args.insert("playerId".into(), json!("player123"));
-    let mut c = Call::new("GetPlayerInfo", args);
-    c.span = Span {
-        start,
-        end,
-        line: 2,
-        column: 1,
-    };
-    assert_eq!(key_matching_for(SEED_002_5_5, &c.span), KeyMatching::Exact);
+    // The call as the XML reader produces it (source: Action).
+    let parsed = tavern::protocol::parse(SEED_002_5_5, tavern::protocol::Format::Auto);
+    assert_eq!(parsed.calls.len(), 1);
+    let c = parsed.calls[0].clone();
+    assert_eq!(c.source, tavern::protocol::Format::Action);
+    assert_eq!(key_matching_for(&c), KeyMatching::Exact);
     let tools = player_tools();
-    let out = tools
-        .execute_with(&[c.clone()], Caller::Model(None), |c| {
-            key_matching_for(SEED_002_5_5, &c.span)
-        })
-        .await;
+    let out = tools.execute(&[c.clone()], Caller::Model(None)).await;
     assert_eq!(
         out[0].observation(),
         "Observation: Error - Invalid parameters for GetPlayerInfo: unknown parameter 'playerId', did you mean 'player_id'?"
     );
     // The same key in a TAM block is matched loosely (rule 3).
-    let out = tools.execute(&[c], Caller::Model(None)).await;
+    let mut tam = c;
+    tam.source = tavern::protocol::Format::Tam;
+    let out = tools.execute(&[tam], Caller::Model(None)).await;
     assert_eq!(out[0].result, Ok(json!({"name": "Name of player123"})));
 }
 
@@ -284,31 +275,18 @@ fn success_observations() {
 
 #[test]
 fn key_matching_by_source() {
-    let text = "x <|[REQUEST_TOOL]|>\ny\n<<<[TOOL_REQUEST]>>>\n```\n<ACTION><a/></ACTION>\n{\"name\":\"a\"}";
-    let span = |s: &str| {
-        let start = text.find(s).unwrap();
-        Span {
-            start,
-            end: text.len(),
-            line: 1,
-            column: 1,
-        }
-    };
-    assert_eq!(key_matching_for(text, &span("<|[")), KeyMatching::Loose);
-    assert_eq!(key_matching_for(text, &span("<<<[")), KeyMatching::Loose);
-    assert_eq!(key_matching_for(text, &span("```")), KeyMatching::Exact);
-    assert_eq!(key_matching_for(text, &span("{\"name")), KeyMatching::Loose);
-    assert_eq!(key_matching_for(text, &Span::default()), KeyMatching::Loose);
+    use tavern::protocol::{parse, Format};
+    let text = "<|[REQUEST_TOOL]|>\ncommand:「始」a「末」\n<|[END_TOOL]|>\n<<<[TOOL_REQUEST]>>>\ntool_name:「始」b「末」\n<<<[END_TOOL_REQUEST]>>>\n```\n<ACTION><c/></ACTION>\n```";
+    let parsed = parse(text, Format::Auto);
+    let modes: Vec<_> = parsed.calls.iter().map(key_matching_for).collect();
     assert_eq!(
-        key_matching_for(
-            "short",
-            &Span {
-                start: 3,
-                end: 99,
-                line: 1,
-                column: 1
-            }
-        ),
+        modes,
+        [KeyMatching::Loose, KeyMatching::Loose, KeyMatching::Exact]
+    );
+    let json = parse(r#"{"name":"a","arguments":{}}"#, Format::Auto);
+    assert_eq!(key_matching_for(&json.calls[0]), KeyMatching::Loose);
+    assert_eq!(
+        key_matching_for(&Call::new("a", Map::new())),
         KeyMatching::Loose
     );
 }

@@ -12,7 +12,7 @@ use quick_xml::Reader;
 use serde_json::{Map, Value};
 
 use super::scan::RawDiag;
-use super::types::{Call, OnError, Span};
+use super::types::{Call, Format, OnError, Span};
 
 /// Deepest element nesting accepted inside `<ACTION>` (tool = 1, parameter = 2, …).
 pub const MAX_XML_DEPTH: usize = 64;
@@ -339,6 +339,7 @@ fn close_frame(
                 block,
                 step: None,
                 on_error: OnError::Stop,
+                source: Format::Action,
             });
         }
         Some(parent) => {

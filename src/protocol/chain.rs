@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use super::scan::RawDiag;
-use super::tam::RawPair;
+use super::tam::{BlockKind, RawPair};
 use super::types::{Call, OnError, Span};
 
 /// `file_path`, `filePath`, `FILEPATH` → `filepath` (rule 3).
@@ -87,7 +87,7 @@ pub(crate) fn build_calls(
     pairs: &[RawPair],
     block: usize,
     span: Span,
-    block_name: &str,
+    kind: BlockKind,
     diags: &mut Vec<RawDiag>,
     out: &mut Vec<Call>,
 ) {
@@ -95,8 +95,8 @@ pub(crate) fn build_calls(
         .iter()
         .any(|p| matches!(split_step(text(s, p.key)), Some((base, _)) if is_tool_key(base)));
     if is_chain {
-        out.extend(build_chain(s, pairs, block, span, diags));
-    } else if let Some(call) = build_plain(s, pairs, block, span, block_name, diags) {
+        out.extend(build_chain(s, pairs, block, span, kind, diags));
+    } else if let Some(call) = build_plain(s, pairs, block, span, kind, diags) {
         out.push(call);
     }
 }
@@ -106,9 +106,10 @@ fn build_plain(
     pairs: &[RawPair],
     block: usize,
     span: Span,
-    block_name: &str,
+    kind: BlockKind,
     diags: &mut Vec<RawDiag>,
 ) -> Option<Call> {
+    let block_name = kind.name();
     let mut tool: Option<(&str, usize)> = None;
     let mut args = Map::with_capacity(pairs.len().saturating_sub(1));
     let mut failed = false;
@@ -167,6 +168,7 @@ fn build_plain(
         block,
         step: None,
         on_error: OnError::Stop,
+        source: kind.format(),
     })
 }
 
@@ -175,6 +177,7 @@ fn build_chain(
     pairs: &[RawPair],
     block: usize,
     span: Span,
+    kind: BlockKind,
     diags: &mut Vec<RawDiag>,
 ) -> Vec<Call> {
     let mut steps: Vec<Step<'_>> = Vec::new();
@@ -336,6 +339,7 @@ fn build_chain(
                 block,
                 step: Some(st.number),
                 on_error: on_errors[i],
+                source: kind.format(),
             }
         })
         .collect()

@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::scan::{locate_diags, RawDiag};
-use super::types::{Call, OnError, Parsed, Span};
+use super::types::{Call, Format, OnError, Parsed, Span};
 
 /// What a JSON text turned out to be.
 pub(crate) enum JsonOutcome {
@@ -60,6 +60,7 @@ pub(crate) fn read(text: &str) -> JsonOutcome {
                 block,
                 step: None,
                 on_error: OnError::Stop,
+                source: Format::Json,
             }),
             Err(msg) => diags.push(RawDiag::error(
                 0,

@@ -417,10 +417,6 @@ impl Scanner {
             )),
         }
         let span = self.span(s, body.start, block_end);
-        let name = match body.kind {
-            BlockKind::Tam => "TAM",
-            BlockKind::Vcp => "VCP",
-        };
         if self.calls.len() == self.calls.capacity() && block_end > 0 {
             // Grow once to the number of calls the rest of the text is likely to hold
             // (calls so far, scaled to the text's length), instead of doubling
@@ -434,7 +430,7 @@ impl Scanner {
             &body.pairs,
             block,
             span,
-            name,
+            body.kind,
             &mut diags,
             &mut self.calls,
         );

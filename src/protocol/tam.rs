@@ -23,6 +23,22 @@ pub enum BlockKind {
 }
 
 impl BlockKind {
+    /// The name used in diagnostics.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            BlockKind::Tam => "TAM",
+            BlockKind::Vcp => "VCP",
+        }
+    }
+
+    /// The format a call read from this kind of block reports as its source.
+    pub(crate) fn format(self) -> crate::protocol::Format {
+        match self {
+            BlockKind::Tam => crate::protocol::Format::Tam,
+            BlockKind::Vcp => crate::protocol::Format::Vcp,
+        }
+    }
+
     pub(crate) fn start(self) -> &'static [u8] {
         match self {
             BlockKind::Tam => TAM_START,

@@ -128,6 +128,11 @@ pub struct Call {
     pub step: Option<u32>,
     /// What a failure of this call does to the later steps of the same block.
     pub on_error: OnError,
+    /// The format the call was read from ([`Format::Tam`], [`Format::Vcp`],
+    /// [`Format::Action`] or [`Format::Json`]); [`Format::Auto`] for calls built by code.
+    /// The ToolManager matches `<ACTION>` parameter names exactly (seed 002 §5.5) and the
+    /// others case- and underscore-insensitively (rule 3).
+    pub source: Format,
 }
 
 impl Call {
@@ -140,6 +145,7 @@ impl Call {
             block: 0,
             step: None,
             on_error: OnError::Stop,
+            source: Format::Auto,
         }
     }
 }

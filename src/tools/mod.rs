@@ -42,7 +42,7 @@ use std::sync::{Arc, RwLock};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::protocol::{Call, OnError, Span};
+use crate::protocol::{Call, Format, OnError};
 use schema::ArgSchema;
 
 /// The future a handler returns.
@@ -584,11 +584,11 @@ impl ToolManager {
         result
     }
 
-    /// Runs parsed calls in order (keys matched loosely). Within one block (a chain), a
-    /// failing step with `on_error: stop` skips the later steps; blocks are independent.
+    /// Runs parsed calls in order, matching keys as [`key_matching_for`] says. Within one
+    /// block (a chain), a failing step with `on_error: stop` skips the later steps; blocks
+    /// are independent.
     pub async fn execute(self: &Arc<Self>, calls: &[Call], caller: Caller) -> Vec<CallOutcome> {
-        self.execute_with(calls, caller, |_| KeyMatching::Loose)
-            .await
+        self.execute_with(calls, caller, key_matching_for).await
     }
 
     /// [`ToolManager::execute`] with a key-matching mode chosen per call (see
@@ -658,18 +658,12 @@ impl ToolManager {
     }
 }
 
-/// How the keys of a parsed call should be matched, judged from the text it was read from:
-/// calls read from `<ACTION>` XML match exactly (seed 002 §5.5 treats `playerId` for
-/// `player_id` as an error the model must fix); TAM, VCP and JSON calls match loosely (TAM
-/// rule 3). A call whose span does not point into `text` is loose.
-pub fn key_matching_for(text: &str, span: &Span) -> KeyMatching {
-    let Some(src) = text.get(span.start..span.end.max(span.start)) else {
-        return KeyMatching::Loose;
-    };
-    let src = src.trim_start_matches(|c: char| c.is_whitespace() || c == '`');
-    let b = src.as_bytes();
-    let is_xml = b.first() == Some(&b'<') && !src.starts_with("<|") && !src.starts_with("<<<");
-    if span.end > span.start && is_xml {
+/// How the keys of a parsed call are matched: calls read from `<ACTION>` XML match exactly
+/// (seed 002 §3.2.3 asks for the declared name, and §5.5 treats `playerId` for `player_id` as
+/// an error the model must fix); TAM, VCP, JSON and code-built calls match loosely (TAM
+/// rule 3).
+pub fn key_matching_for(call: &Call) -> KeyMatching {
+    if call.source == Format::Action {
         KeyMatching::Exact
     } else {
         KeyMatching::Loose
