@@ -206,7 +206,9 @@ async fn seed_002_5_5_observation_for_an_action_call() {
     assert_eq!(c.source, tavern::protocol::Format::Action);
     assert_eq!(key_matching_for(&c), KeyMatching::Exact);
     let tools = player_tools();
-    let out = tools.execute(&[c.clone()], Caller::Model(None)).await;
+    let out = tools
+        .execute(std::slice::from_ref(&c), Caller::Model(None))
+        .await;
     assert_eq!(
         out[0].observation(),
         "Observation: Error - Invalid parameters for GetPlayerInfo: unknown parameter 'playerId', did you mean 'player_id'?"
