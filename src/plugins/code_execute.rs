@@ -14,7 +14,12 @@ struct CodeExecute;
 
 impl ToolHandler for CodeExecute {
     fn invoke(&self, ctx: CallContext, _args: Value) -> ToolFuture {
-        Box::pin(async move { Err(ToolError::failed(ctx.tool_id, "code.execute is not available in this build")) })
+        Box::pin(async move {
+            Err(ToolError::failed(
+                ctx.tool_id,
+                "code.execute is not available in this build",
+            ))
+        })
     }
 }
 

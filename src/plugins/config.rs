@@ -146,7 +146,9 @@ pub fn resolve(
                 .max_by(|a, b| a.0.total_cmp(&b.0));
             let mut p = Problem::new(
                 settings_file,
-                format!("setting extensions.{plugin}.{k}: plugin {plugin} declares no option '{k}'"),
+                format!(
+                    "setting extensions.{plugin}.{k}: plugin {plugin} declares no option '{k}'"
+                ),
             );
             if let Some((_, d)) = best {
                 p = p.hint(format!("did you mean extensions.{plugin}.{d}?"));
@@ -211,8 +213,16 @@ mod tests {
 
         s.set_override("extensions.P.max=lots").unwrap();
         let probs = resolve("P", &opts, &s, f, "", t).unwrap_err();
-        assert!(probs[0].message.contains("extensions.P.max"), "{}", probs[0]);
-        assert!(probs[0].message.contains("expected integer"), "{}", probs[0]);
+        assert!(
+            probs[0].message.contains("extensions.P.max"),
+            "{}",
+            probs[0]
+        );
+        assert!(
+            probs[0].message.contains("expected integer"),
+            "{}",
+            probs[0]
+        );
         assert!(probs[0].message.contains("\"lots\""), "{}", probs[0]);
     }
 
@@ -222,7 +232,10 @@ mod tests {
         let mut s = Settings::default();
         s.set_override("extensions.P.roots=x").unwrap();
         let probs = resolve("P", &opts, &s, Path::new("p"), "", Path::new("t")).unwrap_err();
-        assert_eq!(probs[0].hint.as_deref(), Some("did you mean extensions.P.root?"));
+        assert_eq!(
+            probs[0].hint.as_deref(),
+            Some("did you mean extensions.P.root?")
+        );
     }
 
     #[test]

@@ -114,7 +114,12 @@ fn absolute(p: &Path) -> PathBuf {
 
 impl<'a> Loader<'a> {
     /// A loader for an engine with home `home` (relative fs roots are taken from it).
-    pub fn new(home: &Path, settings: &'a Settings, tools: Arc<ToolManager>, host: &'a HostServices) -> Self {
+    pub fn new(
+        home: &Path,
+        settings: &'a Settings,
+        tools: Arc<ToolManager>,
+        host: &'a HostServices,
+    ) -> Self {
         Loader {
             home: absolute(home),
             settings,
@@ -133,7 +138,10 @@ impl<'a> Loader<'a> {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return report,
             Err(e) => {
-                report.problems.push(Problem::new(dir, format!("cannot read the plugins directory: {e}")));
+                report.problems.push(Problem::new(
+                    dir,
+                    format!("cannot read the plugins directory: {e}"),
+                ));
                 return report;
             }
         };
@@ -141,7 +149,11 @@ impl<'a> Loader<'a> {
             .filter_map(|e| e.ok())
             .map(|e| e.path())
             .filter(|p| p.is_dir())
-            .filter(|p| !p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.')))
+            .filter(|p| {
+                !p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with('.'))
+            })
             .collect();
         dirs.sort();
         for d in dirs {
@@ -166,16 +178,32 @@ impl<'a> Loader<'a> {
         let (manifest, manifest_file, manifest_text, vcp_manifest) = if yaml_file.is_file() {
             let text = match std::fs::read_to_string(&yaml_file) {
                 Ok(t) => t,
-                Err(e) => return (None, vec![Problem::new(&yaml_file, format!("cannot read: {e}"))]),
+                Err(e) => {
+                    return (
+                        None,
+                        vec![Problem::new(&yaml_file, format!("cannot read: {e}"))],
+                    )
+                }
             };
             let m = match manifest::parse(&text, &yaml_file) {
                 Ok(m) => m,
                 Err(p) => return (None, vec![p]),
             };
             let v = if vcp_file.is_file() {
-                match std::fs::read_to_string(&vcp_file).map_err(|e| Problem::new(&vcp_file, format!("cannot read: {e}"))).and_then(|t| vcp::parse(&t, &vcp_file)) {
+                match std::fs::read_to_string(&vcp_file)
+                    .map_err(|e| Problem::new(&vcp_file, format!("cannot read: {e}")))
+                    .and_then(|t| vcp::parse(&t, &vcp_file))
+                {
                     Ok(v) if v.name != m.name => {
-                        problems.push(Problem::new(&vcp_file, format!("VCP manifest names plugin '{}' but {} names it '{}'", v.name, yaml_file.display(), m.name)));
+                        problems.push(Problem::new(
+                            &vcp_file,
+                            format!(
+                                "VCP manifest names plugin '{}' but {} names it '{}'",
+                                v.name,
+                                yaml_file.display(),
+                                m.name
+                            ),
+                        ));
                         None
                     }
                     Ok(v) => Some(v),
@@ -191,7 +219,12 @@ impl<'a> Loader<'a> {
         } else if vcp_file.is_file() {
             let text = match std::fs::read_to_string(&vcp_file) {
                 Ok(t) => t,
-                Err(e) => return (None, vec![Problem::new(&vcp_file, format!("cannot read: {e}"))]),
+                Err(e) => {
+                    return (
+                        None,
+                        vec![Problem::new(&vcp_file, format!("cannot read: {e}"))],
+                    )
+                }
             };
             match vcp::parse(&text, &vcp_file) {
                 Ok(v) => (v.to_manifest(), vcp_file.clone(), text, Some(v)),
@@ -200,14 +233,21 @@ impl<'a> Loader<'a> {
         } else {
             return (
                 None,
-                vec![Problem::new(&dir, format!("not a plugin: no {MANIFEST_FILE} (or {VCP_FILE})"))
-                    .hint("add a plugin.yaml, or move the directory out of plugins/")],
+                vec![Problem::new(
+                    &dir,
+                    format!("not a plugin: no {MANIFEST_FILE} (or {VCP_FILE})"),
+                )
+                .hint("add a plugin.yaml, or move the directory out of plugins/")],
             );
         };
         let is_yaml = manifest_file == yaml_file;
         let key_at = |key: &str, msg: String| -> Problem {
             let p = Problem::new(&manifest_file, msg);
-            let loc = if is_yaml { locate::yaml_key(&manifest_text, key) } else { locate::json_key(&manifest_text, key) };
+            let loc = if is_yaml {
+                locate::yaml_key(&manifest_text, key)
+            } else {
+                locate::json_key(&manifest_text, key)
+            };
             match loc {
                 Some((l, c)) => p.at(l, Some(c)),
                 None => p,
@@ -224,14 +264,27 @@ impl<'a> Loader<'a> {
             return (None, problems);
         }
         if let Some(first) = self.names.get(&name) {
-            problems.push(key_at("name", format!("plugin name '{name}' is already used by {}; this plugin is not loaded", first.display())));
+            problems.push(key_at(
+                "name",
+                format!(
+                    "plugin name '{name}' is already used by {}; this plugin is not loaded",
+                    first.display()
+                ),
+            ));
             return (None, problems);
         }
         self.names.insert(name.clone(), manifest_file.clone());
 
         // 3. Config values.
         let settings_file = self.home.join("tavern.toml");
-        let cfg = match config::resolve(&name, &manifest.config_options, self.settings, &manifest_file, &manifest_text, &settings_file) {
+        let cfg = match config::resolve(
+            &name,
+            &manifest.config_options,
+            self.settings,
+            &manifest_file,
+            &manifest_text,
+            &settings_file,
+        ) {
             Ok(c) => c,
             Err(ps) => {
                 problems.extend(ps);
@@ -251,7 +304,10 @@ impl<'a> Loader<'a> {
         // every root is made canonical (symlinks resolved) for the sandbox's containment checks.
         for root in &perms.fs_write {
             if let Err(e) = std::fs::create_dir_all(root) {
-                problems.push(key_at("write", format!("cannot create write root {}: {e}", root.display())));
+                problems.push(key_at(
+                    "write",
+                    format!("cannot create write root {}: {e}", root.display()),
+                ));
             }
         }
         perms.fs_write = perms.fs_write.iter().map(|r| absolute(r)).collect();
@@ -273,13 +329,15 @@ impl<'a> Loader<'a> {
         };
 
         // 5. Tool definitions: tool files, inline tools, VCP commands.
-        let mut defs: Vec<(ToolDefinition, PathBuf, String)> = Vec::new();
+        let mut defs: Vec<Decl> = Vec::new();
         match &manifest.tools {
             Some(ToolsSection::Inline(list)) => {
                 for v in list {
                     match serde_json::from_value::<ToolDefinition>(v.clone()) {
-                        Ok(d) => defs.push((d, manifest_file.clone(), manifest_text.clone())),
-                        Err(e) => problems.push(key_at("tools", format!("invalid inline tool: {e}"))),
+                        Ok(d) => defs.push(Decl::new(d, &manifest_file, &manifest_text)),
+                        Err(e) => {
+                            problems.push(key_at("tools", format!("invalid inline tool: {e}")))
+                        }
                     }
                 }
             }
@@ -289,28 +347,41 @@ impl<'a> Loader<'a> {
                     _ => ("./tools".to_string(), false),
                 };
                 match inside(&dir, &entry) {
-                    None => problems.push(key_at("entry", format!("tools entry '{entry}' leaves the plugin directory"))),
+                    None => problems.push(key_at(
+                        "entry",
+                        format!("tools entry '{entry}' leaves the plugin directory"),
+                    )),
                     Some(tools_dir) if tools_dir.is_dir() => match tool_file::list(&tools_dir) {
                         Ok(files) => {
                             for f in files {
                                 match tool_file::read(&f) {
-                                    Ok(tf) => defs.push((tf.definition, tf.path, tf.text)),
+                                    Ok(tf) => {
+                                        defs.push(Decl::new(tf.definition, &tf.path, &tf.text))
+                                    }
                                     Err(p) => problems.push(p),
                                 }
                             }
                         }
-                        Err(e) => problems.push(Problem::new(&tools_dir, format!("cannot read: {e}"))),
+                        Err(e) => {
+                            problems.push(Problem::new(&tools_dir, format!("cannot read: {e}")))
+                        }
                     },
-                    Some(tools_dir) if explicit => {
-                        problems.push(key_at("entry", format!("tools entry {} is not a directory", tools_dir.display())))
-                    }
+                    Some(tools_dir) if explicit => problems.push(key_at(
+                        "entry",
+                        format!("tools entry {} is not a directory", tools_dir.display()),
+                    )),
                     Some(_) => {}
                 }
             }
         }
         if let Some(v) = &vcp_manifest {
+            let text = std::fs::read_to_string(&vcp_file).unwrap_or_default();
             for d in v.tools() {
-                defs.push((d, vcp_file.clone(), std::fs::read_to_string(&vcp_file).unwrap_or_default()));
+                // VCP plugins with several commands read which one from `command`.
+                let mut decl = Decl::new(d, &vcp_file, &text);
+                decl.extra
+                    .insert("command".into(), Value::String(decl.def.id.clone()));
+                defs.push(decl);
             }
         }
 
@@ -321,7 +392,15 @@ impl<'a> Loader<'a> {
                 Ok(tools) => {
                     for t in tools {
                         let text = std::fs::read_to_string(&t.file).unwrap_or_default();
-                        if let Some(id) = self.register(&name, t.definition, t.handler, &t.file, &text, &manifest_file, &mut problems) {
+                        if let Some(id) = self.register(
+                            &name,
+                            t.definition,
+                            t.handler,
+                            &t.file,
+                            &text,
+                            &manifest_file,
+                            &mut problems,
+                        ) {
                             registered.push(id);
                         }
                     }
@@ -331,15 +410,39 @@ impl<'a> Loader<'a> {
         }
 
         // 7. Bind and register each declared tool.
-        for (def, file, text) in defs {
-            let handler = match self.bind(&def, &file, &text, &dir, &cfg, &perms, &bind, &mut scripts) {
+        for Decl {
+            def,
+            file,
+            text,
+            extra,
+        } in defs
+        {
+            let handler = match self.bind(
+                &def,
+                &file,
+                &text,
+                &dir,
+                &cfg,
+                &perms,
+                &bind,
+                &extra,
+                &mut scripts,
+            ) {
                 Ok(h) => h,
                 Err(p) => {
                     problems.push(p);
                     continue;
                 }
             };
-            if let Some(id) = self.register(&name, def, handler, &file, &text, &manifest_file, &mut problems) {
+            if let Some(id) = self.register(
+                &name,
+                def,
+                handler,
+                &file,
+                &text,
+                &manifest_file,
+                &mut problems,
+            ) {
                 registered.push(id);
             }
         }
@@ -369,6 +472,7 @@ impl<'a> Loader<'a> {
         cfg: &Map<String, Value>,
         perms: &ResolvedPermissions,
         bind: &BindContext,
+        extra: &Map<String, Value>,
         scripts: &mut ScriptSet,
     ) -> Result<Arc<dyn ToolHandler>, Problem> {
         let at = |msg: String| problem_at_key(file, text, "implementation", msg);
@@ -398,7 +502,8 @@ impl<'a> Loader<'a> {
                     return Err(at(format!("tool '{}' starts a process, but the plugin lacks permission `processes`", def.id))
                         .hint("add `permissions: { processes: true }` to plugin.yaml"));
                 }
-                let spec = ProcessSpec::new(command, dir, cfg, *timeout_ms).map_err(|e| at(format!("command '{command}': {e}")))?;
+                let mut spec = ProcessSpec::new(command, dir, cfg, *timeout_ms).map_err(|e| at(format!("command '{command}': {e}")))?;
+                spec.extra_args = extra.clone();
                 Ok(Arc::new(ProcessToolHandler::new(spec)))
             }
             Implementation::Node { .. } | Implementation::Workflow { .. } => Err(at(format!(
@@ -425,24 +530,54 @@ impl<'a> Loader<'a> {
         let id = match tool_file::normalise_id(plugin, &def.id) {
             Ok(id) => id,
             Err(e) => {
-                problems.push(problem_at_key(file, text, "id", format!("{e} (plugin '{plugin}' is declared in {})", manifest_file.display())));
+                problems.push(problem_at_key(
+                    file,
+                    text,
+                    "id",
+                    format!(
+                        "{e} (plugin '{plugin}' is declared in {})",
+                        manifest_file.display()
+                    ),
+                ));
                 return None;
             }
         };
         if let Err(msg) = tool_file::check_schema(&def.parameters) {
-            problems.push(problem_at_key(file, text, "parameters", format!("tool '{id}': {msg}")));
+            problems.push(problem_at_key(
+                file,
+                text,
+                "parameters",
+                format!("tool '{id}': {msg}"),
+            ));
             return None;
         }
         if let Some(first) = self.ids.get(&id) {
-            problems.push(problem_at_key(file, text, "id", format!("duplicate tool id '{id}': already declared in {}", first.display())));
+            problems.push(problem_at_key(
+                file,
+                text,
+                "id",
+                format!(
+                    "duplicate tool id '{id}': already declared in {}",
+                    first.display()
+                ),
+            ));
             return None;
         }
         if self.tools.get(&id).is_ok_and(|t| t.id() == id) {
-            problems.push(problem_at_key(file, text, "id", format!("duplicate tool id '{id}': already registered by the engine or host")));
+            problems.push(problem_at_key(
+                file,
+                text,
+                "id",
+                format!("duplicate tool id '{id}': already registered by the engine or host"),
+            ));
             return None;
         }
         if def.display_name.is_none() {
-            def.display_name = Some(id.split_once(':').map(|(_, n)| n.to_string()).unwrap_or_else(|| id.clone()));
+            def.display_name = Some(
+                id.split_once(':')
+                    .map(|(_, n)| n.to_string())
+                    .unwrap_or_else(|| id.clone()),
+            );
         }
         def.id = id.clone();
         match self.tools.register(def, handler) {
@@ -451,7 +586,12 @@ impl<'a> Loader<'a> {
                 Some(id)
             }
             Err(ToolError::Registration { message, .. }) => {
-                problems.push(problem_at_key(file, text, "parameters", format!("cannot register tool '{id}': {message}")));
+                problems.push(problem_at_key(
+                    file,
+                    text,
+                    "parameters",
+                    format!("cannot register tool '{id}': {message}"),
+                ));
                 None
             }
             Err(e) => {
@@ -462,10 +602,33 @@ impl<'a> Loader<'a> {
     }
 }
 
+/// A tool declaration and where it came from.
+struct Decl {
+    def: ToolDefinition,
+    file: PathBuf,
+    text: String,
+    /// Members added to the arguments of a process tool (VCP's `command`).
+    extra: Map<String, Value>,
+}
+
+impl Decl {
+    fn new(def: ToolDefinition, file: &Path, text: &str) -> Self {
+        Decl {
+            def,
+            file: file.to_path_buf(),
+            text: text.to_string(),
+            extra: Map::new(),
+        }
+    }
+}
+
 /// `rel` joined to `dir`, or `None` when it is absolute or climbs out with `..`.
 fn inside(dir: &Path, rel: &str) -> Option<PathBuf> {
     let p = Path::new(rel);
-    if p.is_absolute() || p.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
+    if p.is_absolute()
+        || p.components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
         return None;
     }
     Some(permissions::normalize(&dir.join(p)))
@@ -473,10 +636,20 @@ fn inside(dir: &Path, rel: &str) -> Option<PathBuf> {
 
 /// Scripts run when the plugin loads: `main.lua` and `main.rhai`, when present.
 fn main_scripts(dir: &Path) -> Vec<PathBuf> {
-    ["main.lua", "main.rhai"].iter().map(PathBuf::from).filter(|f| dir.join(f).is_file()).collect()
+    ["main.lua", "main.rhai"]
+        .iter()
+        .map(PathBuf::from)
+        .filter(|f| dir.join(f).is_file())
+        .collect()
 }
 
 /// Loads every plugin under `plugins_dir` into `tools` (the engine's entry point).
-pub fn load_all(plugins_dir: &Path, home: &Path, settings: &Settings, tools: &Arc<ToolManager>, host: &HostServices) -> LoadReport {
+pub fn load_all(
+    plugins_dir: &Path,
+    home: &Path,
+    settings: &Settings,
+    tools: &Arc<ToolManager>,
+    host: &HostServices,
+) -> LoadReport {
     Loader::new(home, settings, tools.clone(), host).load_dir(plugins_dir)
 }

@@ -215,7 +215,14 @@ limits:
 
     #[test]
     fn names() {
-        for (n, ok) in [("FileOperator", true), ("a-b_c9", true), ("9x", false), ("a.b", false), ("a:b", false), ("", false)] {
+        for (n, ok) in [
+            ("FileOperator", true),
+            ("a-b_c9", true),
+            ("9x", false),
+            ("a.b", false),
+            ("a:b", false),
+            ("", false),
+        ] {
             assert_eq!(valid_name(n), ok, "{n}");
         }
     }

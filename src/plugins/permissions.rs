@@ -54,7 +54,11 @@ pub enum PermissionError {
 
 /// Substitutes `{config.X}` in `root` and makes it absolute (relative roots are taken from
 /// `home`), normalised lexically (`.` and `..` folded; symlinks are the sandbox's concern).
-pub fn resolve_root(root: &str, config: &Map<String, Value>, home: &Path) -> Result<PathBuf, PermissionError> {
+pub fn resolve_root(
+    root: &str,
+    config: &Map<String, Value>,
+    home: &Path,
+) -> Result<PathBuf, PermissionError> {
     let mut out = String::new();
     let mut rest = root;
     while let Some(i) = rest.find('{') {
@@ -98,7 +102,11 @@ pub fn resolve_root(root: &str, config: &Map<String, Value>, home: &Path) -> Res
         });
     }
     let p = Path::new(&out);
-    let abs = if p.is_absolute() { p.to_path_buf() } else { home.join(p) };
+    let abs = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        home.join(p)
+    };
     Ok(normalize(&abs))
 }
 
@@ -118,11 +126,19 @@ pub fn normalize(p: &Path) -> PathBuf {
 }
 
 /// Resolves a whole `permissions:` section. `home` must be absolute.
-pub fn resolve(spec: &PermissionsSpec, config: &Map<String, Value>, home: &Path) -> Result<ResolvedPermissions, Vec<PermissionError>> {
+pub fn resolve(
+    spec: &PermissionsSpec,
+    config: &Map<String, Value>,
+    home: &Path,
+) -> Result<ResolvedPermissions, Vec<PermissionError>> {
     let mut errors = Vec::new();
     let mut roots = |list: &[String]| {
         list.iter()
-            .filter_map(|r| resolve_root(r, config, home).map_err(|e| errors.push(e)).ok())
+            .filter_map(|r| {
+                resolve_root(r, config, home)
+                    .map_err(|e| errors.push(e))
+                    .ok()
+            })
             .collect::<Vec<_>>()
     };
     let fs_read = roots(&spec.fs.read);

@@ -138,7 +138,12 @@ pub struct ProcessSpec {
 
 impl ProcessSpec {
     /// A spec for `command` run in `dir`, with `PATH` from the host and `config` as variables.
-    pub fn new(command: &str, dir: &Path, config: &Map<String, Value>, timeout_ms: Option<u64>) -> Result<Self, CommandError> {
+    pub fn new(
+        command: &str,
+        dir: &Path,
+        config: &Map<String, Value>,
+        timeout_ms: Option<u64>,
+    ) -> Result<Self, CommandError> {
         let argv = split_command(command)?;
         let mut env = config_env(config);
         // PATH lets `python3`/`node` resolve and lets scripts start helpers; it carries no
@@ -150,7 +155,11 @@ impl ProcessSpec {
             argv,
             dir: dir.to_path_buf(),
             env,
-            timeout: Duration::from_millis(timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS).clamp(1, MAX_TIMEOUT_MS)),
+            timeout: Duration::from_millis(
+                timeout_ms
+                    .unwrap_or(DEFAULT_TIMEOUT_MS)
+                    .clamp(1, MAX_TIMEOUT_MS),
+            ),
             output_cap: DEFAULT_OUTPUT_CAP,
             extra_args: Map::new(),
         })
@@ -165,7 +174,9 @@ pub struct ProcessToolHandler {
 impl ProcessToolHandler {
     /// A handler running `spec` once per call.
     pub fn new(spec: ProcessSpec) -> Self {
-        ProcessToolHandler { spec: Arc::new(spec) }
+        ProcessToolHandler {
+            spec: Arc::new(spec),
+        }
     }
 }
 
@@ -253,11 +264,16 @@ pub async fn run(
             m.entry(k.clone()).or_insert_with(|| v.clone());
         }
     }
-    let input = serde_json::to_vec(&args).map_err(|e| ToolError::failed(tool, format!("cannot encode arguments: {e}")))?;
+    let input = serde_json::to_vec(&args)
+        .map_err(|e| ToolError::failed(tool, format!("cannot encode arguments: {e}")))?;
 
     let program = &spec.argv[0];
     // A program written with a slash is a file of the plugin; a bare name is looked up on PATH.
-    let program_path = if program.contains('/') { spec.dir.join(program) } else { PathBuf::from(program) };
+    let program_path = if program.contains('/') {
+        spec.dir.join(program)
+    } else {
+        PathBuf::from(program)
+    };
     let mut cmd = tokio::process::Command::new(&program_path);
     cmd.args(&spec.argv[1..])
         .current_dir(&spec.dir)
@@ -276,7 +292,9 @@ pub async fn run(
         };
         ToolError::failed(tool, format!("cannot start '{program}': {why}"))
     })?;
-    let mut guard = GroupGuard { pgid: child.id().map(|p| p as i32) };
+    let mut guard = GroupGuard {
+        pgid: child.id().map(|p| p as i32),
+    };
 
     // Feed stdin from a task: a child that never reads must not block us.
     if let Some(mut stdin) = child.stdin.take() {
@@ -330,7 +348,8 @@ pub async fn run(
     // The leader has exited: whatever it left behind in its group goes too, and that also
     // closes any pipe a grandchild still held, so the reads below finish.
     guard.kill();
-    let status = status.map_err(|e| ToolError::failed(tool, format!("waiting for the process failed: {e}")))?;
+    let status = status
+        .map_err(|e| ToolError::failed(tool, format!("waiting for the process failed: {e}")))?;
     let out = match out {
         Some(b) => b,
         None => match out_task.await {
@@ -372,11 +391,23 @@ fn error_text(v: Option<&Value>) -> String {
     }
 }
 
-fn interpret(tool: &str, status: std::process::ExitStatus, out: &[u8], err: &[u8]) -> Result<Value, ToolError> {
+fn interpret(
+    tool: &str,
+    status: std::process::ExitStatus,
+    out: &[u8],
+    err: &[u8],
+) -> Result<Value, ToolError> {
     let answer = parse_answer(out);
-    let status_field = answer.as_ref().and_then(|m| m.get("status")).and_then(Value::as_str).map(str::to_ascii_lowercase);
+    let status_field = answer
+        .as_ref()
+        .and_then(|m| m.get("status"))
+        .and_then(Value::as_str)
+        .map(str::to_ascii_lowercase);
     if !status.success() {
-        let how = match (status.code(), std::os::unix::process::ExitStatusExt::signal(&status)) {
+        let how = match (
+            status.code(),
+            std::os::unix::process::ExitStatusExt::signal(&status),
+        ) {
             (Some(c), _) => format!("exit status {c}"),
             (None, Some(s)) => format!("signal {s}"),
             _ => "an unknown status".into(),
@@ -385,11 +416,18 @@ fn interpret(tool: &str, status: std::process::ExitStatus, out: &[u8], err: &[u8
             (Some(m), Some("error")) => format!(": {}", error_text(m.get("error"))),
             _ => String::new(),
         };
-        return Err(ToolError::failed(tool, with_stderr(format!("the process ended with {how}{said}"), err)));
+        return Err(ToolError::failed(
+            tool,
+            with_stderr(format!("the process ended with {how}{said}"), err),
+        ));
     }
     let Some(mut m) = answer else {
         let shown = excerpt(out);
-        let shown = if shown.is_empty() { "nothing".to_string() } else { format!("'{shown}'") };
+        let shown = if shown.is_empty() {
+            "nothing".to_string()
+        } else {
+            format!("'{shown}'")
+        };
         return Err(ToolError::failed(
             tool,
             with_stderr(
@@ -404,7 +442,8 @@ fn interpret(tool: &str, status: std::process::ExitStatus, out: &[u8], err: &[u8
         _ => Err(ToolError::failed(
             tool,
             with_stderr(
-                "the process answered JSON without \"status\": \"success\" or \"error\"".to_string(),
+                "the process answered JSON without \"status\": \"success\" or \"error\""
+                    .to_string(),
                 err,
             ),
         )),
@@ -430,7 +469,11 @@ mod tests {
         for (cmd, want) in cases {
             let got = split_command(cmd);
             match (got, want) {
-                (Ok(g), Ok(w)) => assert_eq!(g, w.iter().map(|s| s.to_string()).collect::<Vec<_>>(), "{cmd}"),
+                (Ok(g), Ok(w)) => assert_eq!(
+                    g,
+                    w.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                    "{cmd}"
+                ),
                 (Err(g), Err(w)) => assert_eq!(&g, w, "{cmd}"),
                 (g, w) => panic!("{cmd}: got {g:?}, want {w:?}"),
             }

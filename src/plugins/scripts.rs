@@ -47,7 +47,10 @@ pub struct ScriptSet {
 impl ScriptSet {
     /// No script loaded yet.
     pub fn new(ctx: ScriptContext) -> Self {
-        ScriptSet { ctx, loaded: HashMap::new() }
+        ScriptSet {
+            ctx,
+            loaded: HashMap::new(),
+        }
     }
 
     /// Loads `file` (relative to the plugin directory) if not loaded yet and returns the tools
@@ -57,15 +60,25 @@ impl ScriptSet {
         if let Some(r) = self.loaded.get(&path) {
             return r.clone().map(|_| Vec::new());
         }
-        let r: Result<(), Problem> = Err(Problem::new(&path, "scripts need the script sandbox, which this build lacks"));
+        let r: Result<(), Problem> = Err(Problem::new(
+            &path,
+            "scripts need the script sandbox, which this build lacks",
+        ));
         self.loaded.insert(path, r.clone());
         r.map(|_| Vec::new())
     }
 
     /// The handler of a tool running `function` of `file`.
-    pub fn handler(&mut self, file: &Path, function: &str) -> Result<Arc<dyn ToolHandler>, Problem> {
+    pub fn handler(
+        &mut self,
+        file: &Path,
+        function: &str,
+    ) -> Result<Arc<dyn ToolHandler>, Problem> {
         self.load(file)?;
         let _ = function;
-        Err(Problem::new(self.ctx.dir.join(file), "scripts need the script sandbox, which this build lacks"))
+        Err(Problem::new(
+            self.ctx.dir.join(file),
+            "scripts need the script sandbox, which this build lacks",
+        ))
     }
 }

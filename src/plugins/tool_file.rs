@@ -66,16 +66,24 @@ pub fn normalise_id(plugin: &str, raw: &str) -> Result<String, IdError> {
 /// Checks a tool's parameter schema: a JSON object schema that the validator can compile.
 pub fn check_schema(schema: &Value) -> Result<(), String> {
     let Value::Object(map) = schema else {
-        return Err(format!("`parameters` must be a JSON Schema object, got {schema}"));
+        return Err(format!(
+            "`parameters` must be a JSON Schema object, got {schema}"
+        ));
     };
     if let Some(t) = map.get("type") {
         if t != "object" {
-            return Err(format!("`parameters` must describe an object (\"type\": \"object\"), got \"type\": {t}"));
+            return Err(format!(
+                "`parameters` must describe an object (\"type\": \"object\"), got \"type\": {t}"
+            ));
         }
     }
     if let Err(e) = jsonschema::meta::validate(schema) {
         let at = e.instance_path().to_string();
-        let at = if at.is_empty() { String::new() } else { format!(" at {at}") };
+        let at = if at.is_empty() {
+            String::new()
+        } else {
+            format!(" at {at}")
+        };
         return Err(format!("`parameters` is not a valid JSON Schema{at}: {e}"));
     }
     if let Err(e) = jsonschema::validator_for(schema) {
@@ -106,9 +114,14 @@ pub fn problem_at_key(path: &Path, text: &str, key: &str, message: impl Into<Str
 
 /// Reads and parses one tool file. JSON and shape errors carry line and column.
 pub fn read(path: &Path) -> Result<ToolFile, Problem> {
-    let text = std::fs::read_to_string(path).map_err(|e| Problem::new(path, format!("cannot read: {e}")))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Problem::new(path, format!("cannot read: {e}")))?;
     let definition = parse(&text, path)?;
-    Ok(ToolFile { path: path.to_path_buf(), text, definition })
+    Ok(ToolFile {
+        path: path.to_path_buf(),
+        text,
+        definition,
+    })
 }
 
 /// Parses tool.json text.
@@ -133,7 +146,12 @@ pub fn list(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(|e| e.ok())
         .map(|e| e.path())
-        .filter(|p| p.is_file() && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(TOOL_SUFFIX)))
+        .filter(|p| {
+            p.is_file()
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.ends_with(TOOL_SUFFIX))
+        })
         .collect();
     files.sort();
     Ok(files)
@@ -167,16 +185,28 @@ mod tests {
 
     #[test]
     fn schemas_are_checked() {
-        assert!(check_schema(&json!({"type": "object", "properties": {"a": {"type": "string"}}})).is_ok());
-        assert!(check_schema(&json!({"type": "string"})).unwrap_err().contains("object"));
-        assert!(check_schema(&json!({"type": "object", "properties": {"a": {"type": "strin"}}})).is_err());
+        assert!(
+            check_schema(&json!({"type": "object", "properties": {"a": {"type": "string"}}}))
+                .is_ok()
+        );
+        assert!(check_schema(&json!({"type": "string"}))
+            .unwrap_err()
+            .contains("object"));
+        assert!(
+            check_schema(&json!({"type": "object", "properties": {"a": {"type": "strin"}}}))
+                .is_err()
+        );
         assert!(check_schema(&json!({"type": "object", "required": "a"})).is_err());
         assert!(check_schema(&json!(3)).is_err());
     }
 
     #[test]
     fn json_errors_have_places() {
-        let p = parse("{\n  \"id\": \"x\",\n  \"implementation\": {\"type\": \"servce\"}\n}", Path::new("t.tool.json")).unwrap_err();
+        let p = parse(
+            "{\n  \"id\": \"x\",\n  \"implementation\": {\"type\": \"servce\"}\n}",
+            Path::new("t.tool.json"),
+        )
+        .unwrap_err();
         assert_eq!(p.line, Some(3), "{p}");
         let p = parse("{\n  \"id\": \"x\",\n", Path::new("t.tool.json")).unwrap_err();
         assert!(p.line.is_some(), "{p}");

@@ -115,7 +115,10 @@ pub fn parse(text: &str, file: &Path) -> Result<VcpManifest, Problem> {
             file,
             text,
             "pluginType",
-            format!("VCP pluginType '{}' is not supported: tavern runs synchronous stdio plugins", m.plugin_type),
+            format!(
+                "VCP pluginType '{}' is not supported: tavern runs synchronous stdio plugins",
+                m.plugin_type
+            ),
         ));
     }
     if let Some(c) = &m.communication {
@@ -124,7 +127,10 @@ pub fn parse(text: &str, file: &Path) -> Result<VcpManifest, Problem> {
                 file,
                 text,
                 "protocol",
-                format!("VCP protocol '{}' is not supported: tavern speaks stdio", c.protocol),
+                format!(
+                    "VCP protocol '{}' is not supported: tavern speaks stdio",
+                    c.protocol
+                ),
             ));
         }
     }
@@ -152,13 +158,26 @@ impl VcpManifest {
                 let (kind, default, description) = match v {
                     Value::String(t) => (option_type(t), None, String::new()),
                     Value::Object(o) => (
-                        o.get("type").and_then(Value::as_str).map(option_type).unwrap_or(OptionType::String),
+                        o.get("type")
+                            .and_then(Value::as_str)
+                            .map(option_type)
+                            .unwrap_or(OptionType::String),
                         o.get("default").cloned(),
-                        o.get("description").and_then(Value::as_str).unwrap_or_default().to_string(),
+                        o.get("description")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_string(),
                     ),
                     _ => (OptionType::String, None, String::new()),
                 };
-                ConfigOption { id: Some(k.clone()), key: None, kind, default, display_name: None, description }
+                ConfigOption {
+                    id: Some(k.clone()),
+                    key: None,
+                    kind,
+                    default,
+                    display_name: None,
+                    description,
+                }
             })
             .collect();
         PluginManifest {
@@ -169,7 +188,10 @@ impl VcpManifest {
             tools: None,
             nodes: None,
             config_options,
-            permissions: PermissionsSpec { processes: true, ..PermissionsSpec::default() },
+            permissions: PermissionsSpec {
+                processes: true,
+                ..PermissionsSpec::default()
+            },
             limits: None,
         }
     }
@@ -183,9 +205,16 @@ impl VcpManifest {
             .map(|c| ToolDefinition {
                 id: c.command_identifier.clone(),
                 display_name: None,
-                description: if c.description.is_empty() { self.description.clone() } else { c.description.clone() },
+                description: if c.description.is_empty() {
+                    self.description.clone()
+                } else {
+                    c.description.clone()
+                },
                 parameters: c.parameters.clone().unwrap_or_else(permissive_schema),
-                implementation: Implementation::Script { command: self.entry_point.command.clone(), timeout_ms },
+                implementation: Implementation::Script {
+                    command: self.entry_point.command.clone(),
+                    timeout_ms,
+                },
                 annotations: None,
                 examples: c.example.iter().map(|e| Value::String(e.clone())).collect(),
             })
@@ -221,7 +250,9 @@ mod tests {
         assert_eq!(tools[0].id, "rollDice");
         assert_eq!(tools[0].parameters, permissive_schema());
         assert_eq!(tools[1].description, "dice");
-        assert!(matches!(&tools[0].implementation, Implementation::Script { command, timeout_ms: Some(5000) } if command == "python3 random_tool.py"));
+        assert!(
+            matches!(&tools[0].implementation, Implementation::Script { command, timeout_ms: Some(5000) } if command == "python3 random_tool.py")
+        );
         let pm = m.to_manifest();
         assert!(pm.permissions.processes);
         assert_eq!(pm.config_options.len(), 2);

@@ -86,7 +86,13 @@ impl CallContext {
     /// Calls another tool from inside a handler, one level deeper.
     pub async fn call(&self, id: &str, args: Value) -> Result<Value, ToolError> {
         self.manager
-            .invoke_nested(id, args, self.caller.clone(), self.depth + 1, self.cancel.clone())
+            .invoke_nested(
+                id,
+                args,
+                self.caller.clone(),
+                self.depth + 1,
+                self.cancel.clone(),
+            )
             .await
     }
 }
@@ -236,7 +242,11 @@ impl ToolManager {
     }
 
     /// Registers an async Rust function as a `service` tool.
-    pub fn register_async_fn<F, Fut>(&self, definition: ToolDefinition, f: F) -> Result<(), ToolError>
+    pub fn register_async_fn<F, Fut>(
+        &self,
+        definition: ToolDefinition,
+        f: F,
+    ) -> Result<(), ToolError>
     where
         F: Fn(CallContext, Value) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
@@ -361,5 +371,10 @@ where
     I: IntoIterator<Item = (K, Value)>,
     K: Into<String>,
 {
-    Value::Object(pairs.into_iter().map(|(k, v)| (k.into(), v)).collect::<Map<_, _>>())
+    Value::Object(
+        pairs
+            .into_iter()
+            .map(|(k, v)| (k.into(), v))
+            .collect::<Map<_, _>>(),
+    )
 }
