@@ -175,7 +175,13 @@ impl Engine {
         caller: Caller,
     ) -> (Parsed, Vec<CallOutcome>) {
         let parsed = protocol::parse(text, format);
-        let outcomes = self.tools.execute(&parsed.calls, caller).await;
+        // `<ACTION>` XML calls match parameter names exactly, the others loosely.
+        let outcomes = self
+            .tools
+            .execute_with(&parsed.calls, caller, |c| {
+                crate::tools::key_matching_for(text, &c.span)
+            })
+            .await;
         (parsed, outcomes)
     }
 }
