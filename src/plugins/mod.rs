@@ -8,6 +8,7 @@
 //! is a [`crate::problem::Problem`] with file, line and column, and every other plugin still
 //! loads and serves.
 
+pub mod check;
 pub mod code_execute;
 pub mod config;
 pub mod host_services;
@@ -16,7 +17,9 @@ pub mod locate;
 pub mod manifest;
 pub mod permissions;
 pub mod process;
+pub mod scaffold;
 pub mod scripts;
+pub mod testing;
 pub mod tool_file;
 pub mod vcp;
 
