@@ -375,7 +375,15 @@ async fn bundled_pystats_describes_numbers() {
         .unwrap_err();
     assert_eq!(err.code(), "invalid_parameters", "{err}");
     // A TAM caller writes the list as text; the schema turns it into numbers.
-    let v = e.tools().invoke("PyStats:describe", json!({"numbers": "[1, 2, 3]"}), Caller::Cli).await.unwrap();
+    let v = e
+        .tools()
+        .invoke(
+            "PyStats:describe",
+            json!({"numbers": "[1, 2, 3]"}),
+            Caller::Cli,
+        )
+        .await
+        .unwrap();
     assert_eq!(v["sum"], json!(6.0));
 }
 

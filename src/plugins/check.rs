@@ -34,7 +34,10 @@ pub fn check(path: &Path, home: &Path, settings: &Settings) -> CheckReport {
     let tools = ToolManager::new();
     let mut problems = Vec::new();
     if let Err(e) = crate::tools::builtin::register(&tools) {
-        problems.push(Problem::new(path, format!("cannot register built-in tools: {e}")));
+        problems.push(Problem::new(
+            path,
+            format!("cannot register built-in tools: {e}"),
+        ));
     }
     let host = HostServices::with_defaults();
     let mut loader = Loader::new(home, settings, tools.clone(), &host);
@@ -48,7 +51,10 @@ pub fn check(path: &Path, home: &Path, settings: &Settings) -> CheckReport {
         problems.extend(report.problems);
         plugins.extend(report.plugins.list().iter().cloned());
     } else {
-        problems.push(Problem::new(path, "not a directory").hint("give a plugin directory or a plugins directory"));
+        problems.push(
+            Problem::new(path, "not a directory")
+                .hint("give a plugin directory or a plugins directory"),
+        );
     }
     for p in &plugins {
         for f in testing::test_files(&p.dir) {
@@ -57,7 +63,11 @@ pub fn check(path: &Path, home: &Path, settings: &Settings) -> CheckReport {
             }
         }
     }
-    CheckReport { plugins, problems, tools }
+    CheckReport {
+        plugins,
+        problems,
+        tools,
+    }
 }
 
 /// Runs the tests of every plugin in `report`.

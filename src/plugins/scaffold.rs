@@ -39,7 +39,9 @@ impl std::str::FromStr for Lang {
 #[derive(Debug, thiserror::Error)]
 pub enum ScaffoldError {
     /// The name is not a valid plugin name.
-    #[error("'{0}' is not a valid plugin name: start with a letter; use letters, digits, '_' or '-'")]
+    #[error(
+        "'{0}' is not a valid plugin name: start with a letter; use letters, digits, '_' or '-'"
+    )]
     BadName(String),
     /// The directory exists.
     #[error("{0} already exists; choose another name or remove it")]
@@ -102,22 +104,26 @@ limits: {{}}
 "#
     );
     let script = match lang {
-        Lang::Lua => r#"-- Tool handlers get the validated arguments and a context (tool id, caller, the
+        Lang::Lua => {
+            r#"-- Tool handlers get the validated arguments and a context (tool id, caller, the
 -- plugin's config, a logger). Return a value, or call error("...") to fail the call.
 function greet(args, ctx)
   local word = ctx.config.greeting or "Hello"
   return word .. ", " .. args.name .. "!"
 end
 "#
-        .to_string(),
-        Lang::Rhai => r#"// Tool handlers get the validated arguments and a context (tool id, caller, the
+            .to_string()
+        }
+        Lang::Rhai => {
+            r#"// Tool handlers get the validated arguments and a context (tool id, caller, the
 // plugin's config, a logger). Return a value, or `throw "..."` to fail the call.
 fn greet(args, ctx) {
     let word = ctx.config.greeting ?? "Hello";
     `${word}, ${args.name}!`
 }
 "#
-        .to_string(),
+            .to_string()
+        }
     };
     let tests = format!(
         r#"{{
@@ -149,9 +155,15 @@ pub fn create(parent: &Path, name: &str, lang: Lang) -> Result<PathBuf, Scaffold
     for (rel, text) in files(name, lang) {
         let path = dir.join(&rel);
         if let Some(p) = path.parent() {
-            std::fs::create_dir_all(p).map_err(|source| ScaffoldError::Io { path: p.to_path_buf(), source })?;
+            std::fs::create_dir_all(p).map_err(|source| ScaffoldError::Io {
+                path: p.to_path_buf(),
+                source,
+            })?;
         }
-        std::fs::write(&path, text).map_err(|source| ScaffoldError::Io { path: path.clone(), source })?;
+        std::fs::write(&path, text).map_err(|source| ScaffoldError::Io {
+            path: path.clone(),
+            source,
+        })?;
     }
     Ok(dir)
 }

@@ -75,7 +75,11 @@ pub fn test_files(plugin_dir: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = rd
         .filter_map(|e| e.ok())
         .map(|e| e.path())
-        .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(TEST_SUFFIX)))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(TEST_SUFFIX))
+        })
         .collect();
     v.sort();
     v
@@ -83,7 +87,8 @@ pub fn test_files(plugin_dir: &Path) -> Vec<PathBuf> {
 
 /// Reads a test file; a JSON error is a problem with its place.
 pub fn read(path: &Path) -> Result<TestFile, Problem> {
-    let text = std::fs::read_to_string(path).map_err(|e| Problem::new(path, format!("cannot read: {e}")))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Problem::new(path, format!("cannot read: {e}")))?;
     serde_json::from_str(&text).map_err(|e| {
         let mut msg = e.to_string();
         if let Some(i) = msg.find(" at line ") {
@@ -103,24 +108,34 @@ pub async fn run_file(tools: &Arc<ToolManager>, path: &Path, file: &TestFile) ->
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let mut out = Vec::new();
     for case in &file.cases {
-        let result = tools.invoke(&case.call, case.args.clone(), Caller::Cli).await;
+        let result = tools
+            .invoke(&case.call, case.args.clone(), Caller::Cli)
+            .await;
         let failure = match (&result, &case.expect, &case.expect_error) {
             (Ok(v), Some(want), None) if v == want => None,
             (Ok(v), Some(want), None) => Some(format!("expected {want}, got {v}")),
             (Ok(v), None, Some(code)) => Some(format!("expected error {code}, got {v}")),
             (Ok(_), None, None) => None,
             (Err(e), _, Some(code)) if e.code() == code => match &case.expect_message {
-                Some(m) if !e.to_string().contains(m.as_str()) => Some(format!("error message lacks '{m}': {e}")),
+                Some(m) if !e.to_string().contains(m.as_str()) => {
+                    Some(format!("error message lacks '{m}': {e}"))
+                }
                 _ => None,
             },
             (Err(e), _, _) => Some(format!("{} ({})", e, e.code())),
-            (Ok(_), Some(_), Some(_)) => Some("a case gives `expect` or `expectError`, not both".into()),
+            (Ok(_), Some(_), Some(_)) => {
+                Some("a case gives `expect` or `expectError`, not both".into())
+            }
         };
         let failure = failure.map(|f| match find_case_line(&text, &case.name) {
             Some(l) => format!("line {l}: {f}"),
             None => f,
         });
-        out.push(CaseOutcome { file: path.to_path_buf(), name: case.name.clone(), failure });
+        out.push(CaseOutcome {
+            file: path.to_path_buf(),
+            name: case.name.clone(),
+            failure,
+        });
     }
     out
 }
