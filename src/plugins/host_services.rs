@@ -43,10 +43,11 @@ impl HostServices {
         Self::default()
     }
 
-    /// The services every engine provides (`code.execute`).
+    /// The services every engine provides (`code.execute`, `text.regex_replace`).
     pub fn with_defaults() -> Self {
         let mut s = Self::new();
         super::code_execute::register(&mut s);
+        super::text_service::register(&mut s);
         s
     }
 

@@ -20,6 +20,7 @@ pub mod process;
 pub mod scaffold;
 pub mod scripts;
 pub mod testing;
+pub mod text_service;
 pub mod tool_file;
 pub mod vcp;
 
