@@ -21,7 +21,12 @@ pub const MAX_RESULT: usize = 16 << 20;
 struct RegexReplace;
 
 /// Replaces up to `limit` matches (0 = all) of `pattern` in `text`.
-pub fn regex_replace(text: &str, pattern: &str, replacement: &str, limit: usize) -> Result<(String, usize), String> {
+pub fn regex_replace(
+    text: &str,
+    pattern: &str,
+    replacement: &str,
+    limit: usize,
+) -> Result<(String, usize), String> {
     if pattern.len() > MAX_PATTERN {
         return Err(format!("the pattern is longer than {MAX_PATTERN} bytes"));
     }
@@ -56,14 +61,28 @@ pub fn regex_replace(text: &str, pattern: &str, replacement: &str, limit: usize)
 impl ToolHandler for RegexReplace {
     fn invoke(&self, ctx: CallContext, args: Value) -> ToolFuture {
         Box::pin(async move {
-            let text = args.get("text").and_then(Value::as_str).unwrap_or_default().to_string();
-            let pattern = args.get("pattern").and_then(Value::as_str).unwrap_or_default().to_string();
-            let replacement = args.get("replacement").and_then(Value::as_str).unwrap_or_default().to_string();
+            let text = args
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let pattern = args
+                .get("pattern")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let replacement = args
+                .get("replacement")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
             let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(0) as usize;
             // Large texts take CPU time: keep it off the async workers.
-            let r = tokio::task::spawn_blocking(move || regex_replace(&text, &pattern, &replacement, limit))
-                .await
-                .map_err(|e| ToolError::failed(&ctx.tool_id, format!("regex worker failed: {e}")))?;
+            let r = tokio::task::spawn_blocking(move || {
+                regex_replace(&text, &pattern, &replacement, limit)
+            })
+            .await
+            .map_err(|e| ToolError::failed(&ctx.tool_id, format!("regex worker failed: {e}")))?;
             match r {
                 Ok((text, n)) => Ok(json!({"text": text, "replacements": n})),
                 Err(msg) => Err(ToolError::failed(&ctx.tool_id, msg)),
@@ -85,13 +104,25 @@ mod tests {
     #[test]
     fn replace_table() {
         let cases: &[(&str, &str, &str, usize, Result<(&str, usize), &str>)] = &[
-            ("2024-05-06", r"(\d+)-(\d+)-(\d+)", "$3/$2/$1", 0, Ok(("06/05/2024", 1))),
+            (
+                "2024-05-06",
+                r"(\d+)-(\d+)-(\d+)",
+                "$3/$2/$1",
+                0,
+                Ok(("06/05/2024", 1)),
+            ),
             ("a a a", "a", "b", 2, Ok(("b b a", 2))),
             ("Hello hello", "(?i)hello", "bye", 0, Ok(("bye bye", 2))),
             ("none", "x", "y", 0, Ok(("none", 0))),
             ("x", "(", "", 0, Err("invalid pattern")),
             // A pattern that makes backtracking engines explode runs in linear time here.
-            ("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!", "(a+)+$", "", 0, Ok(("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!", 0))),
+            (
+                "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!",
+                "(a+)+$",
+                "",
+                0,
+                Ok(("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!", 0)),
+            ),
         ];
         for (text, pat, rep, limit, want) in cases {
             match (regex_replace(text, pat, rep, *limit), want) {
