@@ -13,12 +13,13 @@ use super::host_services::{BindContext, HostServices};
 use super::manifest::{self, PluginManifest, ToolsSection, MANIFEST_FILE};
 use super::permissions::{self, ResolvedPermissions};
 use super::process::{ProcessSpec, ProcessToolHandler};
-use super::scripts::{ScriptContext, ScriptSet};
+use super::scripts::{self, ScriptContext, ScriptSet};
 use super::tool_file::{self, problem_at_key};
 use super::vcp::{self, VCP_FILE};
 use super::{config, locate};
 use crate::config::Settings;
 use crate::problem::Problem;
+use crate::script::Limits;
 use crate::tools::{Implementation, ToolDefinition, ToolError, ToolHandler, ToolManager};
 
 /// A loaded plugin. Holding it keeps its script states alive.
@@ -37,7 +38,7 @@ pub struct Plugin {
     pub tools: Vec<String>,
     /// Its node directory, when it declares one (for the workflow engine).
     pub nodes_dir: Option<PathBuf>,
-    _scripts: ScriptSet,
+    scripts: ScriptSet,
 }
 
 impl std::fmt::Debug for Plugin {
@@ -54,6 +55,11 @@ impl Plugin {
     /// The plugin's name.
     pub fn name(&self) -> &str {
         &self.manifest.name
+    }
+
+    /// Its loaded scripts (one Lua state and one Rhai engine), if it has any.
+    pub fn scripts(&self) -> Option<&crate::script::PluginScripts> {
+        self.scripts.scripts()
     }
 }
 
@@ -103,6 +109,7 @@ pub struct Loader<'a> {
     host: &'a HostServices,
     ids: HashMap<String, PathBuf>,
     names: HashMap<String, PathBuf>,
+    host_limits: Limits,
 }
 
 fn absolute(p: &Path) -> PathBuf {
@@ -127,7 +134,14 @@ impl<'a> Loader<'a> {
             host,
             ids: HashMap::new(),
             names: HashMap::new(),
+            host_limits: Limits::engine_default(),
         }
+    }
+
+    /// Caps every plugin's script limits (default: the engine defaults).
+    pub fn host_limits(mut self, limits: Limits) -> Self {
+        self.host_limits = limits;
+        self
     }
 
     /// Loads every plugin directory under `dir` (sorted by name; hidden directories skipped).
@@ -313,21 +327,6 @@ impl<'a> Loader<'a> {
         perms.fs_write = perms.fs_write.iter().map(|r| absolute(r)).collect();
         perms.fs_read = perms.fs_read.iter().map(|r| absolute(r)).collect();
 
-        let mut scripts = ScriptSet::new(ScriptContext {
-            plugin: name.clone(),
-            dir: dir.clone(),
-            config: cfg.clone(),
-            permissions: perms.clone(),
-            limits: manifest.limits.clone(),
-            manager: self.tools.clone(),
-        });
-        let bind = BindContext {
-            plugin: name.clone(),
-            dir: dir.clone(),
-            config: cfg.clone(),
-            limits: manifest.limits.clone(),
-        };
-
         // 5. Tool definitions: tool files, inline tools, VCP commands.
         let mut defs: Vec<Decl> = Vec::new();
         match &manifest.tools {
@@ -385,27 +384,68 @@ impl<'a> Loader<'a> {
             }
         }
 
-        // 6. Scripts run at load (`main:` or main.lua / main.rhai) may register tools.
-        let mut registered = Vec::new();
-        for main in main_scripts(&dir) {
-            match scripts.load(&main) {
-                Ok(tools) => {
-                    for t in tools {
-                        let text = std::fs::read_to_string(&t.file).unwrap_or_default();
-                        if let Some(id) = self.register(
-                            &name,
-                            t.definition,
-                            t.handler,
-                            &t.file,
-                            &text,
-                            &manifest_file,
-                            &mut problems,
-                        ) {
-                            registered.push(id);
-                        }
+        // 6. Limits and scripts: every script a tool names, plus main.lua / main.rhai, load
+        //    into one sandbox; a script registering tools at load adds them.
+        let limits = match scripts::effective_limits(manifest.limits.as_ref(), &self.host_limits) {
+            Ok(l) => l,
+            Err(msg) => {
+                problems.push(key_at("limits", msg));
+                return (None, problems);
+            }
+        };
+        let mut files = main_scripts(&dir);
+        for d in &defs {
+            if let Implementation::Service {
+                script: Some(s),
+                function: Some(_),
+            } = &d.def.implementation
+            {
+                if inside(&dir, s).is_some() && dir.join(s).is_file() {
+                    let p = PathBuf::from(s.trim_start_matches("./"));
+                    if !files.contains(&p) {
+                        files.push(p);
                     }
                 }
-                Err(p) => problems.push(p),
+            }
+        }
+        let script_ctx = ScriptContext {
+            plugin: name.clone(),
+            dir: dir.clone(),
+            config: cfg.clone(),
+            permissions: perms.clone(),
+            limits,
+            manager: self.tools.clone(),
+        };
+        let scripts = match ScriptSet::load(&script_ctx, &files) {
+            Ok(s) => s,
+            Err(p) => {
+                problems.push(p);
+                ScriptSet::empty()
+            }
+        };
+        let bind = BindContext {
+            plugin: name.clone(),
+            dir: dir.clone(),
+            config: cfg.clone(),
+            limits: manifest.limits.clone(),
+        };
+        let mut registered = Vec::new();
+        let main_file = files
+            .first()
+            .map(|f| dir.join(f))
+            .unwrap_or_else(|| manifest_file.clone());
+        for (def, handler) in scripts.registered_tools() {
+            let text = std::fs::read_to_string(&main_file).unwrap_or_default();
+            if let Some(id) = self.register(
+                &name,
+                def,
+                handler,
+                &main_file,
+                &text,
+                &manifest_file,
+                &mut problems,
+            ) {
+                registered.push(id);
             }
         }
 
@@ -418,15 +458,7 @@ impl<'a> Loader<'a> {
         } in defs
         {
             let handler = match self.bind(
-                &def,
-                &file,
-                &text,
-                &dir,
-                &cfg,
-                &perms,
-                &bind,
-                &extra,
-                &mut scripts,
+                &def, &file, &text, &dir, &cfg, &perms, &bind, &extra, &scripts,
             ) {
                 Ok(h) => h,
                 Err(p) => {
@@ -456,7 +488,7 @@ impl<'a> Loader<'a> {
             permissions: perms,
             tools: registered,
             nodes_dir,
-            _scripts: scripts,
+            scripts,
         };
         (Some(plugin), problems)
     }
@@ -473,15 +505,20 @@ impl<'a> Loader<'a> {
         perms: &ResolvedPermissions,
         bind: &BindContext,
         extra: &Map<String, Value>,
-        scripts: &mut ScriptSet,
+        scripts: &ScriptSet,
     ) -> Result<Arc<dyn ToolHandler>, Problem> {
         let at = |msg: String| problem_at_key(file, text, "implementation", msg);
         match &def.implementation {
             Implementation::Service { script: Some(script), function: Some(function) } => {
-                if inside(dir, script).is_none() {
+                let Some(path) = inside(dir, script) else {
                     return Err(at(format!("script '{script}' leaves the plugin directory")));
+                };
+                if !path.is_file() {
+                    return Err(at(format!("tool '{}': script '{script}' does not exist in {}", def.id, dir.display())));
                 }
-                scripts.handler(Path::new(script), function)
+                scripts
+                    .handler(function)
+                    .map_err(|why| at(format!("tool '{}' is not registered: {why}", def.id)))
             }
             Implementation::Service { script: Some(script), function: None } => {
                 Err(at(format!("service tool '{}' names script '{script}' but no `function`", def.id)))

@@ -1,7 +1,6 @@
-//! The bridge to the script sandbox: loads a plugin's Lua/Rhai files once each and builds the
-//! handlers of its `service` tools.
+//! The bridge to the script sandbox: loads a plugin's Lua/Rhai files into one
+//! [`PluginScripts`] and builds the handlers of its `service` tools.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -9,6 +8,7 @@ use serde_json::{Map, Value};
 
 use super::permissions::ResolvedPermissions;
 use crate::problem::Problem;
+use crate::script::{Limits, PartialLimits, Permissions, PluginScripts, ScriptEnv, ScriptError};
 use crate::tools::{ToolDefinition, ToolHandler, ToolManager};
 
 /// What scripts of one plugin are loaded with.
@@ -22,63 +22,110 @@ pub struct ScriptContext {
     pub config: Map<String, Value>,
     /// Resolved permissions.
     pub permissions: ResolvedPermissions,
-    /// `limits:` as written.
-    pub limits: Option<Value>,
+    /// Effective limits.
+    pub limits: Limits,
     /// The manager scripts call tools through.
     pub manager: Arc<ToolManager>,
 }
 
-/// A tool a script registered while loading, with the file that registered it.
-pub struct ScriptTool {
-    /// Its definition (id not yet normalised).
-    pub definition: ToolDefinition,
-    /// What runs it.
-    pub handler: Arc<dyn ToolHandler>,
-    /// The script file.
-    pub file: PathBuf,
+/// The engine's limits lowered by a plugin's `limits:` section (never raised), and capped by
+/// the host's maximum.
+pub fn effective_limits(section: Option<&Value>, host_max: &Limits) -> Result<Limits, String> {
+    let base = Limits::engine_default().capped_by(host_max);
+    match section {
+        None | Some(Value::Null) => Ok(base),
+        Some(v) => {
+            let partial: PartialLimits =
+                serde_json::from_value(v.clone()).map_err(|e| format!("invalid limits: {e}"))?;
+            Ok(base.lowered_by(&partial))
+        }
+    }
+}
+
+impl From<&ResolvedPermissions> for Permissions {
+    fn from(p: &ResolvedPermissions) -> Self {
+        Permissions {
+            hooks: p.hooks.clone(),
+            services_override: p.services_override.clone(),
+            fs_read: p.fs_read.clone(),
+            fs_write: p.fs_write.clone(),
+            processes: p.processes,
+        }
+    }
+}
+
+/// A script error at load time as a problem at its file and line.
+pub fn load_problem(dir: &Path, first_file: &Path, e: &ScriptError) -> Problem {
+    let (file, line) = match e {
+        ScriptError::Syntax { file, line, .. } => (Some(file.clone()), Some(*line)),
+        ScriptError::Runtime { file, line, .. } => (file.clone(), *line),
+        _ => (None, None),
+    };
+    let path = match file {
+        Some(f) if !f.is_empty() => dir.join(f),
+        _ => dir.join(first_file),
+    };
+    let what = match e {
+        ScriptError::Syntax { .. } => "script does not compile",
+        _ => "script failed while loading",
+    };
+    let p = Problem::new(path, format!("{what}: {e}"));
+    match line {
+        Some(l) if l > 0 => p.at(l, None),
+        _ => p,
+    }
 }
 
 /// The loaded scripts of one plugin (kept alive as long as the plugin).
+#[derive(Debug, Default)]
 pub struct ScriptSet {
-    ctx: ScriptContext,
-    loaded: HashMap<PathBuf, Result<(), Problem>>,
+    scripts: Option<PluginScripts>,
 }
 
 impl ScriptSet {
-    /// No script loaded yet.
-    pub fn new(ctx: ScriptContext) -> Self {
-        ScriptSet {
-            ctx,
-            loaded: HashMap::new(),
+    /// No scripts.
+    pub fn empty() -> Self {
+        ScriptSet::default()
+    }
+
+    /// Loads `files` (relative to the plugin directory) into one sandbox, running their top
+    /// level. A syntax or load-time error is a problem at its file and line.
+    pub fn load(ctx: &ScriptContext, files: &[PathBuf]) -> Result<Self, Problem> {
+        if files.is_empty() {
+            return Ok(Self::empty());
+        }
+        let mut env = ScriptEnv::new(ctx.plugin.clone(), ctx.dir.clone());
+        env.permissions = Permissions::from(&ctx.permissions);
+        env.config = ctx.config.clone();
+        env.limits = ctx.limits;
+        env.tools = Some(Arc::downgrade(&ctx.manager));
+        match PluginScripts::load(env, files) {
+            Ok(s) => Ok(ScriptSet { scripts: Some(s) }),
+            Err(e) => Err(load_problem(&ctx.dir, &files[0], &e)),
         }
     }
 
-    /// Loads `file` (relative to the plugin directory) if not loaded yet and returns the tools
-    /// it registered at load; a syntax or load-time error is a problem at its line.
-    pub fn load(&mut self, file: &Path) -> Result<Vec<ScriptTool>, Problem> {
-        let path = self.ctx.dir.join(file);
-        if let Some(r) = self.loaded.get(&path) {
-            return r.clone().map(|_| Vec::new());
+    /// The handler of a tool running `function`, or why there is none.
+    pub fn handler(&self, function: &str) -> Result<Arc<dyn ToolHandler>, String> {
+        let Some(s) = &self.scripts else {
+            return Err("its script did not load (see the problem reported for the script)".into());
+        };
+        if !s.has_function(function) {
+            return Err(format!("no function '{function}' in the plugin's scripts"));
         }
-        let r: Result<(), Problem> = Err(Problem::new(
-            &path,
-            "scripts need the script sandbox, which this build lacks",
-        ));
-        self.loaded.insert(path, r.clone());
-        r.map(|_| Vec::new())
+        Ok(Arc::new(s.handler(function)))
     }
 
-    /// The handler of a tool running `function` of `file`.
-    pub fn handler(
-        &mut self,
-        file: &Path,
-        function: &str,
-    ) -> Result<Arc<dyn ToolHandler>, Problem> {
-        self.load(file)?;
-        let _ = function;
-        Err(Problem::new(
-            self.ctx.dir.join(file),
-            "scripts need the script sandbox, which this build lacks",
-        ))
+    /// Tools the scripts registered while loading.
+    pub fn registered_tools(&self) -> Vec<(ToolDefinition, Arc<dyn ToolHandler>)> {
+        self.scripts
+            .as_ref()
+            .map(|s| s.registered_tools())
+            .unwrap_or_default()
+    }
+
+    /// The loaded scripts, if any.
+    pub fn scripts(&self) -> Option<&PluginScripts> {
+        self.scripts.as_ref()
     }
 }
