@@ -47,6 +47,9 @@ const BAD_SCHEMA: &str = "{\n  \"id\": \"Bad:t\",\n  \"description\": \"d\",\n  
 const BAD_JSON: &str =
     "{\n  \"id\": \"Bad:t\",\n  \"description\": \"d\"\n  \"implementation\": {}\n}";
 const OUTSIDE: &str = "{\n  \"id\": \"Good:stolen\",\n  \"implementation\": {\"type\": \"service\", \"function\": \"code.execute\"}\n}";
+const LUA_TOOL: &str = "{\n  \"id\": \"t\",\n  \"implementation\": {\"type\": \"service\", \"script\": \"main.lua\", \"function\": \"t\"}\n}";
+const NO_FUNCTION: &str = "{\n  \"id\": \"t\",\n  \"implementation\": {\"type\": \"service\", \"script\": \"main.lua\", \"function\": \"nope\"}\n}";
+const ESCAPING_SCRIPT: &str = "{\n  \"id\": \"t\",\n  \"implementation\": {\"type\": \"service\", \"script\": \"../GoodLua/main.lua\", \"function\": \"hi\"}\n}";
 const NO_SERVICE: &str = "{\n  \"id\": \"Bad:t\",\n  \"implementation\": {\"type\": \"service\", \"function\": \"no.such\"}\n}";
 
 fn cases() -> Vec<Case> {
@@ -131,6 +134,48 @@ fn cases() -> Vec<Case> {
             ],
             sets: &[],
             want: &[("Bad/tools/t.tool.json", "lacks permission `processes`", Some(2))],
+        },
+        Case {
+            name: "Lua syntax error",
+            files: &[("Bad/plugin.yaml", "name: Bad\n"), ("Bad/tools/t.tool.json", LUA_TOOL), ("Bad/main.lua", "function t() return 1 end\nlocal = 2\n")],
+            sets: &[],
+            want: &[("Bad/main.lua", "does not compile", Some(2)), ("Bad/tools/t.tool.json", "its script did not load", Some(3))],
+        },
+        Case {
+            name: "Rhai syntax error",
+            files: &[("Bad/plugin.yaml", "name: Bad\n"), ("Bad/main.rhai", "fn t(a, c) { 1 }\n\nlet x = ;\n")],
+            sets: &[],
+            want: &[("Bad/main.rhai", "does not compile", Some(3))],
+        },
+        Case {
+            name: "runtime error at load",
+            files: &[("Bad/plugin.yaml", "name: Bad\n"), ("Bad/tools/t.tool.json", LUA_TOOL), ("Bad/main.lua", "function t() return 1 end\n\nerror('boom at load')\n")],
+            sets: &[],
+            want: &[("Bad/main.lua", "boom at load", Some(3))],
+        },
+        Case {
+            name: "endless loop at load",
+            files: &[("Bad/plugin.yaml", "name: Bad\nlimits:\n  instructions: 100000\n"), ("Bad/main.lua", "while true do end\n")],
+            sets: &[],
+            want: &[("Bad/main.lua", "instruction limit", None)],
+        },
+        Case {
+            name: "missing function",
+            files: &[("Bad/plugin.yaml", "name: Bad\n"), ("Bad/tools/t.tool.json", NO_FUNCTION), ("Bad/main.lua", "function t() return 1 end\n")],
+            sets: &[],
+            want: &[("Bad/tools/t.tool.json", "no function 'nope'", Some(3))],
+        },
+        Case {
+            name: "script outside the plugin",
+            files: &[("Bad/plugin.yaml", "name: Bad\n"), ("Bad/tools/t.tool.json", ESCAPING_SCRIPT)],
+            sets: &[],
+            want: &[("Bad/tools/t.tool.json", "leaves the plugin directory", Some(3))],
+        },
+        Case {
+            name: "a limit that does not exist",
+            files: &[("Bad/plugin.yaml", "name: Bad\nlimits:\n  instrutions: 5\n")],
+            sets: &[],
+            want: &[("Bad/plugin.yaml", "invalid limits", Some(2))],
         },
         Case {
             name: "fs root naming an undeclared option",
@@ -265,4 +310,87 @@ fn permissions_resolve_to_absolute_roots_and_write_roots_are_created() {
     assert_eq!(p.permissions.hooks, vec!["tool:before-invoke".to_string()]);
     assert!(!p.permissions.processes);
     assert_eq!(p.config["root"], json!("./ws"));
+}
+
+#[tokio::test]
+async fn scripts_register_tools_at_load() {
+    let t = tempfile::tempdir().unwrap();
+    write(
+        &t.path().join("plugins/L/plugin.yaml"),
+        "name: L\nconfigOptions:\n  - id: word\n    type: string\n    default: hey\n",
+    );
+    write(
+        &t.path().join("plugins/L/main.lua"),
+        "api.tools.register{ id = 'shout', description = 'shouts', parameters = { type = 'object', properties = { text = { type = 'string' } }, required = {'text'} },\n  handler = function(args, ctx) return string.upper(ctx.config.word .. ' ' .. args.text) end }\n",
+    );
+    write(&t.path().join("plugins/R/plugin.yaml"), "name: R\n");
+    write(
+        &t.path().join("plugins/R/main.rhai"),
+        "fn twice(args, ctx) { args.n * 2 }\napi::tools::register(#{ id: \"twice\", description: \"doubles\", parameters: #{ type: \"object\", properties: #{ n: #{ type: \"integer\" } } }, handler: \"twice\" });\n",
+    );
+    let e = Engine::builder().home(t.path()).build().unwrap();
+    assert!(e.problems().is_empty(), "{:?}", e.problems());
+    assert_eq!(e.plugins().get("L").unwrap().tools, ["L:shout"]);
+    let v = e
+        .tools()
+        .invoke("L.shout", json!({"text": "you"}), Caller::Cli)
+        .await
+        .unwrap();
+    assert_eq!(v, json!("HEY YOU"));
+    // Validation happens before the script runs, and text is converted to the schema's type.
+    assert_eq!(
+        e.tools()
+            .invoke("L:shout", json!({}), Caller::Cli)
+            .await
+            .unwrap_err()
+            .code(),
+        "invalid_parameters"
+    );
+    assert_eq!(
+        e.tools()
+            .invoke("R:twice", json!({"n": "21"}), Caller::Cli)
+            .await
+            .unwrap(),
+        json!(42)
+    );
+}
+
+#[tokio::test]
+async fn a_script_error_in_one_call_leaves_the_plugin_usable() {
+    let t = tempfile::tempdir().unwrap();
+    write(
+        &t.path().join("plugins/P/plugin.yaml"),
+        "name: P\nlimits:\n  instructions: 200000\n",
+    );
+    write(
+        &t.path().join("plugins/P/tools/f.tool.json"),
+        r#"{"id": "f", "parameters": {"type": "object", "properties": {"mode": {"type": "string"}}}, "implementation": {"type": "service", "script": "main.lua", "function": "f"}}"#,
+    );
+    write(
+        &t.path().join("plugins/P/main.lua"),
+        "function f(args)\n  if args.mode == 'loop' then while true do end end\n  if args.mode == 'fail' then error('nope', 0) end\n  return 'fine'\nend\n",
+    );
+    let e = Engine::builder().home(t.path()).build().unwrap();
+    let start = std::time::Instant::now();
+    let err = e
+        .tools()
+        .invoke("P:f", json!({"mode": "loop"}), Caller::Cli)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "limit_exceeded", "{err}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    let err = e
+        .tools()
+        .invoke("P:f", json!({"mode": "fail"}), Caller::Cli)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "execution_failed");
+    assert!(err.to_string().contains("nope"), "{err}");
+    assert_eq!(
+        e.tools()
+            .invoke("P:f", json!({}), Caller::Cli)
+            .await
+            .unwrap(),
+        json!("fine")
+    );
 }

@@ -64,7 +64,7 @@ pub fn files(name: &str, lang: Lang) -> Vec<(String, String)> {
 name: {name}
 displayName: {name}
 version: 0.1.0
-description: Greets people (a starting point: rename and extend).
+description: Greets people. A starting point to rename and extend.
 
 tools:
   entry: ./tools
