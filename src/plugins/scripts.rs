@@ -8,7 +8,9 @@ use serde_json::{Map, Value};
 
 use super::permissions::ResolvedPermissions;
 use crate::problem::Problem;
-use crate::script::{Limits, PartialLimits, Permissions, PluginScripts, ScriptEnv, ScriptError};
+use crate::script::{
+    ExecMode, Limits, PartialLimits, Permissions, PluginScripts, ScriptEnv, ScriptError,
+};
 use crate::tools::{ToolDefinition, ToolHandler, ToolManager};
 
 /// What scripts of one plugin are loaded with.
@@ -113,7 +115,10 @@ impl ScriptSet {
         if !s.has_function(function) {
             return Err(format!("no function '{function}' in the plugin's scripts"));
         }
-        Ok(Arc::new(s.handler(function)))
+        // One long-lived thread per plugin (created on its first call) hands work over faster
+        // than a blocking-pool task per call, and a plugin's state serves one call at a time
+        // anyway.
+        Ok(Arc::new(s.handler(function).with_mode(ExecMode::Dedicated)))
     }
 
     /// Tools the scripts registered while loading.
