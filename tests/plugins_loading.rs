@@ -394,3 +394,27 @@ async fn a_script_error_in_one_call_leaves_the_plugin_usable() {
         json!("fine")
     );
 }
+
+#[test]
+fn an_idle_lua_plugin_is_small() {
+    let t = tempfile::tempdir().unwrap();
+    write(&t.path().join("plugins/M/plugin.yaml"), "name: M\n");
+    write(
+        &t.path().join("plugins/M/tools/add.tool.json"),
+        r#"{"id": "add", "implementation": {"type": "service", "script": "main.lua", "function": "add"}}"#,
+    );
+    write(
+        &t.path().join("plugins/M/main.lua"),
+        "function add(args) return args.a + args.b end\n",
+    );
+    let e = Engine::builder().home(t.path()).build().unwrap();
+    let bytes = e
+        .plugins()
+        .get("M")
+        .unwrap()
+        .scripts()
+        .unwrap()
+        .lua_memory();
+    eprintln!("idle Lua plugin state: {bytes} bytes");
+    assert!(bytes > 0 && bytes <= 300 * 1024, "{bytes} bytes");
+}

@@ -101,9 +101,18 @@ pub fn register(services: &mut HostServices) {
 mod tests {
     use super::*;
 
+    /// (text, pattern, replacement, limit, expected (text, count) or error part)
+    type Case<'a> = (
+        &'a str,
+        &'a str,
+        &'a str,
+        usize,
+        Result<(&'a str, usize), &'a str>,
+    );
+
     #[test]
     fn replace_table() {
-        let cases: &[(&str, &str, &str, usize, Result<(&str, usize), &str>)] = &[
+        let cases: &[Case] = &[
             (
                 "2024-05-06",
                 r"(\d+)-(\d+)-(\d+)",
