@@ -176,3 +176,28 @@ fn api_json_and_config() {
         json!({"enc": "{\"x\":1}", "a2": 2, "bnull": true, "root": "/w", "full": "/w", "ctxroot": "/w"})
     );
 }
+
+#[test]
+fn register_validates_untrusted_names_and_descriptions() {
+    let long = "x".repeat(5000);
+    let cases = [
+        ("other:name", "outside the plugin's namespace"),
+        ("bad name!", "is invalid"),
+        ("", "is invalid"),
+    ];
+    for (id, needle) in cases {
+        let src = format!(
+            "api.tools.register{{id = '{id}', description = 'd', handler = function() end}}"
+        );
+        let e = try_plugin("reg", &[("main.lua", &src)], test_limits()).unwrap_err();
+        assert!(e.to_string().contains(needle), "{id}: {e}");
+        let src = format!("fn h(a, c) {{ 1 }}\napi::tools::register(#{{ id: \"{id}\", description: \"d\", handler: \"h\" }});");
+        let e = try_plugin("reg", &[("main.rhai", &src)], test_limits()).unwrap_err();
+        assert!(e.to_string().contains(needle), "rhai {id}: {e}");
+    }
+    let src = format!(
+        "api.tools.register{{id = 'ok', description = '{long}', handler = function() end}}"
+    );
+    let e = try_plugin("reg", &[("main.lua", &src)], test_limits()).unwrap_err();
+    assert!(e.to_string().contains("description longer"), "{e}");
+}

@@ -57,6 +57,15 @@ pub struct ApiFunction {
     pub permission: Option<&'static str>,
     /// The implementation.
     pub op: ApiOp,
+    /// The Rhai name when the Lua name is a Rhai keyword (`call` → `invoke`).
+    pub rhai_name: Option<&'static str>,
+}
+
+impl ApiFunction {
+    /// The function's name in Rhai (`api::<namespace>::<name>`).
+    pub fn rhai_name(&self) -> &'static str {
+        self.rhai_name.unwrap_or(self.name)
+    }
 }
 
 const fn p(name: &'static str, ty: &'static str, doc: &'static str) -> ApiParam {
@@ -98,6 +107,7 @@ pub const API: &[ApiFunction] = &[
         doc: "Registers a tool while the plugin loads. The id is namespaced `plugin:name` (a bare `name` gets the plugin's namespace).",
         permission: None,
         op: ApiOp::ToolsRegister,
+        rhai_name: None,
     },
     ApiFunction {
         namespace: "tools",
@@ -107,18 +117,20 @@ pub const API: &[ApiFunction] = &[
             opt("args", "table", "Arguments object (validated against the tool's schema)"),
         ],
         returns: "any",
-        doc: "Calls another tool through the engine and returns its result; raises the tool's error.",
+        doc: "Calls another tool through the engine and returns its result; raises the tool's error.\n(Rhai: `api::tools::invoke(id, args)`, since `call` is a Rhai keyword.)",
         permission: None,
         op: ApiOp::ToolsCall,
+        rhai_name: Some("invoke"),
     },
     ApiFunction {
         namespace: "log",
         name: "debug",
         params: MSG,
         returns: "nil",
-        doc: "Logs a debug message tagged with the plugin's name.",
+        doc: "Logs a debug message tagged with the plugin's name.\n(Rhai: `api::log::dbg(message)`, since `debug` is a Rhai keyword.)",
         permission: None,
         op: ApiOp::LogDebug,
+        rhai_name: Some("dbg"),
     },
     ApiFunction {
         namespace: "log",
@@ -128,6 +140,7 @@ pub const API: &[ApiFunction] = &[
         doc: "Logs an info message tagged with the plugin's name.",
         permission: None,
         op: ApiOp::LogInfo,
+        rhai_name: None,
     },
     ApiFunction {
         namespace: "log",
@@ -137,6 +150,7 @@ pub const API: &[ApiFunction] = &[
         doc: "Logs a warning tagged with the plugin's name.",
         permission: None,
         op: ApiOp::LogWarn,
+        rhai_name: None,
     },
     ApiFunction {
         namespace: "log",
@@ -146,6 +160,7 @@ pub const API: &[ApiFunction] = &[
         doc: "Logs an error tagged with the plugin's name (does not raise).",
         permission: None,
         op: ApiOp::LogError,
+        rhai_name: None,
     },
     ApiFunction {
         namespace: "config",
@@ -155,6 +170,7 @@ pub const API: &[ApiFunction] = &[
         doc: "Returns one of the plugin's settings (configOptions), or nil when unset.",
         permission: None,
         op: ApiOp::ConfigGet,
+        rhai_name: None,
     },
     ApiFunction {
         namespace: "json",
@@ -164,6 +180,7 @@ pub const API: &[ApiFunction] = &[
         doc: "Encodes a value as compact JSON.",
         permission: None,
         op: ApiOp::JsonEncode,
+        rhai_name: None,
     },
     ApiFunction {
         namespace: "json",
@@ -173,6 +190,7 @@ pub const API: &[ApiFunction] = &[
         doc: "Decodes JSON text; JSON null becomes api.json.null.",
         permission: None,
         op: ApiOp::JsonDecode,
+        rhai_name: None,
     },
     ApiFunction {
         namespace: "fs",
@@ -182,6 +200,7 @@ pub const API: &[ApiFunction] = &[
         doc: "Reads a whole text file.",
         permission: Some("fs.read"),
         op: ApiOp::FsRead,
+        rhai_name: None,
     },
     ApiFunction {
         namespace: "fs",
@@ -191,6 +210,7 @@ pub const API: &[ApiFunction] = &[
         doc: "Replaces a file atomically (temp file + rename), creating parent directories.",
         permission: Some("fs.write"),
         op: ApiOp::FsWrite,
+        rhai_name: None,
     },
     ApiFunction {
         namespace: "fs",
@@ -200,6 +220,7 @@ pub const API: &[ApiFunction] = &[
         doc: "Appends to a file (created if missing); the old content survives any failure.",
         permission: Some("fs.write"),
         op: ApiOp::FsAppend,
+        rhai_name: None,
     },
     ApiFunction {
         namespace: "fs",
@@ -209,6 +230,7 @@ pub const API: &[ApiFunction] = &[
         doc: "Lists a directory, sorted by name.",
         permission: Some("fs.read"),
         op: ApiOp::FsList,
+        rhai_name: None,
     },
     ApiFunction {
         namespace: "fs",
@@ -218,6 +240,7 @@ pub const API: &[ApiFunction] = &[
         doc: "Removes a file or an empty directory.",
         permission: Some("fs.write"),
         op: ApiOp::FsRemove,
+        rhai_name: None,
     },
     ApiFunction {
         namespace: "fs",
@@ -227,6 +250,7 @@ pub const API: &[ApiFunction] = &[
         doc: "Whether the path exists inside the root.",
         permission: Some("fs.read"),
         op: ApiOp::FsExists,
+        rhai_name: None,
     },
     ApiFunction {
         namespace: "fs",
@@ -236,6 +260,7 @@ pub const API: &[ApiFunction] = &[
         doc: "Creates a directory and its parents.",
         permission: Some("fs.write"),
         op: ApiOp::FsMkdir,
+        rhai_name: None,
     },
 ];
 

@@ -13,6 +13,9 @@ pub(crate) enum Abort {
     /// Past the wall-clock deadline.
     #[error("time limit exceeded")]
     Timeout,
+    /// The caller cancelled the call.
+    #[error("cancelled")]
+    Cancelled,
 }
 
 /// Budget of the current (outermost) call on one script state.
@@ -23,6 +26,7 @@ pub(crate) struct Budget {
     limit: AtomicU64,
     deadline_ns: AtomicU64,
     abort: AtomicU8,
+    cancel: std::sync::Mutex<Option<tokio_util::sync::CancellationToken>>,
 }
 
 impl Budget {
@@ -33,11 +37,18 @@ impl Budget {
             limit: AtomicU64::new(u64::MAX),
             deadline_ns: AtomicU64::new(u64::MAX),
             abort: AtomicU8::new(0),
+            cancel: std::sync::Mutex::new(None),
         }
     }
 
     /// Starts a new budget of `instructions` and `wall_ms`.
-    pub fn reset(&self, instructions: u64, wall_ms: u64) {
+    pub fn reset(
+        &self,
+        instructions: u64,
+        wall_ms: u64,
+        cancel: Option<tokio_util::sync::CancellationToken>,
+    ) {
+        *self.cancel.lock().unwrap_or_else(|p| p.into_inner()) = cancel;
         self.used.store(0, Ordering::Relaxed);
         self.limit.store(instructions, Ordering::Relaxed);
         let now = self.epoch.elapsed().as_nanos() as u64;
@@ -51,7 +62,8 @@ impl Budget {
         match self.abort.load(Ordering::Relaxed) {
             0 => None,
             1 => Some(Abort::Instructions),
-            _ => Some(Abort::Timeout),
+            2 => Some(Abort::Timeout),
+            _ => Some(Abort::Cancelled),
         }
     }
 
@@ -59,6 +71,7 @@ impl Budget {
         let code = match a {
             Abort::Instructions => 1,
             Abort::Timeout => 2,
+            Abort::Cancelled => 3,
         };
         // Keep the first reason.
         let _ = self
@@ -79,6 +92,15 @@ impl Budget {
         let now = self.epoch.elapsed().as_nanos() as u64;
         if now > self.deadline_ns.load(Ordering::Relaxed) {
             return Err(self.set(Abort::Timeout));
+        }
+        let cancelled = self
+            .cancel
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|c| c.is_cancelled());
+        if cancelled {
+            return Err(self.set(Abort::Cancelled));
         }
         Ok(())
     }

@@ -43,6 +43,9 @@ pub enum ScriptError {
         /// The budget.
         after_ms: u64,
     },
+    /// The caller cancelled the call while the script ran.
+    #[error("cancelled by the caller")]
+    Cancelled,
     /// The script used an API that its plugin did not declare.
     #[error("permission '{permission}' not declared in plugin.yaml")]
     PermissionDenied {
@@ -133,6 +136,7 @@ impl ScriptError {
             ScriptError::InstructionLimit { .. } => "instruction_limit",
             ScriptError::MemoryLimit { .. } => "memory_limit",
             ScriptError::Timeout { .. } => "timeout",
+            ScriptError::Cancelled => "cancelled",
             ScriptError::PermissionDenied { .. } => "permission_denied",
             ScriptError::ValueLimit { .. } => "value_limit",
             ScriptError::UnknownFunction { .. } => "unknown_function",
@@ -165,6 +169,7 @@ impl ScriptError {
                 message,
             },
             ScriptError::Timeout { after_ms } => ToolError::Timeout { tool, after_ms },
+            ScriptError::Cancelled => ToolError::Cancelled { tool },
             ScriptError::PermissionDenied { permission } => {
                 ToolError::PermissionDenied { tool, permission }
             }

@@ -151,6 +151,8 @@ impl Output {
 pub(crate) struct HostCore {
     pub env: ScriptEnv,
     pub output: Output,
+    /// Panics caught in Rust code called from this plugin's scripts (each one logged).
+    pub panics: std::sync::atomic::AtomicU64,
 }
 
 /// One running script call on this thread.
@@ -187,6 +189,15 @@ pub(crate) fn current_call() -> Option<ActiveCall> {
     ACTIVE.with(|a| a.borrow().last().cloned())
 }
 
+/// Whether the innermost script call on this thread was cancelled by its caller.
+pub(crate) fn current_cancelled() -> bool {
+    ACTIVE.with(|a| {
+        a.borrow()
+            .last()
+            .is_some_and(|c| c.info.cancel.is_cancelled())
+    })
+}
+
 /// Whether this thread is inside a script call (of any plugin).
 pub(crate) fn in_script_thread() -> bool {
     ACTIVE.with(|a| !a.borrow().is_empty())
@@ -204,7 +215,7 @@ fn value_text(v: &Value) -> String {
     }
 }
 
-fn arg<'a>(args: &'a [Value], i: usize) -> &'a Value {
+fn arg(args: &[Value], i: usize) -> &Value {
     args.get(i).unwrap_or(&Value::Null)
 }
 
@@ -236,7 +247,11 @@ fn type_name(v: &Value) -> &'static str {
 
 impl HostCore {
     pub fn new(env: ScriptEnv, output: Output) -> Self {
-        HostCore { env, output }
+        HostCore {
+            env,
+            output,
+            panics: std::sync::atomic::AtomicU64::new(0),
+        }
     }
 
     fn fs(&self, access: FsAccess) -> Result<FsRoot, ScriptError> {
@@ -369,7 +384,12 @@ impl HostCore {
             .or_else(|| HANDLE.with(|h| h.borrow().clone()))
             .or_else(|| tokio::runtime::Handle::try_current().ok());
         let run = std::panic::AssertUnwindSafe(|| match handle {
-            Some(h) => h.block_on(fut),
+            Some(h) => {
+                // `Handle::block_on` refuses to nest (A → B → A runs nested on one thread), so
+                // poll the future here, parked between wake-ups, inside the runtime's context.
+                let _entered = h.enter();
+                park_block_on(fut)
+            }
             None => match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -384,12 +404,73 @@ impl HostCore {
         match std::panic::catch_unwind(run) {
             Ok(r) => r.map_err(ScriptError::Tool),
             Err(_) => {
+                self.panics
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 tracing::error!(target: "tavern::script", plugin = %self.env.plugin,
-                    "api.tools.call('{id}') panicked (called on an async worker thread?)");
+                    "api.tools.call('{id}') panicked (a Rust tool panicked)");
                 Err(ScriptError::Internal(format!(
-                    "api.tools.call('{id}') cannot block here; scripts must run through ScriptToolHandler"
+                    "api.tools.call('{id}'): the tool panicked (logged by the host)"
                 )))
             }
         }
     }
+}
+
+struct ThreadWaker(std::thread::Thread);
+
+impl std::task::Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Runs a future to completion on this (blocking) thread.
+fn park_block_on<F: std::future::Future>(fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let waker = std::task::Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    loop {
+        if let std::task::Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park();
+    }
+}
+
+/// Longest tool description a script may register.
+pub(crate) const MAX_DESCRIPTION: usize = 4096;
+
+/// Checks and namespaces an id given to `api.tools.register` (`name` or `plugin:name`).
+/// Names are untrusted: letters, digits, `_` and `-`, 1–64 characters.
+pub(crate) fn register_id(plugin: &str, id: &str) -> Result<String, String> {
+    let (ns, name) = match id.split_once(':') {
+        Some((ns, name)) => (ns, name),
+        None => (plugin, id),
+    };
+    if ns != plugin {
+        return Err(format!(
+            "tool '{id}' is outside the plugin's namespace '{plugin}:'"
+        ));
+    }
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !ok {
+        return Err(format!(
+            "tool name '{name}' is invalid: use 1-64 letters, digits, '_' or '-'"
+        ));
+    }
+    Ok(format!("{plugin}:{name}"))
+}
+
+/// Refuses over-long descriptions (they end up in every model prompt).
+pub(crate) fn check_description(id: &str, d: &str) -> Result<(), String> {
+    if d.chars().count() > MAX_DESCRIPTION {
+        return Err(format!(
+            "tool '{id}': description longer than {MAX_DESCRIPTION} characters"
+        ));
+    }
+    Ok(())
 }

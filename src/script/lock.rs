@@ -17,6 +17,8 @@ use super::ScriptError;
 struct State {
     owner: Option<ThreadId>,
     count: usize,
+    /// Threads blocked in `acquire` (a wake-up costs a syscall; skip it when nobody waits).
+    waiters: usize,
 }
 
 /// The lock of one plugin's script state.
@@ -43,7 +45,9 @@ impl Drop for LockGuard {
         st.count = st.count.saturating_sub(1);
         if st.count == 0 {
             st.owner = None;
-            self.lock.cv.notify_one();
+            if st.waiters > 0 {
+                self.lock.cv.notify_one();
+            }
         }
     }
 }
@@ -118,7 +122,7 @@ impl PluginLock {
                             .into(),
                 });
             }
-            let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
             if st.owner.is_none() {
                 drop(st);
                 if self.try_take(me) {
@@ -128,7 +132,12 @@ impl PluginLock {
             }
             // Wake up now and then to re-check the wait-for graph (it changes as others block).
             let wait = (deadline - now).min(Duration::from_millis(20));
-            let _ = self.cv.wait_timeout(st, wait);
+            st.waiters += 1;
+            let (mut st, _) = self
+                .cv
+                .wait_timeout(st, wait)
+                .unwrap_or_else(|p| p.into_inner());
+            st.waiters -= 1;
         };
         waits()
             .lock()

@@ -25,16 +25,22 @@ use crate::tools::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ExecMode {
     /// `tokio::task::spawn_blocking` for each call.
-    #[default]
     Blocking,
     /// One dedicated thread per plugin, fed through a channel.
     Dedicated,
+    /// `tokio::task::block_in_place` on a multi-thread runtime (the worker hands its other
+    /// tasks to another thread first, so the executor keeps running); falls back to
+    /// `spawn_blocking` on a current-thread runtime. The default: the cheapest (see
+    /// benches/script.rs).
+    #[default]
+    InPlace,
 }
 
 type Job = Box<dyn FnOnce() + Send>;
 
 struct Inner {
     env: ScriptEnv,
+    core: Arc<HostCore>,
     lua: Option<LuaHost>,
     rhai: Option<RhaiHost>,
     lock: Arc<PluginLock>,
@@ -154,6 +160,7 @@ impl PluginScripts {
         Ok(PluginScripts {
             inner: Arc::new(Inner {
                 env,
+                core,
                 lua,
                 rhai,
                 lock: Arc::new(PluginLock::default()),
@@ -192,9 +199,10 @@ impl PluginScripts {
 
     /// Panics caught in Rust callbacks so far (each was logged).
     pub fn panic_count(&self) -> u64 {
-        self.inner.lua.as_ref().map_or(0, |l| {
-            l.shared.panics.load(std::sync::atomic::Ordering::Relaxed)
-        })
+        self.inner
+            .core
+            .panics
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Calls `function` (a global function, or the handler of a tool registered with
@@ -208,14 +216,19 @@ impl PluginScripts {
         // A nested call never waits longer than the call that is waiting for it.
         let deadline = current_call().map_or(own, |c| c.deadline.min(own));
         let caller = ctx.caller.to_string();
-        if let Some(lua) = inner.lua.as_ref().filter(|l| l.has_function(function)) {
-            let _guard = inner.lock.acquire(&inner.env.plugin, deadline)?;
+        if let Some(lua) = &inner.lua {
+            // Take the plugin lock before touching the Lua state at all: mlua's own lock
+            // would block without deadlock detection.
+            let guard = inner.lock.acquire(&inner.env.plugin, deadline)?;
             let _active = enter_call(ActiveCall {
                 info: ctx.clone(),
                 handle: None,
                 deadline,
             });
-            return lua.call(function, &args, &ctx.tool_id, &caller);
+            match lua.call(function, &args, &ctx.tool_id, &caller) {
+                Err(ScriptError::UnknownFunction { .. }) if inner.rhai.is_some() => drop(guard),
+                other => return other,
+            }
         }
         if let Some(rhai) = inner.rhai.as_ref().filter(|r| r.has_function(function)) {
             let _active = enter_call(ActiveCall {
@@ -338,8 +351,15 @@ impl ToolHandler for ScriptToolHandler {
             set_thread_handle(None);
             r
         };
+        let in_place = self.mode == ExecMode::InPlace
+            && handle
+                .as_ref()
+                .is_some_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
         match self.mode {
-            ExecMode::Blocking => Box::pin(async move {
+            ExecMode::InPlace if in_place => Box::pin(async move {
+                tokio::task::block_in_place(job).map_err(|e| e.into_tool_error(&tool))
+            }),
+            ExecMode::Blocking | ExecMode::InPlace => Box::pin(async move {
                 match tokio::task::spawn_blocking(job).await {
                     Ok(r) => r.map_err(|e| e.into_tool_error(&tool)),
                     Err(e) => Err(ToolError::failed(

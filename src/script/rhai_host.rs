@@ -49,7 +49,8 @@ pub(crate) struct RhaiHost {
     ast: AST,
     shared: Arc<RhaiShared>,
     limits: Limits,
-    core: Arc<HostCore>,
+    /// The plugin's settings, converted once (`ctx.config`).
+    config: Dynamic,
 }
 
 /// `import` resolver confined to one directory.
@@ -67,8 +68,12 @@ impl ModuleResolver for ConfinedResolver {
         pos: Position,
     ) -> Result<Shared<Module>, Box<EvalAltResult>> {
         let refuse = |why: &str| -> Box<EvalAltResult> {
-            EvalAltResult::ErrorModuleNotFound(
-                format!("{path} (refused: {why}; imports stay inside the plugin directory)"),
+            // A runtime error (not ModuleNotFound, whose text Rhai rewrites) so the reason
+            // reaches the script author.
+            EvalAltResult::ErrorRuntime(
+                Dynamic::from(format!(
+                    "import '{path}' refused: {why}; imports stay inside the plugin directory"
+                )),
                 pos,
             )
             .into()
@@ -250,10 +255,11 @@ impl RhaiHost {
             }
         }
         engine.on_progress(|_ops| {
-            DEADLINE.with(|d| match d.get() {
-                Some(t) if Instant::now() > t => Some(Dynamic::from("timeout")),
-                _ => None,
-            })
+            let late = DEADLINE.with(|d| d.get().is_some_and(|t| Instant::now() > t));
+            if late {
+                return Some(Dynamic::from("timeout"));
+            }
+            super::host::current_cancelled().then(|| Dynamic::from("cancelled"))
         });
         let c = core.clone();
         engine.on_print(move |s| c.output.print(&c.env.plugin, s));
@@ -264,12 +270,13 @@ impl RhaiHost {
             registered: Mutex::new(Vec::new()),
         });
         engine.register_static_module("api", Self::api_module(&core, &shared, &limits).into());
+        let config = json_to_dynamic(&Value::Object(core.env.config.clone()))?;
         Ok(RhaiHost {
             engine,
             ast: AST::empty(),
             shared,
             limits,
-            core,
+            config,
         })
     }
 
@@ -283,7 +290,7 @@ impl RhaiHost {
                     let sh = shared.clone();
                     let plugin = core.env.plugin.clone();
                     let limits = *limits;
-                    m.set_native_fn("register", move |spec: rhai::Map| {
+                    m.set_native_fn("register", move |spec: Dynamic| {
                         register_tool(&sh, &plugin, &limits, spec)
                     });
                     continue;
@@ -302,13 +309,15 @@ impl RhaiHost {
                     };
                     match arity {
                         0 => {
-                            m.set_native_fn(f.name, move || run(vec![]));
+                            m.set_native_fn(f.rhai_name(), move || run(vec![]));
                         }
                         1 => {
-                            m.set_native_fn(f.name, move |a: Dynamic| run(vec![a]));
+                            m.set_native_fn(f.rhai_name(), move |a: Dynamic| run(vec![a]));
                         }
                         _ => {
-                            m.set_native_fn(f.name, move |a: Dynamic, b: Dynamic| run(vec![a, b]));
+                            m.set_native_fn(f.rhai_name(), move |a: Dynamic, b: Dynamic| {
+                                run(vec![a, b])
+                            });
                         }
                     }
                 }
@@ -406,10 +415,7 @@ impl RhaiHost {
         let mut ctx = rhai::Map::new();
         ctx.insert("tool_id".into(), tool_id.into());
         ctx.insert("caller".into(), caller.into());
-        ctx.insert(
-            "config".into(),
-            json_to_dynamic(&Value::Object(self.core.env.config.clone()))?,
-        );
+        ctx.insert("config".into(), self.config.clone());
         let opts = CallFnOptions::new().eval_ast(false).rewind_scope(true);
         let mut scope = Scope::new();
         let r = self.with_deadline(|| match arity {
@@ -465,6 +471,9 @@ fn map_rhai_error(e: EvalAltResult, file: Option<&str>, limits: &Limits) -> Scri
         EvalAltResult::ErrorTooManyOperations(_) => ScriptError::InstructionLimit {
             limit: limits.instructions,
         },
+        EvalAltResult::ErrorTerminated(token, _) if token.to_string() == "cancelled" => {
+            ScriptError::Cancelled
+        }
         EvalAltResult::ErrorTerminated(..) => ScriptError::Timeout {
             after_ms: limits.wall_ms,
         },
@@ -526,8 +535,13 @@ fn register_tool(
     sh: &RhaiShared,
     plugin: &str,
     limits: &Limits,
-    spec: rhai::Map,
+    spec: Dynamic,
 ) -> Result<(), Box<EvalAltResult>> {
+    let Some(spec) = spec.try_cast::<rhai::Map>() else {
+        return Err(rhai_err(
+            "api::tools::register expects a map #{ id: …, description: …, parameters: …, handler: \"fn_name\" }",
+        ));
+    };
     if !sh.loading.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(rhai_err(
             "api::tools::register can only be called while the plugin loads (at the top level of a script)",
@@ -540,15 +554,12 @@ fn register_tool(
     };
     let id = get_str("id")
         .ok_or_else(|| rhai_err("api::tools::register: 'id' (a string) is required"))?;
-    let id = match id.split_once(':') {
-        Some((ns, _)) if ns != plugin => {
-            return Err(rhai_err(format!(
-                "api::tools::register: tool '{id}' is outside the plugin's namespace '{plugin}:'"
-            )))
-        }
-        Some(_) => id,
-        None => format!("{plugin}:{id}"),
-    };
+    let id = super::host::register_id(plugin, &id)
+        .map_err(|e| rhai_err(format!("api::tools::register: {e}")))?;
+    if let Some(d) = get_str("description") {
+        super::host::check_description(&id, &d)
+            .map_err(|e| rhai_err(format!("api::tools::register: {e}")))?;
+    }
     let function = match spec.get("handler") {
         Some(h) if h.is_fnptr() => h
             .read_lock::<FnPtr>()

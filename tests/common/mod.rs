@@ -73,3 +73,33 @@ pub fn bystander_lua() -> PluginScripts {
 pub fn manager() -> Arc<ToolManager> {
     ToolManager::new()
 }
+
+/// The contract every threat class must meet: `function` of a plugin holding `source`
+/// (plus a trivial `ping`) fails with an error of `kind` within budget + 1 s; afterwards the
+/// same plugin serves `ping` and a bystander plugin is unaffected. Returns the error.
+pub fn assert_contained(lang_file: &str, source: &str, function: &str, kind: &str) -> ScriptError {
+    assert_contained_with(lang_file, source, function, kind, test_limits())
+}
+
+pub fn assert_contained_with(
+    lang_file: &str,
+    source: &str,
+    function: &str,
+    kind: &str,
+    limits: Limits,
+) -> ScriptError {
+    let ping = if lang_file.ends_with(".rhai") {
+        PING_RHAI
+    } else {
+        PING_LUA
+    };
+    let text = format!("{source}\n{ping}\n");
+    let bystander = bystander_lua();
+    let p = try_plugin("hostile", &[(lang_file, text.as_str())], limits).expect("plugin loads");
+    let err = within(bound(&limits), || call(&p, function, json!({})))
+        .expect_err("hostile call must fail");
+    assert_eq!(err.kind(), kind, "{function}: unexpected error {err:?}");
+    assert_usable(&p);
+    assert_usable(&bystander);
+    err
+}

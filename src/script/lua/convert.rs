@@ -24,7 +24,7 @@ struct ToJson<'a> {
     bytes: usize,
     path: Vec<String>,
     on_path: HashSet<*const c_void>,
-    array_mt: Option<&'a Table>,
+    lua: &'a Lua,
 }
 
 fn path_text(path: &[String]) -> String {
@@ -36,6 +36,13 @@ fn path_text(path: &[String]) -> String {
 }
 
 impl ToJson<'_> {
+    fn is_array_marked(&self, t: &Table) -> bool {
+        match t.metatable() {
+            Some(m) => self.lua.array_metatable().to_pointer() == m.to_pointer(),
+            None => false,
+        }
+    }
+
     fn err(&self, message: impl Into<String>) -> ScriptError {
         ScriptError::Conversion {
             path: path_text(&self.path),
@@ -125,10 +132,7 @@ impl ToJson<'_> {
             count += 1;
         }
         if count == 0 {
-            let is_array = self
-                .array_mt
-                .zip(t.metatable())
-                .is_some_and(|(a, m)| a.to_pointer() == m.to_pointer());
+            let is_array = self.is_array_marked(t);
             return Ok(if is_array {
                 Value::Array(Vec::new())
             } else {
@@ -175,13 +179,12 @@ pub(crate) fn to_json(
     v: &LuaValue,
     limits: ConvertLimits,
 ) -> Result<Value, ScriptError> {
-    let array_mt = lua.array_metatable();
     let mut c = ToJson {
         limits,
         bytes: 0,
         path: Vec::new(),
         on_path: HashSet::new(),
-        array_mt: Some(&array_mt),
+        lua,
     };
     c.convert(v, 0)
 }

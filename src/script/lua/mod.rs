@@ -41,7 +41,6 @@ const HOOK_EVERY: u32 = 1000;
 /// Longest error message kept from a script.
 const MAX_ERROR_TEXT: usize = 4096;
 const HANDLERS_KEY: &str = "tavern.handlers";
-const CTX_CONFIG_KEY: &str = "tavern.config";
 
 /// A tool registered by a script at load time.
 #[derive(Debug, Clone)]
@@ -59,8 +58,22 @@ pub(crate) struct Shared {
     pub budget: Budget,
     pub loading: AtomicBool,
     pub registered: Mutex<Vec<RegisteredSpec>>,
-    pub panics: AtomicU64,
     pub limits: Limits,
+    /// Rust callbacks currently on the stack (gsub → Lua → gsub … recursion).
+    pub rust_depth: AtomicU64,
+}
+
+/// Rust callbacks that may be nested inside each other (through Lua functions they call).
+/// Each level costs Rust stack that Lua's own C-stack limit does not see; 2 MB thread stacks
+/// must hold them all.
+const MAX_RUST_NESTING: u64 = 24;
+
+struct DepthGuard<'a>(&'a AtomicU64);
+
+impl Drop for DepthGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// One plugin's (or snippet's) Lua state.
@@ -69,6 +82,7 @@ pub(crate) struct LuaHost {
     pub shared: Arc<Shared>,
     /// Nesting of calls currently inside this state (re-entrant calls share the budget).
     depth: AtomicU64,
+    handles: Handles,
 }
 
 pub(crate) fn abort_error(a: Abort) -> mlua::Error {
@@ -93,6 +107,14 @@ where
 {
     let sh = shared.clone();
     lua.create_function(move |lua, args: A| {
+        let depth = sh.rust_depth.fetch_add(1, Ordering::Relaxed);
+        let _depth = DepthGuard(&sh.rust_depth);
+        if depth >= MAX_RUST_NESTING {
+            return Err(script_error(ScriptError::ValueLimit {
+                what: "call_depth".into(),
+                message: format!("{name} nested more than {MAX_RUST_NESTING} levels deep"),
+            }));
+        }
         match std::panic::catch_unwind(AssertUnwindSafe(|| f(lua, &sh, args))) {
             Ok(r) => r,
             Err(p) => {
@@ -101,7 +123,7 @@ where
                     .map(|s| s.to_string())
                     .or_else(|| p.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "unknown panic".into());
-                sh.panics.fetch_add(1, Ordering::Relaxed);
+                sh.core.panics.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(target: "tavern::script", plugin = %sh.core.env.plugin,
                     "panic in the Rust function behind {name}: {what}");
                 Err(mlua::Error::runtime(format!(
@@ -123,25 +145,42 @@ impl LuaHost {
             budget: Budget::new(),
             loading: AtomicBool::new(false),
             registered: Mutex::new(Vec::new()),
-            panics: AtomicU64::new(0),
             limits,
+            rust_depth: AtomicU64::new(0),
         });
+        let handles = setup(&lua, &shared)
+            .map_err(|e| ScriptError::Internal(format!("setting up the Lua sandbox: {e}")))?;
         let host = LuaHost {
             lua,
             shared,
             depth: AtomicU64::new(0),
+            handles,
         };
-        host.setup()
-            .map_err(|e| ScriptError::Internal(format!("setting up the Lua sandbox: {e}")))?;
         host.lua
             .set_memory_limit(limits.memory_bytes)
             .map_err(|e| ScriptError::Internal(format!("setting the memory limit: {e}")))?;
         Ok(host)
     }
+}
 
-    fn setup(&self) -> mlua::Result<()> {
-        let lua = &self.lua;
-        let sh = self.shared.clone();
+/// Lua values the host uses on every call, kept as handles (no lookups by name).
+pub(crate) struct Handles {
+    handlers: Table,
+    globals: Table,
+    /// `function(f, args, tool_id, caller)`: builds `ctx` in Lua and calls `f(args, ctx)`.
+    trampoline: Function,
+}
+
+const TRAMPOLINE: &str = r#"
+local config, log = ...
+return function(f, args, tool_id, caller)
+  return f(args, {tool_id = tool_id, caller = caller, config = config, log = log})
+end
+"#;
+
+fn setup(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Handles> {
+    {
+        let sh = shared.clone();
         lua.set_global_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
             move |_lua, _debug| {
@@ -151,17 +190,26 @@ impl LuaHost {
                 Ok(mlua::VmState::Continue)
             },
         )?;
-        stdlib::install(lua, &self.shared)?;
-        self.install_api()?;
-        lua.set_named_registry_value(HANDLERS_KEY, lua.create_table()?)?;
-        let config = from_json(lua, &Value::Object(self.shared.core.env.config.clone()))
+        let log = stdlib::install(lua, shared)?;
+        install_api(lua, shared)?;
+        let handlers = lua.create_table()?;
+        lua.set_named_registry_value(HANDLERS_KEY, &handlers)?;
+        let config = from_json(lua, &Value::Object(shared.core.env.config.clone()))
             .map_err(|e| mlua::Error::runtime(e.to_string()))?;
-        lua.set_named_registry_value(CTX_CONFIG_KEY, config)?;
-        Ok(())
+        let trampoline: Function = lua
+            .load(TRAMPOLINE)
+            .set_name("=tavern-call")
+            .call((config, log))?;
+        Ok(Handles {
+            handlers,
+            globals: lua.globals(),
+            trampoline,
+        })
     }
+}
 
-    fn install_api(&self) -> mlua::Result<()> {
-        let lua = &self.lua;
+fn install_api(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<()> {
+    {
         let api = lua.create_table()?;
         for ns in super::api::namespaces() {
             api.raw_set(ns, lua.create_table()?)?;
@@ -169,15 +217,13 @@ impl LuaHost {
         for f in API {
             let t: Table = api.raw_get(f.namespace)?;
             let func = match f.op {
-                ApiOp::ToolsRegister => {
-                    guarded(lua, &self.shared, "api.tools.register", register_tool)?
-                }
+                ApiOp::ToolsRegister => guarded(lua, shared, "api.tools.register", register_tool)?,
                 op => {
                     let name: &'static str =
                         Box::leak(format!("api.{}.{}", f.namespace, f.name).into_boxed_str());
                     guarded(
                         lua,
-                        &self.shared,
+                        shared,
                         name,
                         move |lua, sh, args: mlua::Variadic<LuaValue>| {
                             let limits = ConvertLimits {
@@ -207,7 +253,9 @@ impl LuaHost {
         lua.globals().raw_set("api", api)?;
         Ok(())
     }
+}
 
+impl LuaHost {
     /// Runs one script file's top level (registering tools is allowed here).
     pub fn load_file(&self, name: &str, text: &str) -> Result<(), ScriptError> {
         self.shared.loading.store(true, Ordering::Relaxed);
@@ -252,11 +300,10 @@ impl LuaHost {
     }
 
     fn lookup(&self, name: &str) -> mlua::Result<Option<Function>> {
-        let handlers: Table = self.lua.named_registry_value(HANDLERS_KEY)?;
-        if let LuaValue::Function(f) = handlers.raw_get::<LuaValue>(name)? {
+        if let LuaValue::Function(f) = self.handles.handlers.raw_get::<LuaValue>(name)? {
             return Ok(Some(f));
         }
-        match self.lua.globals().raw_get::<LuaValue>(name)? {
+        match self.handles.globals.raw_get::<LuaValue>(name)? {
             LuaValue::Function(f) => Ok(Some(f)),
             _ => Ok(None),
         }
@@ -282,18 +329,7 @@ impl LuaHost {
         self.run(|| {
             let lua = &self.lua;
             let a = from_json(lua, args).map_err(script_error)?;
-            let ctx = lua.create_table_with_capacity(0, 4)?;
-            ctx.raw_set("tool_id", tool_id)?;
-            ctx.raw_set("caller", caller)?;
-            ctx.raw_set(
-                "config",
-                lua.named_registry_value::<LuaValue>(CTX_CONFIG_KEY)?,
-            )?;
-            ctx.raw_set(
-                "log",
-                lua.named_registry_value::<LuaValue>(stdlib::CTX_LOG_KEY)?,
-            )?;
-            let v: LuaValue = f.call((a, ctx))?;
+            let v: LuaValue = self.handles.trampoline.call((f, a, tool_id, caller))?;
             self.result_json(&v)
         })
     }
@@ -305,7 +341,8 @@ impl LuaHost {
         let outer = self.depth.fetch_add(1, Ordering::AcqRel) == 0;
         if outer {
             let l = &self.shared.limits;
-            self.shared.budget.reset(l.instructions, l.wall_ms);
+            let cancel = super::host::current_call().map(|c| c.info.cancel);
+            self.shared.budget.reset(l.instructions, l.wall_ms, cancel);
         }
         let r = std::panic::catch_unwind(AssertUnwindSafe(f));
         self.depth.fetch_sub(1, Ordering::AcqRel);
@@ -322,7 +359,7 @@ impl LuaHost {
                     .map(|s| s.to_string())
                     .or_else(|| p.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "unknown panic".into());
-                self.shared.panics.fetch_add(1, Ordering::Relaxed);
+                self.shared.core.panics.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(target: "tavern::script", plugin = %self.shared.core.env.plugin,
                     "panic while running Lua: {what}");
                 Err(ScriptError::Internal(format!(
@@ -346,6 +383,7 @@ impl LuaHost {
             Abort::Timeout => ScriptError::Timeout {
                 after_ms: self.shared.limits.wall_ms,
             },
+            Abort::Cancelled => ScriptError::Cancelled,
         }
     }
 
@@ -385,6 +423,7 @@ pub(crate) fn map_lua_error(e: mlua::Error, limits: &Limits) -> ScriptError {
                 Abort::Timeout => ScriptError::Timeout {
                     after_ms: limits.wall_ms,
                 },
+                Abort::Cancelled => ScriptError::Cancelled,
             };
         }
     }
@@ -482,16 +521,8 @@ fn register_tool(lua: &Lua, sh: &Arc<Shared>, spec: LuaValue) -> mlua::Result<()
             "api.tools.register: 'id' (a string) is required",
         ));
     };
-    let plugin = &sh.core.env.plugin;
-    let id = match id.split_once(':') {
-        Some((ns, _)) if ns != plugin => {
-            return Err(mlua::Error::runtime(format!(
-                "api.tools.register: tool '{id}' is outside the plugin's namespace '{plugin}:'"
-            )))
-        }
-        Some(_) => id,
-        None => format!("{plugin}:{id}"),
-    };
+    let id = super::host::register_id(&sh.core.env.plugin, &id)
+        .map_err(|e| mlua::Error::runtime(format!("api.tools.register: {e}")))?;
     let handler = match spec.raw_get::<LuaValue>("handler")? {
         LuaValue::Function(f) => f,
         _ => {
@@ -502,6 +533,10 @@ fn register_tool(lua: &Lua, sh: &Arc<Shared>, spec: LuaValue) -> mlua::Result<()
     };
     let description: Option<String> = spec.raw_get("description")?;
     let display_name: Option<String> = spec.raw_get("displayName")?;
+    if let Some(d) = &description {
+        super::host::check_description(&id, d)
+            .map_err(|e| mlua::Error::runtime(format!("api.tools.register: {e}")))?;
+    }
     let parameters = match spec.raw_get::<LuaValue>("parameters")? {
         LuaValue::Nil => None,
         v => Some(

@@ -7,8 +7,6 @@ use mlua::{Function, Lua, LuaString, MultiValue, Table, Value as LuaValue, Varia
 use super::patterns::{is_plain, start_index, Capture, Matcher, PatternError};
 use super::{abort_error, ctx_log, guarded, Shared};
 
-pub(crate) const CTX_LOG_KEY: &str = "tavern.ctxlog";
-
 /// Runs with the raw functions as upvalues; the script never sees them.
 const PRELUDE: &str = r#"
 local rust = ...
@@ -24,7 +22,15 @@ local function pass(ok, ...)
   return ok, ...
 end
 G.pcall = function(f, ...) return pass(native_pcall(f, ...)) end
-G.xpcall = function(f, h, ...) return pass(native_xpcall(f, h, ...)) end
+local aborted = rust.aborted
+-- An error thrown by the budget hook reaches the message handler while Lua still has hooks
+-- switched off, so the handler must not run once the budget is gone.
+G.xpcall = function(f, h, ...)
+  return pass(native_xpcall(f, function(e)
+    if aborted() then return e end
+    return h(e)
+  end, ...))
+end
 coroutine.resume = function(co, ...) return pass(co_resume(co, ...)) end
 coroutine.close = function(co) return pass(co_close(co)) end
 local raw_setmetatable, rawget, type, error = setmetatable, rawget, type, error
@@ -288,13 +294,20 @@ fn string_too_large(max: usize) -> mlua::Error {
 }
 
 /// Installs the sandboxed library into a fresh state.
-pub(crate) fn install(lua: &Lua, sh: &Arc<Shared>) -> mlua::Result<()> {
+/// Returns the `ctx.log` function.
+pub(crate) fn install(lua: &Lua, sh: &Arc<Shared>) -> mlua::Result<Function> {
     let rust = lua.create_table()?;
     rust.raw_set(
         "check",
         guarded(lua, sh, "pcall", |_lua, sh, ()| match sh.budget.aborted() {
             Some(a) => Err(abort_error(a)),
             None => Ok(()),
+        })?,
+    )?;
+    rust.raw_set(
+        "aborted",
+        guarded(lua, sh, "xpcall", |_lua, sh, ()| {
+            Ok(sh.budget.aborted().is_some())
         })?,
     )?;
     rust.raw_set(
@@ -319,14 +332,17 @@ pub(crate) fn install(lua: &Lua, sh: &Arc<Shared>) -> mlua::Result<()> {
                     return Err(string_too_large(max));
                 }
                 // Charge the copy so huge-but-allowed repetitions in a loop still hit the budget.
-                sh.budget.charge((total / 64) as u64).map_err(abort_error)?;
-                let mut out = Vec::with_capacity(total as usize);
-                for i in 0..n {
-                    if i > 0 {
-                        out.extend_from_slice(&sep);
-                    }
-                    out.extend_from_slice(&s);
-                }
+                sh.budget.charge((total / 16) as u64).map_err(abort_error)?;
+                let n = n as usize;
+                let out = if sep.is_empty() {
+                    s.repeat(n)
+                } else {
+                    let mut unit = s.to_vec();
+                    unit.extend_from_slice(&sep);
+                    let mut o = unit.repeat(n - 1);
+                    o.extend_from_slice(&s);
+                    o
+                };
                 lua.create_string(&out)
             },
         )?,
@@ -384,8 +400,7 @@ pub(crate) fn install(lua: &Lua, sh: &Arc<Shared>) -> mlua::Result<()> {
         .set_name("=tavern-prelude")
         .into_function()?;
     prelude.call::<()>(rust)?;
-    lua.set_named_registry_value(CTX_LOG_KEY, guarded(lua, sh, "ctx.log", ctx_log)?)?;
-    Ok(())
+    guarded(lua, sh, "ctx.log", ctx_log)
 }
 
 /// `string.gmatch(s, p [, init])`: an iterator closure over the matches. The iterator keeps

@@ -1,0 +1,135 @@
+---@meta
+-- tavern plugin API for Lua (LuaLS definitions).
+-- GENERATED from src/script/api.rs; do not edit. Regenerate with:
+--   TAVERN_BLESS=1 cargo test --test script_luals
+
+---A tool registered with api.tools.register.
+---@class tavern.ToolSpec
+---@field id string Tool id: `name` (namespaced to the plugin) or `plugin:name`.
+---@field description string What the tool does and when to use it (shown to models).
+---@field parameters? table JSON Schema of the arguments object.
+---@field displayName? string Human title.
+---@field handler fun(args: table, ctx: tavern.Context): any Runs the tool.
+
+---What a handler knows about its call.
+---@class tavern.Context
+---@field tool_id string Canonical id of the tool being run.
+---@field caller string Who called (`cli`, `model`, `plugin:<name>`, …).
+---@field config table The plugin's settings.
+---@field log fun(message: any) Logs a message tagged with the tool id.
+
+---An entry of api.fs.list.
+---@class tavern.DirEntry
+---@field name string
+---@field type "file"|"dir"|"symlink"|"other"
+---@field size integer
+
+---Prints to the plugin log (or a snippet's output), never to stdout.
+---@param ... any
+function print(...) end
+
+---The tavern API.
+---@class tavern.api
+api = {}
+
+---@class tavern.api.tools
+api.tools = {}
+
+---Registers a tool while the plugin loads. The id is namespaced `plugin:name` (a bare `name` gets the plugin's namespace).
+---@param spec tavern.ToolSpec The tool: id, description, parameters, handler
+function api.tools.register(spec) end
+
+---Calls another tool through the engine and returns its result; raises the tool's error.
+---(Rhai: `api::tools::invoke(id, args)`, since `call` is a Rhai keyword.)
+---@param id string Tool id (`plugin:tool` or `plugin.tool`)
+---@param args? table Arguments object (validated against the tool's schema)
+---@return any
+function api.tools.call(id, args) end
+
+---@class tavern.api.log
+api.log = {}
+
+---Logs a debug message tagged with the plugin's name.
+---(Rhai: `api::log::dbg(message)`, since `debug` is a Rhai keyword.)
+---@param message any Text (other values are converted with tostring)
+function api.log.debug(message) end
+
+---Logs an info message tagged with the plugin's name.
+---@param message any Text (other values are converted with tostring)
+function api.log.info(message) end
+
+---Logs a warning tagged with the plugin's name.
+---@param message any Text (other values are converted with tostring)
+function api.log.warn(message) end
+
+---Logs an error tagged with the plugin's name (does not raise).
+---@param message any Text (other values are converted with tostring)
+function api.log.error(message) end
+
+---@class tavern.api.config
+api.config = {}
+
+---Returns one of the plugin's settings (configOptions), or nil when unset.
+---@param key string Option id (`root`) or full key (`extensions.<plugin>.root`)
+---@return any
+function api.config.get(key) end
+
+---@class tavern.api.json
+api.json = {}
+
+---The JSON null value (distinct from nil).
+---@type lightuserdata
+api.json.null = nil
+
+---Encodes a value as compact JSON.
+---@param value any Value to encode (tables, strings, numbers, booleans, api.json.null)
+---@return string
+function api.json.encode(value) end
+
+---Decodes JSON text; JSON null becomes api.json.null.
+---@param text string JSON text
+---@return any
+function api.json.decode(text) end
+
+---@class tavern.api.fs
+api.fs = {}
+
+---Reads a whole text file.
+---Needs permission `fs.read` in plugin.yaml (or `fs.write`).
+---@param path string Path inside the plugin's root; `/a/b` and `a/b` mean the same file
+---@return string
+function api.fs.read(path) end
+
+---Replaces a file atomically (temp file + rename), creating parent directories.
+---Needs permission `fs.write` in plugin.yaml.
+---@param path string Path inside the plugin's root; `/a/b` and `a/b` mean the same file
+---@param content string New content
+function api.fs.write(path, content) end
+
+---Appends to a file (created if missing); the old content survives any failure.
+---Needs permission `fs.write` in plugin.yaml.
+---@param path string Path inside the plugin's root; `/a/b` and `a/b` mean the same file
+---@param content string Text to add at the end
+function api.fs.append(path, content) end
+
+---Lists a directory, sorted by name.
+---Needs permission `fs.read` in plugin.yaml (or `fs.write`).
+---@param path string Path inside the plugin's root; `/a/b` and `a/b` mean the same file
+---@return tavern.DirEntry[]
+function api.fs.list(path) end
+
+---Removes a file or an empty directory.
+---Needs permission `fs.write` in plugin.yaml.
+---@param path string Path inside the plugin's root; `/a/b` and `a/b` mean the same file
+function api.fs.remove(path) end
+
+---Whether the path exists inside the root.
+---Needs permission `fs.read` in plugin.yaml (or `fs.write`).
+---@param path string Path inside the plugin's root; `/a/b` and `a/b` mean the same file
+---@return boolean
+function api.fs.exists(path) end
+
+---Creates a directory and its parents.
+---Needs permission `fs.write` in plugin.yaml.
+---@param path string Path inside the plugin's root; `/a/b` and `a/b` mean the same file
+function api.fs.mkdir(path) end
