@@ -67,10 +67,7 @@ fn check_case(case: &Value) -> Result<(), String> {
         .unwrap_or("auto")
         .parse()
         .unwrap();
-    let exact = case
-        .get("args_exact")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    let exact = case.get("args_exact").and_then(Value::as_bool).unwrap_or(false);
     let got = parse(input, format);
 
     match case.get("any_of").filter(|v| !v.is_null()) {
@@ -80,33 +77,18 @@ fn check_case(case: &Value) -> Result<(), String> {
                 .iter()
                 .any(|l| check_calls(name, &got, l.as_array().unwrap(), exact).is_ok())
             {
-                return Err(format!(
-                    "{name}: calls match none of any_of: {:#?}",
-                    got.calls
-                ));
+                return Err(format!("{name}: calls match none of any_of: {:#?}", got.calls));
             }
         }
         None => check_calls(name, &got, case["calls"].as_array().unwrap(), exact)?,
     }
-    let has_err = got
-        .diagnostics
-        .iter()
-        .any(|d| d.severity == Severity::Error);
-    let has_warn = got
-        .diagnostics
-        .iter()
-        .any(|d| d.severity == Severity::Warning);
+    let has_err = got.diagnostics.iter().any(|d| d.severity == Severity::Error);
+    let has_warn = got.diagnostics.iter().any(|d| d.severity == Severity::Warning);
     if case["error"].as_bool().unwrap() != has_err {
-        return Err(format!(
-            "{name}: error expected {} got {:#?}",
-            case["error"], got.diagnostics
-        ));
+        return Err(format!("{name}: error expected {} got {:#?}", case["error"], got.diagnostics));
     }
     if case["warn"].as_bool().unwrap() != has_warn {
-        return Err(format!(
-            "{name}: warning expected {} got {:#?}",
-            case["warn"], got.diagnostics
-        ));
+        return Err(format!("{name}: warning expected {} got {:#?}", case["warn"], got.diagnostics));
     }
     for d in &got.diagnostics {
         if d.line == 0 || d.column == 0 || d.message.is_empty() || d.hint.is_none() {
@@ -116,29 +98,20 @@ fn check_case(case: &Value) -> Result<(), String> {
     for p in case["prose"].as_array().unwrap() {
         let p = p.as_str().unwrap();
         if !got.response_text.contains(p) {
-            return Err(format!(
-                "{name}: prose {p:?} missing from {:?}",
-                got.response_text
-            ));
+            return Err(format!("{name}: prose {p:?} missing from {:?}", got.response_text));
         }
     }
     if let Some(np) = case.get("no_prose").and_then(Value::as_array) {
         for p in np {
             let p = p.as_str().unwrap();
             if got.response_text.contains(p) {
-                return Err(format!(
-                    "{name}: {p:?} must not be in {:?}",
-                    got.response_text
-                ));
+                return Err(format!("{name}: {p:?} must not be in {:?}", got.response_text));
             }
         }
     }
     if let Some(r) = case.get("response_text").and_then(Value::as_str) {
         if got.response_text != r {
-            return Err(format!(
-                "{name}: response_text {:?} != {r:?}",
-                got.response_text
-            ));
+            return Err(format!("{name}: response_text {:?} != {r:?}", got.response_text));
         }
     }
     if let Some(d) = case.get("diag") {
@@ -147,15 +120,9 @@ fn check_case(case: &Value) -> Result<(), String> {
             .iter()
             .find(|x| x.severity == Severity::Error)
             .ok_or(format!("{name}: no error diagnostic"))?;
-        let (l, c) = (
-            d["line"].as_u64().unwrap() as u32,
-            d["column"].as_u64().unwrap() as u32,
-        );
+        let (l, c) = (d["line"].as_u64().unwrap() as u32, d["column"].as_u64().unwrap() as u32);
         if (first.line, first.column) != (l, c) {
-            return Err(format!(
-                "{name}: error at {}:{} not {l}:{c}: {first:?}",
-                first.line, first.column
-            ));
+            return Err(format!("{name}: error at {}:{} not {l}:{c}: {first:?}", first.line, first.column));
         }
     }
     // Streaming in small chunks gives the same result.
@@ -169,15 +136,11 @@ fn check_case(case: &Value) -> Result<(), String> {
         }
         let fin = r.finish();
         if fin != got {
-            return Err(format!(
-                "{name}: streaming (chunks of {size} chars) differs:\n{fin:#?}\nvs\n{got:#?}"
-            ));
+            return Err(format!("{name}: streaming (chunks of {size} chars) differs:\n{fin:#?}\nvs\n{got:#?}"));
         }
         // Calls yielded early are the first final calls; the rest come with `finish`.
         if !got.calls.starts_with(&streamed) {
-            return Err(format!(
-                "{name}: calls yielded while streaming differ from the final calls"
-            ));
+            return Err(format!("{name}: calls yielded while streaming differ from the final calls"));
         }
     }
     Ok(())
@@ -194,12 +157,7 @@ fn run_file(text: &str) {
         }
     }
     assert!(n > 0);
-    assert!(
-        failures.is_empty(),
-        "{} of {n} cases failed:\n{}",
-        failures.len(),
-        failures.join("\n\n")
-    );
+    assert!(failures.is_empty(), "{} of {n} cases failed:\n{}", failures.len(), failures.join("\n\n"));
 }
 
 #[test]

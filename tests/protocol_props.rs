@@ -59,8 +59,11 @@ fn tool() -> impl Strategy<Value = String> {
 }
 
 fn args() -> impl Strategy<Value = Map<String, Value>> {
-    prop::collection::vec((key(), value()), 0..5)
-        .prop_map(|kv| kv.into_iter().map(|(k, v)| (k, Value::String(v))).collect())
+    prop::collection::vec((key(), value()), 0..5).prop_map(|kv| {
+        kv.into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect()
+    })
 }
 
 /// Blocks of calls: a plain call, or a chain of steps with increasing numbers.
@@ -85,11 +88,7 @@ fn calls() -> impl Strategy<Value = Vec<Call>> {
                 let mut c = Call::new(t, a);
                 c.block = b;
                 c.step = step;
-                c.on_error = if cont {
-                    OnError::Continue
-                } else {
-                    OnError::Stop
-                };
+                c.on_error = if cont { OnError::Continue } else { OnError::Stop };
                 out.push(c);
             }
         }

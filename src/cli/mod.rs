@@ -150,14 +150,10 @@ pub fn read_input(file: Option<&Path>) -> Result<String, u8> {
 }
 
 fn read_stdin(buf: &mut Vec<u8>) -> Result<(), u8> {
-    std::io::stdin()
-        .lock()
-        .read_to_end(buf)
-        .map(|_| ())
-        .map_err(|e| {
-            eprintln!("tavern: cannot read standard input: {e}");
-            USAGE
-        })
+    std::io::stdin().lock().read_to_end(buf).map(|_| ()).map_err(|e| {
+        eprintln!("tavern: cannot read standard input: {e}");
+        USAGE
+    })
 }
 
 /// Prints one JSON value (pretty) on stdout. A closed pipe is not an error.
@@ -186,9 +182,7 @@ pub fn install_panic_hook() {
             .location()
             .map(|l| format!(" ({}:{})", l.file(), l.line()))
             .unwrap_or_default();
-        eprintln!(
-            "tavern: internal error: {msg}{place}. This is a bug in tavern; please report it."
-        );
+        eprintln!("tavern: internal error: {msg}{place}. This is a bug in tavern; please report it.");
         std::process::exit(INTERNAL as i32);
     }));
 }

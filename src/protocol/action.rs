@@ -29,15 +29,7 @@ fn escape_bare_lt(raw: &str) -> (std::borrow::Cow<'_, str>, Vec<usize>) {
         let p = i + j;
         let next = b.get(p + 1).copied();
         let starts_markup = match next {
-            Some(c) => {
-                c.is_ascii_alphabetic()
-                    || c == b'_'
-                    || c == b':'
-                    || c >= 0x80
-                    || c == b'/'
-                    || c == b'!'
-                    || c == b'?'
-            }
+            Some(c) => c.is_ascii_alphabetic() || c == b'_' || c == b':' || c >= 0x80 || c == b'/' || c == b'!' || c == b'?',
             None => false,
         };
         if starts_markup {
@@ -115,10 +107,7 @@ impl Frame {
             if !self.text.trim().is_empty() {
                 diags.push(RawDiag::warning(
                     base + self.at,
-                    format!(
-                        "text beside the child elements of <{}> was ignored",
-                        self.name
-                    ),
+                    format!("text beside the child elements of <{}> was ignored", self.name),
                     "Put text in an element of its own, e.g. <note>…</note>.".into(),
                 ));
             }
@@ -229,35 +218,15 @@ pub(crate) fn parse_action(
                 stack.push(frame);
                 repeated.push(Default::default());
                 if is_empty {
-                    close_frame(
-                        &mut stack,
-                        &mut repeated,
-                        &mut calls,
-                        &mut local,
-                        block,
-                        span,
-                        content,
-                    );
+                    close_frame(&mut stack, &mut repeated, &mut calls, &mut local, block, span, content);
                 }
             }
             Event::End(_) => {
                 if stack.is_empty() {
-                    malformed(
-                        diags,
-                        unmap(&inserts, before),
-                        "closing tag without an opening tag".into(),
-                    );
+                    malformed(diags, unmap(&inserts, before), "closing tag without an opening tag".into());
                     return Vec::new();
                 }
-                close_frame(
-                    &mut stack,
-                    &mut repeated,
-                    &mut calls,
-                    &mut local,
-                    block,
-                    span,
-                    content,
-                );
+                close_frame(&mut stack, &mut repeated, &mut calls, &mut local, block, span, content);
             }
             Event::Text(t) => {
                 let t = t.into_inner();
@@ -302,7 +271,11 @@ pub(crate) fn parse_action(
         }
     }
     if let Some(open) = stack.last() {
-        malformed(diags, open.at, format!("<{}> is never closed", open.name));
+        malformed(
+            diags,
+            open.at,
+            format!("<{}> is never closed", open.name),
+        );
         return Vec::new();
     }
     diags.extend(local);

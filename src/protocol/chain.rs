@@ -78,9 +78,9 @@ pub(crate) fn build_calls(
     block_name: &str,
     diags: &mut Vec<RawDiag>,
 ) -> Vec<Call> {
-    let is_chain = pairs
-        .iter()
-        .any(|p| matches!(split_step(text(s, p.key)), Some((base, _)) if is_tool_key(base)));
+    let is_chain = pairs.iter().any(|p| {
+        matches!(split_step(text(s, p.key)), Some((base, _)) if is_tool_key(base))
+    });
     if is_chain {
         build_chain(s, pairs, block, span, diags)
     } else {
@@ -127,9 +127,7 @@ fn build_plain(
     let Some((tool, at)) = tool else {
         diags.push(RawDiag::error(
             span.start,
-            format!(
-                "{block_name} block has no 'command' key, so it names no tool; it was not executed"
-            ),
+            format!("{block_name} block has no 'command' key, so it names no tool; it was not executed"),
             "Add command:「始」ToolId「末」 as the first line of the block.".into(),
         ));
         return Vec::new();
@@ -263,10 +261,7 @@ fn build_chain(
         } else if st.tool.is_some_and(|(t, _)| t.is_empty()) {
             diags.push(RawDiag::error(
                 st.tool.map(|(_, a)| a).unwrap_or(span.start),
-                format!(
-                    "command{} is empty, so step {} names no tool; none of this block's calls run",
-                    st.number, st.number
-                ),
+                format!("command{} is empty, so step {} names no tool; none of this block's calls run", st.number, st.number),
                 "Write the tool id between 「始」 and 「末」.".into(),
             ));
             failed = true;
@@ -296,10 +291,7 @@ fn build_chain(
                 if args.contains_key(*k) {
                     diags.push(RawDiag::warning(
                         *at,
-                        format!(
-                            "'{k}' is given twice for step {}; the last value is used",
-                            st.number
-                        ),
+                        format!("'{k}' is given twice for step {}; the last value is used", st.number),
                         "Give each parameter once per step.".into(),
                     ));
                 }

@@ -5,9 +5,7 @@
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RenderError {
     /// The tool id is empty or has spaces at its ends (tool ids are trimmed when read).
-    #[error(
-        "call {call}: tool id {tool:?} is empty or has surrounding whitespace, which TAM trims"
-    )]
+    #[error("call {call}: tool id {tool:?} is empty or has surrounding whitespace, which TAM trims")]
     ToolId {
         /// Index of the call in the input slice.
         call: usize,

@@ -20,7 +20,9 @@ use serde_json::Value;
 
 use super::chain::{is_tool_key, normalize_key, split_step};
 use super::error::RenderError;
-use super::lex::{is_key_char, line_break, match_ci, match_pair_start, skip_ws, CLOSE, M, TAM_END};
+use super::lex::{
+    is_key_char, line_break, match_ci, match_pair_start, skip_ws, M, CLOSE, TAM_END,
+};
 use super::types::Call;
 
 /// Why `value` cannot be written between `「始」` and `「末」`, if it cannot.

@@ -10,7 +10,7 @@ use memchr::memmem::Finder;
 
 use super::action;
 use super::chain;
-use super::lex::{match_ci, match_exact, skip_ws, CLOSE, M, OPEN};
+use super::lex::{match_ci, match_exact, skip_ws, M, CLOSE, OPEN};
 use super::locate::Locator;
 use super::tam::{BlockKind, Body, BodyEnd, Step};
 use super::types::{Call, Diagnostic, Format, Severity, Span};
@@ -336,14 +336,8 @@ impl Scanner {
                             let block = self.blocks;
                             self.blocks += 1;
                             let span = self.span(s, start, end);
-                            let calls = action::parse_action(
-                                text,
-                                content,
-                                end_tag,
-                                block,
-                                span,
-                                &mut self.diags,
-                            );
+                            let calls =
+                                action::parse_action(text, content, end_tag, block, span, &mut self.diags);
                             self.calls.extend(calls);
                             self.piece_start = end;
                             self.pos = end;
@@ -543,11 +537,7 @@ fn find_action_end(
                 }
             },
             XmlMode::Cdata | XmlMode::Comment => {
-                let pat: &[u8] = if *xmode == XmlMode::Cdata {
-                    b"]]>"
-                } else {
-                    b"-->"
-                };
+                let pat: &[u8] = if *xmode == XmlMode::Cdata { b"]]>" } else { b"-->" };
                 match memchr::memmem::find(&s[*pos..], pat) {
                     Some(i) => {
                         *pos += i + pat.len();

@@ -8,8 +8,8 @@
 use memchr::memmem::Finder;
 
 use super::lex::{
-    floor_boundary, line_break, match_ci, match_pair_start, skip_ws, CLOSE, M, TAM_END, TAM_START,
-    VCP_END, VCP_START,
+    floor_boundary, line_break, match_ci, match_pair_start, skip_ws, M, CLOSE, TAM_END,
+    TAM_START, VCP_END, VCP_START,
 };
 use super::scan::RawDiag;
 
@@ -98,9 +98,7 @@ struct ValueScan {
 
 #[derive(Debug, Clone)]
 enum Sub {
-    OpenLine {
-        on_marker_line: bool,
-    },
+    OpenLine { on_marker_line: bool },
     OpenComment,
     LineStart,
     MidLine,
