@@ -115,10 +115,8 @@ impl ScriptSet {
         if !s.has_function(function) {
             return Err(format!("no function '{function}' in the plugin's scripts"));
         }
-        // One long-lived thread per plugin (created on its first call) hands work over faster
-        // than a blocking-pool task per call, and a plugin's state serves one call at a time
-        // anyway.
-        Ok(Arc::new(s.handler(function).with_mode(ExecMode::Dedicated)))
+        // The sandbox's default execution mode keeps script work off the async workers.
+        Ok(Arc::new(s.handler(function)))
     }
 
     /// Tools the scripts registered while loading.
