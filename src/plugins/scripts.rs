@@ -8,9 +8,7 @@ use serde_json::{Map, Value};
 
 use super::permissions::ResolvedPermissions;
 use crate::problem::Problem;
-use crate::script::{
-    ExecMode, Limits, PartialLimits, Permissions, PluginScripts, ScriptEnv, ScriptError,
-};
+use crate::script::{Limits, PartialLimits, Permissions, PluginScripts, ScriptEnv, ScriptError};
 use crate::tools::{ToolDefinition, ToolHandler, ToolManager};
 
 /// What scripts of one plugin are loaded with.
