@@ -418,3 +418,63 @@ fn an_idle_lua_plugin_is_small() {
     eprintln!("idle Lua plugin state: {bytes} bytes");
     assert!(bytes > 0 && bytes <= 300 * 1024, "{bytes} bytes");
 }
+
+#[tokio::test]
+async fn inline_tools_in_plugin_yaml_are_registered() {
+    // Seed 000 §5.2 writes tool definitions inline under `tools:`.
+    let t = tempfile::tempdir().unwrap();
+    write(
+        &t.path().join("plugins/I/plugin.yaml"),
+        "name: I\ntools:\n  - id: \"I:run\"\n    description: runs code\n    parameters:\n      type: object\n      properties:\n        language: { type: string }\n        code: { type: string }\n      required: [language, code]\n    implementation:\n      type: service\n      function: code.execute\n",
+    );
+    let e = Engine::builder().home(t.path()).build().unwrap();
+    assert!(e.problems().is_empty(), "{:?}", e.problems());
+    let v = e
+        .tools()
+        .invoke(
+            "I.run",
+            json!({"language": "rhai", "code": "40 + 2"}),
+            Caller::Cli,
+        )
+        .await
+        .unwrap();
+    assert_eq!(v["value"], json!(42));
+}
+
+#[tokio::test]
+async fn a_vcp_manifest_beside_plugin_yaml_adds_its_commands() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("plugins/V");
+    write(&dir.join("plugin.yaml"), "name: V\nconfigOptions:\n  - id: GREETING\n    type: string\n    default: hello\npermissions:\n  processes: true\n");
+    write(
+        &dir.join("plugin-manifest.json"),
+        &json!({"name": "V", "pluginType": "synchronous", "entryPoint": {"command": "python3 v.py"},
+                "communication": {"protocol": "stdio", "timeout": 5000},
+                "capabilities": {"invocationCommands": [{"commandIdentifier": "Greet", "description": "greets"}]}})
+        .to_string(),
+    );
+    write(
+        &dir.join("v.py"),
+        "import json, os, sys\na = json.load(sys.stdin)\nprint(json.dumps({'status': 'success', 'result': os.environ['GREETING'] + ' ' + a['command'] + ' ' + a.get('who', '?')}))\n",
+    );
+    let e = Engine::builder().home(t.path()).build().unwrap();
+    assert!(e.problems().is_empty(), "{:?}", e.problems());
+    let v = e
+        .tools()
+        .invoke("V.Greet", json!({"who": "Ada"}), Caller::Cli)
+        .await
+        .unwrap();
+    assert_eq!(v, json!("hello Greet Ada"));
+
+    // A VCP manifest naming another plugin is reported, naming both files.
+    write(
+        &dir.join("plugin-manifest.json"),
+        &std::fs::read_to_string(dir.join("plugin-manifest.json"))
+            .unwrap()
+            .replace("\"V\"", "\"W\""),
+    );
+    let e = Engine::builder().home(t.path()).build().unwrap();
+    let p = &e.problems()[0];
+    assert!(p.file.ends_with("V/plugin-manifest.json"), "{p}");
+    assert!(p.message.contains("plugin.yaml"), "{p}");
+}
