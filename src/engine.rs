@@ -98,15 +98,29 @@ impl EngineBuilder {
         for (def, handler) in self.host_tools {
             tools.register(def, handler)?;
         }
-        let problems = Vec::new();
+        let mut problems = Vec::new();
         // [plugins] loaded here (plugins issue).
+        let plugins = if self.plugins {
+            let report = crate::plugins::load_all(
+                &self.home.join("plugins"),
+                &self.home,
+                &settings,
+                &tools,
+                &crate::plugins::HostServices::with_defaults(),
+            );
+            problems.extend(report.problems);
+            report.plugins
+        } else {
+            crate::plugins::PluginSet::default()
+        };
         // [workflows] loaded here (workflow issue).
-        let _ = (self.plugins, self.workflows);
+        let _ = self.workflows;
         Ok(Engine {
             home: self.home,
             settings,
             tools,
             problems,
+            plugins,
         })
     }
 }
@@ -117,6 +131,8 @@ pub struct Engine {
     settings: Settings,
     tools: Arc<ToolManager>,
     problems: Vec<Problem>,
+    /// Loaded plugins; holding them keeps their script states alive.
+    plugins: crate::plugins::PluginSet,
 }
 
 impl Engine {
@@ -138,6 +154,11 @@ impl Engine {
     /// The tool registry.
     pub fn tools(&self) -> &Arc<ToolManager> {
         &self.tools
+    }
+
+    /// The plugins loaded from `<home>/plugins`.
+    pub fn plugins(&self) -> &crate::plugins::PluginSet {
+        &self.plugins
     }
 
     /// Problems found while loading plugins and workflows.

@@ -1,2 +1,30 @@
 //! Plugins: `plugin.yaml` and VCP manifests, discovery, permissions, config options and the
 //! tools they bring.
+//!
+//! A plugin is a directory under `<home>/plugins` with a `plugin.yaml` (seed 001 §6.2) or a
+//! VCPToolBox `plugin-manifest.json`. Its `tools/*.tool.json` files declare tools, namespaced
+//! `plugin:tool`, carried out by Lua/Rhai functions (`service`), host services (`service`
+//! without `script`) or external processes (`script`). Loading never stops at a problem: each
+//! is a [`crate::problem::Problem`] with file, line and column, and every other plugin still
+//! loads and serves.
+
+pub mod check;
+pub mod code_execute;
+pub mod config;
+pub mod host_services;
+pub mod loader;
+pub mod locate;
+pub mod manifest;
+pub mod permissions;
+pub mod process;
+pub mod scaffold;
+pub mod scripts;
+pub mod testing;
+pub mod text_service;
+pub mod tool_file;
+pub mod vcp;
+
+pub use host_services::{BindContext, HostServices, ServiceFactory};
+pub use loader::{load_all, LoadReport, Loader, Plugin, PluginSet};
+pub use manifest::PluginManifest;
+pub use permissions::ResolvedPermissions;

@@ -1,0 +1,250 @@
+//! Plugin settings: `configOptions` declare them, `tavern.toml` and `--set` give values under
+//! `extensions.<plugin>.<option>`, and every value is checked against the declared type before
+//! the plugin sees it.
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use super::locate;
+use super::manifest::{ConfigOption, OptionType};
+use crate::config::Settings;
+use crate::problem::Problem;
+
+/// The settings key of a plugin option.
+pub fn full_key(plugin: &str, option: &str) -> String {
+    format!("extensions.{plugin}.{option}")
+}
+
+/// The short option name of a declared option (`id`, or `key` without its
+/// `extensions.<plugin>.` prefix).
+pub fn option_id(plugin: &str, opt: &ConfigOption) -> Result<String, String> {
+    if let Some(id) = &opt.id {
+        return Ok(id.clone());
+    }
+    let Some(key) = &opt.key else {
+        return Err("a config option needs `id` (or the full `key`)".into());
+    };
+    let prefix = format!("extensions.{plugin}.");
+    match key.strip_prefix(&prefix) {
+        Some(rest) if !rest.is_empty() => Ok(rest.to_string()),
+        _ if !key.contains('.') => Ok(key.clone()),
+        _ => Err(format!("config key '{key}' must start with '{prefix}'")),
+    }
+}
+
+/// Checks `value` against `kind`. Numbers and booleans given for a string option (as `--set`
+/// produces them) are taken as their text.
+pub fn coerce(kind: OptionType, value: &Value) -> Option<Value> {
+    match (kind, value) {
+        (OptionType::String, Value::String(_)) => Some(value.clone()),
+        (OptionType::String, Value::Number(n)) => Some(Value::String(n.to_string())),
+        (OptionType::String, Value::Bool(b)) => Some(Value::String(b.to_string())),
+        (OptionType::Integer, Value::Number(n)) if n.is_i64() || n.is_u64() => Some(value.clone()),
+        (OptionType::Integer, Value::Number(n)) => n
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && f.abs() < 9.0e15)
+            .map(|f| Value::from(f as i64)),
+        (OptionType::Number, Value::Number(_)) => Some(value.clone()),
+        (OptionType::Boolean, Value::Bool(_)) => Some(value.clone()),
+        _ => None,
+    }
+}
+
+fn describe(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() > 60 {
+        format!("{}…", s.chars().take(60).collect::<String>())
+    } else {
+        s
+    }
+}
+
+/// Resolves every declared option: setting, else default, else absent. Returns the option →
+/// value object the plugin's scripts and processes see, or every problem found.
+///
+/// `manifest_file`/`manifest_text` place problems in a default; `settings_file` is where a bad
+/// setting came from (`tavern.toml`, or a `--set`).
+pub fn resolve(
+    plugin: &str,
+    options: &[ConfigOption],
+    settings: &Settings,
+    manifest_file: &Path,
+    manifest_text: &str,
+    settings_file: &Path,
+) -> Result<Map<String, Value>, Vec<Problem>> {
+    let mut out = Map::new();
+    let mut problems = Vec::new();
+    let mut declared = Vec::new();
+    for opt in options {
+        let id = match option_id(plugin, opt) {
+            Ok(id) => id,
+            Err(msg) => {
+                let p = Problem::new(manifest_file, msg);
+                let p = match locate::yaml_key(manifest_text, "configOptions") {
+                    Some((l, c)) => p.at(l, Some(c)),
+                    None => p,
+                };
+                problems.push(p);
+                continue;
+            }
+        };
+        declared.push(id.clone());
+        let key = full_key(plugin, &id);
+        if let Some(v) = settings.get(&key) {
+            match coerce(opt.kind, v) {
+                Some(v) => {
+                    out.insert(id, v);
+                }
+                None => problems.push(
+                    Problem::new(
+                        settings_file,
+                        format!(
+                            "setting {key}: expected {}, got {}",
+                            opt.kind.name(),
+                            describe(v)
+                        ),
+                    )
+                    .hint(format!(
+                        "set a {} value in tavern.toml or with --set {key}=…",
+                        opt.kind.name()
+                    )),
+                ),
+            }
+            continue;
+        }
+        if let Some(d) = &opt.default {
+            match coerce(opt.kind, d) {
+                Some(v) => {
+                    out.insert(id, v);
+                }
+                None => {
+                    let p = Problem::new(
+                        manifest_file,
+                        format!(
+                            "config option '{id}': default {} is not a {}",
+                            describe(d),
+                            opt.kind.name()
+                        ),
+                    );
+                    let p = match locate::yaml_key(manifest_text, "default") {
+                        Some((l, c)) => p.at(l, Some(c)),
+                        None => p,
+                    };
+                    problems.push(p);
+                }
+            }
+        }
+    }
+    // A setting for an option the plugin does not declare is almost always a typo.
+    for (k, _) in settings.section(&format!("extensions.{plugin}")) {
+        if !declared.iter().any(|d| d == &k) {
+            let best = declared
+                .iter()
+                .map(|d| (strsim::jaro_winkler(d, &k), d))
+                .filter(|(s, _)| *s > 0.8)
+                .max_by(|a, b| a.0.total_cmp(&b.0));
+            let mut p = Problem::new(
+                settings_file,
+                format!(
+                    "setting extensions.{plugin}.{k}: plugin {plugin} declares no option '{k}'"
+                ),
+            );
+            if let Some((_, d)) = best {
+                p = p.hint(format!("did you mean extensions.{plugin}.{d}?"));
+            }
+            problems.push(p);
+        }
+    }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opt(id: &str, kind: OptionType, default: Option<Value>) -> ConfigOption {
+        ConfigOption {
+            id: Some(id.into()),
+            key: None,
+            kind,
+            default,
+            display_name: None,
+            description: String::new(),
+        }
+    }
+
+    #[test]
+    fn coercion_table() {
+        use serde_json::json;
+        let cases = [
+            (OptionType::String, json!("a"), Some(json!("a"))),
+            (OptionType::String, json!(42), Some(json!("42"))),
+            (OptionType::Integer, json!(42), Some(json!(42))),
+            (OptionType::Integer, json!(4.0), Some(json!(4))),
+            (OptionType::Integer, json!(4.5), None),
+            (OptionType::Integer, json!("42"), None),
+            (OptionType::Number, json!(4.5), Some(json!(4.5))),
+            (OptionType::Boolean, json!(true), Some(json!(true))),
+            (OptionType::Boolean, json!("true"), None),
+        ];
+        for (k, v, want) in cases {
+            assert_eq!(coerce(k, &v), want, "{k:?} {v}");
+        }
+    }
+
+    #[test]
+    fn settings_override_defaults_and_are_type_checked() {
+        let opts = vec![
+            opt("root", OptionType::String, Some(Value::from("./workspace"))),
+            opt("max", OptionType::Integer, Some(Value::from(3))),
+        ];
+        let mut s = Settings::default();
+        s.set_override("extensions.P.root=/tmp/x").unwrap();
+        let f = Path::new("plugin.yaml");
+        let t = Path::new("tavern.toml");
+        let got = resolve("P", &opts, &s, f, "", t).unwrap();
+        assert_eq!(got["root"], Value::from("/tmp/x"));
+        assert_eq!(got["max"], Value::from(3));
+
+        s.set_override("extensions.P.max=lots").unwrap();
+        let probs = resolve("P", &opts, &s, f, "", t).unwrap_err();
+        assert!(
+            probs[0].message.contains("extensions.P.max"),
+            "{}",
+            probs[0]
+        );
+        assert!(
+            probs[0].message.contains("expected integer"),
+            "{}",
+            probs[0]
+        );
+        assert!(probs[0].message.contains("\"lots\""), "{}", probs[0]);
+    }
+
+    #[test]
+    fn unknown_setting_suggests() {
+        let opts = vec![opt("root", OptionType::String, None)];
+        let mut s = Settings::default();
+        s.set_override("extensions.P.roots=x").unwrap();
+        let probs = resolve("P", &opts, &s, Path::new("p"), "", Path::new("t")).unwrap_err();
+        assert_eq!(
+            probs[0].hint.as_deref(),
+            Some("did you mean extensions.P.root?")
+        );
+    }
+
+    #[test]
+    fn full_keys_are_accepted() {
+        let mut o = opt("x", OptionType::String, None);
+        o.id = None;
+        o.key = Some("extensions.P.root".into());
+        assert_eq!(option_id("P", &o).unwrap(), "root");
+        o.key = Some("extensions.Q.root".into());
+        assert!(option_id("P", &o).is_err());
+    }
+}

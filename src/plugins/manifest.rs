@@ -1,0 +1,229 @@
+//! `plugin.yaml` (seed 001 §6.2): the plugin's name, metadata, where its tools and nodes are,
+//! its settings, the permissions it asks for and the limits it wants.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::problem::Problem;
+
+/// File name of the manifest.
+pub const MANIFEST_FILE: &str = "plugin.yaml";
+
+/// A parsed `plugin.yaml`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginManifest {
+    /// Unique plugin name; the namespace of its tools (`name:tool`).
+    pub name: String,
+    /// Human title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// Version as written (`1.0.0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// What the plugin does.
+    #[serde(default)]
+    pub description: String,
+    /// Where its `*.tool.json` files are (`./tools` when absent), or tools written inline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<ToolsSection>,
+    /// Where its node definitions are (handed to the workflow engine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Entry>,
+    /// Settings the plugin reads, keyed `extensions.<name>.<option>`.
+    #[serde(default)]
+    pub config_options: Vec<ConfigOption>,
+    /// What the plugin may use.
+    #[serde(default)]
+    pub permissions: PermissionsSpec,
+    /// Script limits, as written (each may only lower the engine's limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Value>,
+}
+
+/// `tools:` — a directory entry (seed 001) or a list of inline definitions (seed 000 §5.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ToolsSection {
+    /// `tools: { entry: ./tools }`.
+    Entry(Entry),
+    /// `tools: [ {id, description, parameters, implementation}, … ]`.
+    Inline(Vec<Value>),
+}
+
+/// `{ entry: ./dir }`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Directory relative to the plugin directory.
+    pub entry: String,
+}
+
+/// Type of a config option's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptionType {
+    /// Any text.
+    String,
+    /// A whole number.
+    Integer,
+    /// Any number.
+    Number,
+    /// `true` or `false`.
+    Boolean,
+}
+
+impl OptionType {
+    /// The name as written in plugin.yaml.
+    pub fn name(self) -> &'static str {
+        match self {
+            OptionType::String => "string",
+            OptionType::Integer => "integer",
+            OptionType::Number => "number",
+            OptionType::Boolean => "boolean",
+        }
+    }
+}
+
+/// One entry of `configOptions`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigOption {
+    /// Short option name (`root`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Full key (`extensions.FileOperator.root`), the seed's spelling; `id` wins when both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Value type.
+    #[serde(rename = "type")]
+    pub kind: OptionType,
+    /// Value used when neither tavern.toml nor `--set` gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<Value>,
+    /// Human title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// What the option does.
+    #[serde(default)]
+    pub description: String,
+}
+
+/// `permissions:` as written.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PermissionsSpec {
+    /// Hook names the plugin may register handlers for.
+    pub hooks: Vec<String>,
+    /// Services it may override.
+    pub services: ServicesSpec,
+    /// File roots it may read or write (`{config.X}` substitutes a setting; relative roots are
+    /// taken from the engine home).
+    pub fs: FsSpec,
+    /// Whether it may start processes (script tools).
+    pub processes: bool,
+}
+
+/// `permissions.services`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ServicesSpec {
+    /// Service names it may replace.
+    #[serde(rename = "override")]
+    pub override_: Vec<String>,
+}
+
+/// `permissions.fs`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FsSpec {
+    /// Roots it may read.
+    pub read: Vec<String>,
+    /// Roots it may write (writing implies reading).
+    pub write: Vec<String>,
+}
+
+/// Parses plugin.yaml text; a YAML or shape error becomes a [`Problem`] with line and column.
+pub fn parse(text: &str, file: &Path) -> Result<PluginManifest, Problem> {
+    serde_saphyr::from_str::<PluginManifest>(text).map_err(|e| yaml_problem(&e, file))
+}
+
+/// A serde-saphyr error as a [`Problem`].
+pub fn yaml_problem(e: &serde_saphyr::Error, file: &Path) -> Problem {
+    let plain = e.without_snippet();
+    let mut message = plain.to_string();
+    // The plain message may still end with " at line X column Y": the Problem carries those.
+    if let Some(i) = message.find(" at line ") {
+        message.truncate(i);
+    }
+    let p = Problem::new(file, format!("invalid plugin.yaml: {}", message.trim()));
+    match plain.location() {
+        Some(l) if l.line() > 0 => p.at(l.line() as u32, Some(l.column() as u32)),
+        _ => p,
+    }
+}
+
+/// True for a valid plugin name: a letter, then letters, digits, `_` or `-` (at most 64).
+/// Dots and colons are refused because they separate namespace and tool in ids.
+pub fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic())
+        && name.len() <= 64
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_manifest_parses() {
+        let y = r#"
+name: FileOperator
+displayName: Files
+version: 1.0.0
+description: files
+tools: { entry: ./tools }
+configOptions:
+  - id: root
+    type: string
+    default: ./workspace
+permissions:
+  hooks: ["tool:before-invoke"]
+  services: { override: [] }
+  fs: { read: ["{config.root}"], write: ["{config.root}"] }
+  processes: false
+limits:
+  instructions: 1000
+"#;
+        let m = parse(y, Path::new("plugin.yaml")).unwrap();
+        assert_eq!(m.name, "FileOperator");
+        assert_eq!(m.version.as_deref(), Some("1.0.0"));
+        assert_eq!(m.config_options[0].kind, OptionType::String);
+        assert_eq!(m.permissions.fs.write, vec!["{config.root}".to_string()]);
+        assert_eq!(m.permissions.hooks, vec!["tool:before-invoke".to_string()]);
+        assert!(matches!(m.tools, Some(ToolsSection::Entry(_))));
+    }
+
+    #[test]
+    fn bad_yaml_has_a_line() {
+        let y = "name: x\ndescription: [unclosed\nversion: 1\n";
+        let p = parse(y, Path::new("plugin.yaml")).unwrap_err();
+        assert!(p.line.is_some(), "{p}");
+    }
+
+    #[test]
+    fn names() {
+        for (n, ok) in [
+            ("FileOperator", true),
+            ("a-b_c9", true),
+            ("9x", false),
+            ("a.b", false),
+            ("a:b", false),
+            ("", false),
+        ] {
+            assert_eq!(valid_name(n), ok, "{n}");
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! The bridge to the script sandbox: loads a plugin's Lua/Rhai files into one
+//! [`PluginScripts`] and builds the handlers of its `service` tools.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::permissions::ResolvedPermissions;
+use crate::problem::Problem;
+use crate::script::{Limits, PartialLimits, Permissions, PluginScripts, ScriptEnv, ScriptError};
+use crate::tools::{ToolDefinition, ToolHandler, ToolManager};
+
+/// What scripts of one plugin are loaded with.
+#[derive(Debug, Clone)]
+pub struct ScriptContext {
+    /// Plugin name.
+    pub plugin: String,
+    /// Plugin directory (absolute).
+    pub dir: PathBuf,
+    /// Resolved config values.
+    pub config: Map<String, Value>,
+    /// Resolved permissions.
+    pub permissions: ResolvedPermissions,
+    /// Effective limits.
+    pub limits: Limits,
+    /// The manager scripts call tools through.
+    pub manager: Arc<ToolManager>,
+}
+
+/// The engine's limits lowered by a plugin's `limits:` section (never raised), and capped by
+/// the host's maximum.
+pub fn effective_limits(section: Option<&Value>, host_max: &Limits) -> Result<Limits, String> {
+    let base = Limits::engine_default().capped_by(host_max);
+    match section {
+        None | Some(Value::Null) => Ok(base),
+        Some(v) => {
+            let partial: PartialLimits =
+                serde_json::from_value(v.clone()).map_err(|e| format!("invalid limits: {e}"))?;
+            Ok(base.lowered_by(&partial))
+        }
+    }
+}
+
+impl From<&ResolvedPermissions> for Permissions {
+    fn from(p: &ResolvedPermissions) -> Self {
+        Permissions {
+            hooks: p.hooks.clone(),
+            services_override: p.services_override.clone(),
+            fs_read: p.fs_read.clone(),
+            fs_write: p.fs_write.clone(),
+            processes: p.processes,
+        }
+    }
+}
+
+/// A script error at load time as a problem at its file and line.
+pub fn load_problem(dir: &Path, first_file: &Path, e: &ScriptError) -> Problem {
+    let (file, line) = match e {
+        ScriptError::Syntax { file, line, .. } => (Some(file.clone()), Some(*line)),
+        ScriptError::Runtime { file, line, .. } => (file.clone(), *line),
+        _ => (None, None),
+    };
+    let path = match file {
+        Some(f) if !f.is_empty() => dir.join(f),
+        _ => dir.join(first_file),
+    };
+    let what = match e {
+        ScriptError::Syntax { .. } => "script does not compile",
+        _ => "script failed while loading",
+    };
+    let p = Problem::new(path, format!("{what}: {e}"));
+    match line {
+        Some(l) if l > 0 => p.at(l, None),
+        _ => p,
+    }
+}
+
+/// The loaded scripts of one plugin (kept alive as long as the plugin).
+#[derive(Debug, Default)]
+pub struct ScriptSet {
+    scripts: Option<PluginScripts>,
+}
+
+impl ScriptSet {
+    /// No scripts.
+    pub fn empty() -> Self {
+        ScriptSet::default()
+    }
+
+    /// Loads `files` (relative to the plugin directory) into one sandbox, running their top
+    /// level. A syntax or load-time error is a problem at its file and line.
+    pub fn load(ctx: &ScriptContext, files: &[PathBuf]) -> Result<Self, Problem> {
+        if files.is_empty() {
+            return Ok(Self::empty());
+        }
+        let mut env = ScriptEnv::new(ctx.plugin.clone(), ctx.dir.clone());
+        env.permissions = Permissions::from(&ctx.permissions);
+        env.config = ctx.config.clone();
+        env.limits = ctx.limits;
+        env.tools = Some(Arc::downgrade(&ctx.manager));
+        match PluginScripts::load(env, files) {
+            Ok(s) => Ok(ScriptSet { scripts: Some(s) }),
+            Err(e) => Err(load_problem(&ctx.dir, &files[0], &e)),
+        }
+    }
+
+    /// The handler of a tool running `function`, or why there is none.
+    pub fn handler(&self, function: &str) -> Result<Arc<dyn ToolHandler>, String> {
+        let Some(s) = &self.scripts else {
+            return Err("its script did not load (see the problem reported for the script)".into());
+        };
+        if !s.has_function(function) {
+            return Err(format!("no function '{function}' in the plugin's scripts"));
+        }
+        // The sandbox's default execution mode keeps script work off the async workers.
+        Ok(Arc::new(s.handler(function)))
+    }
+
+    /// Tools the scripts registered while loading.
+    pub fn registered_tools(&self) -> Vec<(ToolDefinition, Arc<dyn ToolHandler>)> {
+        self.scripts
+            .as_ref()
+            .map(|s| s.registered_tools())
+            .unwrap_or_default()
+    }
+
+    /// The loaded scripts, if any.
+    pub fn scripts(&self) -> Option<&PluginScripts> {
+        self.scripts.as_ref()
+    }
+}
