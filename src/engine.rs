@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::config::Settings;
 use crate::problem::Problem;
 use crate::protocol::{self, Format, Parsed};
+use crate::workflow::{NodeRegistry, RunDefaults, Workflows};
 use crate::tools::{CallOutcome, Caller, ToolDefinition, ToolError, ToolHandler, ToolManager};
 
 /// Why an engine could not be built.
@@ -98,14 +99,24 @@ impl EngineBuilder {
         for (def, handler) in self.host_tools {
             tools.register(def, handler)?;
         }
-        let problems = Vec::new();
+        let mut problems = Vec::new();
+        // The node registry exists before plugins load, so plugins can add node types.
+        let workflows = Arc::new(
+            Workflows::new(Arc::new(NodeRegistry::with_builtins()))
+                .with_defaults(RunDefaults::from_settings(&settings)),
+        );
         // [plugins] loaded here (plugins issue).
-        // [workflows] loaded here (workflow issue).
-        let _ = (self.plugins, self.workflows);
+        let _ = self.plugins;
+        // [workflows] `<home>/workflows/*.json`, each with an interface as `workflow:<id>`.
+        if self.workflows {
+            problems.extend(workflows.load_dir(&self.home.join("workflows")));
+            problems.extend(workflows.register_tools(&tools));
+        }
         Ok(Engine {
             home: self.home,
             settings,
             tools,
+            workflows,
             problems,
         })
     }
@@ -116,6 +127,7 @@ pub struct Engine {
     home: PathBuf,
     settings: Settings,
     tools: Arc<ToolManager>,
+    workflows: Arc<Workflows>,
     problems: Vec<Problem>,
 }
 
@@ -138,6 +150,11 @@ impl Engine {
     /// The tool registry.
     pub fn tools(&self) -> &Arc<ToolManager> {
         &self.tools
+    }
+
+    /// The loaded workflows and the node registry behind them.
+    pub fn workflows(&self) -> &Arc<Workflows> {
+        &self.workflows
     }
 
     /// Problems found while loading plugins and workflows.
