@@ -164,9 +164,20 @@ impl Engine {
 
     /// Parses `text` and runs every call in it, in order.
     /// Calls from a block with an error diagnostic are never in `parsed.calls`.
-    pub async fn call_text(&self, text: &str, format: Format, caller: Caller) -> (Parsed, Vec<CallOutcome>) {
+    pub async fn call_text(
+        &self,
+        text: &str,
+        format: Format,
+        caller: Caller,
+    ) -> (Parsed, Vec<CallOutcome>) {
         let parsed = protocol::parse(text, format);
-        let outcomes = self.tools.execute(&parsed.calls, caller).await;
+        // `<ACTION>` XML calls match parameter names exactly, the others loosely.
+        let outcomes = self
+            .tools
+            .execute_with(&parsed.calls, caller, |c| {
+                crate::tools::key_matching_for(text, &c.span)
+            })
+            .await;
         (parsed, outcomes)
     }
 }

@@ -21,7 +21,12 @@ pub enum Implementation {
         /// Command line, run in the plugin directory (`python3 scripts/x.py`).
         command: String,
         /// Wall-clock limit; the process tree is killed when it passes.
-        #[serde(default, rename = "timeout_ms", alias = "timeoutMs", skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            rename = "timeout_ms",
+            alias = "timeoutMs",
+            skip_serializing_if = "Option::is_none"
+        )]
         timeout_ms: Option<u64>,
     },
     /// One node run alone as a micro-workflow (seed 001 §4.1.2).

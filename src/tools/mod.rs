@@ -8,9 +8,14 @@
 pub mod builtin;
 mod definition;
 mod error;
+pub mod id;
+mod listing;
+mod schema;
 
 pub use definition::{empty_object_schema, Implementation, ToolDefinition};
 pub use error::ToolError;
+pub use listing::success_observation;
+pub use schema::{normalize_key, KeyMatching};
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -20,7 +25,8 @@ use std::sync::{Arc, RwLock};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::protocol::{Call, OnError};
+use crate::protocol::{Call, OnError, Span};
+use schema::ArgSchema;
 
 /// The future a handler returns.
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send + 'static>>;
@@ -86,7 +92,13 @@ impl CallContext {
     /// Calls another tool from inside a handler, one level deeper.
     pub async fn call(&self, id: &str, args: Value) -> Result<Value, ToolError> {
         self.manager
-            .invoke_nested(id, args, self.caller.clone(), self.depth + 1, self.cancel.clone())
+            .invoke_nested(
+                id,
+                args,
+                self.caller.clone(),
+                self.depth + 1,
+                self.cancel.clone(),
+            )
             .await
     }
 }
@@ -121,17 +133,50 @@ where
     }
 }
 
-/// A registered tool: its definition and what runs it.
+/// A registered tool: its definition, its compiled schema, its wire name and what runs it.
 pub struct Tool {
     /// The definition as registered.
     pub definition: ToolDefinition,
+    wire_name: String,
+    schema: ArgSchema,
     handler: Arc<dyn ToolHandler>,
+}
+
+impl std::fmt::Debug for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tool")
+            .field("id", &self.definition.id)
+            .field("wire_name", &self.wire_name)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Tool {
     /// Canonical id.
     pub fn id(&self) -> &str {
         &self.definition.id
+    }
+
+    /// The name every wire surface accepts (`^[A-Za-z_][A-Za-z0-9_-]{0,63}$`), unique in
+    /// its manager, e.g. `FileOperator_WriteFile` for `FileOperator:WriteFile`.
+    pub fn wire_name(&self) -> &str {
+        &self.wire_name
+    }
+
+    /// What runs the tool.
+    pub fn handler(&self) -> &Arc<dyn ToolHandler> {
+        &self.handler
+    }
+
+    /// Matches keys, converts strings, fills defaults and validates `args` against the
+    /// tool's schema: the arguments object the handler would see, or why the call is refused.
+    pub fn prepare(&self, args: Value, matching: KeyMatching) -> Result<Value, ToolError> {
+        self.schema
+            .prepare(args, matching)
+            .map_err(|problems| ToolError::InvalidParameters {
+                tool: self.definition.id.clone(),
+                problems,
+            })
     }
 }
 
@@ -144,13 +189,126 @@ pub struct CallOutcome {
     pub result: Result<Value, ToolError>,
 }
 
+impl CallOutcome {
+    /// The Observation line for a model: [`success_observation`] or
+    /// [`ToolError::observation`].
+    pub fn observation(&self) -> String {
+        match &self.result {
+            Ok(v) => success_observation(&self.tool, v),
+            Err(e) => e.observation(),
+        }
+    }
+}
+
 /// Default limit on tools calling tools.
 pub const DEFAULT_MAX_DEPTH: u32 = 16;
 
 #[derive(Default)]
 struct Registry {
     by_id: HashMap<String, Arc<Tool>>,
+    /// Wire name → canonical id.
+    by_wire: HashMap<String, String>,
     order: Vec<String>,
+}
+
+impl Registry {
+    fn resolve(&self, id: &str) -> Option<&Arc<Tool>> {
+        if let Some(t) = self.by_id.get(id) {
+            return Some(t);
+        }
+        if let Some(t) = self.by_wire.get(id).and_then(|c| self.by_id.get(c)) {
+            return Some(t);
+        }
+        // `plugin.tool` is the form the seeds' examples use for `plugin:tool`.
+        if !id.contains(':') && id.contains('.') {
+            for cand in id::dotted_candidates(id) {
+                if let Some(t) = self.by_id.get(&cand) {
+                    return Some(t);
+                }
+            }
+        }
+        None
+    }
+
+    fn unknown(&self, id: &str) -> ToolError {
+        let flat = |s: &str| normalize_key(&s.replace('.', ":"));
+        let want = flat(id.trim());
+        let mut best: Option<(f64, &str)> = None;
+        for t in &self.order {
+            let name = t.rsplit_once(':').map_or(t.as_str(), |(_, n)| n);
+            let score = [flat(t), flat(name)]
+                .iter()
+                .map(|c| {
+                    if *c == want {
+                        2.0
+                    } else {
+                        strsim::jaro_winkler(&want, c)
+                            .max(strsim::normalized_damerau_levenshtein(&want, c))
+                    }
+                })
+                .fold(0.0, f64::max);
+            if score >= 0.8 && best.is_none_or(|(b, _)| score > b) {
+                best = Some((score, t));
+            }
+        }
+        ToolError::UnknownTool {
+            id: id.to_string(),
+            suggestion: best.map(|(_, s)| s.to_string()),
+        }
+    }
+
+    /// Checks that `tool` can go in (id shape, no clash with an id or wire name of another
+    /// tool, except those in `leaving`) and gives it its wire name.
+    fn admit(
+        &self,
+        definition: ToolDefinition,
+        handler: Arc<dyn ToolHandler>,
+        leaving: &dyn Fn(&str) -> bool,
+        also_taken: &[String],
+    ) -> Result<Tool, ToolError> {
+        let reg_err = |message: String| ToolError::Registration {
+            id: definition.id.clone(),
+            message,
+        };
+        id::validate_id(&definition.id).map_err(reg_err)?;
+        if self.by_id.contains_key(&definition.id) && !leaving(&definition.id) {
+            return Err(reg_err("a tool with this id is already registered".into()));
+        }
+        if let Some(owner) = self.by_wire.get(&definition.id) {
+            if *owner != definition.id && !leaving(owner) {
+                return Err(reg_err(format!(
+                    "this id is the wire name of tool '{owner}'; choose another id"
+                )));
+            }
+        }
+        let schema = ArgSchema::compile(&definition.parameters).map_err(reg_err)?;
+        let wire_name = id::unique_wire_name(&definition.id, |w| {
+            let by_wire = self.by_wire.get(w).is_some_and(|owner| !leaving(owner));
+            let by_id = self.by_id.contains_key(w) && !leaving(w) && w != definition.id;
+            by_wire || by_id || also_taken.iter().any(|t| t == w)
+        });
+        Ok(Tool {
+            definition,
+            wire_name,
+            schema,
+            handler,
+        })
+    }
+
+    fn insert(&mut self, tool: Tool) {
+        let id = tool.definition.id.clone();
+        self.by_wire.insert(tool.wire_name.clone(), id.clone());
+        self.by_id.insert(id.clone(), Arc::new(tool));
+        self.order.push(id);
+    }
+
+    fn remove_where(&mut self, pred: impl Fn(&str) -> bool) -> usize {
+        let before = self.order.len();
+        self.order.retain(|i| !pred(i));
+        self.by_id.retain(|i, _| !pred(i));
+        self.by_wire.retain(|_, owner| !pred(owner));
+        before - self.order.len()
+    }
 }
 
 /// The registry of tools and the one door every call goes through.
@@ -172,8 +330,13 @@ impl std::fmt::Debug for ToolManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ToolManager")
             .field("tools", &self.len())
+            .field("max_depth", &self.max_depth)
             .finish()
     }
+}
+
+fn in_namespace(id: &str, ns: &str) -> bool {
+    id.split_once(':').is_some_and(|(n, _)| n == ns)
 }
 
 impl ToolManager {
@@ -182,9 +345,22 @@ impl ToolManager {
         Arc::new(Self::default())
     }
 
+    /// An empty manager whose tools may nest calls at most `max_depth` levels deep.
+    pub fn with_max_depth(max_depth: u32) -> Arc<Self> {
+        Arc::new(ToolManager {
+            registry: RwLock::new(Registry::default()),
+            max_depth,
+        })
+    }
+
+    /// The nesting limit for tools calling tools.
+    pub fn max_depth(&self) -> u32 {
+        self.max_depth
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Registry> {
-        // A panic while holding the lock cannot leave the maps half-updated (every write is
-        // one insert/remove), so a poisoned lock is still consistent.
+        // Every write builds what it inserts before taking the lock and only inserts and
+        // removes under it, so a poisoned lock still holds consistent maps.
         self.registry.read().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -202,28 +378,16 @@ impl ToolManager {
         self.len() == 0
     }
 
-    /// Registers a tool. Fails on a duplicate id.
+    /// Registers a tool: checks the id (see [`id`]), compiles the schema once and gives the
+    /// tool its wire name. Fails on a bad id, a bad schema or a duplicate.
     pub fn register(
         &self,
         definition: ToolDefinition,
         handler: Arc<dyn ToolHandler>,
     ) -> Result<(), ToolError> {
         let mut reg = self.write();
-        if reg.by_id.contains_key(&definition.id) {
-            return Err(ToolError::Registration {
-                id: definition.id.clone(),
-                message: "a tool with this id is already registered".into(),
-            });
-        }
-        let id = definition.id.clone();
-        reg.by_id.insert(
-            id.clone(),
-            Arc::new(Tool {
-                definition,
-                handler,
-            }),
-        );
-        reg.order.push(id);
+        let tool = reg.admit(definition, handler, &|_| false, &[])?;
+        reg.insert(tool);
         Ok(())
     }
 
@@ -236,7 +400,11 @@ impl ToolManager {
     }
 
     /// Registers an async Rust function as a `service` tool.
-    pub fn register_async_fn<F, Fut>(&self, definition: ToolDefinition, f: F) -> Result<(), ToolError>
+    pub fn register_async_fn<F, Fut>(
+        &self,
+        definition: ToolDefinition,
+        f: F,
+    ) -> Result<(), ToolError>
     where
         F: Fn(CallContext, Value) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
@@ -244,14 +412,66 @@ impl ToolManager {
         self.register(definition, Arc::new(AsyncFn(f)))
     }
 
-    /// Removes a tool; returns whether it existed.
-    pub fn unregister(&self, id: &str) -> bool {
+    /// Registers `definition`, or swaps it in for the tool with the same id in one step
+    /// (callers never see the id missing). A replaced tool keeps its wire name when it can.
+    pub fn replace(
+        &self,
+        definition: ToolDefinition,
+        handler: Arc<dyn ToolHandler>,
+    ) -> Result<(), ToolError> {
         let mut reg = self.write();
-        let existed = reg.by_id.remove(id).is_some();
-        if existed {
-            reg.order.retain(|i| i != id);
+        let id = definition.id.clone();
+        let tool = reg.admit(definition, handler, &|i| i == id, &[])?;
+        reg.remove_where(|i| i == id);
+        reg.insert(tool);
+        Ok(())
+    }
+
+    /// Replaces every tool of namespace `ns` with `tools` in one step (plugin reload). All
+    /// new definitions are checked first; on any error nothing changes. Each new id must be
+    /// in `ns`.
+    pub fn replace_namespace(
+        &self,
+        ns: &str,
+        tools: Vec<(ToolDefinition, Arc<dyn ToolHandler>)>,
+    ) -> Result<(), ToolError> {
+        let mut reg = self.write();
+        let mut admitted: Vec<Tool> = Vec::with_capacity(tools.len());
+        let mut wires: Vec<String> = Vec::new();
+        let mut ids: Vec<String> = Vec::new();
+        for (def, handler) in tools {
+            if !in_namespace(&def.id, ns) {
+                return Err(ToolError::Registration {
+                    message: format!("the id is outside namespace '{ns}'; write '{ns}:<name>'"),
+                    id: def.id,
+                });
+            }
+            if ids.contains(&def.id) {
+                return Err(ToolError::Registration {
+                    id: def.id,
+                    message: "the id is given twice".into(),
+                });
+            }
+            let tool = reg.admit(def, handler, &|i| in_namespace(i, ns), &wires)?;
+            wires.push(tool.wire_name.clone());
+            ids.push(tool.definition.id.clone());
+            admitted.push(tool);
         }
-        existed
+        reg.remove_where(|i| in_namespace(i, ns));
+        for t in admitted {
+            reg.insert(t);
+        }
+        Ok(())
+    }
+
+    /// Removes a tool (by canonical id); returns whether it existed.
+    pub fn unregister(&self, id: &str) -> bool {
+        self.write().remove_where(|i| i == id) > 0
+    }
+
+    /// Removes every tool `ns:*`; returns how many there were.
+    pub fn unregister_namespace(&self, ns: &str) -> usize {
+        self.write().remove_where(|i| in_namespace(i, ns))
     }
 
     /// Registered tools in registration order.
@@ -263,22 +483,27 @@ impl ToolManager {
             .collect()
     }
 
-    /// Finds a tool by any accepted spelling of its id.
+    /// Finds a tool by any accepted spelling: canonical id, wire name, or `plugin.tool`.
+    /// An unknown id gets a suggestion when a registered one is close.
     pub fn get(&self, id: &str) -> Result<Arc<Tool>, ToolError> {
         let reg = self.read();
-        if let Some(t) = reg.by_id.get(id) {
-            return Ok(t.clone());
+        match reg.resolve(id) {
+            Some(t) => Ok(t.clone()),
+            None => Err(reg.unknown(id)),
         }
-        // `plugin.tool` is the form the seeds' examples use for `plugin:tool`.
-        if let Some((ns, name)) = id.split_once('.') {
-            if let Some(t) = reg.by_id.get(&format!("{ns}:{name}")) {
-                return Ok(t.clone());
-            }
-        }
-        Err(ToolError::UnknownTool {
-            id: id.to_string(),
-            suggestion: None,
-        })
+    }
+
+    /// Resolves and prepares a call without running it: the tool and the arguments object
+    /// its handler would see.
+    pub fn prepare(
+        &self,
+        id: &str,
+        args: Value,
+        matching: KeyMatching,
+    ) -> Result<(Arc<Tool>, Value), ToolError> {
+        let tool = self.get(id)?;
+        let args = tool.prepare(args, matching)?;
+        Ok((tool, args))
     }
 
     /// Validates `args` for tool `id` and runs it as a top-level call.
@@ -292,7 +517,7 @@ impl ToolManager {
             .await
     }
 
-    /// Validates and runs a call at a given nesting depth.
+    /// Validates and runs a call at a given nesting depth (keys matched loosely).
     pub async fn invoke_nested(
         self: &Arc<Self>,
         id: &str,
@@ -301,11 +526,31 @@ impl ToolManager {
         depth: u32,
         cancel: CancellationToken,
     ) -> Result<Value, ToolError> {
+        self.invoke_with(id, args, caller, depth, cancel, KeyMatching::Loose)
+            .await
+    }
+
+    /// Validates and runs a call with an explicit key-matching mode.
+    pub async fn invoke_with(
+        self: &Arc<Self>,
+        id: &str,
+        args: Value,
+        caller: Caller,
+        depth: u32,
+        cancel: CancellationToken,
+        matching: KeyMatching,
+    ) -> Result<Value, ToolError> {
         let tool = self.get(id)?;
         if depth > self.max_depth {
             return Err(ToolError::RecursionLimit {
                 tool: tool.id().to_string(),
                 limit: self.max_depth,
+            });
+        }
+        let args = tool.prepare(args, matching)?;
+        if cancel.is_cancelled() {
+            return Err(ToolError::Cancelled {
+                tool: tool.id().to_string(),
             });
         }
         let ctx = CallContext {
@@ -315,12 +560,28 @@ impl ToolManager {
             depth,
             cancel,
         };
-        tool.handler.invoke(ctx, args).await
+        let result = tool.handler.invoke(ctx, args).await;
+        if let Err(e) = &result {
+            tracing::debug!(tool = tool.id(), code = e.code(), "tool call failed: {e}");
+        }
+        result
     }
 
-    /// Runs parsed calls in order. Within one block (a chain), a failing step with
-    /// `on_error: stop` skips the later steps; blocks are independent of each other.
+    /// Runs parsed calls in order (keys matched loosely). Within one block (a chain), a
+    /// failing step with `on_error: stop` skips the later steps; blocks are independent.
     pub async fn execute(self: &Arc<Self>, calls: &[Call], caller: Caller) -> Vec<CallOutcome> {
+        self.execute_with(calls, caller, |_| KeyMatching::Loose)
+            .await
+    }
+
+    /// [`ToolManager::execute`] with a key-matching mode chosen per call (see
+    /// [`key_matching_for`]).
+    pub async fn execute_with(
+        self: &Arc<Self>,
+        calls: &[Call],
+        caller: Caller,
+        matching: impl Fn(&Call) -> KeyMatching,
+    ) -> Vec<CallOutcome> {
         let mut out = Vec::with_capacity(calls.len());
         let mut stopped: Option<(usize, String)> = None;
         for call in calls {
@@ -338,13 +599,28 @@ impl ToolManager {
                 stopped = None;
             }
             let args = Value::Object(call.args.clone());
-            let result = self.invoke(&call.tool, args, caller.clone()).await;
-            if result.is_err() && call.on_error == OnError::Stop {
-                let step = call.step.map(|s| format!("step {s} ")).unwrap_or_default();
-                stopped = Some((
-                    call.block,
-                    format!("{step}({}) failed and on_error is stop", call.tool),
-                ));
+            let result = self
+                .invoke_with(
+                    &call.tool,
+                    args,
+                    caller.clone(),
+                    0,
+                    CancellationToken::new(),
+                    matching(call),
+                )
+                .await;
+            if let Err(e) = &result {
+                if call.on_error == OnError::Stop {
+                    let step = call.step.map(|s| format!("step {s} ")).unwrap_or_default();
+                    stopped = Some((
+                        call.block,
+                        format!(
+                            "{step}({}) failed and its on_error is stop: {}",
+                            call.tool,
+                            e.code()
+                        ),
+                    ));
+                }
             }
             out.push(CallOutcome {
                 tool: call.tool.clone(),
@@ -352,6 +628,34 @@ impl ToolManager {
             });
         }
         out
+    }
+
+    /// The tool list as JSON (see [`Tool::to_json`]), in registration order.
+    pub fn list_json(&self) -> Value {
+        Value::Array(self.list().iter().map(|t| t.to_json()).collect())
+    }
+
+    /// A short text manual of every tool, for prompts (seed 000 §6.2 style).
+    pub fn manual(&self) -> String {
+        listing::manual(&self.list())
+    }
+}
+
+/// How the keys of a parsed call should be matched, judged from the text it was read from:
+/// calls read from `<ACTION>` XML match exactly (seed 002 §5.5 treats `playerId` for
+/// `player_id` as an error the model must fix); TAM, VCP and JSON calls match loosely (TAM
+/// rule 3). A call whose span does not point into `text` is loose.
+pub fn key_matching_for(text: &str, span: &Span) -> KeyMatching {
+    let Some(src) = text.get(span.start..span.end.max(span.start)) else {
+        return KeyMatching::Loose;
+    };
+    let src = src.trim_start_matches(|c: char| c.is_whitespace() || c == '`');
+    let b = src.as_bytes();
+    let is_xml = b.first() == Some(&b'<') && !src.starts_with("<|") && !src.starts_with("<<<");
+    if span.end > span.start && is_xml {
+        KeyMatching::Exact
+    } else {
+        KeyMatching::Loose
     }
 }
 
@@ -361,5 +665,10 @@ where
     I: IntoIterator<Item = (K, Value)>,
     K: Into<String>,
 {
-    Value::Object(pairs.into_iter().map(|(k, v)| (k.into(), v)).collect::<Map<_, _>>())
+    Value::Object(
+        pairs
+            .into_iter()
+            .map(|(k, v)| (k.into(), v))
+            .collect::<Map<_, _>>(),
+    )
 }

@@ -1,0 +1,215 @@
+//! The `tavern` subcommands.
+//!
+//! Each subcommand lives in its own file `src/cli/<name>.rs`, which provides
+//!
+//! ```ignore
+//! /// One-line summary shown in `tavern --help`.
+//! #[derive(clap::Args)]
+//! pub struct Args { /* its options */ }
+//!
+//! pub async fn run(globals: &Globals, args: Args) -> u8 { /* returns the exit status */ }
+//! ```
+//!
+//! and is wired in with ONE line in the [`subcommands!`] list below, `Variant => module,`
+//! (the variant name in CamelCase becomes the subcommand name in kebab-case). Use
+//! [`Globals::engine`] to build the engine (it prints load problems as warnings),
+//! [`read_input`] for a FILE-or-stdin argument, [`print_json`] for JSON output, and the exit
+//! statuses [`OK`], [`FAILED`], [`USAGE`].
+//!
+//! Conventions: results on stdout, everything else (warnings, logs) on stderr; exit 0 on
+//! success, 1 when the work ran but something failed, 2 for usage errors (bad options,
+//! unreadable input), 70 for an internal error.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+use serde_json::Value;
+
+use tavern::{Engine, EngineError};
+
+/// Success.
+pub const OK: u8 = 0;
+/// The work ran and something in it failed (an error diagnostic, a failed call).
+pub const FAILED: u8 = 1;
+/// The command line or its input could not be used.
+pub const USAGE: u8 = 2;
+/// A bug in tavern (a panic); the message asks to report it.
+pub const INTERNAL: u8 = 70;
+
+/// Declares the subcommand modules, the `Command` enum and its dispatcher from one list.
+macro_rules! subcommands {
+    ($($variant:ident => $module:ident,)*) => {
+        $(pub mod $module;)*
+
+        /// A tavern subcommand.
+        #[derive(clap::Subcommand)]
+        pub enum Command {
+            $(
+                #[allow(missing_docs)]
+                $variant($module::Args),
+            )*
+        }
+
+        impl Command {
+            async fn run(self, globals: &Globals) -> u8 {
+                match self {
+                    $(Command::$variant(args) => $module::run(globals, args).await,)*
+                }
+            }
+        }
+    };
+}
+
+subcommands! {
+    Parse => parse,
+    Call => call,
+    Tools => tools,
+}
+
+/// tavern: one protocol for models, scripts and people to call tools.
+#[derive(Parser)]
+#[command(name = "tavern", version, propagate_version = true)]
+pub struct Cli {
+    /// Home directory holding plugins/, workflows/ and tavern.toml.
+    #[arg(long, global = true, env = "TAVERN_HOME", default_value = ".")]
+    pub home: PathBuf,
+    /// Override a setting, e.g. --set extensions.FileOperator.root=/tmp/ws (repeatable).
+    #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+impl Cli {
+    /// Runs the chosen subcommand; returns the exit status.
+    pub async fn run(self) -> u8 {
+        let globals = Globals {
+            home: self.home,
+            sets: self.sets,
+        };
+        self.command.run(&globals).await
+    }
+}
+
+/// Options every subcommand shares.
+pub struct Globals {
+    /// `--home` / `TAVERN_HOME`.
+    pub home: PathBuf,
+    /// `--set KEY=VALUE`, in order.
+    pub sets: Vec<String>,
+}
+
+impl Globals {
+    /// Builds the engine for `--home` and `--set`. Load problems are printed to stderr as
+    /// warnings; a build failure is printed and returned as the exit status.
+    pub fn engine(&self) -> Result<Engine, u8> {
+        let mut b = Engine::builder().home(&self.home);
+        for s in &self.sets {
+            b = b.set(s.clone());
+        }
+        match b.build() {
+            Ok(engine) => {
+                for p in engine.problems() {
+                    eprintln!("warning: {p}");
+                }
+                Ok(engine)
+            }
+            Err(e @ EngineError::Override(_)) => {
+                eprintln!("tavern: {e}");
+                Err(USAGE)
+            }
+            Err(e) => {
+                eprintln!("tavern: cannot start the engine: {e}");
+                Err(FAILED)
+            }
+        }
+    }
+}
+
+/// Reads FILE, or standard input when `file` is `None` or `-`. Invalid UTF-8 is replaced
+/// (U+FFFD). An unreadable file prints a message and gives [`USAGE`].
+pub fn read_input(file: Option<&Path>) -> Result<String, u8> {
+    let mut bytes = Vec::new();
+    match file {
+        None => read_stdin(&mut bytes)?,
+        Some(p) if p == Path::new("-") => read_stdin(&mut bytes)?,
+        Some(p) => {
+            bytes = std::fs::read(p).map_err(|e| {
+                eprintln!("tavern: cannot read {}: {e}", p.display());
+                USAGE
+            })?;
+        }
+    }
+    Ok(match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
+}
+
+fn read_stdin(buf: &mut Vec<u8>) -> Result<(), u8> {
+    std::io::stdin()
+        .lock()
+        .read_to_end(buf)
+        .map(|_| ())
+        .map_err(|e| {
+            eprintln!("tavern: cannot read standard input: {e}");
+            USAGE
+        })
+}
+
+/// Prints one JSON value (pretty) on stdout. A closed pipe is not an error.
+pub fn print_json(v: &Value) {
+    // Serializing a `Value` cannot fail: its map keys are strings.
+    let text = serde_json::to_string_pretty(v).unwrap_or_default();
+    print_text(&format!("{text}\n"));
+}
+
+/// Prints text on stdout, ignoring a closed pipe (`tavern tools | head`).
+pub fn print_text(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}
+
+/// Replaces Rust's panic message with one line and exit status [`INTERNAL`].
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown cause".into());
+        let place = info
+            .location()
+            .map(|l| format!(" ({}:{})", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!(
+            "tavern: internal error: {msg}{place}. This is a bug in tavern; please report it."
+        );
+        std::process::exit(INTERNAL as i32);
+    }));
+}
+
+/// Logs go to stderr only (stdout carries results); the filter comes from `TAVERN_LOG`
+/// (e.g. `TAVERN_LOG=tavern=debug`), default `warn`.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TAVERN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .try_init();
+}
+
+/// `--format` values: auto, tam, action (or xml), vcp, json.
+pub fn parse_format(s: &str) -> Result<tavern::protocol::Format, String> {
+    s.parse()
+}
+
+/// The JSON form of diagnostics: `severity`, `message`, `line`, `column`, `hint` (if any).
+pub fn diagnostics_json(d: &[tavern::protocol::Diagnostic]) -> Value {
+    // A Diagnostic is plain data; serializing it cannot fail.
+    serde_json::to_value(d).unwrap_or(Value::Array(Vec::new()))
+}

@@ -1,0 +1,36 @@
+//! `tavern tools [--json]`: list the registered tools.
+
+use super::{print_json, print_text, Globals, OK};
+
+/// List the registered tools with their parameters (or as JSON).
+#[derive(clap::Args)]
+pub struct Args {
+    /// Print the list as JSON (id, wireName, displayName, description, parameters, …).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `tavern tools`.
+pub async fn run(globals: &Globals, args: Args) -> u8 {
+    let engine = match globals.engine() {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    let tools = engine.tools();
+    if args.json {
+        print_json(&tools.list_json());
+    } else {
+        let mut text = String::new();
+        for t in tools.list() {
+            text.push_str(&t.manual_entry());
+            if t.wire_name() != t.id() {
+                text.push_str(&format!("  - Wire name: {}\n", t.wire_name()));
+            }
+        }
+        if text.is_empty() {
+            text.push_str("No tools are registered.\n");
+        }
+        print_text(&text);
+    }
+    OK
+}
