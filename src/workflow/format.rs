@@ -219,10 +219,8 @@ impl Workflow {
             Some(v) => p(format!("field `description`: expected a string, got {v}"), None),
         }
         match root.get("nodes") {
-            None => p(
-                "field `nodes` is missing: a workflow needs a `nodes` array".into(),
-                None,
-            ),
+            // An interface-only file (seed 003 §2.3.1) still gives a tool schema.
+            None | Some(Value::Null) => {}
             Some(Value::Array(items)) => {
                 for (i, item) in items.iter().enumerate() {
                     match read_node(item, i, text) {
