@@ -65,6 +65,7 @@ subcommands! {
     Parse => parse,
     Call => call,
     Tools => tools,
+    Workflow => workflow,
 }
 
 /// tavern: one protocol for models, scripts and people to call tools.

@@ -131,7 +131,12 @@ pub enum WorkflowEvent {
 }
 
 fn ser_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_secs_f64() * 1000.0)
+    s.serialize_f64(ms(*d))
+}
+
+/// Milliseconds, rounded to the microsecond.
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
 }
 
 /// How a run ended.
@@ -646,7 +651,7 @@ impl Plan {
                     id: pn.id.to_string(),
                     node_type: pn.node_type.to_string(),
                     status,
-                    elapsed_ms: el.map(|d| d.as_secs_f64() * 1000.0),
+                    elapsed_ms: el.map(ms),
                 })
                 .collect()
         } else {
@@ -659,7 +664,7 @@ impl Plan {
             nodes,
             first_failure: st.first_failure,
             timeout: opts.timeout,
-            elapsed_ms: elapsed.as_secs_f64() * 1000.0,
+            elapsed_ms: ms(elapsed),
         }
     }
 
