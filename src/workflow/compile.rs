@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use super::error::{Invalid, WorkflowError};
 use super::format::{Workflow, GROUP_INPUT, GROUP_OUTPUT};
-use super::registry::{ExecMode, NodeExecutor, NodeRegistry};
+use super::registry::{ExecMode, NodeExecutor, NodeRegistry, RegisteredNode};
 use super::types::{DataFlowType, OrderedMap, SlotDefinition};
 
 /// What a compiled node does.
@@ -111,10 +111,10 @@ impl Plan {
     }
 }
 
-/// Slot lists of one node as validation sees them.
-struct Shape {
-    inputs: Vec<(String, SlotDefinition)>,
-    outputs: Vec<(String, SlotDefinition)>,
+/// Slot lists of one node as validation sees them (borrowed: no per-node clones).
+struct Shape<'a> {
+    inputs: &'a [(String, SlotDefinition)],
+    outputs: &'a [(String, SlotDefinition)],
     kind: Option<NodeKind>,
     config: Map<String, Value>,
 }
@@ -136,28 +136,39 @@ pub fn compile(wf: &Workflow, registry: &NodeRegistry) -> Result<Plan, WorkflowE
         }
     }
 
-    // Node types → slot shapes.
-    let mut shapes: Vec<Shape> = Vec::with_capacity(n);
+    // Node types → slot shapes. Each type is looked up once.
+    let mut types: HashMap<&str, Option<Arc<RegisteredNode>>> = HashMap::new();
+    for node in &wf.nodes {
+        let t = node.node_type.as_str();
+        if t != GROUP_INPUT && t != GROUP_OUTPUT && !types.contains_key(t) {
+            types.insert(t, registry.get(t));
+        }
+    }
+    let mut shapes: Vec<Shape<'_>> = Vec::with_capacity(n);
     for node in &wf.nodes {
         let shape = match node.node_type.as_str() {
             GROUP_INPUT => Shape {
-                inputs: Vec::new(),
-                outputs: wf.interface_inputs.0.clone(),
+                inputs: &[],
+                outputs: &wf.interface_inputs.0,
                 kind: Some(NodeKind::GroupInput),
                 config: Map::new(),
             },
             GROUP_OUTPUT => Shape {
-                inputs: wf.interface_outputs.0.clone(),
-                outputs: Vec::new(),
+                inputs: &wf.interface_outputs.0,
+                outputs: &[],
                 kind: Some(NodeKind::GroupOutput),
                 config: Map::new(),
             },
-            t => match registry.get(t) {
+            t => match types.get(t).and_then(Option::as_ref) {
                 Some(reg) => Shape {
-                    inputs: reg.definition.inputs.0.clone(),
-                    outputs: reg.definition.outputs.0.clone(),
+                    inputs: &reg.definition.inputs.0,
+                    outputs: &reg.definition.outputs.0,
                     kind: Some(NodeKind::Exec(reg.executor.clone(), reg.executor.mode())),
-                    config: reg.definition.config_with(&node.config_values),
+                    config: if reg.definition.config_schema.is_empty() {
+                        node.config_values.clone()
+                    } else {
+                        reg.definition.config_with(&node.config_values)
+                    },
                 },
                 None => {
                     problems.push(Invalid::UnknownNodeType {
@@ -166,8 +177,8 @@ pub fn compile(wf: &Workflow, registry: &NodeRegistry) -> Result<Plan, WorkflowE
                         suggestion: registry.suggest(t),
                     });
                     Shape {
-                        inputs: Vec::new(),
-                        outputs: Vec::new(),
+                        inputs: &[],
+                        outputs: &[],
                         kind: None,
                         config: Map::new(),
                     }
@@ -368,7 +379,7 @@ pub fn compile(wf: &Workflow, registry: &NodeRegistry) -> Result<Plan, WorkflowE
             // Every shape without a kind produced an UnknownNodeType problem above.
             kind: shape.kind.unwrap_or(NodeKind::GroupOutput),
             inputs,
-            outputs: shape.outputs.into_iter().map(|(k, _)| k).collect(),
+            outputs: shape.outputs.iter().map(|(k, _)| k.clone()).collect(),
             out_base: 0,
             config: shape.config,
             children: kids,
