@@ -1,0 +1,327 @@
+//! The one registry of the `api` surface scripts see.
+//!
+//! [`API`] lists every function (name, parameters, return type, doc, permission). The Lua and
+//! Rhai hosts register exactly these functions (each entry's [`ApiOp`] selects the
+//! implementation), and [`luals_definitions`] renders the same table as a LuaLS `---@meta`
+//! file (`docs/lua/tavern.lua`), so the editor's view cannot drift from the engine.
+
+/// One parameter of an api function.
+#[derive(Debug, Clone, Copy)]
+pub struct ApiParam {
+    /// Parameter name.
+    pub name: &'static str,
+    /// LuaLS type (`string`, `table`, `any`, `tavern.ToolSpec`, …).
+    pub ty: &'static str,
+    /// What it is.
+    pub doc: &'static str,
+    /// Whether it may be omitted.
+    pub optional: bool,
+}
+
+/// Which implementation an entry selects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(missing_docs)] // One variant per entry of `API`, named after it.
+pub enum ApiOp {
+    ToolsRegister,
+    ToolsCall,
+    LogDebug,
+    LogInfo,
+    LogWarn,
+    LogError,
+    ConfigGet,
+    JsonEncode,
+    JsonDecode,
+    FsRead,
+    FsWrite,
+    FsAppend,
+    FsList,
+    FsRemove,
+    FsExists,
+    FsMkdir,
+}
+
+/// One function of the `api` table.
+#[derive(Debug, Clone, Copy)]
+pub struct ApiFunction {
+    /// Namespace inside `api` (`tools`, `log`, `fs` …).
+    pub namespace: &'static str,
+    /// Function name inside the namespace.
+    pub name: &'static str,
+    /// Parameters in order.
+    pub params: &'static [ApiParam],
+    /// LuaLS return type (`nil` for none).
+    pub returns: &'static str,
+    /// What it does (first line is the summary).
+    pub doc: &'static str,
+    /// Permission the plugin must declare (`fs.read`, `fs.write`), if any.
+    pub permission: Option<&'static str>,
+    /// The implementation.
+    pub op: ApiOp,
+}
+
+const fn p(name: &'static str, ty: &'static str, doc: &'static str) -> ApiParam {
+    ApiParam {
+        name,
+        ty,
+        doc,
+        optional: false,
+    }
+}
+
+const fn opt(name: &'static str, ty: &'static str, doc: &'static str) -> ApiParam {
+    ApiParam {
+        name,
+        ty,
+        doc,
+        optional: true,
+    }
+}
+
+const PATH: ApiParam = p(
+    "path",
+    "string",
+    "Path inside the plugin's root; `/a/b` and `a/b` mean the same file",
+);
+const MSG: &[ApiParam] = &[p(
+    "message",
+    "any",
+    "Text (other values are converted with tostring)",
+)];
+
+/// Every function of the `api` surface.
+pub const API: &[ApiFunction] = &[
+    ApiFunction {
+        namespace: "tools",
+        name: "register",
+        params: &[p("spec", "tavern.ToolSpec", "The tool: id, description, parameters, handler")],
+        returns: "nil",
+        doc: "Registers a tool while the plugin loads. The id is namespaced `plugin:name` (a bare `name` gets the plugin's namespace).",
+        permission: None,
+        op: ApiOp::ToolsRegister,
+    },
+    ApiFunction {
+        namespace: "tools",
+        name: "call",
+        params: &[
+            p("id", "string", "Tool id (`plugin:tool` or `plugin.tool`)"),
+            opt("args", "table", "Arguments object (validated against the tool's schema)"),
+        ],
+        returns: "any",
+        doc: "Calls another tool through the engine and returns its result; raises the tool's error.",
+        permission: None,
+        op: ApiOp::ToolsCall,
+    },
+    ApiFunction {
+        namespace: "log",
+        name: "debug",
+        params: MSG,
+        returns: "nil",
+        doc: "Logs a debug message tagged with the plugin's name.",
+        permission: None,
+        op: ApiOp::LogDebug,
+    },
+    ApiFunction {
+        namespace: "log",
+        name: "info",
+        params: MSG,
+        returns: "nil",
+        doc: "Logs an info message tagged with the plugin's name.",
+        permission: None,
+        op: ApiOp::LogInfo,
+    },
+    ApiFunction {
+        namespace: "log",
+        name: "warn",
+        params: MSG,
+        returns: "nil",
+        doc: "Logs a warning tagged with the plugin's name.",
+        permission: None,
+        op: ApiOp::LogWarn,
+    },
+    ApiFunction {
+        namespace: "log",
+        name: "error",
+        params: MSG,
+        returns: "nil",
+        doc: "Logs an error tagged with the plugin's name (does not raise).",
+        permission: None,
+        op: ApiOp::LogError,
+    },
+    ApiFunction {
+        namespace: "config",
+        name: "get",
+        params: &[p("key", "string", "Option id (`root`) or full key (`extensions.<plugin>.root`)")],
+        returns: "any",
+        doc: "Returns one of the plugin's settings (configOptions), or nil when unset.",
+        permission: None,
+        op: ApiOp::ConfigGet,
+    },
+    ApiFunction {
+        namespace: "json",
+        name: "encode",
+        params: &[p("value", "any", "Value to encode (tables, strings, numbers, booleans, api.json.null)")],
+        returns: "string",
+        doc: "Encodes a value as compact JSON.",
+        permission: None,
+        op: ApiOp::JsonEncode,
+    },
+    ApiFunction {
+        namespace: "json",
+        name: "decode",
+        params: &[p("text", "string", "JSON text")],
+        returns: "any",
+        doc: "Decodes JSON text; JSON null becomes api.json.null.",
+        permission: None,
+        op: ApiOp::JsonDecode,
+    },
+    ApiFunction {
+        namespace: "fs",
+        name: "read",
+        params: &[PATH],
+        returns: "string",
+        doc: "Reads a whole text file.",
+        permission: Some("fs.read"),
+        op: ApiOp::FsRead,
+    },
+    ApiFunction {
+        namespace: "fs",
+        name: "write",
+        params: &[PATH, p("content", "string", "New content")],
+        returns: "nil",
+        doc: "Replaces a file atomically (temp file + rename), creating parent directories.",
+        permission: Some("fs.write"),
+        op: ApiOp::FsWrite,
+    },
+    ApiFunction {
+        namespace: "fs",
+        name: "append",
+        params: &[PATH, p("content", "string", "Text to add at the end")],
+        returns: "nil",
+        doc: "Appends to a file (created if missing); the old content survives any failure.",
+        permission: Some("fs.write"),
+        op: ApiOp::FsAppend,
+    },
+    ApiFunction {
+        namespace: "fs",
+        name: "list",
+        params: &[PATH],
+        returns: "tavern.DirEntry[]",
+        doc: "Lists a directory, sorted by name.",
+        permission: Some("fs.read"),
+        op: ApiOp::FsList,
+    },
+    ApiFunction {
+        namespace: "fs",
+        name: "remove",
+        params: &[PATH],
+        returns: "nil",
+        doc: "Removes a file or an empty directory.",
+        permission: Some("fs.write"),
+        op: ApiOp::FsRemove,
+    },
+    ApiFunction {
+        namespace: "fs",
+        name: "exists",
+        params: &[PATH],
+        returns: "boolean",
+        doc: "Whether the path exists inside the root.",
+        permission: Some("fs.read"),
+        op: ApiOp::FsExists,
+    },
+    ApiFunction {
+        namespace: "fs",
+        name: "mkdir",
+        params: &[PATH],
+        returns: "nil",
+        doc: "Creates a directory and its parents.",
+        permission: Some("fs.write"),
+        op: ApiOp::FsMkdir,
+    },
+];
+
+/// Namespaces in the order they appear in [`API`].
+pub fn namespaces() -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for f in API {
+        if !out.contains(&f.namespace) {
+            out.push(f.namespace);
+        }
+    }
+    out
+}
+
+const PRELUDE: &str = r#"---@meta
+-- tavern plugin API for Lua (LuaLS definitions).
+-- GENERATED from src/script/api.rs; do not edit. Regenerate with:
+--   TAVERN_BLESS=1 cargo test --test script_luals
+
+---A tool registered with api.tools.register.
+---@class tavern.ToolSpec
+---@field id string Tool id: `name` (namespaced to the plugin) or `plugin:name`.
+---@field description string What the tool does and when to use it (shown to models).
+---@field parameters? table JSON Schema of the arguments object.
+---@field displayName? string Human title.
+---@field handler fun(args: table, ctx: tavern.Context): any Runs the tool.
+
+---What a handler knows about its call.
+---@class tavern.Context
+---@field tool_id string Canonical id of the tool being run.
+---@field caller string Who called (`cli`, `model`, `plugin:<name>`, …).
+---@field config table The plugin's settings.
+---@field log fun(message: any) Logs a message tagged with the tool id.
+
+---An entry of api.fs.list.
+---@class tavern.DirEntry
+---@field name string
+---@field type "file"|"dir"|"symlink"|"other"
+---@field size integer
+
+---Prints to the plugin log (or a snippet's output), never to stdout.
+---@param ... any
+function print(...) end
+
+---The tavern API.
+---@class tavern.api
+api = {}
+"#;
+
+/// The LuaLS `---@meta` file describing `api`, generated from [`API`].
+pub fn luals_definitions() -> String {
+    let mut out = String::from(PRELUDE);
+    for ns in namespaces() {
+        out.push_str(&format!("\n---@class tavern.api.{ns}\napi.{ns} = {{}}\n"));
+        if ns == "json" {
+            out.push_str("\n---The JSON null value (distinct from nil).\n---@type lightuserdata\napi.json.null = nil\n");
+        }
+        for f in API.iter().filter(|f| f.namespace == ns) {
+            out.push('\n');
+            for line in f.doc.lines() {
+                out.push_str(&format!("---{line}\n"));
+            }
+            if let Some(perm) = f.permission {
+                out.push_str(&format!(
+                    "---Needs permission `{perm}` in plugin.yaml{}.\n",
+                    if perm == "fs.read" {
+                        " (or `fs.write`)"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+            for a in f.params {
+                let q = if a.optional { "?" } else { "" };
+                out.push_str(&format!("---@param {}{q} {} {}\n", a.name, a.ty, a.doc));
+            }
+            if f.returns != "nil" {
+                out.push_str(&format!("---@return {}\n", f.returns));
+            }
+            let names: Vec<&str> = f.params.iter().map(|a| a.name).collect();
+            out.push_str(&format!(
+                "function api.{ns}.{}({}) end\n",
+                f.name,
+                names.join(", ")
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,85 @@
+//! The per-call instruction and wall-clock budget shared by a Lua state's hook and the
+//! Rust functions it calls (pattern matching charges its steps here too).
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::time::Instant;
+
+/// Why a run was stopped by its budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Abort {
+    /// Too many instructions.
+    #[error("instruction limit exceeded")]
+    Instructions,
+    /// Past the wall-clock deadline.
+    #[error("time limit exceeded")]
+    Timeout,
+}
+
+/// Budget of the current (outermost) call on one script state.
+#[derive(Debug)]
+pub(crate) struct Budget {
+    epoch: Instant,
+    used: AtomicU64,
+    limit: AtomicU64,
+    deadline_ns: AtomicU64,
+    abort: AtomicU8,
+}
+
+impl Budget {
+    pub fn new() -> Self {
+        Budget {
+            epoch: Instant::now(),
+            used: AtomicU64::new(0),
+            limit: AtomicU64::new(u64::MAX),
+            deadline_ns: AtomicU64::new(u64::MAX),
+            abort: AtomicU8::new(0),
+        }
+    }
+
+    /// Starts a new budget of `instructions` and `wall_ms`.
+    pub fn reset(&self, instructions: u64, wall_ms: u64) {
+        self.used.store(0, Ordering::Relaxed);
+        self.limit.store(instructions, Ordering::Relaxed);
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        let d = now.saturating_add(wall_ms.saturating_mul(1_000_000));
+        self.deadline_ns.store(d, Ordering::Relaxed);
+        self.abort.store(0, Ordering::Relaxed);
+    }
+
+    /// Why the run was stopped, if it was. Once set, stays set until the next `reset`.
+    pub fn aborted(&self) -> Option<Abort> {
+        match self.abort.load(Ordering::Relaxed) {
+            0 => None,
+            1 => Some(Abort::Instructions),
+            _ => Some(Abort::Timeout),
+        }
+    }
+
+    fn set(&self, a: Abort) -> Abort {
+        let code = match a {
+            Abort::Instructions => 1,
+            Abort::Timeout => 2,
+        };
+        // Keep the first reason.
+        let _ = self
+            .abort
+            .compare_exchange(0, code, Ordering::Relaxed, Ordering::Relaxed);
+        self.aborted().unwrap_or(a)
+    }
+
+    /// Charges `n` steps; checks the instruction limit and the deadline.
+    pub fn charge(&self, n: u64) -> Result<(), Abort> {
+        if let Some(a) = self.aborted() {
+            return Err(a);
+        }
+        let used = self.used.fetch_add(n, Ordering::Relaxed) + n;
+        if used > self.limit.load(Ordering::Relaxed) {
+            return Err(self.set(Abort::Instructions));
+        }
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        if now > self.deadline_ns.load(Ordering::Relaxed) {
+            return Err(self.set(Abort::Timeout));
+        }
+        Ok(())
+    }
+}

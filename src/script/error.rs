@@ -1,0 +1,190 @@
+//! `ScriptError`: one variant per way a script call can fail.
+
+use crate::tools::ToolError;
+
+/// Why a script (plugin function, registered handler or snippet) did not produce a value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScriptError {
+    /// The script text does not parse.
+    #[error("syntax error in {file}:{line}: {message}")]
+    Syntax {
+        /// Script file (relative to the plugin directory) or chunk name.
+        file: String,
+        /// 1-based line (0 when unknown).
+        line: u32,
+        /// The parser's message.
+        message: String,
+    },
+    /// The script raised an error (or a runtime fault such as indexing nil).
+    #[error("{}", runtime_text(.message, .file, .line))]
+    Runtime {
+        /// The error message (bounded in size).
+        message: String,
+        /// Script file, when known.
+        file: Option<String>,
+        /// Line, when known.
+        line: Option<u32>,
+    },
+    /// The instruction / operation budget ran out.
+    #[error("instruction limit of {limit} exceeded")]
+    InstructionLimit {
+        /// The budget.
+        limit: u64,
+    },
+    /// The script's memory limit was reached.
+    #[error("memory limit of {limit} bytes exceeded")]
+    MemoryLimit {
+        /// The limit.
+        limit: usize,
+    },
+    /// The wall-clock budget ran out.
+    #[error("timed out after {after_ms} ms")]
+    Timeout {
+        /// The budget.
+        after_ms: u64,
+    },
+    /// The script used an API that its plugin did not declare.
+    #[error("permission '{permission}' not declared in plugin.yaml")]
+    PermissionDenied {
+        /// The permission as written in plugin.yaml (`fs.write`, `processes`, …).
+        permission: String,
+    },
+    /// A value or structure passed a size/depth limit (string size, value depth, stack
+    /// depth, collection size, output size …).
+    #[error("{what} limit exceeded: {message}")]
+    ValueLimit {
+        /// Which limit (`value_depth`, `value_bytes`, `string_size`, `call_depth`, `cycle` …).
+        what: String,
+        /// Details (where in the value, how big).
+        message: String,
+    },
+    /// The function to call does not exist in the plugin's scripts.
+    #[error("no function '{function}' in the plugin's scripts")]
+    UnknownFunction {
+        /// The name asked for.
+        function: String,
+    },
+    /// A value could not be converted between the script and JSON.
+    #[error("cannot convert value at {path}: {message}")]
+    Conversion {
+        /// JSON-pointer-like path inside the value (`$`, `$.items[3]`).
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A path given to `api.fs` is refused (escape, NUL, symlink out of the root).
+    #[error("path '{path}' refused: {reason}")]
+    PathRefused {
+        /// The path as the script wrote it.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// A file operation failed (not found, not a directory …).
+    #[error("{op} '{path}': {message}")]
+    Io {
+        /// `read`, `write`, `list` …
+        op: String,
+        /// The path as the script wrote it.
+        path: String,
+        /// The OS error.
+        message: String,
+    },
+    /// A tool called from the script (`api.tools.call`) failed; kept typed so the caller
+    /// sees the original error.
+    #[error("{0}")]
+    Tool(ToolError),
+    /// The plugin's state is in use by another thread that is waiting on this one.
+    #[error("plugin '{plugin}' is busy: {message}")]
+    Busy {
+        /// Plugin name.
+        plugin: String,
+        /// Details.
+        message: String,
+    },
+    /// A bug in the engine (a caught panic, a broken invariant). Logged.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+fn runtime_text(message: &str, file: &Option<String>, line: &Option<u32>) -> String {
+    match (file, line) {
+        (Some(f), Some(l)) => format!("{f}:{l}: {message}"),
+        (Some(f), None) => format!("{f}: {message}"),
+        _ => message.to_string(),
+    }
+}
+
+impl ScriptError {
+    /// A runtime error without a place.
+    pub fn runtime(message: impl Into<String>) -> Self {
+        ScriptError::Runtime {
+            message: message.into(),
+            file: None,
+            line: None,
+        }
+    }
+
+    /// Stable short name of the variant (for tests and logs).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ScriptError::Syntax { .. } => "syntax",
+            ScriptError::Runtime { .. } => "runtime",
+            ScriptError::InstructionLimit { .. } => "instruction_limit",
+            ScriptError::MemoryLimit { .. } => "memory_limit",
+            ScriptError::Timeout { .. } => "timeout",
+            ScriptError::PermissionDenied { .. } => "permission_denied",
+            ScriptError::ValueLimit { .. } => "value_limit",
+            ScriptError::UnknownFunction { .. } => "unknown_function",
+            ScriptError::Conversion { .. } => "conversion",
+            ScriptError::PathRefused { .. } => "path_refused",
+            ScriptError::Io { .. } => "io",
+            ScriptError::Tool(_) => "tool",
+            ScriptError::Busy { .. } => "busy",
+            ScriptError::Internal(_) => "internal",
+        }
+    }
+
+    /// The tool error a caller of tool `tool_id` sees.
+    pub fn into_tool_error(self, tool_id: &str) -> ToolError {
+        let tool = tool_id.to_string();
+        match self {
+            ScriptError::InstructionLimit { limit } => ToolError::LimitExceeded {
+                tool,
+                limit: "instructions".into(),
+                message: format!("more than {limit} instructions"),
+            },
+            ScriptError::MemoryLimit { limit } => ToolError::LimitExceeded {
+                tool,
+                limit: "memory".into(),
+                message: format!("more than {limit} bytes"),
+            },
+            ScriptError::ValueLimit { what, message } => ToolError::LimitExceeded {
+                tool,
+                limit: what,
+                message,
+            },
+            ScriptError::Timeout { after_ms } => ToolError::Timeout { tool, after_ms },
+            ScriptError::PermissionDenied { permission } => {
+                ToolError::PermissionDenied { tool, permission }
+            }
+            ScriptError::Tool(e) => e,
+            other => ToolError::Failed {
+                tool,
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+/// Cuts `s` to at most `max` bytes on a char boundary, marking the cut.
+pub(crate) fn bounded(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes cut)", &s[..end], s.len() - end)
+}

@@ -1,0 +1,395 @@
+//! What the Lua and Rhai hosts share: the plugin's environment, the implementations of the
+//! language-neutral `api` functions, the per-thread stack of running calls (for re-entrant
+//! `api.tools.call`) and the `print` sink.
+
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
+
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::api::ApiOp;
+use super::fs::FsRoot;
+use super::permissions::FsAccess;
+use super::{Limits, Permissions, ScriptError};
+use crate::tools::{CallContext, Caller, ToolManager};
+
+/// What a plugin's scripts are built from.
+#[derive(Clone)]
+pub struct ScriptEnv {
+    /// Plugin name (the tool namespace).
+    pub plugin: String,
+    /// Plugin directory: script files and Rhai imports are resolved inside it.
+    pub dir: PathBuf,
+    /// Declared permissions (file roots already absolute).
+    pub permissions: Permissions,
+    /// The plugin's settings (`extensions.<plugin>.<option>` without the prefix).
+    pub config: Map<String, Value>,
+    /// Limits for every call (already lowered by the plugin and capped by the host).
+    pub limits: Limits,
+    /// The manager `api.tools.call` goes through when the call itself does not carry one.
+    pub tools: Option<Weak<ToolManager>>,
+}
+
+impl std::fmt::Debug for ScriptEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptEnv")
+            .field("plugin", &self.plugin)
+            .field("dir", &self.dir)
+            .field("permissions", &self.permissions)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScriptEnv {
+    /// An environment with no permissions, no settings and default limits.
+    pub fn new(plugin: impl Into<String>, dir: impl Into<PathBuf>) -> Self {
+        ScriptEnv {
+            plugin: plugin.into(),
+            dir: dir.into(),
+            permissions: Permissions::none(),
+            config: Map::new(),
+            limits: Limits::engine_default(),
+            tools: None,
+        }
+    }
+}
+
+/// Who is calling a script function, and how deep (mirrors [`CallContext`]).
+#[derive(Clone, Debug)]
+pub struct CallInfo {
+    /// Tool id being served (or the function name for direct calls).
+    pub tool_id: String,
+    /// Who asked.
+    pub caller: Caller,
+    /// Tool-call nesting depth of this call.
+    pub depth: u32,
+    /// Cancellation of the enclosing call.
+    pub cancel: CancellationToken,
+    /// The manager nested `api.tools.call`s go through (falls back to [`ScriptEnv::tools`]).
+    pub manager: Option<Arc<ToolManager>>,
+}
+
+impl CallInfo {
+    /// A top-level call from the host with no manager.
+    pub fn host(tool_id: impl Into<String>) -> Self {
+        CallInfo {
+            tool_id: tool_id.into(),
+            caller: Caller::Host,
+            depth: 0,
+            cancel: CancellationToken::new(),
+            manager: None,
+        }
+    }
+
+    /// The information of a tool call.
+    pub fn from_context(ctx: &CallContext) -> Self {
+        CallInfo {
+            tool_id: ctx.tool_id.clone(),
+            caller: ctx.caller.clone(),
+            depth: ctx.depth,
+            cancel: ctx.cancel.clone(),
+            manager: Some(ctx.manager.clone()),
+        }
+    }
+}
+
+/// Where `print` goes.
+#[derive(Clone)]
+pub(crate) enum Output {
+    /// The engine log, tagged with the plugin's name.
+    Log,
+    /// A bounded buffer (snippets).
+    Buffer(Arc<Mutex<OutputBuffer>>),
+}
+
+/// Bounded print output.
+#[derive(Default)]
+pub(crate) struct OutputBuffer {
+    pub text: String,
+    pub max: usize,
+    pub truncated: bool,
+}
+
+impl OutputBuffer {
+    pub fn push(&mut self, s: &str) {
+        if self.truncated {
+            return;
+        }
+        let room = self.max.saturating_sub(self.text.len());
+        if s.len() <= room {
+            self.text.push_str(s);
+        } else {
+            let mut end = room;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            self.text.push_str(&s[..end]);
+            self.text.push_str("\n[output truncated]");
+            self.truncated = true;
+        }
+    }
+}
+
+impl Output {
+    pub fn print(&self, plugin: &str, line: &str) {
+        match self {
+            Output::Log => tracing::info!(target: "tavern::script", plugin, "{line}"),
+            Output::Buffer(b) => {
+                let mut b = b.lock().unwrap_or_else(|p| p.into_inner());
+                b.push(line);
+                b.push("\n");
+            }
+        }
+    }
+}
+
+/// The language-neutral part of a plugin's script host.
+pub(crate) struct HostCore {
+    pub env: ScriptEnv,
+    pub output: Output,
+}
+
+/// One running script call on this thread.
+#[derive(Clone)]
+pub(crate) struct ActiveCall {
+    pub info: CallInfo,
+    pub handle: Option<tokio::runtime::Handle>,
+    pub deadline: Instant,
+}
+
+thread_local! {
+    static ACTIVE: RefCell<Vec<ActiveCall>> = const { RefCell::new(Vec::new()) };
+    static HANDLE: RefCell<Option<tokio::runtime::Handle>> = const { RefCell::new(None) };
+}
+
+/// Pops the call pushed by [`enter_call`] when dropped (also on unwinding).
+pub(crate) struct ActiveGuard(());
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        ACTIVE.with(|a| {
+            a.borrow_mut().pop();
+        });
+    }
+}
+
+pub(crate) fn enter_call(call: ActiveCall) -> ActiveGuard {
+    ACTIVE.with(|a| a.borrow_mut().push(call));
+    ActiveGuard(())
+}
+
+/// The innermost script call running on this thread.
+pub(crate) fn current_call() -> Option<ActiveCall> {
+    ACTIVE.with(|a| a.borrow().last().cloned())
+}
+
+/// Whether this thread is inside a script call (of any plugin).
+pub(crate) fn in_script_thread() -> bool {
+    ACTIVE.with(|a| !a.borrow().is_empty())
+}
+
+/// Sets the runtime handle that blocking script threads use for nested tool calls.
+pub(crate) fn set_thread_handle(h: Option<tokio::runtime::Handle>) {
+    HANDLE.with(|x| *x.borrow_mut() = h);
+}
+
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn arg<'a>(args: &'a [Value], i: usize) -> &'a Value {
+    args.get(i).unwrap_or(&Value::Null)
+}
+
+fn str_arg<'a>(
+    args: &'a [Value],
+    i: usize,
+    fname: &str,
+    pname: &str,
+) -> Result<&'a str, ScriptError> {
+    arg(args, i).as_str().ok_or_else(|| {
+        ScriptError::runtime(format!(
+            "{fname}: parameter {} ('{pname}') must be a string, got {}",
+            i + 1,
+            type_name(arg(args, i))
+        ))
+    })
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "nil",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "table",
+    }
+}
+
+impl HostCore {
+    pub fn new(env: ScriptEnv, output: Output) -> Self {
+        HostCore { env, output }
+    }
+
+    fn fs(&self, access: FsAccess) -> Result<FsRoot, ScriptError> {
+        let root = self.env.permissions.fs_root(access)?;
+        Ok(FsRoot::new(root, self.env.limits.max_string_bytes))
+    }
+
+    pub fn log(&self, level: ApiOp, text: &str) {
+        let plugin = self.env.plugin.as_str();
+        match level {
+            ApiOp::LogDebug => tracing::debug!(target: "tavern::script", plugin, "{text}"),
+            ApiOp::LogWarn => tracing::warn!(target: "tavern::script", plugin, "{text}"),
+            ApiOp::LogError => tracing::error!(target: "tavern::script", plugin, "{text}"),
+            _ => tracing::info!(target: "tavern::script", plugin, "{text}"),
+        }
+    }
+
+    /// Runs a language-neutral api function. `ToolsRegister` is handled by each host.
+    pub fn invoke(&self, op: ApiOp, args: &[Value]) -> Result<Value, ScriptError> {
+        use ApiOp::*;
+        match op {
+            LogDebug | LogInfo | LogWarn | LogError => {
+                self.log(op, &value_text(arg(args, 0)));
+                Ok(Value::Null)
+            }
+            ConfigGet => {
+                let key = str_arg(args, 0, "api.config.get", "key")?;
+                let prefix = format!("extensions.{}.", self.env.plugin);
+                let key = key.strip_prefix(&prefix).unwrap_or(key);
+                Ok(self.env.config.get(key).cloned().unwrap_or(Value::Null))
+            }
+            JsonEncode => Ok(Value::String(arg(args, 0).to_string())),
+            JsonDecode => {
+                let text = str_arg(args, 0, "api.json.decode", "text")?;
+                serde_json::from_str(text)
+                    .map_err(|e| ScriptError::runtime(format!("api.json.decode: {e}")))
+            }
+            FsRead => {
+                let p = str_arg(args, 0, "api.fs.read", "path")?;
+                Ok(Value::String(self.fs(FsAccess::Read)?.read(p)?))
+            }
+            FsWrite | FsAppend => {
+                let name = if op == FsWrite {
+                    "api.fs.write"
+                } else {
+                    "api.fs.append"
+                };
+                let p = str_arg(args, 0, name, "path")?;
+                let content = match arg(args, 1) {
+                    Value::String(s) => s.clone(),
+                    Value::Null => {
+                        return Err(ScriptError::runtime(format!(
+                            "{name}: parameter 2 ('content') is missing"
+                        )))
+                    }
+                    other => other.to_string(),
+                };
+                let fs = self.fs(FsAccess::Write)?;
+                if op == FsWrite {
+                    fs.write(p, content.as_bytes())?;
+                } else {
+                    fs.append(p, content.as_bytes())?;
+                }
+                Ok(Value::Null)
+            }
+            FsList => {
+                let p = match arg(args, 0) {
+                    Value::Null => "/",
+                    _ => str_arg(args, 0, "api.fs.list", "path")?,
+                };
+                self.fs(FsAccess::Read)?.list(p)
+            }
+            FsRemove => {
+                let p = str_arg(args, 0, "api.fs.remove", "path")?;
+                self.fs(FsAccess::Write)?.remove(p)?;
+                Ok(Value::Null)
+            }
+            FsExists => {
+                let p = str_arg(args, 0, "api.fs.exists", "path")?;
+                Ok(Value::Bool(self.fs(FsAccess::Read)?.exists(p)?))
+            }
+            FsMkdir => {
+                let p = str_arg(args, 0, "api.fs.mkdir", "path")?;
+                self.fs(FsAccess::Write)?.mkdir(p)?;
+                Ok(Value::Null)
+            }
+            ToolsCall => {
+                let id = str_arg(args, 0, "api.tools.call", "id")?.to_string();
+                let a = match arg(args, 1) {
+                    Value::Null => Value::Object(Map::new()),
+                    v => v.clone(),
+                };
+                self.call_tool(&id, a)
+            }
+            ToolsRegister => Err(ScriptError::Internal(
+                "api.tools.register is handled by the language host".into(),
+            )),
+        }
+    }
+
+    /// `api.tools.call`: runs a tool through the manager, one level deeper, blocking this
+    /// (script) thread. A script tool reached this way runs inline on this thread (see
+    /// `ScriptToolHandler`), so a plugin calling itself does not deadlock.
+    pub fn call_tool(&self, id: &str, args: Value) -> Result<Value, ScriptError> {
+        let cur = current_call();
+        let (info, handle) = match &cur {
+            Some(c) => (c.info.clone(), c.handle.clone()),
+            None => (CallInfo::host(id), None),
+        };
+        let manager = match info
+            .manager
+            .clone()
+            .or_else(|| self.env.tools.as_ref().and_then(Weak::upgrade))
+        {
+            Some(m) => m,
+            None => {
+                return Err(ScriptError::runtime(
+                    "api.tools.call: no tool manager is attached to this script",
+                ))
+            }
+        };
+        let fut = manager.invoke_nested(
+            id,
+            args,
+            Caller::Plugin(self.env.plugin.clone()),
+            info.depth + 1,
+            info.cancel.clone(),
+        );
+        let handle = handle
+            .or_else(|| HANDLE.with(|h| h.borrow().clone()))
+            .or_else(|| tokio::runtime::Handle::try_current().ok());
+        let run = std::panic::AssertUnwindSafe(|| match handle {
+            Some(h) => h.block_on(fut),
+            None => match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt.block_on(fut),
+                Err(e) => Err(crate::tools::ToolError::failed(
+                    id,
+                    format!("no runtime: {e}"),
+                )),
+            },
+        });
+        match std::panic::catch_unwind(run) {
+            Ok(r) => r.map_err(ScriptError::Tool),
+            Err(_) => {
+                tracing::error!(target: "tavern::script", plugin = %self.env.plugin,
+                    "api.tools.call('{id}') panicked (called on an async worker thread?)");
+                Err(ScriptError::Internal(format!(
+                    "api.tools.call('{id}') cannot block here; scripts must run through ScriptToolHandler"
+                )))
+            }
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! Lua values ↔ JSON with depth, size and cycle limits.
+//!
+//! Tables are read raw (no metamethods run), so converting a result never runs script code.
+//! A table whose keys are exactly `1..n` becomes an array; an empty table becomes `{}`
+//! unless it carries mlua's array metatable (which `from_json` sets on empty arrays).
+
+use std::collections::HashSet;
+use std::ffi::c_void;
+
+use mlua::{Lua, LuaSerdeExt, Table, Value as LuaValue};
+use serde_json::{Map, Number, Value};
+
+use crate::script::ScriptError;
+
+/// Limits for one conversion.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ConvertLimits {
+    pub max_depth: usize,
+    pub max_bytes: usize,
+}
+
+struct ToJson<'a> {
+    limits: ConvertLimits,
+    bytes: usize,
+    path: Vec<String>,
+    on_path: HashSet<*const c_void>,
+    array_mt: Option<&'a Table>,
+}
+
+fn path_text(path: &[String]) -> String {
+    let mut s = String::from("$");
+    for p in path {
+        s.push_str(p);
+    }
+    s
+}
+
+impl ToJson<'_> {
+    fn err(&self, message: impl Into<String>) -> ScriptError {
+        ScriptError::Conversion {
+            path: path_text(&self.path),
+            message: message.into(),
+        }
+    }
+
+    fn limit(&self, what: &str, message: String) -> ScriptError {
+        ScriptError::ValueLimit {
+            what: what.into(),
+            message: format!("{message} at {}", path_text(&self.path)),
+        }
+    }
+
+    fn add_bytes(&mut self, n: usize) -> Result<(), ScriptError> {
+        self.bytes = self.bytes.saturating_add(n);
+        if self.bytes > self.limits.max_bytes {
+            return Err(self.limit(
+                "value_bytes",
+                format!("value larger than {} bytes", self.limits.max_bytes),
+            ));
+        }
+        Ok(())
+    }
+
+    fn string(&mut self, s: &mlua::LuaString) -> Result<String, ScriptError> {
+        let b = s.as_bytes();
+        self.add_bytes(b.len())?;
+        Ok(match std::str::from_utf8(&b) {
+            Ok(s) => s.to_string(),
+            // Non-UTF-8 bytes are replaced rather than refused: binary junk from a script
+            // should still produce a readable result.
+            Err(_) => String::from_utf8_lossy(&b).into_owned(),
+        })
+    }
+
+    fn convert(&mut self, v: &LuaValue, depth: usize) -> Result<Value, ScriptError> {
+        self.add_bytes(8)?;
+        Ok(match v {
+            LuaValue::Nil => Value::Null,
+            LuaValue::Boolean(b) => Value::Bool(*b),
+            LuaValue::LightUserData(p) if p.0.is_null() => Value::Null,
+            LuaValue::Integer(i) => Value::Number((*i).into()),
+            LuaValue::Number(f) => match Number::from_f64(*f) {
+                Some(n) => Value::Number(n),
+                None => return Err(self.err(format!("the number {f} has no JSON form"))),
+            },
+            LuaValue::String(s) => Value::String(self.string(s)?),
+            LuaValue::Table(t) => self.table(t, depth)?,
+            LuaValue::Error(e) => {
+                Value::String(crate::script::error::bounded(&e.to_string(), 4096))
+            }
+            other => {
+                return Err(self.err(format!(
+                    "a {} cannot be converted to JSON",
+                    other.type_name()
+                )))
+            }
+        })
+    }
+
+    fn table(&mut self, t: &Table, depth: usize) -> Result<Value, ScriptError> {
+        if depth >= self.limits.max_depth {
+            return Err(self.limit(
+                "value_depth",
+                format!("value nested deeper than {} levels", self.limits.max_depth),
+            ));
+        }
+        let ptr = t.to_pointer();
+        if !self.on_path.insert(ptr) {
+            return Err(ScriptError::ValueLimit {
+                what: "cycle".into(),
+                message: format!("the table at {} contains itself", path_text(&self.path)),
+            });
+        }
+        let out = self.table_inner(t, depth);
+        self.on_path.remove(&ptr);
+        out
+    }
+
+    fn table_inner(&mut self, t: &Table, depth: usize) -> Result<Value, ScriptError> {
+        let n = t.raw_len();
+        // Count the pairs to tell an array (keys exactly 1..n) from a map.
+        let mut count = 0usize;
+        for pair in t.pairs::<LuaValue, LuaValue>() {
+            pair.map_err(|e| self.err(e.to_string()))?;
+            count += 1;
+        }
+        if count == 0 {
+            let is_array = self
+                .array_mt
+                .zip(t.metatable())
+                .is_some_and(|(a, m)| a.to_pointer() == m.to_pointer());
+            return Ok(if is_array {
+                Value::Array(Vec::new())
+            } else {
+                Value::Object(Map::new())
+            });
+        }
+        if n > 0 && count == n {
+            let mut out = Vec::with_capacity(n.min(4096));
+            for i in 1..=n {
+                let v: LuaValue = t.raw_get(i).map_err(|e| self.err(e.to_string()))?;
+                self.path.push(format!("[{}]", i - 1));
+                let c = self.convert(&v, depth + 1);
+                self.path.pop();
+                out.push(c?);
+            }
+            return Ok(Value::Array(out));
+        }
+        let mut map = Map::new();
+        for pair in t.pairs::<LuaValue, LuaValue>() {
+            let (k, v) = pair.map_err(|e| self.err(e.to_string()))?;
+            let key = match &k {
+                LuaValue::String(s) => self.string(s)?,
+                LuaValue::Integer(i) => i.to_string(),
+                LuaValue::Number(f) if f.is_finite() => f.to_string(),
+                other => {
+                    return Err(self.err(format!(
+                        "a table key of type {} cannot be a JSON object key",
+                        other.type_name()
+                    )))
+                }
+            };
+            self.path.push(format!(".{key}"));
+            let c = self.convert(&v, depth + 1);
+            self.path.pop();
+            map.insert(key, c?);
+        }
+        Ok(Value::Object(map))
+    }
+}
+
+/// Converts a Lua value to JSON within `limits`.
+pub(crate) fn to_json(
+    lua: &Lua,
+    v: &LuaValue,
+    limits: ConvertLimits,
+) -> Result<Value, ScriptError> {
+    let array_mt = lua.array_metatable();
+    let mut c = ToJson {
+        limits,
+        bytes: 0,
+        path: Vec::new(),
+        on_path: HashSet::new(),
+        array_mt: Some(&array_mt),
+    };
+    c.convert(v, 0)
+}
+
+/// Nesting accepted from JSON (the host's own values; serde_json parses at most 128 levels).
+const MAX_JSON_DEPTH: usize = 256;
+
+/// Converts JSON to a Lua value (null → `api.json.null`, empty arrays keep their kind).
+pub(crate) fn from_json(lua: &Lua, v: &Value) -> Result<LuaValue, ScriptError> {
+    from_json_at(lua, v, 0).map_err(|e| match e {
+        FromErr::Lua(e) => ScriptError::Internal(format!("building a Lua value: {e}")),
+        FromErr::Depth => ScriptError::ValueLimit {
+            what: "value_depth".into(),
+            message: format!("JSON value nested deeper than {MAX_JSON_DEPTH} levels"),
+        },
+    })
+}
+
+enum FromErr {
+    Lua(mlua::Error),
+    Depth,
+}
+
+impl From<mlua::Error> for FromErr {
+    fn from(e: mlua::Error) -> Self {
+        FromErr::Lua(e)
+    }
+}
+
+fn from_json_at(lua: &Lua, v: &Value, depth: usize) -> Result<LuaValue, FromErr> {
+    if depth > MAX_JSON_DEPTH {
+        return Err(FromErr::Depth);
+    }
+    Ok(match v {
+        Value::Null => LuaValue::NULL,
+        Value::Bool(b) => LuaValue::Boolean(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => LuaValue::Integer(i),
+            None => LuaValue::Number(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => LuaValue::String(lua.create_string(s)?),
+        Value::Array(a) => {
+            let t = lua.create_table_with_capacity(a.len(), 0)?;
+            for (i, x) in a.iter().enumerate() {
+                t.raw_set(i + 1, from_json_at(lua, x, depth + 1)?)?;
+            }
+            if a.is_empty() {
+                t.set_metatable(Some(lua.array_metatable()))?;
+            }
+            LuaValue::Table(t)
+        }
+        Value::Object(m) => {
+            let t = lua.create_table_with_capacity(0, m.len())?;
+            for (k, x) in m {
+                t.raw_set(k.as_str(), from_json_at(lua, x, depth + 1)?)?;
+            }
+            LuaValue::Table(t)
+        }
+    })
+}

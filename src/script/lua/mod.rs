@@ -1,0 +1,547 @@
+//! The Lua host: one sandboxed Lua 5.4 state per plugin (or per snippet run).
+//!
+//! What holds the sandbox (see `sandbox-threats.md`):
+//! - only the `table`, `string`, `math`, `utf8` and `coroutine` libraries; `load`,
+//!   `loadfile`, `dofile`, `require`, `collectgarbage` and `string.dump` removed; text chunks
+//!   only;
+//! - one state per plugin, and the string metatable hidden behind `__metatable`;
+//! - a memory limit on the state (a failed allocation is a catchable error, and the state is
+//!   collected after the call);
+//! - a global instruction hook (reaches coroutines) that charges the [`Budget`] and checks the
+//!   wall-clock deadline; once the budget is gone, `pcall`, `xpcall`, `coroutine.resume` and
+//!   `coroutine.close` re-raise instead of catching, and the call's result is the budget error
+//!   whatever the script did;
+//! - `string.find/match/gmatch/gsub` replaced by a Rust matcher that charges its steps;
+//!   `string.rep` checks the result size before allocating;
+//! - `setmetatable` refuses `__gc` (finalizers run with hooks off) and `__close`;
+//! - Rust callbacks catch panics, log them and raise a plain error.
+
+mod convert;
+pub(crate) mod patterns;
+mod stdlib;
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use mlua::chunk::ChunkMode;
+use mlua::{Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value as LuaValue};
+use serde_json::Value;
+
+use super::api::{ApiOp, API};
+use super::budget::{Abort, Budget};
+use super::error::bounded;
+use super::host::{current_call, HostCore};
+use super::{Limits, ScriptError};
+pub(crate) use convert::{from_json, to_json, ConvertLimits};
+
+/// Instructions between two hook calls. Any count hook costs about the same (notes), so this
+/// only sets how fast an exhausted budget is noticed.
+const HOOK_EVERY: u32 = 1000;
+/// Longest error message kept from a script.
+const MAX_ERROR_TEXT: usize = 4096;
+const HANDLERS_KEY: &str = "tavern.handlers";
+const CTX_CONFIG_KEY: &str = "tavern.config";
+
+/// A tool registered by a script at load time.
+#[derive(Debug, Clone)]
+pub(crate) struct RegisteredSpec {
+    pub id: String,
+    pub display_name: Option<String>,
+    pub description: String,
+    pub parameters: Option<Value>,
+}
+
+/// State shared by the Lua state's Rust callbacks (never holds Lua handles, so the state can
+/// be dropped).
+pub(crate) struct Shared {
+    pub core: Arc<HostCore>,
+    pub budget: Budget,
+    pub loading: AtomicBool,
+    pub registered: Mutex<Vec<RegisteredSpec>>,
+    pub panics: AtomicU64,
+    pub limits: Limits,
+}
+
+/// One plugin's (or snippet's) Lua state.
+pub(crate) struct LuaHost {
+    pub lua: Lua,
+    pub shared: Arc<Shared>,
+    /// Nesting of calls currently inside this state (re-entrant calls share the budget).
+    depth: AtomicU64,
+}
+
+pub(crate) fn abort_error(a: Abort) -> mlua::Error {
+    mlua::Error::external(a)
+}
+
+pub(crate) fn script_error(e: ScriptError) -> mlua::Error {
+    mlua::Error::external(e)
+}
+
+/// Wraps a Rust callback: panics are caught, logged and counted, and become a Lua error.
+pub(crate) fn guarded<A, R, F>(
+    lua: &Lua,
+    shared: &Arc<Shared>,
+    name: &'static str,
+    f: F,
+) -> mlua::Result<Function>
+where
+    A: mlua::FromLuaMulti,
+    R: mlua::IntoLuaMulti,
+    F: Fn(&Lua, &Arc<Shared>, A) -> mlua::Result<R> + Send + 'static,
+{
+    let sh = shared.clone();
+    lua.create_function(move |lua, args: A| {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| f(lua, &sh, args))) {
+            Ok(r) => r,
+            Err(p) => {
+                let what = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                sh.panics.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(target: "tavern::script", plugin = %sh.core.env.plugin,
+                    "panic in the Rust function behind {name}: {what}");
+                Err(mlua::Error::runtime(format!(
+                    "internal error in {name} (logged by the host)"
+                )))
+            }
+        }
+    })
+}
+
+impl LuaHost {
+    /// Builds a sandboxed state with the `api` table.
+    pub fn new(core: Arc<HostCore>, limits: Limits) -> Result<Self, ScriptError> {
+        let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH | StdLib::UTF8 | StdLib::COROUTINE;
+        let lua = Lua::new_with(libs, LuaOptions::new())
+            .map_err(|e| ScriptError::Internal(format!("creating a Lua state: {e}")))?;
+        let shared = Arc::new(Shared {
+            core,
+            budget: Budget::new(),
+            loading: AtomicBool::new(false),
+            registered: Mutex::new(Vec::new()),
+            panics: AtomicU64::new(0),
+            limits,
+        });
+        let host = LuaHost {
+            lua,
+            shared,
+            depth: AtomicU64::new(0),
+        };
+        host.setup()
+            .map_err(|e| ScriptError::Internal(format!("setting up the Lua sandbox: {e}")))?;
+        host.lua
+            .set_memory_limit(limits.memory_bytes)
+            .map_err(|e| ScriptError::Internal(format!("setting the memory limit: {e}")))?;
+        Ok(host)
+    }
+
+    fn setup(&self) -> mlua::Result<()> {
+        let lua = &self.lua;
+        let sh = self.shared.clone();
+        lua.set_global_hook(
+            HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+            move |_lua, _debug| {
+                sh.budget
+                    .charge(u64::from(HOOK_EVERY))
+                    .map_err(abort_error)?;
+                Ok(mlua::VmState::Continue)
+            },
+        )?;
+        stdlib::install(lua, &self.shared)?;
+        self.install_api()?;
+        lua.set_named_registry_value(HANDLERS_KEY, lua.create_table()?)?;
+        let config = from_json(lua, &Value::Object(self.shared.core.env.config.clone()))
+            .map_err(|e| mlua::Error::runtime(e.to_string()))?;
+        lua.set_named_registry_value(CTX_CONFIG_KEY, config)?;
+        Ok(())
+    }
+
+    fn install_api(&self) -> mlua::Result<()> {
+        let lua = &self.lua;
+        let api = lua.create_table()?;
+        for ns in super::api::namespaces() {
+            api.raw_set(ns, lua.create_table()?)?;
+        }
+        for f in API {
+            let t: Table = api.raw_get(f.namespace)?;
+            let func = match f.op {
+                ApiOp::ToolsRegister => {
+                    guarded(lua, &self.shared, "api.tools.register", register_tool)?
+                }
+                op => {
+                    let name: &'static str =
+                        Box::leak(format!("api.{}.{}", f.namespace, f.name).into_boxed_str());
+                    guarded(
+                        lua,
+                        &self.shared,
+                        name,
+                        move |lua, sh, args: mlua::Variadic<LuaValue>| {
+                            let limits = ConvertLimits {
+                                max_depth: sh.limits.max_value_depth,
+                                max_bytes: sh.limits.max_value_bytes,
+                            };
+                            let mut json = Vec::with_capacity(args.len());
+                            for a in args.iter() {
+                                json.push(to_json(lua, a, limits).map_err(script_error)?);
+                            }
+                            let out = sh.core.invoke(op, &json).map_err(script_error)?;
+                            if op == ApiOp::JsonEncode || op == ApiOp::FsRead {
+                                // Plain strings: no need to walk them.
+                                if let Value::String(s) = &out {
+                                    return Ok(LuaValue::String(lua.create_string(s)?));
+                                }
+                            }
+                            from_json(lua, &out).map_err(script_error)
+                        },
+                    )?
+                }
+            };
+            t.raw_set(f.name, func)?;
+        }
+        let json: Table = api.raw_get("json")?;
+        json.raw_set("null", LuaValue::NULL)?;
+        lua.globals().raw_set("api", api)?;
+        Ok(())
+    }
+
+    /// Runs one script file's top level (registering tools is allowed here).
+    pub fn load_file(&self, name: &str, text: &str) -> Result<(), ScriptError> {
+        self.shared.loading.store(true, Ordering::Relaxed);
+        let r = self.run(|| {
+            self.lua
+                .load(text)
+                .set_name(format!("@{name}"))
+                .set_mode(ChunkMode::Text)
+                .exec()?;
+            Ok(Value::Null)
+        });
+        self.shared.loading.store(false, Ordering::Relaxed);
+        r.map(|_| ())
+    }
+
+    /// Evaluates a chunk (snippets): the chunk's `return` value.
+    pub fn eval_chunk(&self, name: &str, text: &str, inputs: &Value) -> Result<Value, ScriptError> {
+        self.run(|| {
+            let inputs = from_json(&self.lua, inputs).map_err(script_error)?;
+            self.lua.globals().raw_set("inputs", inputs)?;
+            let v: LuaValue = self
+                .lua
+                .load(text)
+                .set_name(format!("@{name}"))
+                .set_mode(ChunkMode::Text)
+                .eval()?;
+            self.result_json(&v)
+        })
+    }
+
+    fn result_json(&self, v: &LuaValue) -> mlua::Result<Value> {
+        let limits = ConvertLimits {
+            max_depth: self.shared.limits.max_value_depth,
+            max_bytes: self.shared.limits.max_value_bytes,
+        };
+        to_json(&self.lua, v, limits).map_err(script_error)
+    }
+
+    /// Whether a registered handler or a global function has this name.
+    pub fn has_function(&self, name: &str) -> bool {
+        self.lookup(name).ok().flatten().is_some()
+    }
+
+    fn lookup(&self, name: &str) -> mlua::Result<Option<Function>> {
+        let handlers: Table = self.lua.named_registry_value(HANDLERS_KEY)?;
+        if let LuaValue::Function(f) = handlers.raw_get::<LuaValue>(name)? {
+            return Ok(Some(f));
+        }
+        match self.lua.globals().raw_get::<LuaValue>(name)? {
+            LuaValue::Function(f) => Ok(Some(f)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Calls a registered handler (by tool id) or a global function with `(args, ctx)`.
+    pub fn call(
+        &self,
+        function: &str,
+        args: &Value,
+        tool_id: &str,
+        caller: &str,
+    ) -> Result<Value, ScriptError> {
+        let f = match self.lookup(function) {
+            Ok(Some(f)) => f,
+            Ok(None) => {
+                return Err(ScriptError::UnknownFunction {
+                    function: function.to_string(),
+                })
+            }
+            Err(e) => return Err(ScriptError::Internal(e.to_string())),
+        };
+        self.run(|| {
+            let lua = &self.lua;
+            let a = from_json(lua, args).map_err(script_error)?;
+            let ctx = lua.create_table_with_capacity(0, 4)?;
+            ctx.raw_set("tool_id", tool_id)?;
+            ctx.raw_set("caller", caller)?;
+            ctx.raw_set(
+                "config",
+                lua.named_registry_value::<LuaValue>(CTX_CONFIG_KEY)?,
+            )?;
+            ctx.raw_set(
+                "log",
+                lua.named_registry_value::<LuaValue>(stdlib::CTX_LOG_KEY)?,
+            )?;
+            let v: LuaValue = f.call((a, ctx))?;
+            self.result_json(&v)
+        })
+    }
+
+    /// Runs `f` under the budget (fresh unless this state is already running a call on
+    /// this thread), maps every failure to a [`ScriptError`], and collects garbage after a
+    /// memory error so the next call starts clean.
+    fn run(&self, f: impl FnOnce() -> mlua::Result<Value>) -> Result<Value, ScriptError> {
+        let outer = self.depth.fetch_add(1, Ordering::AcqRel) == 0;
+        if outer {
+            let l = &self.shared.limits;
+            self.shared.budget.reset(l.instructions, l.wall_ms);
+        }
+        let r = std::panic::catch_unwind(AssertUnwindSafe(f));
+        self.depth.fetch_sub(1, Ordering::AcqRel);
+        let out = match r {
+            Ok(Ok(v)) => match self.shared.budget.aborted() {
+                // The script caught the budget error and returned anyway: still a failure.
+                Some(a) => Err(self.abort_to_script(a)),
+                None => Ok(v),
+            },
+            Ok(Err(e)) => Err(self.map_error(e)),
+            Err(p) => {
+                let what = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".into());
+                self.shared.panics.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(target: "tavern::script", plugin = %self.shared.core.env.plugin,
+                    "panic while running Lua: {what}");
+                Err(ScriptError::Internal(format!(
+                    "panic while running Lua: {what}"
+                )))
+            }
+        };
+        if outer {
+            if let Err(ScriptError::MemoryLimit { .. }) = &out {
+                let _ = self.lua.gc_collect();
+            }
+        }
+        out
+    }
+
+    fn abort_to_script(&self, a: Abort) -> ScriptError {
+        match a {
+            Abort::Instructions => ScriptError::InstructionLimit {
+                limit: self.shared.limits.instructions,
+            },
+            Abort::Timeout => ScriptError::Timeout {
+                after_ms: self.shared.limits.wall_ms,
+            },
+        }
+    }
+
+    fn map_error(&self, e: mlua::Error) -> ScriptError {
+        if let Some(a) = self.shared.budget.aborted() {
+            return self.abort_to_script(a);
+        }
+        map_lua_error(e, &self.shared.limits)
+    }
+
+    /// Bytes used by the state.
+    pub fn used_memory(&self) -> usize {
+        self.lua.used_memory()
+    }
+
+    /// Tools registered by the scripts while loading.
+    pub fn registered(&self) -> Vec<RegisteredSpec> {
+        self.shared
+            .registered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+/// Maps an mlua error (after budget checks) to a [`ScriptError`].
+pub(crate) fn map_lua_error(e: mlua::Error, limits: &Limits) -> ScriptError {
+    for cause in e.chain() {
+        if let Some(s) = cause.downcast_ref::<ScriptError>() {
+            return s.clone();
+        }
+        if let Some(a) = cause.downcast_ref::<Abort>() {
+            return match a {
+                Abort::Instructions => ScriptError::InstructionLimit {
+                    limit: limits.instructions,
+                },
+                Abort::Timeout => ScriptError::Timeout {
+                    after_ms: limits.wall_ms,
+                },
+            };
+        }
+    }
+    let mut root = &e;
+    loop {
+        match root {
+            mlua::Error::CallbackError { cause, .. } => root = cause,
+            mlua::Error::WithContext { cause, .. } => root = cause,
+            _ => break,
+        }
+    }
+    match root {
+        mlua::Error::MemoryError(_) => ScriptError::MemoryLimit {
+            limit: limits.memory_bytes,
+        },
+        mlua::Error::SyntaxError { message, .. } => {
+            let (file, line, msg) = split_place(message);
+            ScriptError::Syntax {
+                file: file.unwrap_or_else(|| "<chunk>".into()),
+                line: line.unwrap_or(0),
+                message: bounded(&msg, MAX_ERROR_TEXT),
+            }
+        }
+        mlua::Error::StackError => ScriptError::ValueLimit {
+            what: "call_depth".into(),
+            message: "the Lua stack is exhausted".into(),
+        },
+        other => {
+            let text = match other {
+                mlua::Error::RuntimeError(m) => m.clone(),
+                o => o.to_string(),
+            };
+            // Drop the traceback mlua appends; keep the message.
+            let text = text
+                .split("\nstack traceback:")
+                .next()
+                .unwrap_or_default()
+                .to_string();
+            if text.contains("stack overflow") {
+                return ScriptError::ValueLimit {
+                    what: "call_depth".into(),
+                    message: bounded(&text, 512),
+                };
+            }
+            if text.contains("not enough memory") {
+                return ScriptError::MemoryLimit {
+                    limit: limits.memory_bytes,
+                };
+            }
+            let (file, line, msg) = split_place(&text);
+            ScriptError::Runtime {
+                message: bounded(&msg, MAX_ERROR_TEXT),
+                file,
+                line,
+            }
+        }
+    }
+}
+
+/// Splits `file:line: message` (Lua's error prefix) into its parts.
+fn split_place(text: &str) -> (Option<String>, Option<u32>, String) {
+    let first = text.lines().next().unwrap_or("");
+    let mut it = first.splitn(3, ':');
+    if let (Some(f), Some(l), Some(rest)) = (it.next(), it.next(), it.next()) {
+        if let Ok(line) = l.trim().parse::<u32>() {
+            if !f.is_empty() && !f.contains(' ') {
+                let f = f.trim_start_matches('@').to_string();
+                let mut msg = rest.trim_start().to_string();
+                // Keep any further lines of a multi-line message.
+                if let Some((_, tail)) = text.split_once('\n') {
+                    msg.push('\n');
+                    msg.push_str(tail);
+                }
+                return (Some(f), Some(line), msg);
+            }
+        }
+    }
+    (None, None, text.to_string())
+}
+
+fn register_tool(lua: &Lua, sh: &Arc<Shared>, spec: LuaValue) -> mlua::Result<()> {
+    if !sh.loading.load(Ordering::Relaxed) {
+        return Err(mlua::Error::runtime(
+            "api.tools.register can only be called while the plugin loads (at the top level of a script)",
+        ));
+    }
+    let LuaValue::Table(spec) = spec else {
+        return Err(mlua::Error::runtime(
+            "api.tools.register expects a table {id=…, description=…, parameters=…, handler=function(args, ctx) … end}",
+        ));
+    };
+    let id: Option<String> = spec.raw_get("id")?;
+    let Some(id) = id else {
+        return Err(mlua::Error::runtime(
+            "api.tools.register: 'id' (a string) is required",
+        ));
+    };
+    let plugin = &sh.core.env.plugin;
+    let id = match id.split_once(':') {
+        Some((ns, _)) if ns != plugin => {
+            return Err(mlua::Error::runtime(format!(
+                "api.tools.register: tool '{id}' is outside the plugin's namespace '{plugin}:'"
+            )))
+        }
+        Some(_) => id,
+        None => format!("{plugin}:{id}"),
+    };
+    let handler = match spec.raw_get::<LuaValue>("handler")? {
+        LuaValue::Function(f) => f,
+        _ => {
+            return Err(mlua::Error::runtime(format!(
+                "api.tools.register: tool '{id}' needs handler = function(args, ctx) … end"
+            )))
+        }
+    };
+    let description: Option<String> = spec.raw_get("description")?;
+    let display_name: Option<String> = spec.raw_get("displayName")?;
+    let parameters = match spec.raw_get::<LuaValue>("parameters")? {
+        LuaValue::Nil => None,
+        v => Some(
+            to_json(
+                lua,
+                &v,
+                ConvertLimits {
+                    max_depth: 64,
+                    max_bytes: 1 << 20,
+                },
+            )
+            .map_err(script_error)?,
+        ),
+    };
+    let handlers: Table = lua.named_registry_value(HANDLERS_KEY)?;
+    if handlers.raw_get::<LuaValue>(id.as_str())? != LuaValue::Nil {
+        return Err(mlua::Error::runtime(format!(
+            "api.tools.register: tool '{id}' is already registered"
+        )));
+    }
+    handlers.raw_set(id.as_str(), handler)?;
+    sh.registered
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(RegisteredSpec {
+            id,
+            display_name,
+            description: description.unwrap_or_default(),
+            parameters,
+        });
+    Ok(())
+}
+
+/// `ctx.log(...)`: logs with the running tool's id.
+pub(crate) fn ctx_log(_lua: &Lua, sh: &Arc<Shared>, msg: LuaValue) -> mlua::Result<()> {
+    let text = match &msg {
+        LuaValue::String(s) => s.to_string_lossy(),
+        other => other.to_string().unwrap_or_else(|_| "<unprintable>".into()),
+    };
+    let tool = current_call().map(|c| c.info.tool_id).unwrap_or_default();
+    tracing::info!(target: "tavern::script", plugin = %sh.core.env.plugin, tool = %tool, "{}", bounded(&text, MAX_ERROR_TEXT));
+    Ok(())
+}

@@ -1,0 +1,378 @@
+//! `PluginScripts`: one plugin's script state (a Lua state and/or a Rhai engine) and the
+//! tool handlers that run it.
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::host::{
+    current_call, enter_call, in_script_thread, set_thread_handle, ActiveCall, CallInfo, HostCore,
+    Output, ScriptEnv,
+};
+use super::lock::PluginLock;
+use super::lua::LuaHost;
+use super::rhai_host::RhaiHost;
+use super::{Lang, ScriptError};
+use crate::tools::{
+    empty_object_schema, CallContext, Implementation, ToolDefinition, ToolError, ToolFuture,
+    ToolHandler,
+};
+
+/// How a [`ScriptToolHandler`] gets script work off the async executor's worker threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExecMode {
+    /// `tokio::task::spawn_blocking` for each call.
+    #[default]
+    Blocking,
+    /// One dedicated thread per plugin, fed through a channel.
+    Dedicated,
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+struct Inner {
+    env: ScriptEnv,
+    lua: Option<LuaHost>,
+    rhai: Option<RhaiHost>,
+    lock: Arc<PluginLock>,
+    worker: Mutex<Option<mpsc::Sender<Job>>>,
+}
+
+/// One plugin's scripts: ONE sandboxed Lua state (for its `.lua` files) and ONE Rhai
+/// engine with the merged AST of its `.rhai` files. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct PluginScripts {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for PluginScripts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginScripts")
+            .field("plugin", &self.inner.env.plugin)
+            .field("lua", &self.inner.lua.is_some())
+            .field("rhai", &self.inner.rhai.is_some())
+            .finish()
+    }
+}
+
+/// A script file to load: its name (relative to the plugin directory) and text.
+#[derive(Debug, Clone)]
+pub struct ScriptSource {
+    /// Name used in error messages (`main.lua`).
+    pub name: String,
+    /// Language.
+    pub lang: Lang,
+    /// Source text.
+    pub text: String,
+}
+
+impl ScriptSource {
+    /// A source with the language taken from the name's extension.
+    pub fn new(name: impl Into<String>, text: impl Into<String>) -> Result<Self, ScriptError> {
+        let name = name.into();
+        let lang = Lang::from_path(Path::new(&name)).ok_or_else(|| ScriptError::Syntax {
+            file: name.clone(),
+            line: 0,
+            message: "unknown script language: use a .lua or .rhai file".into(),
+        })?;
+        Ok(ScriptSource {
+            name,
+            lang,
+            text: text.into(),
+        })
+    }
+}
+
+impl PluginScripts {
+    /// Reads and loads script files (paths relative to `env.dir`), running their top level.
+    pub fn load(env: ScriptEnv, files: &[impl AsRef<Path>]) -> Result<Self, ScriptError> {
+        let mut sources = Vec::with_capacity(files.len());
+        for f in files {
+            let rel = f.as_ref();
+            let name = rel.to_string_lossy().replace('\\', "/");
+            let text = std::fs::read_to_string(env.dir.join(rel)).map_err(|e| ScriptError::Io {
+                op: "read script".into(),
+                path: name.clone(),
+                message: e.to_string(),
+            })?;
+            sources.push(ScriptSource::new(name, text)?);
+        }
+        Self::from_sources(env, sources)
+    }
+
+    /// Loads script texts (in order), running their top level.
+    pub fn from_sources(env: ScriptEnv, sources: Vec<ScriptSource>) -> Result<Self, ScriptError> {
+        Self::build(env, sources, Output::Log)
+    }
+
+    pub(crate) fn build(
+        env: ScriptEnv,
+        sources: Vec<ScriptSource>,
+        output: Output,
+    ) -> Result<Self, ScriptError> {
+        let core = Arc::new(HostCore::new(env.clone(), output));
+        let limits = env.limits;
+        let mut lua = None;
+        let mut rhai: Option<RhaiHost> = None;
+        for s in &sources {
+            match s.lang {
+                Lang::Lua => {
+                    if lua.is_none() {
+                        lua = Some(LuaHost::new(core.clone(), limits)?);
+                    }
+                }
+                Lang::Rhai => {
+                    if rhai.is_none() {
+                        rhai = Some(RhaiHost::new(core.clone(), limits, Some(&env.dir))?);
+                    }
+                }
+            }
+        }
+        let info = CallInfo::host(format!("{}:<load>", env.plugin));
+        let _active = enter_call(ActiveCall {
+            info,
+            handle: None,
+            deadline: Instant::now() + Duration::from_millis(limits.wall_ms),
+        });
+        for s in &sources {
+            match s.lang {
+                Lang::Lua => {
+                    if let Some(l) = &lua {
+                        l.load_file(&s.name, &s.text)?;
+                    }
+                }
+                Lang::Rhai => {
+                    if let Some(r) = &mut rhai {
+                        r.load_file(&s.name, &s.text)?;
+                    }
+                }
+            }
+        }
+        Ok(PluginScripts {
+            inner: Arc::new(Inner {
+                env,
+                lua,
+                rhai,
+                lock: Arc::new(PluginLock::default()),
+                worker: Mutex::new(None),
+            }),
+        })
+    }
+
+    /// The plugin's name.
+    pub fn plugin(&self) -> &str {
+        &self.inner.env.plugin
+    }
+
+    /// The environment the scripts were built from.
+    pub fn env(&self) -> &ScriptEnv {
+        &self.inner.env
+    }
+
+    /// Whether `function` (a global function name or a registered tool id) exists.
+    pub fn has_function(&self, function: &str) -> bool {
+        self.inner
+            .lua
+            .as_ref()
+            .is_some_and(|l| l.has_function(function))
+            || self
+                .inner
+                .rhai
+                .as_ref()
+                .is_some_and(|r| r.has_function(function))
+    }
+
+    /// Bytes used by the plugin's Lua state (0 without Lua).
+    pub fn lua_memory(&self) -> usize {
+        self.inner.lua.as_ref().map_or(0, LuaHost::used_memory)
+    }
+
+    /// Panics caught in Rust callbacks so far (each was logged).
+    pub fn panic_count(&self) -> u64 {
+        self.inner.lua.as_ref().map_or(0, |l| {
+            l.shared.panics.load(std::sync::atomic::Ordering::Relaxed)
+        })
+    }
+
+    /// Calls `function` (a global function, or the handler of a tool registered with
+    /// `api.tools.register`, by tool id) with `(args, ctx)`, blocking this thread.
+    ///
+    /// Do not call this on an async executor's worker thread; use [`ScriptToolHandler`].
+    pub fn call(&self, function: &str, args: Value, ctx: &CallInfo) -> Result<Value, ScriptError> {
+        let inner = &self.inner;
+        let limits = inner.env.limits;
+        let own = Instant::now() + Duration::from_millis(limits.wall_ms);
+        // A nested call never waits longer than the call that is waiting for it.
+        let deadline = current_call().map_or(own, |c| c.deadline.min(own));
+        let caller = ctx.caller.to_string();
+        if let Some(lua) = inner.lua.as_ref().filter(|l| l.has_function(function)) {
+            let _guard = inner.lock.acquire(&inner.env.plugin, deadline)?;
+            let _active = enter_call(ActiveCall {
+                info: ctx.clone(),
+                handle: None,
+                deadline,
+            });
+            return lua.call(function, &args, &ctx.tool_id, &caller);
+        }
+        if let Some(rhai) = inner.rhai.as_ref().filter(|r| r.has_function(function)) {
+            let _active = enter_call(ActiveCall {
+                info: ctx.clone(),
+                handle: None,
+                deadline,
+            });
+            return rhai.call(function, &args, &ctx.tool_id, &caller);
+        }
+        Err(ScriptError::UnknownFunction {
+            function: function.to_string(),
+        })
+    }
+
+    /// A tool handler running `function` of this plugin.
+    pub fn handler(&self, function: impl Into<String>) -> ScriptToolHandler {
+        ScriptToolHandler {
+            scripts: self.clone(),
+            function: function.into(),
+            mode: ExecMode::default(),
+        }
+    }
+
+    /// Tools registered by the scripts at load time (`api.tools.register`), each with the
+    /// handler that runs it. Definitions have a `service` implementation naming the script.
+    pub fn registered_tools(&self) -> Vec<(ToolDefinition, Arc<dyn ToolHandler>)> {
+        let mut out: Vec<(ToolDefinition, Arc<dyn ToolHandler>)> = Vec::new();
+        let mut push = |id: String, display_name, description, parameters: Option<Value>| {
+            let def = ToolDefinition {
+                id: id.clone(),
+                display_name,
+                description,
+                parameters: parameters.unwrap_or_else(empty_object_schema),
+                implementation: Implementation::Service {
+                    script: None,
+                    function: Some(id.clone()),
+                },
+                annotations: None,
+                examples: Vec::new(),
+            };
+            out.push((def, Arc::new(self.handler(id))));
+        };
+        if let Some(l) = &self.inner.lua {
+            for s in l.registered() {
+                push(s.id, s.display_name, s.description, s.parameters);
+            }
+        }
+        if let Some(r) = &self.inner.rhai {
+            for s in r.registered() {
+                push(s.id, s.display_name, s.description, s.parameters);
+            }
+        }
+        out
+    }
+
+    fn worker(&self) -> Result<mpsc::Sender<Job>, ToolError> {
+        let mut w = self.inner.worker.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tx) = w.as_ref() {
+            return Ok(tx.clone());
+        }
+        let (tx, rx) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name(format!("tavern-plugin-{}", self.inner.env.plugin))
+            .stack_size(16 << 20)
+            .spawn(move || {
+                while let Ok(job) = rx.recv() {
+                    job();
+                }
+            })
+            .map_err(|e| {
+                ToolError::failed(self.plugin(), format!("cannot start a script thread: {e}"))
+            })?;
+        *w = Some(tx.clone());
+        Ok(tx)
+    }
+}
+
+/// A [`ToolHandler`] running one script function of a plugin. Top-level calls run on a
+/// blocking thread ([`ExecMode`]); a call made from a script (`api.tools.call`) runs inline
+/// on the calling script's thread, so a plugin may call its own tools.
+#[derive(Clone, Debug)]
+pub struct ScriptToolHandler {
+    scripts: PluginScripts,
+    function: String,
+    mode: ExecMode,
+}
+
+impl ScriptToolHandler {
+    /// The same handler with another execution mode.
+    pub fn with_mode(mut self, mode: ExecMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The plugin's scripts.
+    pub fn scripts(&self) -> &PluginScripts {
+        &self.scripts
+    }
+}
+
+impl ToolHandler for ScriptToolHandler {
+    fn invoke(&self, ctx: CallContext, args: Value) -> ToolFuture {
+        let info = CallInfo::from_context(&ctx);
+        let tool = ctx.tool_id.clone();
+        let handle = tokio::runtime::Handle::try_current().ok();
+        if in_script_thread() || handle.is_none() {
+            // Nested call from a script on this (blocking) thread, or no runtime at all.
+            let r = self
+                .scripts
+                .call(&self.function, args, &info)
+                .map_err(|e| e.into_tool_error(&tool));
+            return Box::pin(std::future::ready(r));
+        }
+        let scripts = self.scripts.clone();
+        let function = self.function.clone();
+        let h = handle.clone();
+        let job = move || {
+            set_thread_handle(h);
+            let r = scripts.call(&function, args, &info);
+            set_thread_handle(None);
+            r
+        };
+        match self.mode {
+            ExecMode::Blocking => Box::pin(async move {
+                match tokio::task::spawn_blocking(job).await {
+                    Ok(r) => r.map_err(|e| e.into_tool_error(&tool)),
+                    Err(e) => Err(ToolError::failed(
+                        tool,
+                        format!("script thread failed: {e}"),
+                    )),
+                }
+            }),
+            ExecMode::Dedicated => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let sent = self.scripts.worker().and_then(|w| {
+                    w.send(Box::new(move || {
+                        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
+                            .unwrap_or_else(|_| {
+                                Err(ScriptError::Internal("script thread panicked".into()))
+                            });
+                        let _ = tx.send(r);
+                    }))
+                    .map_err(|_| {
+                        ToolError::failed(tool.clone(), "the plugin's script thread has stopped")
+                    })
+                });
+                Box::pin(async move {
+                    sent?;
+                    match rx.await {
+                        Ok(r) => r.map_err(|e| e.into_tool_error(&tool)),
+                        Err(_) => Err(ToolError::failed(
+                            tool,
+                            "the plugin's script thread has stopped",
+                        )),
+                    }
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,582 @@
+//! The Rhai host: one engine and one merged AST per plugin (or a fresh one per snippet).
+//!
+//! Every Rhai limit is set from [`Limits`]; `eval` is disabled; `import` only reaches `.rhai`
+//! files inside the plugin directory (snippets cannot import at all); a progress callback
+//! stops a run at its wall-clock deadline; `print`/`debug` go to the log or the snippet's
+//! output buffer. Rhai values are converted to JSON with a depth and size limit.
+
+use std::cell::Cell;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rhai::module_resolvers::{DummyModuleResolver, FileModuleResolver};
+use rhai::{
+    CallFnOptions, Dynamic, Engine, EvalAltResult, FnPtr, ImmutableString, Module, ModuleResolver,
+    Position, Scope, Shared, AST,
+};
+use serde_json::{Map, Value};
+
+use super::api::{namespaces, ApiOp, API};
+use super::error::bounded;
+use super::host::HostCore;
+use super::{Limits, ScriptError};
+
+thread_local! {
+    /// Deadline of the Rhai call running on this thread (nested calls save and restore it).
+    static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// A tool registered by a Rhai script at load time.
+#[derive(Debug, Clone)]
+pub(crate) struct RhaiSpec {
+    pub id: String,
+    pub display_name: Option<String>,
+    pub description: String,
+    pub parameters: Option<Value>,
+    /// Name of the script function that handles it.
+    pub function: String,
+}
+
+struct RhaiShared {
+    loading: std::sync::atomic::AtomicBool,
+    registered: Mutex<Vec<RhaiSpec>>,
+}
+
+/// One plugin's Rhai engine and scripts.
+pub(crate) struct RhaiHost {
+    engine: Engine,
+    ast: AST,
+    shared: Arc<RhaiShared>,
+    limits: Limits,
+    core: Arc<HostCore>,
+}
+
+/// `import` resolver confined to one directory.
+struct ConfinedResolver {
+    dir: PathBuf,
+    inner: FileModuleResolver,
+}
+
+impl ModuleResolver for ConfinedResolver {
+    fn resolve(
+        &self,
+        engine: &Engine,
+        _source: Option<&str>,
+        path: &str,
+        pos: Position,
+    ) -> Result<Shared<Module>, Box<EvalAltResult>> {
+        let refuse = |why: &str| -> Box<EvalAltResult> {
+            EvalAltResult::ErrorModuleNotFound(
+                format!("{path} (refused: {why}; imports stay inside the plugin directory)"),
+                pos,
+            )
+            .into()
+        };
+        if path.contains('\0') {
+            return Err(refuse("NUL byte"));
+        }
+        let rel = Path::new(path);
+        if rel
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+        {
+            return Err(refuse("absolute path or '..'"));
+        }
+        let file = self.dir.join(format!("{path}.rhai"));
+        if let Ok(real) = file.canonicalize() {
+            if !real.starts_with(&self.dir) {
+                return Err(refuse("a symlink leads out of the plugin directory"));
+            }
+        }
+        self.inner.resolve(engine, None, path, pos)
+    }
+}
+
+fn rhai_err(msg: impl Into<String>) -> Box<EvalAltResult> {
+    EvalAltResult::ErrorRuntime(Dynamic::from(msg.into()), Position::NONE).into()
+}
+
+/// Marks a typed error raised by an api function so it survives the trip through Rhai.
+fn typed_err(e: ScriptError) -> Box<EvalAltResult> {
+    EvalAltResult::ErrorRuntime(Dynamic::from(TypedError(e)), Position::NONE).into()
+}
+
+#[derive(Debug, Clone)]
+struct TypedError(ScriptError);
+
+/// Dynamic → JSON with depth and size limits.
+pub(crate) fn dynamic_to_json(d: &Dynamic, limits: &Limits) -> Result<Value, ScriptError> {
+    let mut bytes = 0usize;
+    to_json_at(d, 0, limits, &mut bytes, &mut String::from("$"))
+}
+
+fn to_json_at(
+    d: &Dynamic,
+    depth: usize,
+    limits: &Limits,
+    bytes: &mut usize,
+    path: &mut String,
+) -> Result<Value, ScriptError> {
+    *bytes += 8;
+    if *bytes > limits.max_value_bytes {
+        return Err(ScriptError::ValueLimit {
+            what: "value_bytes".into(),
+            message: format!(
+                "value larger than {} bytes at {path}",
+                limits.max_value_bytes
+            ),
+        });
+    }
+    if depth > limits.max_value_depth {
+        return Err(ScriptError::ValueLimit {
+            what: "value_depth".into(),
+            message: format!(
+                "value nested deeper than {} levels at {path}",
+                limits.max_value_depth
+            ),
+        });
+    }
+    if d.is_unit() {
+        return Ok(Value::Null);
+    }
+    if let Ok(b) = d.as_bool() {
+        return Ok(Value::Bool(b));
+    }
+    if let Ok(i) = d.as_int() {
+        return Ok(Value::Number(i.into()));
+    }
+    if let Ok(f) = d.as_float() {
+        return serde_json::Number::from_f64(f)
+            .map(Value::Number)
+            .ok_or_else(|| ScriptError::Conversion {
+                path: path.clone(),
+                message: format!("the number {f} has no JSON form"),
+            });
+    }
+    if let Ok(c) = d.as_char() {
+        return Ok(Value::String(c.to_string()));
+    }
+    if d.is_string() {
+        let s = d.clone().into_string().unwrap_or_default();
+        *bytes += s.len();
+        if *bytes > limits.max_value_bytes {
+            return Err(ScriptError::ValueLimit {
+                what: "value_bytes".into(),
+                message: format!(
+                    "value larger than {} bytes at {path}",
+                    limits.max_value_bytes
+                ),
+            });
+        }
+        return Ok(Value::String(s));
+    }
+    if d.is_array() {
+        let arr = d
+            .as_array_ref()
+            .map_err(|e| ScriptError::Internal(e.into()))?;
+        let mut out = Vec::with_capacity(arr.len().min(4096));
+        for (i, x) in arr.iter().enumerate() {
+            let len = path.len();
+            path.push_str(&format!("[{i}]"));
+            let v = to_json_at(x, depth + 1, limits, bytes, path);
+            path.truncate(len);
+            out.push(v?);
+        }
+        return Ok(Value::Array(out));
+    }
+    if d.is_map() {
+        let map = d
+            .as_map_ref()
+            .map_err(|e| ScriptError::Internal(e.into()))?;
+        let mut out = Map::new();
+        for (k, x) in map.iter() {
+            let len = path.len();
+            path.push('.');
+            path.push_str(k);
+            *bytes += k.len();
+            let v = to_json_at(x, depth + 1, limits, bytes, path);
+            path.truncate(len);
+            out.insert(k.to_string(), v?);
+        }
+        return Ok(Value::Object(out));
+    }
+    if d.is_blob() {
+        let b = d
+            .as_blob_ref()
+            .map_err(|e| ScriptError::Internal(e.into()))?;
+        return Ok(Value::Array(b.iter().map(|x| Value::from(*x)).collect()));
+    }
+    if let Some(t) = d.read_lock::<TypedError>() {
+        return Ok(Value::String(t.0.to_string()));
+    }
+    Err(ScriptError::Conversion {
+        path: path.clone(),
+        message: format!("a {} cannot be converted to JSON", d.type_name()),
+    })
+}
+
+fn json_to_dynamic(v: &Value) -> Result<Dynamic, ScriptError> {
+    rhai::serde::to_dynamic(v).map_err(|e| ScriptError::Internal(format!("JSON to Rhai: {e}")))
+}
+
+impl RhaiHost {
+    /// An engine for one plugin (`dir`: its directory; `None` for snippets: no imports).
+    pub fn new(
+        core: Arc<HostCore>,
+        limits: Limits,
+        import_dir: Option<&Path>,
+    ) -> Result<Self, ScriptError> {
+        let mut engine = Engine::new();
+        engine
+            .set_max_operations(limits.instructions.max(1))
+            .set_max_call_levels(limits.max_call_depth.min(64))
+            .set_max_expr_depths(64, 32)
+            .set_max_string_size(limits.max_string_bytes.max(1))
+            .set_max_array_size(limits.max_collection_items.max(1))
+            .set_max_map_size(limits.max_collection_items.max(1))
+            .set_max_modules(limits.max_modules)
+            .set_max_variables(10_000)
+            .set_max_functions(10_000);
+        engine.disable_symbol("eval");
+        match import_dir.and_then(|d| d.canonicalize().ok()) {
+            Some(dir) if limits.max_modules > 0 => {
+                let mut inner = FileModuleResolver::new_with_path(&dir);
+                inner.enable_cache(true);
+                engine.set_module_resolver(ConfinedResolver { dir, inner });
+            }
+            _ => {
+                engine.set_module_resolver(DummyModuleResolver::new());
+            }
+        }
+        engine.on_progress(|_ops| {
+            DEADLINE.with(|d| match d.get() {
+                Some(t) if Instant::now() > t => Some(Dynamic::from("timeout")),
+                _ => None,
+            })
+        });
+        let c = core.clone();
+        engine.on_print(move |s| c.output.print(&c.env.plugin, s));
+        let c = core.clone();
+        engine.on_debug(move |s, _src, _pos| c.log(ApiOp::LogDebug, s));
+        let shared = Arc::new(RhaiShared {
+            loading: std::sync::atomic::AtomicBool::new(false),
+            registered: Mutex::new(Vec::new()),
+        });
+        engine.register_static_module("api", Self::api_module(&core, &shared, &limits).into());
+        Ok(RhaiHost {
+            engine,
+            ast: AST::empty(),
+            shared,
+            limits,
+            core,
+        })
+    }
+
+    fn api_module(core: &Arc<HostCore>, shared: &Arc<RhaiShared>, limits: &Limits) -> Module {
+        let mut root = Module::new();
+        for ns in namespaces() {
+            let mut m = Module::new();
+            for f in API.iter().filter(|f| f.namespace == ns) {
+                let op = f.op;
+                if op == ApiOp::ToolsRegister {
+                    let sh = shared.clone();
+                    let plugin = core.env.plugin.clone();
+                    let limits = *limits;
+                    m.set_native_fn("register", move |spec: rhai::Map| {
+                        register_tool(&sh, &plugin, &limits, spec)
+                    });
+                    continue;
+                }
+                let min = f.params.iter().filter(|p| !p.optional).count();
+                for arity in min..=f.params.len() {
+                    let c = core.clone();
+                    let l = *limits;
+                    let run = move |args: Vec<Dynamic>| -> Result<Dynamic, Box<EvalAltResult>> {
+                        let mut json = Vec::with_capacity(args.len());
+                        for a in &args {
+                            json.push(dynamic_to_json(a, &l).map_err(typed_err)?);
+                        }
+                        let out = c.invoke(op, &json).map_err(typed_err)?;
+                        json_to_dynamic(&out).map_err(typed_err)
+                    };
+                    match arity {
+                        0 => {
+                            m.set_native_fn(f.name, move || run(vec![]));
+                        }
+                        1 => {
+                            m.set_native_fn(f.name, move |a: Dynamic| run(vec![a]));
+                        }
+                        _ => {
+                            m.set_native_fn(f.name, move |a: Dynamic, b: Dynamic| run(vec![a, b]));
+                        }
+                    }
+                }
+            }
+            root.set_sub_module(ns, m);
+        }
+        root
+    }
+
+    /// Compiles and runs one script file's top level (tools may be registered here).
+    pub fn load_file(&mut self, name: &str, text: &str) -> Result<(), ScriptError> {
+        let mut ast = self.engine.compile(text).map_err(|e| ScriptError::Syntax {
+            file: name.to_string(),
+            line: e.1.line().unwrap_or(0) as u32,
+            message: e.0.to_string(),
+        })?;
+        ast.set_source(name);
+        self.shared
+            .loading
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let r = self.with_deadline(|| self.engine.run_ast_with_scope(&mut Scope::new(), &ast));
+        self.shared
+            .loading
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        r.map_err(|e| self.map_error(*e, Some(name)))?;
+        self.ast = self.ast.merge(&ast);
+        Ok(())
+    }
+
+    fn with_deadline<T>(&self, f: impl FnOnce() -> T) -> T {
+        let deadline = Instant::now() + Duration::from_millis(self.limits.wall_ms);
+        let prev = DEADLINE.with(|d| d.replace(Some(deadline)));
+        struct Restore(Option<Instant>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                DEADLINE.with(|d| d.set(self.0));
+            }
+        }
+        let _restore = Restore(prev);
+        f()
+    }
+
+    /// Evaluates a snippet: the value of its last expression.
+    pub fn eval_snippet(&self, text: &str, inputs: &Value) -> Result<Value, ScriptError> {
+        let ast = self.engine.compile(text).map_err(|e| ScriptError::Syntax {
+            file: "<snippet>".into(),
+            line: e.1.line().unwrap_or(0) as u32,
+            message: e.0.to_string(),
+        })?;
+        let mut scope = Scope::new();
+        scope.push("inputs", json_to_dynamic(inputs)?);
+        let r = self.with_deadline(|| self.engine.eval_ast_with_scope::<Dynamic>(&mut scope, &ast));
+        let v = r.map_err(|e| self.map_error(*e, None))?;
+        dynamic_to_json(&v, &self.limits)
+    }
+
+    /// Whether a script function of this name (or a registered tool id) exists.
+    pub fn has_function(&self, name: &str) -> bool {
+        let name = self.function_for(name);
+        self.ast.iter_functions().any(|f| f.name == name)
+    }
+
+    fn function_for(&self, name: &str) -> String {
+        let reg = self
+            .shared
+            .registered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        reg.iter()
+            .find(|s| s.id == name)
+            .map(|s| s.function.clone())
+            .unwrap_or_else(|| name.to_string())
+    }
+
+    /// Calls a script function (or a registered tool's handler) with `(args, ctx)`.
+    pub fn call(
+        &self,
+        function: &str,
+        args: &Value,
+        tool_id: &str,
+        caller: &str,
+    ) -> Result<Value, ScriptError> {
+        let fname = self.function_for(function);
+        let arity = self
+            .ast
+            .iter_functions()
+            .find(|f| f.name == fname)
+            .map(|f| f.params.len());
+        let Some(arity) = arity else {
+            return Err(ScriptError::UnknownFunction {
+                function: function.to_string(),
+            });
+        };
+        let a = json_to_dynamic(args)?;
+        let mut ctx = rhai::Map::new();
+        ctx.insert("tool_id".into(), tool_id.into());
+        ctx.insert("caller".into(), caller.into());
+        ctx.insert(
+            "config".into(),
+            json_to_dynamic(&Value::Object(self.core.env.config.clone()))?,
+        );
+        let opts = CallFnOptions::new().eval_ast(false).rewind_scope(true);
+        let mut scope = Scope::new();
+        let r = self.with_deadline(|| match arity {
+            0 => {
+                self.engine
+                    .call_fn_with_options::<Dynamic>(opts, &mut scope, &self.ast, &fname, ())
+            }
+            1 => self.engine.call_fn_with_options::<Dynamic>(
+                opts,
+                &mut scope,
+                &self.ast,
+                &fname,
+                (a,),
+            ),
+            _ => self.engine.call_fn_with_options::<Dynamic>(
+                opts,
+                &mut scope,
+                &self.ast,
+                &fname,
+                (a, Dynamic::from_map(ctx)),
+            ),
+        });
+        let v = r.map_err(|e| self.map_error(*e, None))?;
+        dynamic_to_json(&v, &self.limits)
+    }
+
+    /// Tools registered by the scripts while loading.
+    pub fn registered(&self) -> Vec<RhaiSpec> {
+        self.shared
+            .registered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn map_error(&self, e: EvalAltResult, file: Option<&str>) -> ScriptError {
+        map_rhai_error(e, file, &self.limits)
+    }
+}
+
+fn map_rhai_error(e: EvalAltResult, file: Option<&str>, limits: &Limits) -> ScriptError {
+    let line = e.position().line().map(|l| l as u32);
+    match e {
+        EvalAltResult::ErrorInFunctionCall(_, src, inner, _)
+        | EvalAltResult::ErrorInModule(src, inner, _) => {
+            let f = if src.is_empty() {
+                file.map(str::to_string)
+            } else {
+                Some(src)
+            };
+            map_rhai_error(*inner, f.as_deref(), limits)
+        }
+        EvalAltResult::ErrorTooManyOperations(_) => ScriptError::InstructionLimit {
+            limit: limits.instructions,
+        },
+        EvalAltResult::ErrorTerminated(..) => ScriptError::Timeout {
+            after_ms: limits.wall_ms,
+        },
+        EvalAltResult::ErrorStackOverflow(_) => ScriptError::ValueLimit {
+            what: "call_depth".into(),
+            message: format!(
+                "function calls nested deeper than {} levels",
+                limits.max_call_depth.min(64)
+            ),
+        },
+        EvalAltResult::ErrorDataTooLarge(what, _) => ScriptError::ValueLimit {
+            what: match what.as_str() {
+                "Length of string" => "string_size".into(),
+                "Size of array" | "Size of object map" => "collection_size".into(),
+                _ => "data_size".into(),
+            },
+            message: format!("{what} exceeds the limit"),
+        },
+        EvalAltResult::ErrorTooManyModules(_) => ScriptError::ValueLimit {
+            what: "modules".into(),
+            message: format!("more than {} modules imported", limits.max_modules),
+        },
+        EvalAltResult::ErrorParsing(p, pos) => ScriptError::Syntax {
+            file: file.unwrap_or("<script>").to_string(),
+            line: pos.line().unwrap_or(0) as u32,
+            message: p.to_string(),
+        },
+        EvalAltResult::ErrorRuntime(v, pos) => {
+            if let Some(t) = v.read_lock::<TypedError>() {
+                return t.0.clone();
+            }
+            let msg = if v.is_string() {
+                v.clone().into_string().unwrap_or_default()
+            } else {
+                v.to_string()
+            };
+            ScriptError::Runtime {
+                message: bounded(&msg, 4096),
+                file: file.map(str::to_string),
+                line: pos.line().map(|l| l as u32),
+            }
+        }
+        EvalAltResult::ErrorFunctionNotFound(name, _) if name.starts_with("eval") => {
+            ScriptError::Runtime {
+                message: "eval is disabled in tavern scripts".into(),
+                file: file.map(str::to_string),
+                line,
+            }
+        }
+        other => ScriptError::Runtime {
+            message: bounded(&other.to_string(), 4096),
+            file: file.map(str::to_string),
+            line,
+        },
+    }
+}
+
+fn register_tool(
+    sh: &RhaiShared,
+    plugin: &str,
+    limits: &Limits,
+    spec: rhai::Map,
+) -> Result<(), Box<EvalAltResult>> {
+    if !sh.loading.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(rhai_err(
+            "api::tools::register can only be called while the plugin loads (at the top level of a script)",
+        ));
+    }
+    let get_str = |k: &str| -> Option<String> {
+        spec.get(k)
+            .and_then(|v| v.clone().into_immutable_string().ok())
+            .map(|s: ImmutableString| s.to_string())
+    };
+    let id = get_str("id")
+        .ok_or_else(|| rhai_err("api::tools::register: 'id' (a string) is required"))?;
+    let id = match id.split_once(':') {
+        Some((ns, _)) if ns != plugin => {
+            return Err(rhai_err(format!(
+                "api::tools::register: tool '{id}' is outside the plugin's namespace '{plugin}:'"
+            )))
+        }
+        Some(_) => id,
+        None => format!("{plugin}:{id}"),
+    };
+    let function = match spec.get("handler") {
+        Some(h) if h.is_fnptr() => h
+            .read_lock::<FnPtr>()
+            .map(|f| f.fn_name().to_string())
+            .unwrap_or_default(),
+        Some(h) if h.is_string() => h.clone().into_string().unwrap_or_default(),
+        _ => {
+            return Err(rhai_err(format!(
+                "api::tools::register: tool '{id}' needs handler: \"function_name\" (or Fn(\"function_name\"))"
+            )))
+        }
+    };
+    let parameters = match spec.get("parameters") {
+        Some(p) => Some(dynamic_to_json(p, limits).map_err(typed_err)?),
+        None => None,
+    };
+    let mut reg = sh.registered.lock().unwrap_or_else(|p| p.into_inner());
+    if reg.iter().any(|s| s.id == id) {
+        return Err(rhai_err(format!(
+            "api::tools::register: tool '{id}' is already registered"
+        )));
+    }
+    reg.push(RhaiSpec {
+        id,
+        display_name: get_str("displayName"),
+        description: get_str("description").unwrap_or_default(),
+        parameters,
+        function,
+    });
+    Ok(())
+}

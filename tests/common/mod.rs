@@ -1,0 +1,75 @@
+//! Helpers shared by the script and sandbox tests.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tavern::script::{CallInfo, Limits, PluginScripts, ScriptEnv, ScriptError, ScriptSource};
+use tavern::tools::ToolManager;
+
+/// Small, fast limits so hostile scripts end quickly.
+pub fn test_limits() -> Limits {
+    Limits {
+        instructions: 2_000_000,
+        memory_bytes: 8 * 1024 * 1024,
+        wall_ms: 1_000,
+        ..Limits::engine_default()
+    }
+}
+
+/// A plugin from inline sources (names decide the language).
+pub fn plugin(name: &str, sources: &[(&str, &str)]) -> PluginScripts {
+    try_plugin(name, sources, test_limits()).expect("plugin loads")
+}
+
+pub fn try_plugin(
+    name: &str,
+    sources: &[(&str, &str)],
+    limits: Limits,
+) -> Result<PluginScripts, ScriptError> {
+    let mut env = ScriptEnv::new(name, std::env::temp_dir());
+    env.limits = limits;
+    let srcs = sources
+        .iter()
+        .map(|(n, t)| ScriptSource::new(*n, *t).expect("known extension"))
+        .collect();
+    PluginScripts::from_sources(env, srcs)
+}
+
+pub fn call(p: &PluginScripts, f: &str, args: Value) -> Result<Value, ScriptError> {
+    p.call(f, args, &CallInfo::host(format!("{}:{f}", p.plugin())))
+}
+
+/// Runs `f`, asserting it returns within `limit` (hang protection, generous bound).
+pub fn within<T>(limit: Duration, f: impl FnOnce() -> T) -> T {
+    let t = Instant::now();
+    let out = f();
+    let took = t.elapsed();
+    assert!(took <= limit, "took {took:?}, more than {limit:?}");
+    out
+}
+
+/// Budget + 1 s, the bound every hostile test must end within.
+pub fn bound(l: &Limits) -> Duration {
+    Duration::from_millis(l.wall_ms) + Duration::from_secs(1)
+}
+
+/// Lua source of a trivial well-behaved function, appended to hostile plugins.
+pub const PING_LUA: &str = "function ping(args) return {pong = args.n or 0} end";
+pub const PING_RHAI: &str = "fn ping(args) { #{ pong: args.n } }";
+
+/// Asserts the plugin still serves a trivial call.
+pub fn assert_usable(p: &PluginScripts) {
+    let out = call(p, "ping", json!({"n": 7})).expect("plugin still usable");
+    assert_eq!(out, json!({"pong": 7}));
+}
+
+/// A bystander plugin that must be unaffected by another plugin's misbehaviour.
+pub fn bystander_lua() -> PluginScripts {
+    plugin("bystander", &[("main.lua", PING_LUA)])
+}
+
+pub fn manager() -> Arc<ToolManager> {
+    ToolManager::new()
+}
