@@ -2,26 +2,104 @@
 //!
 //! This module knows nothing of tools: it turns model output into a [`Parsed`] value
 //! (prose, calls in execution order, diagnostics with places) and back into TAM text.
-//! Parsing never executes anything and never panics.
+//! Parsing never executes anything, never panics, and takes time linear in the text.
+//!
+//! # Formats
+//! - **TAM** (`<|[REQUEST_TOOL]|>` … `<|[END_TOOL]|>`) and **VCP**
+//!   (`<<<[TOOL_REQUEST]>>>` … `<<<[END_TOOL_REQUEST]>>>`): `key:「始」value「末」` pairs,
+//!   defined formally by `grammar/tam.pest` and read by a resumable scanner that the
+//!   tests prove equal to the grammar ([`grammar`]).
+//! - **`<ACTION>` XML**, read with quick-xml.
+//! - **JSON**: MCP `tools/call` params or request, OpenAI function call(s).
+//!
+//! [`Format::Auto`] finds TAM, VCP and `<ACTION>` blocks in one text; a text whose first
+//! non-blank character is `{` or `[` and that is a JSON call is read as JSON.
+//!
+//! # Response text
+//! `response_text` is the prose outside blocks and outside `<think>` regions (rule 11a).
+//! Each stretch of prose between two removed regions is trimmed; non-empty stretches
+//! are joined with one `\n`. A Markdown fence line that directly wraps a block
+//! (```` ``` ```` before it and after it) is removed with the block. For JSON input it
+//! is the assistant message's `content`, if any.
+//!
+//! # Decisions where the rules are silent
+//! - A start marker is recognised anywhere in a line. Rule 9 is read locally: the first
+//!   thing after the marker (past blank lines and `#` comment lines on later lines) must
+//!   be a pair, or the marker is prose.
+//! - A block without its end marker ends at the next start marker (outside values) or
+//!   at the end of the text, with a warning (rule 8).
+//! - An unterminated value (rule 6) also ends before a start-marker line, and at the end
+//!   of the text a last line break is not part of it.
+//! - `<think>` regions are recognised only in prose, never inside block values. A
+//!   `</think>` without an opening tag is dropped from the prose with a warning.
+//! - `command` and `tool_name` both name the tool, in TAM and VCP blocks alike. In a
+//!   plain block every other key is an argument (`request_id` and `comment` included).
+//! - A duplicated tool key is an error; a duplicated parameter is a warning (last wins).
+//!   An `on_error_N` value other than `stop`/`continue` is a warning and means `stop`;
+//!   `common_on_error` sets the default for every step.
+//! - Every call of one `<ACTION>` block shares its `block` index; JSON calls get one
+//!   index each. XML attributes become string fields; an element with attributes and
+//!   text keeps the text under `#text`. Nesting deeper than [`MAX_XML_DEPTH`] is an
+//!   error.
 
+mod action;
+mod chain;
+mod error;
+pub mod grammar;
+mod json;
+mod lex;
+mod locate;
+mod render;
+mod scan;
+mod stream;
+mod tam;
 mod types;
 
+pub use action::MAX_XML_DEPTH;
+pub use error::RenderError;
+pub use render::{render_tam, try_render_tam};
+pub use stream::StreamReader;
+pub use tam::BlockKind;
 pub use types::{Call, Diagnostic, Format, OnError, Parsed, Severity, Span};
+
+use scan::Scanner;
 
 /// Reads every call in `text` in the given format.
 ///
 /// Never panics; every problem becomes a [`Diagnostic`] with a line and column.
 pub fn parse(text: &str, format: Format) -> Parsed {
-    let _ = format;
-    Parsed {
-        response_text: text.to_string(),
-        calls: Vec::new(),
-        diagnostics: Vec::new(),
+    match format {
+        Format::Json => match json::read(text) {
+            json::JsonOutcome::Calls(p) => p,
+            json::JsonOutcome::NotCalls => json::not_calls(text),
+            json::JsonOutcome::Invalid(line, col, msg) => json::invalid(text, line, col, &msg),
+        },
+        Format::Auto if looks_like_json(text) => match json::read(text) {
+            json::JsonOutcome::Calls(p) => p,
+            _ => parse_text(text, format),
+        },
+        _ => parse_text(text, format),
     }
 }
 
-/// Renders calls as TAM text that [`parse`] reads back to the same calls.
-pub fn render_tam(calls: &[Call]) -> String {
-    let _ = calls;
-    String::new()
+/// True when the first non-blank character opens a JSON object or array.
+pub(crate) fn looks_like_json(text: &str) -> bool {
+    matches!(text.trim_start().as_bytes().first(), Some(b'{' | b'['))
+}
+
+/// Reads the text formats (everything but JSON) in one pass.
+pub(crate) fn parse_text(text: &str, format: Format) -> Parsed {
+    let mut sc = Scanner::new(format);
+    sc.run(text, true);
+    finish_scanner(sc, text)
+}
+
+pub(crate) fn finish_scanner(mut sc: Scanner, text: &str) -> Parsed {
+    let response_text = sc.response_text(text);
+    let diagnostics = sc.diagnostics(text);
+    Parsed {
+        response_text,
+        calls: std::mem::take(&mut sc.calls),
+        diagnostics,
+    }
 }

@@ -1,0 +1,320 @@
+//! From the pairs of one TAM/VCP block to calls: plain calls (rule 12) and chains
+//! (rule 13), with the errors of rule 14.
+
+use serde_json::{Map, Value};
+
+use super::scan::RawDiag;
+use super::tam::RawPair;
+use super::types::{Call, OnError, Span};
+
+/// `file_path`, `filePath`, `FILEPATH` → `filepath` (rule 3).
+pub(crate) fn normalize_key(key: &str) -> String {
+    key.chars()
+        .filter(|&c| c != '_')
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// True for the keys that name the tool: `command` and `tool_name` (any case/underscores).
+pub(crate) fn is_tool_key(base: &str) -> bool {
+    let n = normalize_key(base);
+    n == "command" || n == "toolname"
+}
+
+/// Splits a chain suffix: `content2` → (`content`, 2), `command_10` → (`command`, 10).
+/// Returns `None` when the key does not end in ASCII digits. The step is `None` inside
+/// `Some` when the number does not fit in a `u32`.
+pub(crate) fn split_step(key: &str) -> Option<(&str, Option<u32>)> {
+    let bytes = key.as_bytes();
+    let mut i = bytes.len();
+    while i > 0 && bytes[i - 1].is_ascii_digit() {
+        i -= 1;
+    }
+    if i == bytes.len() {
+        return None;
+    }
+    let num = key[i..].parse::<u32>().ok();
+    let mut base = &key[..i];
+    if let Some(b) = base.strip_suffix('_') {
+        base = b;
+    }
+    Some((base, num))
+}
+
+struct Step<'a> {
+    number: u32,
+    tool: Option<(&'a str, usize)>,
+    args: Vec<(&'a str, &'a str, usize)>,
+    on_error: Option<(&'a str, usize)>,
+    first_key: usize,
+}
+
+fn text(s: &str, r: (usize, usize)) -> &str {
+    // Pair ranges always lie on char boundaries (they come from the scanner).
+    s.get(r.0..r.1).unwrap_or("")
+}
+
+fn parse_on_error(v: &str, at: usize, key: &str, diags: &mut Vec<RawDiag>) -> OnError {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "continue" => OnError::Continue,
+        "stop" => OnError::Stop,
+        _ => {
+            diags.push(RawDiag::warning(
+                at,
+                format!("'{key}' is '{}', which is neither 'stop' nor 'continue'; 'stop' is used", v.trim()),
+                "Write on_error_N:「始」continue「末」 to run later steps after a failure, or stop (the default).".into(),
+            ));
+            OnError::Stop
+        }
+    }
+}
+
+/// Turns the pairs of one block into calls. On any error the block yields no calls.
+pub(crate) fn build_calls(
+    s: &str,
+    pairs: &[RawPair],
+    block: usize,
+    span: Span,
+    block_name: &str,
+    diags: &mut Vec<RawDiag>,
+) -> Vec<Call> {
+    let is_chain = pairs.iter().any(|p| {
+        matches!(split_step(text(s, p.key)), Some((base, _)) if is_tool_key(base))
+    });
+    if is_chain {
+        build_chain(s, pairs, block, span, diags)
+    } else {
+        build_plain(s, pairs, block, span, block_name, diags)
+    }
+}
+
+fn build_plain(
+    s: &str,
+    pairs: &[RawPair],
+    block: usize,
+    span: Span,
+    block_name: &str,
+    diags: &mut Vec<RawDiag>,
+) -> Vec<Call> {
+    let mut tool: Option<(&str, usize)> = None;
+    let mut args = Map::new();
+    let mut failed = false;
+    for p in pairs {
+        let key = text(s, p.key);
+        let value = text(s, p.value);
+        if is_tool_key(key) {
+            if let Some((first, _)) = tool {
+                diags.push(RawDiag::error(
+                    p.key.0,
+                    format!("'{key}' names a second tool in one block (the first was '{first}'); none of this block's calls run"),
+                    "Use one command per block, or number them (command1, command2, …) to chain them.".into(),
+                ));
+                failed = true;
+            } else {
+                tool = Some((value.trim(), p.key.0));
+            }
+            continue;
+        }
+        if args.contains_key(key) {
+            diags.push(RawDiag::warning(
+                p.key.0,
+                format!("'{key}' is given twice in one block; the last value is used"),
+                "Give each parameter once per call.".into(),
+            ));
+        }
+        args.insert(key.to_string(), Value::String(value.to_string()));
+    }
+    let Some((tool, at)) = tool else {
+        diags.push(RawDiag::error(
+            span.start,
+            format!("{block_name} block has no 'command' key, so it names no tool; it was not executed"),
+            "Add command:「始」ToolId「末」 as the first line of the block.".into(),
+        ));
+        return Vec::new();
+    };
+    if tool.is_empty() {
+        diags.push(RawDiag::error(
+            at,
+            "'command' is empty, so the block names no tool; it was not executed".into(),
+            "Write the tool id between 「始」 and 「末」, e.g. command:「始」FileOperator.WriteFile「末」.".into(),
+        ));
+        return Vec::new();
+    }
+    if failed {
+        return Vec::new();
+    }
+    vec![Call {
+        tool: tool.to_string(),
+        args,
+        span,
+        block,
+        step: None,
+        on_error: OnError::Stop,
+    }]
+}
+
+fn build_chain(
+    s: &str,
+    pairs: &[RawPair],
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+) -> Vec<Call> {
+    let mut steps: Vec<Step<'_>> = Vec::new();
+    let mut by_number: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+    let mut common: Vec<(&str, &str)> = Vec::new();
+    let mut default_on_error: Option<(&str, usize)> = None;
+    let mut failed = false;
+    for p in pairs {
+        let key = text(s, p.key);
+        let value = text(s, p.value);
+        let at = p.key.0;
+        match split_step(key) {
+            Some((base, number)) => {
+                let Some(number) = number else {
+                    diags.push(RawDiag::error(
+                        at,
+                        format!("the step number of '{key}' is too large"),
+                        "Number chain steps 1, 2, 3, …".into(),
+                    ));
+                    failed = true;
+                    continue;
+                };
+                if base.is_empty() {
+                    diags.push(RawDiag::error(
+                        at,
+                        format!("key '{key}' is only a number; in a chain it needs a name before the step number"),
+                        "Write the parameter name followed by its step number, e.g. content2.".into(),
+                    ));
+                    failed = true;
+                    continue;
+                }
+                let idx = match by_number.get(&number) {
+                    Some(&i) => i,
+                    None => {
+                        by_number.insert(number, steps.len());
+                        steps.push(Step {
+                            number,
+                            tool: None,
+                            args: Vec::new(),
+                            on_error: None,
+                            first_key: at,
+                        });
+                        steps.len() - 1
+                    }
+                };
+                let st = &mut steps[idx];
+                if is_tool_key(base) {
+                    if st.tool.is_some() {
+                        diags.push(RawDiag::error(
+                            at,
+                            format!("step {number} names its tool twice ('{key}'); none of this block's calls run"),
+                            "Give each step exactly one commandN.".into(),
+                        ));
+                        failed = true;
+                    }
+                    st.tool = Some((value.trim(), at));
+                } else if normalize_key(base) == "onerror" {
+                    st.on_error = Some((value, at));
+                } else {
+                    st.args.push((base, value, at));
+                }
+            }
+            None => {
+                if is_tool_key(key) {
+                    diags.push(RawDiag::error(
+                        at,
+                        format!("plain '{key}' is mixed with numbered commands in one block; none of this block's calls run"),
+                        "Number every command (command1, command2, …), or use one plain command per block.".into(),
+                    ));
+                    failed = true;
+                } else if key.len() > 7 && key[..7].eq_ignore_ascii_case("common_") {
+                    let param = &key[7..];
+                    if normalize_key(param) == "onerror" {
+                        default_on_error = Some((value, at));
+                    } else {
+                        common.push((param, value));
+                    }
+                } else {
+                    let n = normalize_key(key);
+                    if n != "requestid" && n != "comment" {
+                        diags.push(RawDiag::error(
+                            at,
+                            format!("'{key}' has no step number in a chained block, so no step owns it; none of this block's calls run"),
+                            format!("Write it as '{key}1' for step 1, or 'common_{key}' to give it to every step. Parameters whose names end in digits cannot be used in a chain."),
+                        ));
+                        failed = true;
+                    }
+                }
+            }
+        }
+    }
+    for st in &steps {
+        if st.tool.is_none() {
+            let n = st.number;
+            diags.push(RawDiag::error(
+                st.first_key,
+                format!("parameter for step {n} has no command{n}; none of this block's calls run"),
+                format!("Add command{n}:「始」ToolId「末」, or renumber the parameter to a step that has a command. Parameters whose names end in digits need the plain (unchained) form."),
+            ));
+            failed = true;
+        } else if st.tool.is_some_and(|(t, _)| t.is_empty()) {
+            diags.push(RawDiag::error(
+                st.tool.map(|(_, a)| a).unwrap_or(span.start),
+                format!("command{} is empty, so step {} names no tool; none of this block's calls run", st.number, st.number),
+                "Write the tool id between 「始」 and 「末」.".into(),
+            ));
+            failed = true;
+        }
+    }
+    let default = default_on_error
+        .map(|(v, at)| parse_on_error(v, at, "common_on_error", diags))
+        .unwrap_or(OnError::Stop);
+    let mut on_errors = Vec::with_capacity(steps.len());
+    for st in &steps {
+        on_errors.push(match st.on_error {
+            Some((v, at)) => parse_on_error(v, at, &format!("on_error_{}", st.number), diags),
+            None => default,
+        });
+    }
+    if failed {
+        return Vec::new();
+    }
+    let mut order: Vec<usize> = (0..steps.len()).collect();
+    order.sort_by_key(|&i| steps[i].number);
+    order
+        .into_iter()
+        .map(|i| {
+            let st = &steps[i];
+            let mut args = Map::new();
+            for (k, v, at) in &st.args {
+                if args.contains_key(*k) {
+                    diags.push(RawDiag::warning(
+                        *at,
+                        format!("'{k}' is given twice for step {}; the last value is used", st.number),
+                        "Give each parameter once per step.".into(),
+                    ));
+                }
+                args.insert((*k).to_string(), Value::String((*v).to_string()));
+            }
+            let own: std::collections::HashSet<String> = if common.is_empty() {
+                Default::default()
+            } else {
+                st.args.iter().map(|(a, _, _)| normalize_key(a)).collect()
+            };
+            for (k, v) in &common {
+                if !own.contains(&normalize_key(k)) {
+                    args.insert((*k).to_string(), Value::String((*v).to_string()));
+                }
+            }
+            Call {
+                tool: st.tool.map(|(t, _)| t).unwrap_or_default().to_string(),
+                args,
+                span,
+                block,
+                step: Some(st.number),
+                on_error: on_errors[i],
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,182 @@
+//! JSON call forms: MCP `tools/call` (params or the whole JSON-RPC request), OpenAI
+//! function calls (one, a list, or an assistant message's `tool_calls`), and the legacy
+//! `function_call` / Anthropic `tool_use` shapes, which cost nothing extra.
+
+use serde_json::{Map, Value};
+
+use super::scan::{locate_diags, RawDiag};
+use super::types::{Call, OnError, Parsed, Span};
+
+/// What a JSON text turned out to be.
+pub(crate) enum JsonOutcome {
+    /// A tool call document (possibly with errors in some calls).
+    Calls(Parsed),
+    /// Valid JSON, but no call shape.
+    NotCalls,
+    /// Not valid JSON: (line, column as serde_json reports it, message).
+    Invalid(usize, usize, String),
+}
+
+fn byte_offset(text: &str, line: usize, column: usize) -> usize {
+    let mut off = 0;
+    for _ in 1..line {
+        match memchr::memchr(b'\n', &text.as_bytes()[off..]) {
+            Some(i) => off += i + 1,
+            None => return text.len(),
+        }
+    }
+    let mut o = (off + column.saturating_sub(1)).min(text.len());
+    while !text.is_char_boundary(o) {
+        o -= 1;
+    }
+    o
+}
+
+/// Reads `text` as a JSON call document.
+pub(crate) fn read(text: &str) -> JsonOutcome {
+    let value: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => return JsonOutcome::Invalid(e.line(), e.column(), e.to_string()),
+    };
+    let span = Span {
+        start: 0,
+        end: text.len(),
+        line: 1,
+        column: 1,
+    };
+    let mut response = String::new();
+    let mut items: Vec<&Value> = Vec::new();
+    if !collect(&value, &mut items, &mut response) {
+        return JsonOutcome::NotCalls;
+    }
+    let mut calls = Vec::new();
+    let mut diags = Vec::new();
+    for (block, item) in items.into_iter().enumerate() {
+        match one_call(item) {
+            Ok((tool, args)) => calls.push(Call {
+                tool,
+                args,
+                span,
+                block,
+                step: None,
+                on_error: OnError::Stop,
+            }),
+            Err(msg) => diags.push(RawDiag::error(
+                0,
+                format!("JSON tool call {}: {msg}; it was not executed", block + 1),
+                "Send {\"name\": \"ToolId\", \"arguments\": {…}} (MCP) or {\"type\": \"function\", \"function\": {\"name\": \"ToolId\", \"arguments\": \"{…}\"}} (OpenAI).".into(),
+            )),
+        }
+    }
+    JsonOutcome::Calls(Parsed {
+        response_text: response,
+        calls,
+        diagnostics: locate_diags(text, diags),
+    })
+}
+
+/// An error diagnostic for text that is not valid JSON.
+pub(crate) fn invalid(text: &str, line: usize, column: usize, msg: &str) -> Parsed {
+    let off = byte_offset(text, line, column);
+    let d = RawDiag::error(
+        off,
+        format!("invalid JSON: {msg}"),
+        "Send one JSON object (or an array of them) describing the tool call.".into(),
+    );
+    Parsed {
+        response_text: String::new(),
+        calls: Vec::new(),
+        diagnostics: locate_diags(text, vec![d]),
+    }
+}
+
+/// An error diagnostic for valid JSON that is not a call.
+pub(crate) fn not_calls(text: &str) -> Parsed {
+    let d = RawDiag::error(
+        0,
+        "JSON is not a tool call: expected {\"name\", \"arguments\"}, a tools/call request, or OpenAI function call(s)".into(),
+        "Send {\"name\": \"ToolId\", \"arguments\": {…}}.".into(),
+    );
+    Parsed {
+        response_text: String::new(),
+        calls: Vec::new(),
+        diagnostics: locate_diags(text, vec![d]),
+    }
+}
+
+fn is_call_object(o: &Map<String, Value>) -> bool {
+    o.get("name").is_some_and(Value::is_string)
+        || o.get("function").is_some_and(Value::is_object)
+        || o.get("function_call").is_some_and(Value::is_object)
+}
+
+/// Gathers the call objects in `v`; false when `v` has no call shape at all.
+fn collect<'a>(v: &'a Value, items: &mut Vec<&'a Value>, response: &mut String) -> bool {
+    match v {
+        Value::Array(a) => {
+            if a.is_empty() || !a.iter().all(|x| x.as_object().is_some_and(is_call_object)) {
+                return false;
+            }
+            items.extend(a.iter());
+            true
+        }
+        Value::Object(o) => {
+            if o.get("method").and_then(Value::as_str) == Some("tools/call") {
+                match o.get("params") {
+                    Some(p) => items.push(p),
+                    None => items.push(v),
+                }
+                return true;
+            }
+            if let Some(Value::Array(tc)) = o.get("tool_calls") {
+                if let Some(c) = o.get("content").and_then(Value::as_str) {
+                    response.push_str(c.trim());
+                }
+                items.extend(tc.iter());
+                return true;
+            }
+            if let Some(fc) = o.get("function_call").filter(|f| f.is_object()) {
+                if let Some(c) = o.get("content").and_then(Value::as_str) {
+                    response.push_str(c.trim());
+                }
+                items.push(fc);
+                return true;
+            }
+            if is_call_object(o) {
+                items.push(v);
+                return true;
+            }
+            false
+        }
+        _ => false,
+    }
+}
+
+fn arguments(v: Option<&Value>) -> Result<Map<String, Value>, String> {
+    match v {
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(Value::Object(m)) => Ok(m.clone()),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(Map::new()),
+        Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
+            Ok(Value::Object(m)) => Ok(m),
+            Ok(_) => Err("'arguments' is JSON text but not an object".into()),
+            Err(e) => Err(format!("'arguments' is not valid JSON text ({e})")),
+        },
+        Some(_) => Err("'arguments' must be an object or a JSON text of an object".into()),
+    }
+}
+
+fn one_call(v: &Value) -> Result<(String, Map<String, Value>), String> {
+    let Some(o) = v.as_object() else {
+        return Err("expected an object".into());
+    };
+    let f = o.get("function").and_then(Value::as_object).unwrap_or(o);
+    let name = f
+        .get("name")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| "has no 'name'".to_string())?;
+    let args = arguments(f.get("arguments").or_else(|| f.get("input")))?;
+    Ok((name.to_string(), args))
+}

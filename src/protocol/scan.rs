@@ -1,0 +1,636 @@
+//! The text reader: one forward pass that finds reasoning regions, TAM/VCP blocks and
+//! `<ACTION>` blocks, keeps the prose between them, and turns blocks into calls.
+//!
+//! The same [`Scanner`] serves one-shot [`parse`](super::parse) (one run with the whole
+//! text) and the [`StreamReader`](super::StreamReader) (one run per chunk that may close
+//! something). It never looks back further than a marker's length, so the total work
+//! is linear in the text whatever the chunking.
+
+use memchr::memmem::Finder;
+
+use super::action;
+use super::chain;
+use super::lex::{match_ci, match_exact, skip_ws, M, CLOSE, OPEN};
+use super::locate::Locator;
+use super::tam::{BlockKind, Body, BodyEnd, Step};
+use super::types::{Call, Diagnostic, Format, Severity, Span};
+
+/// A diagnostic before its line and column are known.
+#[derive(Debug, Clone)]
+pub(crate) struct RawDiag {
+    pub offset: usize,
+    pub severity: Severity,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl RawDiag {
+    pub(crate) fn warning(offset: usize, message: String, hint: String) -> Self {
+        RawDiag {
+            offset,
+            severity: Severity::Warning,
+            message,
+            hint: Some(hint),
+        }
+    }
+    pub(crate) fn error(offset: usize, message: String, hint: String) -> Self {
+        RawDiag {
+            offset,
+            severity: Severity::Error,
+            message,
+            hint: Some(hint),
+        }
+    }
+}
+
+/// A stretch of prose and whether a block follows it directly.
+#[derive(Debug, Clone, Copy)]
+struct Piece {
+    start: usize,
+    end: usize,
+    before_block: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum XmlMode {
+    Normal,
+    Cdata,
+    Comment,
+}
+
+#[derive(Debug)]
+enum Mode {
+    Prose,
+    Think {
+        start: usize,
+    },
+    Block(Box<Body>),
+    Action {
+        start: usize,
+        content: usize,
+        xmode: XmlMode,
+    },
+    Done,
+}
+
+enum Lt {
+    None,
+    Partial,
+    ThinkOpen(usize),
+    ThinkClose(usize),
+    Block(BlockKind, usize),
+    Action(usize),
+}
+
+/// The resumable reader of TAM, VCP and `<ACTION>` blocks in prose.
+#[derive(Debug)]
+pub(crate) struct Scanner {
+    starts: Vec<&'static [u8]>,
+    kinds: Vec<BlockKind>,
+    action: bool,
+    pos: usize,
+    mode: Mode,
+    piece_start: usize,
+    pieces: Vec<Piece>,
+    pub calls: Vec<Call>,
+    pub diags: Vec<RawDiag>,
+    blocks: usize,
+    loc: Locator,
+    close_finder: Finder<'static>,
+    recorded: Option<Vec<super::grammar::BlockReading>>,
+}
+
+fn think_tag(s: &[u8], p: usize, eof: bool, close: bool) -> M {
+    let pat: &[u8] = if close { b"</think" } else { b"<think" };
+    let mut q = match match_ci(s, p, pat, eof) {
+        M::Yes(e) => e,
+        other => return other,
+    };
+    match match_ci(s, q, b"ing", eof) {
+        M::Yes(e) => q = e,
+        M::Partial => return M::Partial,
+        M::No => {}
+    }
+    q = skip_ws(s, q);
+    match s.get(q) {
+        Some(b'>') => M::Yes(q + 1),
+        Some(_) => M::No,
+        None if eof => M::No,
+        None => M::Partial,
+    }
+}
+
+fn action_tag(s: &[u8], p: usize, eof: bool, close: bool) -> M {
+    let pat: &[u8] = if close { b"</action" } else { b"<action" };
+    let q = match match_ci(s, p, pat, eof) {
+        M::Yes(e) => skip_ws(s, e),
+        other => return other,
+    };
+    match s.get(q) {
+        Some(b'>') => M::Yes(q + 1),
+        Some(_) => M::No,
+        None if eof => M::No,
+        None => M::Partial,
+    }
+}
+
+impl Scanner {
+    /// A reader for one text format (`Format::Json` reads nothing here).
+    pub(crate) fn new(format: Format) -> Self {
+        let (kinds, action) = match format {
+            Format::Auto => (vec![BlockKind::Tam, BlockKind::Vcp], true),
+            Format::Tam => (vec![BlockKind::Tam], false),
+            Format::Vcp => (vec![BlockKind::Vcp], false),
+            Format::Action => (vec![], true),
+            Format::Json => (vec![], false),
+        };
+        Scanner {
+            starts: kinds.iter().map(|k| k.start()).collect(),
+            kinds,
+            action,
+            pos: 0,
+            mode: Mode::Prose,
+            piece_start: 0,
+            pieces: Vec::new(),
+            calls: Vec::new(),
+            diags: Vec::new(),
+            blocks: 0,
+            loc: Locator::default(),
+            close_finder: Finder::new(CLOSE),
+            recorded: None,
+        }
+    }
+
+    /// Keeps a copy of every TAM/VCP block's raw reading (for the grammar tests).
+    pub(crate) fn record_blocks(&mut self) {
+        self.recorded = Some(Vec::new());
+    }
+
+    /// The raw readings kept since [`Scanner::record_blocks`].
+    pub(crate) fn take_recorded(&mut self) -> Vec<super::grammar::BlockReading> {
+        self.recorded.take().unwrap_or_default()
+    }
+
+    fn classify_lt(&self, s: &[u8], p: usize, eof: bool) -> Lt {
+        let mut partial = false;
+        match think_tag(s, p, eof, false) {
+            M::Yes(e) => return Lt::ThinkOpen(e),
+            M::Partial => partial = true,
+            M::No => {}
+        }
+        for (i, st) in self.starts.iter().enumerate() {
+            match match_ci(s, p, st, eof) {
+                M::Yes(e) => return Lt::Block(self.kinds[i], e),
+                M::Partial => partial = true,
+                M::No => {}
+            }
+        }
+        if self.action {
+            match action_tag(s, p, eof, false) {
+                M::Yes(e) => return Lt::Action(e),
+                M::Partial => partial = true,
+                M::No => {}
+            }
+        }
+        match think_tag(s, p, eof, true) {
+            M::Yes(e) => return Lt::ThinkClose(e),
+            M::Partial => partial = true,
+            M::No => {}
+        }
+        if partial {
+            Lt::Partial
+        } else {
+            Lt::None
+        }
+    }
+
+    fn end_piece(&mut self, end: usize, before_block: bool) {
+        if end > self.piece_start {
+            self.pieces.push(Piece {
+                start: self.piece_start,
+                end,
+                before_block,
+            });
+        }
+    }
+
+    fn span(&mut self, s: &[u8], start: usize, end: usize) -> Span {
+        let (line, column) = self.loc.locate(s, start);
+        Span {
+            start,
+            end,
+            line,
+            column,
+        }
+    }
+
+    /// Reads as far as `text` allows. With `eof`, everything is decided.
+    pub(crate) fn run(&mut self, text: &str, eof: bool) {
+        let s = text.as_bytes();
+        let len = s.len();
+        loop {
+            match &mut self.mode {
+                Mode::Done => return,
+                Mode::Prose => match memchr::memchr(b'<', &s[self.pos..]) {
+                    None => {
+                        self.pos = len;
+                        if eof {
+                            self.end_piece(len, false);
+                            self.mode = Mode::Done;
+                        }
+                        return;
+                    }
+                    Some(i) => {
+                        let p = self.pos + i;
+                        match self.classify_lt(s, p, eof) {
+                            Lt::None => self.pos = p + 1,
+                            Lt::Partial => {
+                                self.pos = p;
+                                return;
+                            }
+                            Lt::ThinkOpen(e) => {
+                                self.end_piece(p, false);
+                                self.mode = Mode::Think { start: p };
+                                self.pos = e;
+                            }
+                            Lt::ThinkClose(e) => {
+                                self.diags.push(RawDiag::warning(
+                                    p,
+                                    "closing reasoning tag without an opening <think>; the text before it was read as normal output".into(),
+                                    "Open reasoning with <think> and close it with </think>.".into(),
+                                ));
+                                self.end_piece(p, false);
+                                self.piece_start = e;
+                                self.pos = e;
+                            }
+                            Lt::Block(kind, e) => {
+                                self.mode = Mode::Block(Box::new(Body::new(kind, p, e)));
+                                self.pos = e;
+                            }
+                            Lt::Action(e) => {
+                                self.end_piece(p, true);
+                                self.mode = Mode::Action {
+                                    start: p,
+                                    content: e,
+                                    xmode: XmlMode::Normal,
+                                };
+                                self.pos = e;
+                            }
+                        }
+                    }
+                },
+                Mode::Think { start } => {
+                    let start = *start;
+                    match memchr::memchr(b'<', &s[self.pos..]) {
+                        None => {
+                            self.pos = len;
+                            if eof {
+                                self.unclosed_think(start, len);
+                            }
+                            return;
+                        }
+                        Some(i) => {
+                            let p = self.pos + i;
+                            match think_tag(s, p, eof, true) {
+                                M::Yes(e) => {
+                                    self.piece_start = e;
+                                    self.pos = e;
+                                    self.mode = Mode::Prose;
+                                }
+                                M::Partial => {
+                                    self.pos = p;
+                                    return;
+                                }
+                                M::No => self.pos = p + 1,
+                            }
+                        }
+                    }
+                }
+                Mode::Block(body) => {
+                    let step = body.run(s, eof, &self.starts, &self.close_finder);
+                    match step {
+                        Step::NeedMore => return,
+                        Step::NotBlock => {
+                            // Rule 9: the marker is prose; read on just after its `<`.
+                            self.pos = body.start + 1;
+                            self.mode = Mode::Prose;
+                        }
+                        Step::Done(end) => {
+                            let Mode::Block(body) = std::mem::replace(&mut self.mode, Mode::Prose)
+                            else {
+                                unreachable!("matched Mode::Block above")
+                            };
+                            self.finish_block(text, *body, end);
+                        }
+                    }
+                }
+                Mode::Action {
+                    start,
+                    content,
+                    xmode,
+                } => {
+                    let (start, content) = (*start, *content);
+                    match find_action_end(s, &mut self.pos, xmode, eof) {
+                        None => return,
+                        Some(Some((end_tag, end))) => {
+                            let block = self.blocks;
+                            self.blocks += 1;
+                            let span = self.span(s, start, end);
+                            let calls =
+                                action::parse_action(text, content, end_tag, block, span, &mut self.diags);
+                            self.calls.extend(calls);
+                            self.piece_start = end;
+                            self.pos = end;
+                            self.mode = Mode::Prose;
+                        }
+                        Some(None) => {
+                            self.blocks += 1;
+                            self.diags.push(RawDiag::error(
+                                start,
+                                "Malformed XML in ACTION block: <ACTION> is never closed; nothing in it was executed".into(),
+                                "End the block with </ACTION> after the last call.".into(),
+                            ));
+                            self.piece_start = len;
+                            self.pos = len;
+                            self.mode = Mode::Done;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn unclosed_think(&mut self, start: usize, len: usize) {
+        self.diags.push(RawDiag::warning(
+            start,
+            "<think> is never closed; everything after it was treated as reasoning and nothing in it was executed".into(),
+            "Close reasoning with </think> before writing calls.".into(),
+        ));
+        self.piece_start = len;
+        self.mode = Mode::Done;
+    }
+
+    fn finish_block(&mut self, text: &str, body: Body, end: BodyEnd) {
+        let s = text.as_bytes();
+        self.end_piece(body.start, true);
+        let block = self.blocks;
+        self.blocks += 1;
+        let block_end = match end {
+            BodyEnd::Terminated(e) | BodyEnd::AtStart(e) | BodyEnd::Eof(e) => e,
+        };
+        if let Some(r) = &mut self.recorded {
+            r.push(super::grammar::BlockReading {
+                start: body.start,
+                end: block_end,
+                terminated: matches!(end, BodyEnd::Terminated(_)),
+                pairs: body.pairs.clone(),
+            });
+        }
+        let mut diags = body.diags;
+        match end {
+            BodyEnd::Terminated(_) => {}
+            BodyEnd::AtStart(_) => diags.push(RawDiag::warning(
+                body.start,
+                format!(
+                    "block has no end marker {} before the next start marker; it was read up to there",
+                    body.kind.end_text()
+                ),
+                format!("End every block with {} on a line of its own.", body.kind.end_text()),
+            )),
+            BodyEnd::Eof(_) => diags.push(RawDiag::warning(
+                body.start,
+                format!(
+                    "block has no end marker {}; it was read up to the end of the text",
+                    body.kind.end_text()
+                ),
+                format!("End every block with {} on a line of its own.", body.kind.end_text()),
+            )),
+        }
+        let span = self.span(s, body.start, block_end);
+        let name = match body.kind {
+            BlockKind::Tam => "TAM",
+            BlockKind::Vcp => "VCP",
+        };
+        let calls = chain::build_calls(text, &body.pairs, block, span, name, &mut diags);
+        self.calls.extend(calls);
+        self.diags.extend(diags);
+        self.piece_start = block_end;
+        self.pos = block_end;
+    }
+
+    /// The prose outside blocks and reasoning (rule 11a), plus warnings for pairs
+    /// written outside any block (rule 10).
+    pub(crate) fn response_text(&mut self, text: &str) -> String {
+        let s = text.as_bytes();
+        let open = Finder::new(OPEN);
+        let mut out = String::new();
+        let mut fenced = false;
+        for piece in &self.pieces {
+            if let Some(at) = pair_line_in(s, piece.start, piece.end, &open) {
+                self.diags.push(RawDiag::warning(
+                    at,
+                    "key:「始」value「末」 pair outside any block; it was not executed".into(),
+                    "Put calls between <|[REQUEST_TOOL]|> and <|[END_TOOL]|>.".into(),
+                ));
+            }
+            let mut t = &text[piece.start..piece.end];
+            if fenced {
+                if let Some(rest) = strip_leading_fence(t) {
+                    t = rest;
+                    fenced = false;
+                } else if !t.trim().is_empty() {
+                    fenced = false;
+                }
+            }
+            if piece.before_block {
+                if let Some(rest) = strip_trailing_fence(t) {
+                    t = rest;
+                    fenced = true;
+                }
+            }
+            let t = t.trim();
+            if !t.is_empty() {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out.push_str(t);
+            }
+        }
+        out
+    }
+
+    /// Diagnostics in input order with their lines and columns.
+    pub(crate) fn diagnostics(&mut self, text: &str) -> Vec<Diagnostic> {
+        let mut raw = std::mem::take(&mut self.diags);
+        raw.sort_by_key(|d| d.offset);
+        locate_diags(text, raw)
+    }
+}
+
+/// Turns raw diagnostics sorted by offset into located ones.
+pub(crate) fn locate_diags(text: &str, raw: Vec<RawDiag>) -> Vec<Diagnostic> {
+    let mut loc = Locator::default();
+    raw.into_iter()
+        .map(|d| {
+            let (line, column) = loc.locate(text.as_bytes(), d.offset);
+            Diagnostic {
+                severity: d.severity,
+                message: d.message,
+                line,
+                column,
+                hint: d.hint,
+            }
+        })
+        .collect()
+}
+
+/// Finds `</ACTION>`, skipping CDATA sections and comments. `None`: need more text;
+/// `Some(None)`: the text ended first; `Some(Some((tag_start, tag_end)))`: found.
+fn find_action_end(
+    s: &[u8],
+    pos: &mut usize,
+    xmode: &mut XmlMode,
+    eof: bool,
+) -> Option<Option<(usize, usize)>> {
+    let len = s.len();
+    loop {
+        match xmode {
+            XmlMode::Normal => match memchr::memchr(b'<', &s[*pos..]) {
+                None => {
+                    *pos = len;
+                    return if eof { Some(None) } else { None };
+                }
+                Some(i) => {
+                    let p = *pos + i;
+                    match match_exact(s, p, b"<![CDATA[", eof) {
+                        M::Yes(e) => {
+                            *xmode = XmlMode::Cdata;
+                            *pos = e;
+                            continue;
+                        }
+                        M::Partial => {
+                            *pos = p;
+                            return None;
+                        }
+                        M::No => {}
+                    }
+                    match match_exact(s, p, b"<!--", eof) {
+                        M::Yes(e) => {
+                            *xmode = XmlMode::Comment;
+                            *pos = e;
+                            continue;
+                        }
+                        M::Partial => {
+                            *pos = p;
+                            return None;
+                        }
+                        M::No => {}
+                    }
+                    match action_tag(s, p, eof, true) {
+                        M::Yes(e) => return Some(Some((p, e))),
+                        M::Partial => {
+                            *pos = p;
+                            return None;
+                        }
+                        M::No => *pos = p + 1,
+                    }
+                }
+            },
+            XmlMode::Cdata | XmlMode::Comment => {
+                let pat: &[u8] = if *xmode == XmlMode::Cdata { b"]]>" } else { b"-->" };
+                match memchr::memmem::find(&s[*pos..], pat) {
+                    Some(i) => {
+                        *pos += i + pat.len();
+                        *xmode = XmlMode::Normal;
+                    }
+                    None => {
+                        if eof {
+                            return Some(None);
+                        }
+                        *pos = (*pos).max(len.saturating_sub(pat.len() - 1));
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The offset of the first `key:「始」` that starts a line within `start..end`.
+fn pair_line_in(s: &[u8], start: usize, end: usize, open: &Finder<'_>) -> Option<usize> {
+    let mut from = start;
+    while let Some(i) = open.find(&s[from..end]) {
+        let o = from + i;
+        from = o + OPEN.len();
+        let mut p = o;
+        while p > start && (s[p - 1] == b' ' || s[p - 1] == b'\t') {
+            p -= 1;
+        }
+        if p > start && s[p - 1] == b':' {
+            p -= 1;
+        } else if p >= start + 3 && &s[p - 3..p] == "：".as_bytes() {
+            p -= 3;
+        } else {
+            continue;
+        }
+        while p > start && (s[p - 1] == b' ' || s[p - 1] == b'\t') {
+            p -= 1;
+        }
+        let key_end = p;
+        while p > start {
+            let mut q = p - 1;
+            while q > start && (s[q] & 0xC0) == 0x80 {
+                q -= 1;
+            }
+            let c = std::str::from_utf8(&s[q..p])
+                .ok()
+                .and_then(|t| t.chars().next());
+            match c {
+                Some(c) if super::lex::is_key_char(c) => p = q,
+                _ => break,
+            }
+        }
+        if p == key_end {
+            continue;
+        }
+        let key_start = p;
+        while p > start && (s[p - 1] == b' ' || s[p - 1] == b'\t') {
+            p -= 1;
+        }
+        if p == 0 || s[p - 1] == b'\n' || s[p - 1] == b'\r' {
+            return Some(key_start);
+        }
+    }
+    None
+}
+
+fn strip_leading_fence(t: &str) -> Option<&str> {
+    let u = t.trim_start_matches([' ', '\t', '\r', '\n']);
+    let rest = u.strip_prefix("```")?;
+    let line_end = rest.find(['\n', '\r']).unwrap_or(rest.len());
+    if rest[..line_end].trim().is_empty() {
+        Some(&rest[line_end..])
+    } else {
+        None
+    }
+}
+
+fn strip_trailing_fence(t: &str) -> Option<&str> {
+    let u = t.trim_end();
+    let ls = u.rfind(['\n', '\r']).map_or(0, |i| i + 1);
+    let line = u[ls..].trim_start();
+    let info = line.strip_prefix("```")?;
+    if info.contains('`') || info.trim().contains(char::is_whitespace) {
+        return None;
+    }
+    // An odd number of fence lines means the last one opens a fence.
+    let fences = u
+        .split(['\n', '\r'])
+        .filter(|l| l.trim_start().starts_with("```"))
+        .count();
+    if fences % 2 == 1 {
+        Some(&u[..ls])
+    } else {
+        None
+    }
+}

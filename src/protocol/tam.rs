@@ -1,0 +1,643 @@
+//! The TAM/VCP block body reader: a resumable, hand-written scanner that implements
+//! `grammar/tam.pest` (rules 1–9 of the TAM rules) in one forward pass.
+//!
+//! The scanner keeps its state between calls, so the streaming reader feeds it text as
+//! it arrives and no byte is examined more than a constant number of times. Its
+//! agreement with the pest grammar is checked by `tests/protocol_grammar.rs`.
+
+use memchr::memmem::Finder;
+
+use super::lex::{
+    floor_boundary, line_break, match_ci, match_pair_start, skip_ws, M, CLOSE, TAM_END,
+    TAM_START, VCP_END, VCP_START,
+};
+use super::scan::RawDiag;
+
+/// Which marker pair delimits a block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockKind {
+    /// `<|[REQUEST_TOOL]|>` … `<|[END_TOOL]|>`.
+    Tam,
+    /// `<<<[TOOL_REQUEST]>>>` … `<<<[END_TOOL_REQUEST]>>>`.
+    Vcp,
+}
+
+impl BlockKind {
+    pub(crate) fn start(self) -> &'static [u8] {
+        match self {
+            BlockKind::Tam => TAM_START,
+            BlockKind::Vcp => VCP_START,
+        }
+    }
+    pub(crate) fn end(self) -> &'static [u8] {
+        match self {
+            BlockKind::Tam => TAM_END,
+            BlockKind::Vcp => VCP_END,
+        }
+    }
+    pub(crate) fn end_text(self) -> &'static str {
+        match self {
+            BlockKind::Tam => "<|[END_TOOL]|>",
+            BlockKind::Vcp => "<<<[END_TOOL_REQUEST]>>>",
+        }
+    }
+    pub(crate) fn start_text(self) -> &'static str {
+        match self {
+            BlockKind::Tam => "<|[REQUEST_TOOL]|>",
+            BlockKind::Vcp => "<<<[TOOL_REQUEST]>>>",
+        }
+    }
+}
+
+/// One `key:「始」value「末」` pair as byte ranges into the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawPair {
+    /// The key's byte range.
+    pub key: (usize, usize),
+    /// The value's byte range (without `「始」`/`「末」`).
+    pub value: (usize, usize),
+    /// True when the value had no proper closing `「末」` and was cut (rule 6).
+    pub recovered: bool,
+}
+
+/// How a block ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyEnd {
+    /// At its end marker; the offset is one past the marker.
+    Terminated(usize),
+    /// At the next start marker, which is not part of the block.
+    AtStart(usize),
+    /// At the end of the text.
+    Eof(usize),
+}
+
+/// What one run of the scanner achieved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// The text ended before a decision; call again with more text.
+    NeedMore,
+    /// The start marker was not followed by a pair (rule 9): not a block.
+    NotBlock,
+    /// The block ended.
+    Done(BodyEnd),
+}
+
+#[derive(Debug, Clone)]
+struct ValueScan {
+    key: (usize, usize),
+    start: usize,
+    scan: usize,
+    at_line_start: bool,
+    line_start: usize,
+    brk: usize,
+    first_end: Option<usize>,
+    first_cut: Option<usize>,
+    next_close: Option<usize>,
+    close_searched: usize,
+}
+
+#[derive(Debug, Clone)]
+enum Sub {
+    OpenLine { on_marker_line: bool },
+    OpenComment,
+    LineStart,
+    MidLine,
+    Comment,
+    Stray,
+    Value(Box<ValueScan>),
+    Lookahead {
+        v: Box<ValueScan>,
+        close: usize,
+        tail: usize,
+        scan: usize,
+    },
+}
+
+/// The state of one block being read.
+#[derive(Debug, Clone)]
+pub(crate) struct Body {
+    pub kind: BlockKind,
+    /// Offset of the start marker.
+    pub start: usize,
+    pub pairs: Vec<RawPair>,
+    pub diags: Vec<RawDiag>,
+    pos: usize,
+    sub: Sub,
+}
+
+fn match_any_start(s: &[u8], at: usize, eof: bool, starts: &[&[u8]]) -> M {
+    let mut partial = false;
+    for st in starts {
+        match match_ci(s, at, st, eof) {
+            M::Yes(e) => return M::Yes(e),
+            M::Partial => partial = true,
+            M::No => {}
+        }
+    }
+    if partial {
+        M::Partial
+    } else {
+        M::No
+    }
+}
+
+/// Rule 5: does the `「末」` ending at `p` close the value?
+fn after_close(s: &[u8], p: usize, eof: bool, kind: BlockKind) -> M {
+    let mut p = skip_ws(s, p);
+    if p < s.len() && s[p] == b',' {
+        p = skip_ws(s, p + 1);
+    }
+    if p >= s.len() {
+        return if eof { M::Yes(p) } else { M::Partial };
+    }
+    match line_break(s, p, eof) {
+        M::Yes(_) => return M::Yes(p),
+        M::Partial => return M::Partial,
+        M::No => {}
+    }
+    match match_ci(s, p, kind.end(), eof) {
+        M::Yes(_) => return M::Yes(p),
+        M::Partial => return M::Partial,
+        M::No => {}
+    }
+    match match_pair_start(s, p, eof) {
+        M::Yes(_) => M::Yes(p),
+        M::Partial => M::Partial,
+        M::No => M::No,
+    }
+}
+
+fn close_tail(s: &[u8], p: usize) -> usize {
+    let mut p = skip_ws(s, p);
+    if p < s.len() && s[p] == b',' {
+        p = skip_ws(s, p + 1);
+    }
+    p
+}
+
+impl ValueScan {
+    fn next_close(&mut self, s: &[u8], finder: &Finder<'_>) -> Option<usize> {
+        if let Some(c) = self.next_close {
+            if c >= self.scan {
+                return Some(c);
+            }
+        }
+        let from = self.scan.max(self.close_searched);
+        match finder.find(&s[from..]) {
+            Some(i) => {
+                self.next_close = Some(from + i);
+                Some(from + i)
+            }
+            None => {
+                self.next_close = None;
+                self.close_searched = from.max(s.len().saturating_sub(CLOSE.len() - 1));
+                None
+            }
+        }
+    }
+}
+
+impl Body {
+    /// A block whose start marker spans `start..body`.
+    pub(crate) fn new(kind: BlockKind, start: usize, body: usize) -> Self {
+        Body {
+            kind,
+            start,
+            pairs: Vec::new(),
+            diags: Vec::new(),
+            pos: body,
+            sub: Sub::OpenLine {
+                on_marker_line: true,
+            },
+        }
+    }
+
+    fn key_str<'a>(&self, s: &'a [u8], key: (usize, usize)) -> &'a str {
+        // Keys are whole characters matched by `match_pair_start`.
+        std::str::from_utf8(&s[key.0..key.1]).unwrap_or("?")
+    }
+
+    fn start_value(&mut self, key: (usize, usize), value_start: usize) {
+        self.sub = Sub::Value(Box::new(ValueScan {
+            key,
+            start: value_start,
+            scan: value_start,
+            at_line_start: false,
+            line_start: value_start,
+            brk: value_start,
+            first_end: None,
+            first_cut: None,
+            next_close: None,
+            close_searched: 0,
+        }));
+        self.pos = value_start;
+    }
+
+    fn cut(&mut self, s: &[u8], v: &ValueScan, end: usize) {
+        self.pairs.push(RawPair {
+            key: v.key,
+            value: (v.start, end),
+            recovered: true,
+        });
+        let key = self.key_str(s, v.key).to_string();
+        self.diags.push(RawDiag::warning(
+            v.key.0,
+            format!("value of '{key}' has no closing 「末」; it was read up to the end of its last line"),
+            format!(
+                "End every value with 「末」 on the same line as its last character or on a line of its own, e.g. {key}:「始」…「末」."
+            ),
+        ));
+        self.pos = end;
+        self.sub = Sub::MidLine;
+    }
+
+    /// Advances over `s` (all text so far); `eof` says no more text will come.
+    pub(crate) fn run(
+        &mut self,
+        s: &[u8],
+        eof: bool,
+        starts: &[&[u8]],
+        finder: &Finder<'_>,
+    ) -> Step {
+        let len = s.len();
+        let kind = self.kind;
+        loop {
+            match &mut self.sub {
+                Sub::OpenLine { on_marker_line } => {
+                    let p = skip_ws(s, self.pos);
+                    if p >= len {
+                        return if eof { Step::NotBlock } else { Step::NeedMore };
+                    }
+                    match match_pair_start(s, p, eof) {
+                        M::Yes(_) => {
+                            self.pos = p;
+                            self.sub = Sub::MidLine;
+                            continue;
+                        }
+                        M::Partial => return Step::NeedMore,
+                        M::No => {}
+                    }
+                    match line_break(s, p, eof) {
+                        M::Yes(e) => {
+                            self.pos = e;
+                            *on_marker_line = false;
+                            continue;
+                        }
+                        M::Partial => return Step::NeedMore,
+                        M::No => {}
+                    }
+                    if s[p] == b'#' && !*on_marker_line {
+                        self.pos = p + 1;
+                        self.sub = Sub::OpenComment;
+                        continue;
+                    }
+                    return Step::NotBlock;
+                }
+                Sub::OpenComment => match memchr::memchr2(b'\n', b'\r', &s[self.pos..]) {
+                    Some(i) => {
+                        self.pos += i;
+                        self.sub = Sub::OpenLine {
+                            on_marker_line: false,
+                        };
+                    }
+                    None => {
+                        if eof {
+                            return Step::NotBlock;
+                        }
+                        self.pos = len;
+                        return Step::NeedMore;
+                    }
+                },
+                Sub::MidLine => {
+                    let p = skip_ws(s, self.pos);
+                    if p >= len {
+                        return if eof {
+                            Step::Done(BodyEnd::Eof(len))
+                        } else {
+                            Step::NeedMore
+                        };
+                    }
+                    match line_break(s, p, eof) {
+                        M::Yes(e) => {
+                            self.pos = e;
+                            self.sub = Sub::LineStart;
+                            continue;
+                        }
+                        M::Partial => return Step::NeedMore,
+                        M::No => {}
+                    }
+                    match match_ci(s, p, kind.end(), eof) {
+                        M::Yes(e) => return Step::Done(BodyEnd::Terminated(e)),
+                        M::Partial => return Step::NeedMore,
+                        M::No => {}
+                    }
+                    match match_pair_start(s, p, eof) {
+                        M::Yes(ps) => {
+                            self.start_value((ps.key_start, ps.key_end), ps.value_start);
+                            continue;
+                        }
+                        M::Partial => return Step::NeedMore,
+                        M::No => {}
+                    }
+                    // Not reachable after a value (rule 5 guarantees what follows), kept
+                    // as a safe fallback: read the rest of the line as stray text.
+                    self.pos = p;
+                    self.stray_warning(p);
+                    self.sub = Sub::Stray;
+                }
+                Sub::LineStart => {
+                    let p = skip_ws(s, self.pos);
+                    if p >= len {
+                        return if eof {
+                            Step::Done(BodyEnd::Eof(len))
+                        } else {
+                            Step::NeedMore
+                        };
+                    }
+                    match match_ci(s, p, kind.end(), eof) {
+                        M::Yes(e) => return Step::Done(BodyEnd::Terminated(e)),
+                        M::Partial => return Step::NeedMore,
+                        M::No => {}
+                    }
+                    match match_any_start(s, p, eof, starts) {
+                        M::Yes(_) => return Step::Done(BodyEnd::AtStart(p)),
+                        M::Partial => return Step::NeedMore,
+                        M::No => {}
+                    }
+                    match match_pair_start(s, p, eof) {
+                        M::Yes(ps) => {
+                            self.start_value((ps.key_start, ps.key_end), ps.value_start);
+                            continue;
+                        }
+                        M::Partial => return Step::NeedMore,
+                        M::No => {}
+                    }
+                    if s[p] == b'#' {
+                        self.pos = p + 1;
+                        self.sub = Sub::Comment;
+                        continue;
+                    }
+                    match line_break(s, p, eof) {
+                        M::Yes(e) => {
+                            self.pos = e;
+                            continue;
+                        }
+                        M::Partial => return Step::NeedMore,
+                        M::No => {}
+                    }
+                    self.pos = p;
+                    self.stray_warning(p);
+                    self.sub = Sub::Stray;
+                }
+                Sub::Comment => match memchr::memchr2(b'\n', b'\r', &s[self.pos..]) {
+                    Some(i) => {
+                        self.pos += i;
+                        self.sub = Sub::MidLine;
+                    }
+                    None => {
+                        if eof {
+                            return Step::Done(BodyEnd::Eof(len));
+                        }
+                        self.pos = len;
+                        return Step::NeedMore;
+                    }
+                },
+                Sub::Stray => match memchr::memchr3(b'\n', b'\r', b'<', &s[self.pos..]) {
+                    Some(i) => {
+                        let p = self.pos + i;
+                        if s[p] != b'<' {
+                            self.pos = p;
+                            self.sub = Sub::MidLine;
+                            continue;
+                        }
+                        match match_ci(s, p, kind.end(), eof) {
+                            M::Yes(e) => return Step::Done(BodyEnd::Terminated(e)),
+                            M::Partial => {
+                                self.pos = p;
+                                return Step::NeedMore;
+                            }
+                            M::No => {}
+                        }
+                        match match_any_start(s, p, eof, starts) {
+                            M::Yes(_) => return Step::Done(BodyEnd::AtStart(p)),
+                            M::Partial => {
+                                self.pos = p;
+                                return Step::NeedMore;
+                            }
+                            M::No => {}
+                        }
+                        self.pos = p + 1;
+                    }
+                    None => {
+                        if eof {
+                            return Step::Done(BodyEnd::Eof(len));
+                        }
+                        self.pos = len;
+                        return Step::NeedMore;
+                    }
+                },
+                Sub::Value(v) => {
+                    let mut v = std::mem::replace(v, Box::new(ValueScan::placeholder()));
+                    let r = self.run_value(s, eof, starts, finder, &mut v);
+                    match r {
+                        ValueStep::NeedMore => {
+                            self.sub = Sub::Value(v);
+                            return Step::NeedMore;
+                        }
+                        ValueStep::Cut(end) => self.cut(s, &v, end),
+                        ValueStep::Closed(c) => {
+                            let tail = close_tail(s, c + CLOSE.len());
+                            if v.first_end.is_none() {
+                                self.pairs.push(RawPair {
+                                    key: v.key,
+                                    value: (v.start, c),
+                                    recovered: false,
+                                });
+                                self.pos = tail;
+                                self.sub = Sub::MidLine;
+                            } else {
+                                self.sub = Sub::Lookahead {
+                                    v,
+                                    close: c,
+                                    tail,
+                                    scan: tail,
+                                };
+                            }
+                        }
+                    }
+                }
+                Sub::Lookahead {
+                    v,
+                    close,
+                    tail,
+                    scan,
+                } => {
+                    // Rule 6: end-marker lines inside a closed value are content only if
+                    // another end marker follows before the next start marker.
+                    let found = loop {
+                        match memchr::memchr(b'<', &s[*scan..]) {
+                            Some(i) => {
+                                let p = *scan + i;
+                                match match_ci(s, p, kind.end(), eof) {
+                                    M::Yes(_) => break Some(true),
+                                    M::Partial => {
+                                        *scan = p;
+                                        return Step::NeedMore;
+                                    }
+                                    M::No => {}
+                                }
+                                match match_any_start(s, p, eof, starts) {
+                                    M::Yes(_) => break Some(false),
+                                    M::Partial => {
+                                        *scan = p;
+                                        return Step::NeedMore;
+                                    }
+                                    M::No => {}
+                                }
+                                *scan = p + 1;
+                            }
+                            None => {
+                                if eof {
+                                    break Some(false);
+                                }
+                                *scan = len;
+                                break None;
+                            }
+                        }
+                    };
+                    match found {
+                        None => return Step::NeedMore,
+                        Some(true) => {
+                            let (close, tail) = (*close, *tail);
+                            self.pairs.push(RawPair {
+                                key: v.key,
+                                value: (v.start, close),
+                                recovered: false,
+                            });
+                            self.pos = tail;
+                            self.sub = Sub::MidLine;
+                        }
+                        Some(false) => {
+                            let v = v.clone();
+                            // `first_cut` is set whenever `first_end` is.
+                            let end = v.first_cut.unwrap_or(close.to_owned());
+                            self.cut(s, &v, end);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn stray_warning(&mut self, at: usize) {
+        self.diags.push(RawDiag::warning(
+            at,
+            format!(
+                "line inside a {} block is not a key:「始」value「末」 pair, a # comment or the end marker; it was ignored",
+                self.kind.start_text()
+            ),
+            "Write parameters as key:「始」value「末」 and start comment lines with #.".to_string(),
+        ));
+    }
+
+    fn run_value(
+        &mut self,
+        s: &[u8],
+        eof: bool,
+        starts: &[&[u8]],
+        finder: &Finder<'_>,
+        v: &mut ValueScan,
+    ) -> ValueStep {
+        let len = s.len();
+        let kind = self.kind;
+        loop {
+            if v.at_line_start {
+                let q = skip_ws(s, v.scan);
+                match match_ci(s, q, kind.end(), eof) {
+                    M::Yes(_) => {
+                        v.first_end.get_or_insert(v.brk);
+                        v.first_cut.get_or_insert(v.brk);
+                    }
+                    M::Partial => return ValueStep::NeedMore,
+                    M::No => match match_any_start(s, q, eof, starts) {
+                        M::Yes(_) => {
+                            v.first_cut.get_or_insert(v.brk);
+                        }
+                        M::Partial => return ValueStep::NeedMore,
+                        M::No => match match_pair_start(s, q, eof) {
+                            M::Yes(_) => return ValueStep::Cut(v.first_cut.unwrap_or(v.brk)),
+                            M::Partial => return ValueStep::NeedMore,
+                            M::No => {}
+                        },
+                    },
+                }
+                v.at_line_start = false;
+            }
+            let nb = memchr::memchr2(b'\n', b'\r', &s[v.scan..]).map(|i| v.scan + i);
+            let nc = v.next_close(s, finder);
+            match (nc, nb) {
+                (Some(c), _) if nb.is_none_or(|b| c < b) => {
+                    match after_close(s, c + CLOSE.len(), eof, kind) {
+                        M::Yes(_) => return ValueStep::Closed(c),
+                        M::No => v.scan = c + CLOSE.len(),
+                        M::Partial => {
+                            v.scan = c;
+                            return ValueStep::NeedMore;
+                        }
+                    }
+                }
+                (_, Some(b)) => match line_break(s, b, eof) {
+                    M::Yes(e) => {
+                        v.brk = b;
+                        v.scan = e;
+                        v.line_start = e;
+                        v.at_line_start = true;
+                    }
+                    _ => {
+                        v.scan = b;
+                        return ValueStep::NeedMore;
+                    }
+                },
+                _ => {
+                    if eof {
+                        if let Some(c) = v.first_cut {
+                            return ValueStep::Cut(c);
+                        }
+                        // A last line break before the end of the text is not content.
+                        if v.line_start == len && v.line_start > v.start {
+                            return ValueStep::Cut(v.brk);
+                        }
+                        return ValueStep::Cut(len);
+                    }
+                    v.scan = v
+                        .scan
+                        .max(floor_boundary(s, len.saturating_sub(CLOSE.len() - 1)));
+                    return ValueStep::NeedMore;
+                }
+            }
+        }
+    }
+}
+
+enum ValueStep {
+    NeedMore,
+    Closed(usize),
+    Cut(usize),
+}
+
+impl ValueScan {
+    fn placeholder() -> Self {
+        ValueScan {
+            key: (0, 0),
+            start: 0,
+            scan: 0,
+            at_line_start: false,
+            line_start: 0,
+            brk: 0,
+            first_end: None,
+            first_cut: None,
+            next_close: None,
+            close_searched: 0,
+        }
+    }
+}
