@@ -68,6 +68,7 @@ fn every_bundled_workflow_loads_and_becomes_a_tool() {
         vec![
             "workflow:character_intro",
             "workflow:greet_with_ticket",
+            "workflow:number_summary",
             "workflow:summarize_text",
             "workflow:text_stats",
         ]
@@ -219,4 +220,23 @@ async fn a_workflow_calling_itself_stops_at_the_depth_limit() {
     .expect("hang bound")
     .unwrap_err();
     assert!(err.to_string().contains("nested deeper"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workflow_is_called_through_tam_text() {
+    let home = home();
+    let e = engine(home.path());
+    let text = "I will summarize it.\n<|[REQUEST_TOOL]|>\ntool_name:「始」workflow:summarize_text「末」\n\
+                text_to_summarize:「始」First point. Second point. Third point.「末」\n\
+                summary_length:「始」简短「末」\n<|[END_TOOL]|>";
+    let parsed = tavern::protocol::parse(text, tavern::protocol::Format::Auto);
+    assert!(parsed.diagnostics.is_empty(), "{:?}", parsed.diagnostics);
+    assert_eq!(parsed.calls.len(), 1);
+    assert_eq!(parsed.calls[0].tool, "workflow:summarize_text");
+    let outcomes = e.tools().execute(&parsed.calls, Caller::Model(None)).await;
+    assert_eq!(outcomes.len(), 1);
+    assert_eq!(outcomes[0].result, Ok(json!("First point.")));
+    // The same through the engine facade.
+    let (_, outcomes) = e.call_text(text, tavern::protocol::Format::Auto, Caller::Model(None)).await;
+    assert_eq!(outcomes[0].result, Ok(json!("First point.")));
 }

@@ -5,8 +5,11 @@ mod constants;
 mod json;
 mod logic;
 mod math;
+mod script;
 mod text;
 mod tool_call;
+
+pub use script::{ScriptNode, SCRIPT};
 
 use serde_json::{Map, Value};
 
@@ -22,6 +25,7 @@ pub fn register_all(registry: &NodeRegistry) {
         .chain(json::register(registry))
         .chain(logic::register(registry))
         .chain(tool_call::register(registry))
+        .chain(script::register(registry))
     {
         // Built-in names are distinct and namespaced; a failure here is a bug caught by
         // the registry test, so it is logged rather than allowed to stop an engine.
