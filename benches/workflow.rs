@@ -13,7 +13,11 @@ use tavern::workflow::{compile, NodeRegistry, RunOptions, Workflow, WorkflowNode
 
 /// `n` `core:Math` nodes, each adding 1 to the previous result.
 fn chain(n: usize) -> Workflow {
-    let mut wf = Workflow::new("chain").node(WorkflowNode::new("n0", "core:Math").input("a", json!(0)).input("b", json!(1)));
+    let mut wf = Workflow::new("chain").node(
+        WorkflowNode::new("n0", "core:Math")
+            .input("a", json!(0))
+            .input("b", json!(1)),
+    );
     for i in 1..n {
         wf = wf
             .node(WorkflowNode::new(format!("n{i}"), "core:Math").input("b", json!(1)))
@@ -57,23 +61,84 @@ fn engine(c: &mut Criterion) {
 
     let plan1k = compile(&chain(1_000), &reg).expect("chain compiles");
     g.bench_function("run_chain_1000_trivial_nodes", |b| {
-        b.iter(|| rt.block_on(async { black_box(plan1k.run(Map::new(), RunOptions::default()).await.is_ok()) }))
+        b.iter(|| {
+            rt.block_on(async {
+                black_box(plan1k.run(Map::new(), RunOptions::default()).await.is_ok())
+            })
+        })
     });
 
     let plan10k = compile(&chain(10_000), &reg).expect("chain compiles");
     g.bench_function("run_chain_10000", |b| {
-        b.iter(|| rt.block_on(async { black_box(plan10k.run(Map::new(), RunOptions::default()).await.is_ok()) }))
+        b.iter(|| {
+            rt.block_on(async {
+                black_box(plan10k.run(Map::new(), RunOptions::default()).await.is_ok())
+            })
+        })
     });
 
     let dag = random_dag(1_000, 7);
-    g.bench_function("validate_random_dag_1000", |b| b.iter(|| black_box(compile(&dag, &reg).is_ok())));
+    g.bench_function("validate_random_dag_1000", |b| {
+        b.iter(|| black_box(compile(&dag, &reg).is_ok()))
+    });
 
     let plan_dag = compile(&dag, &reg).expect("dag compiles");
     g.bench_function("run_random_dag_1000", |b| {
-        b.iter(|| rt.block_on(async { black_box(plan_dag.run(Map::new(), RunOptions::default()).await.is_ok()) }))
+        b.iter(|| {
+            rt.block_on(async {
+                black_box(
+                    plan_dag
+                        .run(Map::new(), RunOptions::default())
+                        .await
+                        .is_ok(),
+                )
+            })
+        })
     });
     g.finish();
 }
 
-criterion_group!(benches, engine);
+const CPU_LUA: &str = "local s = 0 for i = 1, 1500000 do s = (s + i * 7) % 1000003 end return s";
+
+/// Two Lua script nodes doing the same CPU-bound work, side by side or one after the other
+/// (the second takes the first's result as its `inputs`, which forces the order).
+fn script_pair(parallel: bool) -> Workflow {
+    let mut wf = Workflow::new(if parallel { "parallel" } else { "sequential" })
+        .node(WorkflowNode::new("one", "core:Script").input("code", json!(CPU_LUA)))
+        .node(WorkflowNode::new("two", "core:Script").input("code", json!(CPU_LUA)));
+    if !parallel {
+        wf = wf.edge("one", "result", "two", "inputs");
+    }
+    wf
+}
+
+fn scripts(c: &mut Criterion) {
+    let reg = NodeRegistry::with_builtins();
+    let rt = rt();
+    let mut g = c.benchmark_group("workflow_scripts");
+    g.measurement_time(Duration::from_secs(3)).sample_size(20);
+    for parallel in [false, true] {
+        let plan = compile(&script_pair(parallel), &reg).expect("script pair compiles");
+        let name = if parallel {
+            "two_lua_branches_parallel"
+        } else {
+            "two_lua_nodes_sequential"
+        };
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                rt.block_on(async {
+                    let r = plan
+                        .run(Map::new(), RunOptions::default())
+                        .await
+                        .expect("runs");
+                    assert_eq!(r.status, tavern::workflow::RunStatus::Succeeded);
+                    black_box(r)
+                })
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, engine, scripts);
 criterion_main!(benches);

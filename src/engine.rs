@@ -7,8 +7,8 @@ use std::sync::Arc;
 use crate::config::Settings;
 use crate::problem::Problem;
 use crate::protocol::{self, Format, Parsed};
-use crate::workflow::{NodeRegistry, RunDefaults, Workflows};
 use crate::tools::{CallOutcome, Caller, ToolDefinition, ToolError, ToolHandler, ToolManager};
+use crate::workflow::{NodeRegistry, RunDefaults, Workflows};
 
 /// Why an engine could not be built.
 #[derive(Debug, thiserror::Error)]

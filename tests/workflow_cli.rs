@@ -23,7 +23,19 @@ fn home() -> tempfile::TempDir {
 #[test]
 fn run_by_id_prints_outputs() {
     let h = home();
-    let r = tavern(h.path(), &["workflow", "run", "summarize_text", "--input", "text_to_summarize=A. B. C.", "-i", "summary_length=简短"], b"");
+    let r = tavern(
+        h.path(),
+        &[
+            "workflow",
+            "run",
+            "summarize_text",
+            "--input",
+            "text_to_summarize=A. B. C.",
+            "-i",
+            "summary_length=简短",
+        ],
+        b"",
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.json(), json!({"summary_result": "A."}));
 }
@@ -32,13 +44,31 @@ fn run_by_id_prints_outputs() {
 fn run_json_reports_nodes_and_converts_inputs() {
     let h = home();
     // `2` parses as JSON but the schema wants text: the ToolManager converts it.
-    let r = tavern(h.path(), &["workflow", "run", "text_stats", "--json", "--input", "text=2"], b"");
+    let r = tavern(
+        h.path(),
+        &[
+            "workflow",
+            "run",
+            "text_stats",
+            "--json",
+            "--input",
+            "text=2",
+        ],
+        b"",
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let v = r.json();
     assert_eq!(v["status"], json!("succeeded"));
-    assert_eq!(v["outputs"]["stats"], json!({"words": 1, "lines": 1, "characters": 1}));
+    assert_eq!(
+        v["outputs"]["stats"],
+        json!({"words": 1, "lines": 1, "characters": 1})
+    );
     assert_eq!(v["nodes"].as_array().unwrap().len(), 7);
-    assert!(v["nodes"].as_array().unwrap().iter().all(|n| n["status"] == "succeeded"));
+    assert!(v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|n| n["status"] == "succeeded"));
 }
 
 #[test]
@@ -72,7 +102,12 @@ fn run_a_file_with_a_failing_branch() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|n| (n["id"].as_str().unwrap().into(), n["status"].as_str().unwrap().into()))
+        .map(|n| {
+            (
+                n["id"].as_str().unwrap().into(),
+                n["status"].as_str().unwrap().into(),
+            )
+        })
         .collect();
     assert_eq!(
         status,
@@ -83,7 +118,13 @@ fn run_a_file_with_a_failing_branch() {
             ("out".into(), "skipped".into()),
         ]
     );
-    assert!(v["error"].as_str().unwrap().contains("node 'boom' (core:JsonParse) failed"), "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("node 'boom' (core:JsonParse) failed"),
+        "{v}"
+    );
 }
 
 #[test]
@@ -96,8 +137,18 @@ fn invalid_workflow_lists_every_problem() {
     .unwrap();
     let r = tavern(h.path(), &["workflow", "run", "bad.json"], b"");
     assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("bad.json:2: workflow 'bad': node 'a': unknown node type 'core:Nope'"), "{}", r.stderr);
-    assert!(r.stderr.contains("bad.json:3: workflow 'bad': node 'b': required input 'a'"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("bad.json:2: workflow 'bad': node 'a': unknown node type 'core:Nope'"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("bad.json:3: workflow 'bad': node 'b': required input 'a'"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
@@ -108,7 +159,11 @@ fn missing_argument_and_unknown_workflow_are_usage_errors() {
     assert!(r.stderr.contains("text_to_summarize"), "{}", r.stderr);
     let r = tavern(h.path(), &["workflow", "run", "no_such_flow"], b"");
     assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("no workflow 'no_such_flow'"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("no workflow 'no_such_flow'"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
@@ -117,11 +172,32 @@ fn graph_and_schema() {
     let r = tavern(h.path(), &["workflow", "graph", "text_stats"], b"");
     assert_eq!(r.code, 0);
     assert!(r.stdout.starts_with("flowchart LR\n"), "{}", r.stdout);
-    assert!(r.stdout.contains("n1 -- \"text → text\" --> n1") || r.stdout.contains("n0 -- \"text → text\" --> n1"), "{}", r.stdout);
-    let r = tavern(h.path(), &["workflow", "graph", "text_stats", "--format", "dot"], b"");
-    assert!(r.stdout.starts_with("digraph \"text_stats\" {"), "{}", r.stdout);
-    assert!(r.stdout.contains("\"collect\" -> \"sentence\" [label=\"object → vars\"];"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("n1 -- \"text → text\" --> n1")
+            || r.stdout.contains("n0 -- \"text → text\" --> n1"),
+        "{}",
+        r.stdout
+    );
+    let r = tavern(
+        h.path(),
+        &["workflow", "graph", "text_stats", "--format", "dot"],
+        b"",
+    );
+    assert!(
+        r.stdout.starts_with("digraph \"text_stats\" {"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("\"collect\" -> \"sentence\" [label=\"object → vars\"];"),
+        "{}",
+        r.stdout
+    );
     let r = tavern(h.path(), &["workflow", "schema", "summarize_text"], b"");
     assert_eq!(r.code, 0);
-    assert_eq!(r.json()["parameters"]["required"], json!(["text_to_summarize"]));
+    assert_eq!(
+        r.json()["parameters"]["required"],
+        json!(["text_to_summarize"])
+    );
 }

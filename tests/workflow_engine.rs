@@ -32,7 +32,11 @@ fn report_opts() -> RunOptions {
 }
 
 fn status_of<'a>(r: &'a tavern::workflow::RunReport, id: &str) -> &'a NodeStatus {
-    &r.nodes.iter().find(|n| n.id == id).expect("node in report").status
+    &r.nodes
+        .iter()
+        .find(|n| n.id == id)
+        .expect("node in report")
+        .status
 }
 
 /// in → (a: +1, b: *2) → sum(a, b) → out
@@ -71,14 +75,18 @@ async fn diamond_computes_through_both_arms() {
         assert_eq!(out["y"], json!(y), "x = {x}");
     }
     // A string argument is converted to the declared INTEGER.
-    let out = plan.run(args(json!({"x": "7"})), RunOptions::default()).await.unwrap();
+    let out = plan
+        .run(args(json!({"x": "7"})), RunOptions::default())
+        .await
+        .unwrap();
     assert_eq!(out.outputs["y"], json!(22));
 }
 
 #[tokio::test]
 async fn fan_out_fan_in_keeps_connection_order() {
     // One source feeds five templates; a multi input gathers them in inputConnectionOrders.
-    let mut nodes = vec![json!({"id": "src", "type": "core:String", "inputValues": {"value": "w"}})];
+    let mut nodes =
+        vec![json!({"id": "src", "type": "core:String", "inputValues": {"value": "w"}})];
     let mut edges = Vec::new();
     for i in 0..5 {
         nodes.push(json!({"id": format!("t{i}"), "type": "core:Template",
@@ -89,13 +97,21 @@ async fn fan_out_fan_in_keeps_connection_order() {
         edges.push(json!({"source": format!("o{i}"), "sourceHandle": "object", "target": format!("t{i}"), "targetHandle": "vars"}));
         edges.push(json!({"id": format!("e{i}"), "source": format!("t{i}"), "sourceHandle": "text", "target": "join", "targetHandle": "items"}));
     }
-    nodes.push(json!({"id": "join", "type": "core:Concat", "inputValues": {"separator": ","},
-        "inputConnectionOrders": {"items": ["e4", "e2", "e0", "e1", "e3"]}}));
+    nodes.push(
+        json!({"id": "join", "type": "core:Concat", "inputValues": {"separator": ","},
+        "inputConnectionOrders": {"items": ["e4", "e2", "e0", "e1", "e3"]}}),
+    );
     nodes.push(json!({"id": "out", "type": "core:GroupOutput"}));
-    edges.push(json!({"source": "join", "sourceHandle": "text", "target": "out", "targetHandle": "text"}));
+    edges.push(
+        json!({"source": "join", "sourceHandle": "text", "target": "out", "targetHandle": "text"}),
+    );
     let w = wf(json!({"id": "fan", "nodes": nodes, "edges": edges,
         "interfaceOutputs": {"text": {"dataFlowType": "STRING"}}}));
-    let r = compile(&w, &registry()).unwrap().run(Map::new(), report_opts()).await.unwrap();
+    let r = compile(&w, &registry())
+        .unwrap()
+        .run(Map::new(), report_opts())
+        .await
+        .unwrap();
     assert_eq!(r.status, RunStatus::Succeeded);
     assert_eq!(r.outputs["text"], json!("4:w,2:w,0:w,1:w,3:w"));
     assert!(r.nodes.iter().all(|n| n.status == NodeStatus::Succeeded));
@@ -122,12 +138,21 @@ async fn failing_branch_skips_descendants_and_healthy_branch_finishes() {
             {"source": "after2", "sourceHandle": "result", "target": "out", "targetHandle": "bad"}
         ]
     }));
-    let r = compile(&w, &registry()).unwrap().run(Map::new(), report_opts()).await.unwrap();
+    let r = compile(&w, &registry())
+        .unwrap()
+        .run(Map::new(), report_opts())
+        .await
+        .unwrap();
     assert_eq!(r.status, RunStatus::Failed);
     assert_eq!(r.outputs.get("good"), Some(&json!(7)));
     assert!(r.outputs.get("bad").is_none());
     assert_eq!(status_of(&r, "ok2"), &NodeStatus::Succeeded);
-    assert!(matches!(status_of(&r, "boom"), NodeStatus::Failed { error: NodeError::InvalidInput { .. } }));
+    assert!(matches!(
+        status_of(&r, "boom"),
+        NodeStatus::Failed {
+            error: NodeError::InvalidInput { .. }
+        }
+    ));
     for skipped in ["after1", "after2"] {
         match status_of(&r, skipped) {
             NodeStatus::Skipped { reason } => assert!(reason.contains("'boom'"), "{reason}"),
@@ -138,7 +163,9 @@ async fn failing_branch_skips_descendants_and_healthy_branch_finishes() {
     assert!(matches!(status_of(&r, "out"), NodeStatus::Skipped { .. }));
     let err = r.into_outputs().unwrap_err();
     match &err {
-        WorkflowError::NodeFailed { node, node_type, .. } => {
+        WorkflowError::NodeFailed {
+            node, node_type, ..
+        } => {
             assert_eq!(node, "boom");
             assert_eq!(node_type, "core:Math");
         }
@@ -182,8 +209,18 @@ fn cycle_is_refused_and_named() {
             _ => None,
         })
         .collect();
-    assert_eq!(cycles, vec![vec!["a".to_string(), "b".into(), "c".into()], vec!["self".to_string()]]);
-    let text = WorkflowError::Invalid { workflow: "loop".into(), problems }.to_string();
+    assert_eq!(
+        cycles,
+        vec![
+            vec!["a".to_string(), "b".into(), "c".into()],
+            vec!["self".to_string()]
+        ]
+    );
+    let text = WorkflowError::Invalid {
+        workflow: "loop".into(),
+        problems,
+    }
+    .to_string();
     assert!(text.contains("a -> b -> c -> a"), "{text}");
 }
 
@@ -208,19 +245,52 @@ fn every_problem_is_listed_at_once() {
     }));
     let problems = invalid(&w);
     let expected = vec![
-        Invalid::UnknownNodeType { node: "t".into(), node_type: "core:Templat".into(), suggestion: Some("core:Template".into()) },
-        Invalid::TypeMismatch { edge: "e1".into(), source: "s".into(), source_handle: "value".into(),
-            from: tavern::workflow::DataFlowType::String, target: "j".into(), target_handle: "items".into(),
-            to: tavern::workflow::DataFlowType::Array },
-        Invalid::MissingNode { edge: "e2".into(), end: "source", node: "ghost".into() },
-        Invalid::MissingHandle { edge: "e3".into(), node: "m2".into(), end: "sourceHandle", handle: "nope".into(), available: vec!["result".into()] },
-        Invalid::TypeMismatch { edge: "e4".into(), source: "m2".into(), source_handle: "result".into(),
-            from: tavern::workflow::DataFlowType::Float, target: "split".into(), target_handle: "text".into(),
-            to: tavern::workflow::DataFlowType::String },
-        Invalid::MissingInput { node: "m".into(), slot: "a".into() },
+        Invalid::UnknownNodeType {
+            node: "t".into(),
+            node_type: "core:Templat".into(),
+            suggestion: Some("core:Template".into()),
+        },
+        Invalid::TypeMismatch {
+            edge: "e1".into(),
+            source: "s".into(),
+            source_handle: "value".into(),
+            from: tavern::workflow::DataFlowType::String,
+            target: "j".into(),
+            target_handle: "items".into(),
+            to: tavern::workflow::DataFlowType::Array,
+        },
+        Invalid::MissingNode {
+            edge: "e2".into(),
+            end: "source",
+            node: "ghost".into(),
+        },
+        Invalid::MissingHandle {
+            edge: "e3".into(),
+            node: "m2".into(),
+            end: "sourceHandle",
+            handle: "nope".into(),
+            available: vec!["result".into()],
+        },
+        Invalid::TypeMismatch {
+            edge: "e4".into(),
+            source: "m2".into(),
+            source_handle: "result".into(),
+            from: tavern::workflow::DataFlowType::Float,
+            target: "split".into(),
+            target_handle: "text".into(),
+            to: tavern::workflow::DataFlowType::String,
+        },
+        Invalid::MissingInput {
+            node: "m".into(),
+            slot: "a".into(),
+        },
     ];
     assert_eq!(problems, expected);
-    let text = WorkflowError::Invalid { workflow: "broken".into(), problems }.to_string();
+    let text = WorkflowError::Invalid {
+        workflow: "broken".into(),
+        problems,
+    }
+    .to_string();
     assert!(text.contains("did you mean 'core:Template'"), "{text}");
     assert!(text.contains("node 'm': required input 'a'"), "{text}");
 }
@@ -245,11 +315,22 @@ fn type_rules_are_as_documented() {
 #[test]
 fn missing_required_interface_argument_is_refused() {
     let plan = compile(&diamond(), &registry()).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let err = rt.block_on(plan.run(args(json!({"z": 1})), RunOptions::default())).unwrap_err();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let err = rt
+        .block_on(plan.run(args(json!({"z": 1})), RunOptions::default()))
+        .unwrap_err();
     match err {
         WorkflowError::Arguments { problems, .. } => {
-            assert_eq!(problems, vec!["missing required argument 'x'".to_string(), "unknown argument 'z'".into()]);
+            assert_eq!(
+                problems,
+                vec![
+                    "missing required argument 'x'".to_string(),
+                    "unknown argument 'z'".into()
+                ]
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -276,12 +357,23 @@ async fn node_timeout_fails_only_that_node() {
     let plan = compile(&sleepy(30_000, 1), &registry()).unwrap();
     let t0 = Instant::now();
     let r = plan
-        .run(Map::new(), RunOptions { node_timeout: Some(Duration::from_millis(200)), ..report_opts() })
+        .run(
+            Map::new(),
+            RunOptions {
+                node_timeout: Some(Duration::from_millis(200)),
+                ..report_opts()
+            },
+        )
         .await
         .unwrap();
     assert!(t0.elapsed() < Duration::from_secs(10), "hang bound");
     assert_eq!(r.status, RunStatus::Failed);
-    assert_eq!(status_of(&r, "slow"), &NodeStatus::Failed { error: NodeError::Timeout(200) });
+    assert_eq!(
+        status_of(&r, "slow"),
+        &NodeStatus::Failed {
+            error: NodeError::Timeout(200)
+        }
+    );
     assert_eq!(status_of(&r, "fast"), &NodeStatus::Succeeded);
 }
 
@@ -290,15 +382,32 @@ async fn workflow_timeout_stops_the_run() {
     let plan = compile(&sleepy(30_000, 30_000), &registry()).unwrap();
     let t0 = Instant::now();
     let r = plan
-        .run(Map::new(), RunOptions { timeout: Some(Duration::from_millis(200)), ..report_opts() })
+        .run(
+            Map::new(),
+            RunOptions {
+                timeout: Some(Duration::from_millis(200)),
+                ..report_opts()
+            },
+        )
         .await
         .unwrap();
     assert!(t0.elapsed() < Duration::from_secs(10), "hang bound");
     assert_eq!(r.status, RunStatus::TimedOut);
-    assert!(matches!(status_of(&r, "slow"), NodeStatus::Failed { error: NodeError::Cancelled }));
+    assert!(matches!(
+        status_of(&r, "slow"),
+        NodeStatus::Failed {
+            error: NodeError::Cancelled
+        }
+    ));
     assert!(matches!(status_of(&r, "out"), NodeStatus::Skipped { .. }));
     let err = r.into_outputs().unwrap_err();
-    assert_eq!(err, WorkflowError::Timeout { workflow: "sleepy".into(), after_ms: 200 });
+    assert_eq!(
+        err,
+        WorkflowError::Timeout {
+            workflow: "sleepy".into(),
+            after_ms: 200
+        }
+    );
 }
 
 #[tokio::test]
@@ -311,16 +420,37 @@ async fn cancellation_stops_the_run() {
         c2.cancel();
     });
     let t0 = Instant::now();
-    let r = plan.run(Map::new(), RunOptions { cancel, ..report_opts() }).await.unwrap();
+    let r = plan
+        .run(
+            Map::new(),
+            RunOptions {
+                cancel,
+                ..report_opts()
+            },
+        )
+        .await
+        .unwrap();
     assert!(t0.elapsed() < Duration::from_secs(10), "hang bound");
     assert_eq!(r.status, RunStatus::Cancelled);
-    assert!(matches!(r.into_outputs(), Err(WorkflowError::Cancelled { .. })));
+    assert!(matches!(
+        r.into_outputs(),
+        Err(WorkflowError::Cancelled { .. })
+    ));
 }
 
 #[tokio::test]
 async fn concurrency_limit_of_one_still_finishes() {
     let plan = compile(&sleepy(20, 20), &registry()).unwrap();
-    let r = plan.run(Map::new(), RunOptions { concurrency: 1, ..RunOptions::default() }).await.unwrap();
+    let r = plan
+        .run(
+            Map::new(),
+            RunOptions {
+                concurrency: 1,
+                ..RunOptions::default()
+            },
+        )
+        .await
+        .unwrap();
     assert_eq!(r.into_outputs().unwrap(), args(json!({"a": "A", "b": "B"})));
 }
 
@@ -342,7 +472,16 @@ async fn events_arrive_in_order() {
     }));
     let plan = compile(&w, &registry()).unwrap();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let r = plan.run(Map::new(), RunOptions { events: Some(tx), ..RunOptions::default() }).await.unwrap();
+    let r = plan
+        .run(
+            Map::new(),
+            RunOptions {
+                events: Some(tx),
+                ..RunOptions::default()
+            },
+        )
+        .await
+        .unwrap();
     assert_eq!(r.status, RunStatus::Failed);
     let mut seen = Vec::new();
     while let Ok(ev) = rx.try_recv() {
@@ -358,8 +497,15 @@ async fn events_arrive_in_order() {
     assert_eq!(
         seen,
         vec![
-            "start 4", "started a", "finished a", "started c", "failed c", "skipped d",
-            "started b", "finished b", "end Failed",
+            "start 4",
+            "started a",
+            "finished a",
+            "started c",
+            "failed c",
+            "skipped d",
+            "started b",
+            "finished b",
+            "end Failed",
         ]
     );
 }
@@ -368,8 +514,10 @@ async fn events_arrive_in_order() {
 async fn a_panicking_node_fails_alone() {
     let reg = registry();
     reg.register_fn(
-        tavern::workflow::NodeDefinition::new("test:Panic", "panics")
-            .output("x", tavern::workflow::SlotDefinition::new(tavern::workflow::DataFlowType::Wildcard)),
+        tavern::workflow::NodeDefinition::new("test:Panic", "panics").output(
+            "x",
+            tavern::workflow::SlotDefinition::new(tavern::workflow::DataFlowType::Wildcard),
+        ),
         |_, _| panic!("deliberate"),
     )
     .unwrap();
@@ -377,7 +525,13 @@ async fn a_panicking_node_fails_alone() {
         {"id": "p", "type": "test:Panic"},
         {"id": "ok", "type": "core:String", "inputValues": {"value": "fine"}}
     ]}));
-    let r = compile(&w, &reg).unwrap().run(Map::new(), report_opts()).await.unwrap();
-    assert!(matches!(status_of(&r, "p"), NodeStatus::Failed { error: NodeError::Panicked(m) } if m == "deliberate"));
+    let r = compile(&w, &reg)
+        .unwrap()
+        .run(Map::new(), report_opts())
+        .await
+        .unwrap();
+    assert!(
+        matches!(status_of(&r, "p"), NodeStatus::Failed { error: NodeError::Panicked(m) } if m == "deliberate")
+    );
     assert_eq!(status_of(&r, "ok"), &NodeStatus::Succeeded);
 }

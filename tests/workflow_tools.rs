@@ -9,7 +9,9 @@ use tavern::workflow::{node_tool_definition, workflow_tool_schema, NodeRegistry,
 use tavern::Engine;
 
 fn data(name: &str) -> String {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/workflow").join(name);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/workflow")
+        .join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
@@ -35,7 +37,11 @@ fn engine(home: &Path) -> Engine {
 
 #[test]
 fn seed_003_interface_gives_exactly_the_printed_schema() {
-    let wf = Workflow::from_json(&data("seed003_interface.json"), Path::new("summarize_text.json")).unwrap();
+    let wf = Workflow::from_json(
+        &data("seed003_interface.json"),
+        Path::new("summarize_text.json"),
+    )
+    .unwrap();
     let expected: Value = serde_json::from_str(&data("seed003_schema.json")).unwrap();
     let got = workflow_tool_schema(&wf);
     assert_eq!(got, expected);
@@ -85,22 +91,42 @@ async fn bundled_workflows_run_as_tools() {
     };
     let text = "第一句话。第二句话！第三句话？第四句话。第五句话。";
     let cases = [
-        (json!({"text_to_summarize": text}), json!("第一句话。第二句话！")),
-        (json!({"text_to_summarize": text, "summary_length": "简短"}), json!("第一句话。")),
-        (json!({"text_to_summarize": text, "summary_length": "详细"}), json!("第一句话。第二句话！第三句话？第四句话。")),
-        (json!({"text_to_summarize": "One. Two!  Three? Four."}), json!("One. Two!")),
+        (
+            json!({"text_to_summarize": text}),
+            json!("第一句话。第二句话！"),
+        ),
+        (
+            json!({"text_to_summarize": text, "summary_length": "简短"}),
+            json!("第一句话。"),
+        ),
+        (
+            json!({"text_to_summarize": text, "summary_length": "详细"}),
+            json!("第一句话。第二句话！第三句话？第四句话。"),
+        ),
+        (
+            json!({"text_to_summarize": "One. Two!  Three? Four."}),
+            json!("One. Two!"),
+        ),
     ];
     for (args, want) in cases {
         let got = call("workflow:summarize_text", args.clone()).await.unwrap();
         assert_eq!(got, want, "{args}");
     }
     // The enum is enforced by the ToolManager's schema validation.
-    let err = call("workflow:summarize_text", json!({"text_to_summarize": "x", "summary_length": "huge"}))
-        .await
-        .unwrap_err();
-    assert!(matches!(err, ToolError::InvalidParameters { .. }), "{err:?}");
+    let err = call(
+        "workflow:summarize_text",
+        json!({"text_to_summarize": "x", "summary_length": "huge"}),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, ToolError::InvalidParameters { .. }),
+        "{err:?}"
+    );
 
-    let stats = call("workflow:text_stats", json!({"text": "a b c\nd e"})).await.unwrap();
+    let stats = call("workflow:text_stats", json!({"text": "a b c\nd e"}))
+        .await
+        .unwrap();
     assert_eq!(
         stats,
         json!({"stats": {"words": 5, "lines": 2, "characters": 9},
@@ -115,10 +141,15 @@ async fn bundled_workflows_run_as_tools() {
     .unwrap();
     assert_eq!(intro, json!("Behold Ada: brave, curious, stubborn."));
 
-    let greet = call("workflow:greet_with_ticket", json!({"name": "Ada"})).await.unwrap();
+    let greet = call("workflow:greet_with_ticket", json!({"name": "Ada"}))
+        .await
+        .unwrap();
     let ticket = greet["ticket"].as_str().unwrap().to_string();
     assert_eq!(ticket.len(), 36, "a uuid: {ticket}");
-    assert_eq!(greet["greeting"], json!(format!("Hello, Ada! Your ticket is {ticket}.")));
+    assert_eq!(
+        greet["greeting"],
+        json!(format!("Hello, Ada! Your ticket is {ticket}."))
+    );
 }
 
 #[tokio::test]
@@ -126,8 +157,10 @@ async fn a_node_runs_as_a_tool() {
     let home = tempfile::tempdir().unwrap();
     let e = engine(home.path());
     let wfs = e.workflows();
-    wfs.register_node_tool(e.tools(), "core:Math", None).unwrap();
-    wfs.register_node_tool(e.tools(), "core:Split", Some("text:split")).unwrap();
+    wfs.register_node_tool(e.tools(), "core:Math", None)
+        .unwrap();
+    wfs.register_node_tool(e.tools(), "core:Split", Some("text:split"))
+        .unwrap();
 
     let def = e.tools().get("core:Math").unwrap().definition.clone();
     assert_eq!(def.implementation.kind(), "node");
@@ -136,17 +169,50 @@ async fn a_node_runs_as_a_tool() {
     assert_eq!(def.parameters["properties"]["a"]["type"], json!("number"));
 
     let t = e.tools();
-    assert_eq!(t.invoke("core:Math", json!({"a": 6, "b": 7, "op": "mul"}), Caller::Cli).await.unwrap(), json!(42));
+    assert_eq!(
+        t.invoke(
+            "core:Math",
+            json!({"a": 6, "b": 7, "op": "mul"}),
+            Caller::Cli
+        )
+        .await
+        .unwrap(),
+        json!(42)
+    );
     // String arguments are converted by the schema before the node sees them.
-    assert_eq!(t.invoke("core:Math", json!({"a": "1.5", "b": "2"}), Caller::Cli).await.unwrap(), json!(3.5));
+    assert_eq!(
+        t.invoke("core:Math", json!({"a": "1.5", "b": "2"}), Caller::Cli)
+            .await
+            .unwrap(),
+        json!(3.5)
+    );
     // Two outputs → an object.
     assert_eq!(
-        t.invoke("text:split", json!({"text": "a,b", "separator": ","}), Caller::Cli).await.unwrap(),
+        t.invoke(
+            "text:split",
+            json!({"text": "a,b", "separator": ","}),
+            Caller::Cli
+        )
+        .await
+        .unwrap(),
         json!({"items": ["a", "b"], "count": 2})
     );
-    let err = t.invoke("core:Math", json!({"b": 1}), Caller::Cli).await.unwrap_err();
-    assert!(matches!(err, ToolError::InvalidParameters { .. }), "{err:?}");
-    let err = t.invoke("core:Math", json!({"a": 1, "b": 0, "op": "div"}), Caller::Cli).await.unwrap_err();
+    let err = t
+        .invoke("core:Math", json!({"b": 1}), Caller::Cli)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ToolError::InvalidParameters { .. }),
+        "{err:?}"
+    );
+    let err = t
+        .invoke(
+            "core:Math",
+            json!({"a": 1, "b": 0, "op": "div"}),
+            Caller::Cli,
+        )
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("division by zero"), "{err}");
 }
 
@@ -168,7 +234,11 @@ fn node_tool_definition_is_inferred_from_inputs() {
 fn load_problems_name_file_line_node_and_field() {
     let home = home();
     let dir = home.path().join("workflows");
-    std::fs::write(dir.join("bad_json.json"), "{\n  \"nodes\": [\n    {\"id\": \"a\",\n  ]\n}").unwrap();
+    std::fs::write(
+        dir.join("bad_json.json"),
+        "{\n  \"nodes\": [\n    {\"id\": \"a\",\n  ]\n}",
+    )
+    .unwrap();
     std::fs::write(
         dir.join("bad_field.json"),
         "{\n  \"nodes\": [\n    {\"id\": \"n1\", \"type\": \"core:Math\"},\n    {\"id\": \"n2\", \"type\": \"Math\"}\n  ]\n}",
@@ -186,9 +256,21 @@ fn load_problems_name_file_line_node_and_field() {
     let e = engine(home.path());
     let p: Vec<String> = e.problems().iter().map(ToString::to_string).collect();
     assert_eq!(p.len(), 3, "{p:#?}");
-    assert!(p[0].contains("bad_field.json:4:") && p[0].contains("node 'n2': field `type`"), "{}", p[0]);
-    assert!(p[1].contains("bad_graph.json:3:") && p[1].contains("node 'm': required input 'a'"), "{}", p[1]);
-    assert!(p[2].contains("bad_json.json:4:") && p[2].contains("not valid JSON"), "{}", p[2]);
+    assert!(
+        p[0].contains("bad_field.json:4:") && p[0].contains("node 'n2': field `type`"),
+        "{}",
+        p[0]
+    );
+    assert!(
+        p[1].contains("bad_graph.json:3:") && p[1].contains("node 'm': required input 'a'"),
+        "{}",
+        p[1]
+    );
+    assert!(
+        p[2].contains("bad_json.json:4:") && p[2].contains("not valid JSON"),
+        "{}",
+        p[2]
+    );
     // The good ones still load and serve.
     assert!(e.tools().get("workflow:summarize_text").is_ok());
 }
@@ -214,7 +296,8 @@ async fn a_workflow_calling_itself_stops_at_the_depth_limit() {
     let e = engine(home.path());
     let err = tokio::time::timeout(
         std::time::Duration::from_secs(20),
-        e.tools().invoke("workflow:ouroboros", json!({}), Caller::Cli),
+        e.tools()
+            .invoke("workflow:ouroboros", json!({}), Caller::Cli),
     )
     .await
     .expect("hang bound")
@@ -226,7 +309,8 @@ async fn a_workflow_calling_itself_stops_at_the_depth_limit() {
 async fn a_workflow_is_called_through_tam_text() {
     let home = home();
     let e = engine(home.path());
-    let text = "I will summarize it.\n<|[REQUEST_TOOL]|>\ntool_name:「始」workflow:summarize_text「末」\n\
+    let text =
+        "I will summarize it.\n<|[REQUEST_TOOL]|>\ntool_name:「始」workflow:summarize_text「末」\n\
                 text_to_summarize:「始」First point. Second point. Third point.「末」\n\
                 summary_length:「始」简短「末」\n<|[END_TOOL]|>";
     let parsed = tavern::protocol::parse(text, tavern::protocol::Format::Auto);
@@ -237,6 +321,8 @@ async fn a_workflow_is_called_through_tam_text() {
     assert_eq!(outcomes.len(), 1);
     assert_eq!(outcomes[0].result, Ok(json!("First point.")));
     // The same through the engine facade.
-    let (_, outcomes) = e.call_text(text, tavern::protocol::Format::Auto, Caller::Model(None)).await;
+    let (_, outcomes) = e
+        .call_text(text, tavern::protocol::Format::Auto, Caller::Model(None))
+        .await;
     assert_eq!(outcomes[0].result, Ok(json!("First point.")));
 }

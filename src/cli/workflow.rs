@@ -182,11 +182,22 @@ fn resolve(engine: &Engine, target: &str, json: bool) -> Option<std::sync::Arc<C
     }
 }
 
-async fn run_workflow(engine: &Engine, wf: &CompiledWorkflow, args: Map<String, Value>, json: bool, limits: Limits) -> u8 {
+async fn run_workflow(
+    engine: &Engine,
+    wf: &CompiledWorkflow,
+    args: Map<String, Value>,
+    json: bool,
+    limits: Limits,
+) -> u8 {
     // A registered workflow gets the ToolManager's key matching and conversions, like any
     // `workflow:<id>` call; a file gets the engine's own conversions.
     let args = match engine.tools().get(&workflow_tool_id(&wf.workflow.id)) {
-        Ok(tool) if engine.workflows().get(&wf.workflow.id).is_some_and(|c| c.workflow.source == wf.workflow.source) => {
+        Ok(tool)
+            if engine
+                .workflows()
+                .get(&wf.workflow.id)
+                .is_some_and(|c| c.workflow.source == wf.workflow.source) =>
+        {
             match tool.prepare(Value::Object(args), KeyMatching::Loose) {
                 Ok(Value::Object(m)) => m,
                 Ok(_) => Map::new(),
@@ -237,7 +248,9 @@ async fn run_workflow(engine: &Engine, wf: &CompiledWorkflow, args: Map<String, 
         if !ok {
             for n in &report.nodes {
                 match &n.status {
-                    NodeStatus::Failed { error } => eprintln!("failed:  {} ({}): {error}", n.id, n.node_type),
+                    NodeStatus::Failed { error } => {
+                        eprintln!("failed:  {} ({}): {error}", n.id, n.node_type)
+                    }
                     NodeStatus::Skipped { reason } => eprintln!("skipped: {} ({reason})", n.id),
                     _ => {}
                 }
@@ -274,7 +287,9 @@ async fn show_progress(mut rx: tokio::sync::mpsc::UnboundedReceiver<WorkflowEven
     bar.enable_steady_tick(Duration::from_millis(100));
     while let Some(ev) = rx.recv().await {
         match ev {
-            WorkflowEvent::NodeStarted { node, node_type } => bar.set_message(format!("{node} ({node_type})")),
+            WorkflowEvent::NodeStarted { node, node_type } => {
+                bar.set_message(format!("{node} ({node_type})"))
+            }
             WorkflowEvent::NodeFinished { .. } | WorkflowEvent::NodeSkipped { .. } => bar.inc(1),
             WorkflowEvent::NodeFailed { node, error, .. } => {
                 bar.inc(1);

@@ -220,7 +220,10 @@ pub fn compile(wf: &Workflow, registry: &NodeRegistry) -> Result<Plan, WorkflowE
         links.push((s, t));
         // Handles of nodes with an unknown type cannot be checked.
         let so = if shapes[s].kind.is_some() {
-            let found = shapes[s].outputs.iter().position(|(k, _)| *k == e.source_handle);
+            let found = shapes[s]
+                .outputs
+                .iter()
+                .position(|(k, _)| *k == e.source_handle);
             if found.is_none() {
                 problems.push(Invalid::MissingHandle {
                     edge: e.label(),
@@ -235,7 +238,10 @@ pub fn compile(wf: &Workflow, registry: &NodeRegistry) -> Result<Plan, WorkflowE
             None
         };
         let ti = if shapes[t].kind.is_some() {
-            let found = shapes[t].inputs.iter().position(|(k, _)| *k == e.target_handle);
+            let found = shapes[t]
+                .inputs
+                .iter()
+                .position(|(k, _)| *k == e.target_handle);
             if found.is_none() {
                 problems.push(Invalid::MissingHandle {
                     edge: e.label(),
@@ -249,7 +255,9 @@ pub fn compile(wf: &Workflow, registry: &NodeRegistry) -> Result<Plan, WorkflowE
         } else {
             None
         };
-        let (Some(so), Some(ti)) = (so, ti) else { continue };
+        let (Some(so), Some(ti)) = (so, ti) else {
+            continue;
+        };
         let from = shapes[s].outputs[so].1.data_flow_type;
         let to = shapes[t].inputs[ti].1.data_flow_type;
         if !from.connects_to(to) {
@@ -323,9 +331,7 @@ pub fn compile(wf: &Workflow, registry: &NodeRegistry) -> Result<Plan, WorkflowE
         plan_inputs.push(list);
     }
     // A GroupOutput that is absent while outputs are declared.
-    if !wf.interface_outputs.is_empty()
-        && !wf.nodes.iter().any(|nd| nd.node_type == GROUP_OUTPUT)
-    {
+    if !wf.interface_outputs.is_empty() && !wf.nodes.iter().any(|nd| nd.node_type == GROUP_OUTPUT) {
         for k in wf.interface_outputs.keys() {
             problems.push(Invalid::UnconnectedOutput { key: k.to_string() });
         }

@@ -205,7 +205,7 @@ pub enum NodeError {
     Failed(String),
     /// A tool the node called failed.
     #[error("{0}")]
-    Tool(ToolError),
+    Tool(Box<ToolError>),
     /// The node ran past the per-node time limit.
     #[error("timed out after {0} ms")]
     Timeout(u64),
@@ -256,7 +256,7 @@ pub enum WorkflowError {
         /// Node type.
         node_type: String,
         /// Why.
-        error: NodeError,
+        error: Box<NodeError>,
     },
     /// The whole run passed its time limit.
     #[error("workflow '{workflow}' timed out after {after_ms} ms")]
@@ -311,15 +311,17 @@ impl WorkflowError {
                 tool: tool.to_string(),
                 problems,
             },
-            WorkflowError::NodeFailed {
-                error: NodeError::Tool(inner),
-                node,
-                ..
-            } if matches!(inner, ToolError::RecursionLimit { .. }) => {
-                let _ = node;
-                inner
+            other => {
+                // Runaway tool → workflow → tool recursion keeps its own type all the way up.
+                if let WorkflowError::NodeFailed { error, .. } = &other {
+                    if let NodeError::Tool(t) = &**error {
+                        if matches!(**t, ToolError::RecursionLimit { .. }) {
+                            return (**t).clone();
+                        }
+                    }
+                }
+                ToolError::failed(tool, other.to_string())
             }
-            other => ToolError::failed(tool, other.to_string()),
         }
     }
 }

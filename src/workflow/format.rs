@@ -145,8 +145,12 @@ impl Workflow {
         target: &str,
         target_handle: &str,
     ) -> Self {
-        self.edges
-            .push(WorkflowEdge::new(source, source_handle, target, target_handle));
+        self.edges.push(WorkflowEdge::new(
+            source,
+            source_handle,
+            target,
+            target_handle,
+        ));
         self
     }
 
@@ -178,7 +182,10 @@ impl Workflow {
                 .hint("a workflow file is one JSON object with `nodes` and `edges`")]
         })?;
         let Value::Object(root) = doc else {
-            return Err(vec![Problem::new(origin, "a workflow must be a JSON object")]);
+            return Err(vec![Problem::new(
+                origin,
+                "a workflow must be a JSON object",
+            )]);
         };
         let mut problems = Vec::new();
         let mut p = |msg: String, line: Option<u32>| {
@@ -190,7 +197,11 @@ impl Workflow {
         };
         let stem = origin
             .file_stem()
-            .map(|s| s.to_string_lossy().trim_end_matches(".workflow").to_string())
+            .map(|s| {
+                s.to_string_lossy()
+                    .trim_end_matches(".workflow")
+                    .to_string()
+            })
             .unwrap_or_default();
         let mut wf = Workflow {
             id: stem,
@@ -206,7 +217,10 @@ impl Workflow {
             ),
         }
         if wf.id.is_empty() {
-            p("the workflow has no `id` and no file name to take it from".into(), None);
+            p(
+                "the workflow has no `id` and no file name to take it from".into(),
+                None,
+            );
         }
         match root.get("name") {
             None | Some(Value::Null) => {}
@@ -216,7 +230,10 @@ impl Workflow {
         match root.get("description") {
             None | Some(Value::Null) => {}
             Some(Value::String(s)) => wf.description = s.clone(),
-            Some(v) => p(format!("field `description`: expected a string, got {v}"), None),
+            Some(v) => p(
+                format!("field `description`: expected a string, got {v}"),
+                None,
+            ),
         }
         match root.get("nodes") {
             // An interface-only file (seed 003 §2.3.1) still gives a tool schema.
@@ -229,7 +246,10 @@ impl Workflow {
                     }
                 }
             }
-            Some(v) => p(format!("field `nodes`: expected an array, got {}", kind(v)), None),
+            Some(v) => p(
+                format!("field `nodes`: expected an array, got {}", kind(v)),
+                None,
+            ),
         }
         match root.get("edges") {
             None | Some(Value::Null) => {}
@@ -247,7 +267,10 @@ impl Workflow {
                     }
                 }
             }
-            Some(v) => p(format!("field `edges`: expected an array, got {}", kind(v)), None),
+            Some(v) => p(
+                format!("field `edges`: expected an array, got {}", kind(v)),
+                None,
+            ),
         }
         for (field, target) in [
             ("interfaceInputs", &mut wf.interface_inputs),
@@ -267,7 +290,10 @@ impl Workflow {
                     }
                 }
                 Some(v) => p(
-                    format!("field `{field}`: expected an object of slots, got {}", kind(v)),
+                    format!(
+                        "field `{field}`: expected an object of slots, got {}",
+                        kind(v)
+                    ),
                     None,
                 ),
             }
@@ -283,8 +309,7 @@ impl Workflow {
 /// Whether `s` is acceptable as a workflow id.
 pub fn is_valid_id(s: &str) -> bool {
     !s.is_empty()
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
@@ -305,9 +330,16 @@ fn find_line(text: &str, needle: &str) -> Option<u32> {
     Some(memchr::memchr_iter(b'\n', &text.as_bytes()[..at]).count() as u32 + 1)
 }
 
-fn read_node(item: &Value, index: usize, text: &str) -> Result<WorkflowNode, (String, Option<u32>)> {
+fn read_node(
+    item: &Value,
+    index: usize,
+    text: &str,
+) -> Result<WorkflowNode, (String, Option<u32>)> {
     let Value::Object(m) = item else {
-        return Err((format!("nodes[{index}]: expected an object, got {}", kind(item)), None));
+        return Err((
+            format!("nodes[{index}]: expected an object, got {}", kind(item)),
+            None,
+        ));
     };
     let id = match m.get("id") {
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
@@ -372,7 +404,10 @@ fn read_node(item: &Value, index: usize, text: &str) -> Result<WorkflowNode, (St
 
 fn read_edge(item: &Value, index: usize) -> Result<WorkflowEdge, String> {
     let Value::Object(m) = item else {
-        return Err(format!("edges[{index}]: expected an object, got {}", kind(item)));
+        return Err(format!(
+            "edges[{index}]: expected an object, got {}",
+            kind(item)
+        ));
     };
     let name = m
         .get("id")
@@ -383,7 +418,9 @@ fn read_edge(item: &Value, index: usize) -> Result<WorkflowEdge, String> {
         match m.get(f) {
             Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
             Some(Value::Number(n)) => Ok(n.to_string()),
-            Some(v) => Err(format!("{name}: field `{f}`: expected a non-empty string, got {v}")),
+            Some(v) => Err(format!(
+                "{name}: field `{f}`: expected a non-empty string, got {v}"
+            )),
             None => Err(format!("{name}: field `{f}` is missing")),
         }
     };

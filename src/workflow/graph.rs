@@ -19,7 +19,9 @@ impl std::str::FromStr for GraphFormat {
         match s.to_ascii_lowercase().as_str() {
             "mermaid" | "mmd" => Ok(GraphFormat::Mermaid),
             "dot" | "graphviz" => Ok(GraphFormat::Dot),
-            other => Err(format!("unknown graph format '{other}': expected mermaid or dot")),
+            other => Err(format!(
+                "unknown graph format '{other}': expected mermaid or dot"
+            )),
         }
     }
 }
@@ -72,7 +74,10 @@ fn dot_text(s: &str) -> String {
 }
 
 fn dot(wf: &Workflow) -> String {
-    let mut s = format!("digraph \"{}\" {{\n    rankdir=LR;\n    node [shape=box, style=rounded];\n", dot_text(&wf.id));
+    let mut s = format!(
+        "digraph \"{}\" {{\n    rankdir=LR;\n    node [shape=box, style=rounded];\n",
+        dot_text(&wf.id)
+    );
     for n in &wf.nodes {
         let _ = writeln!(
             s,

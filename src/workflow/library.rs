@@ -184,8 +184,15 @@ impl Workflows {
             };
             if let Some(prev) = self.get(&wf.id) {
                 problems.push(
-                    Problem::new(&path, format!("workflow id '{}' is already used by {}", wf.id, prev.workflow.origin().display()))
-                        .hint("set a different `id` in one of the files"),
+                    Problem::new(
+                        &path,
+                        format!(
+                            "workflow id '{}' is already used by {}",
+                            wf.id,
+                            prev.workflow.origin().display()
+                        ),
+                    )
+                    .hint("set a different `id` in one of the files"),
                 );
                 continue;
             }
@@ -222,7 +229,9 @@ impl Workflows {
             return CompiledWorkflow::new(wf, &self.registry)
                 .map(Arc::new)
                 .map_err(|e| match e {
-                    WorkflowError::Invalid { .. } => WorkflowError::Load(problems_of(&snapshot, &e)),
+                    WorkflowError::Invalid { .. } => {
+                        WorkflowError::Load(problems_of(&snapshot, &e))
+                    }
                     other => other,
                 });
         }
@@ -266,11 +275,19 @@ impl Workflows {
 
     /// Registers node type `node_type` as a tool (id `tool_id`, default the node type), its
     /// parameters inferred from the node's inputs.
-    pub fn register_node_tool(&self, tools: &ToolManager, node_type: &str, tool_id: Option<&str>) -> Result<(), ToolError> {
-        let reg = self.registry.get(node_type).ok_or_else(|| ToolError::Registration {
-            id: tool_id.unwrap_or(node_type).to_string(),
-            message: format!("no node type '{node_type}' is registered"),
-        })?;
+    pub fn register_node_tool(
+        &self,
+        tools: &ToolManager,
+        node_type: &str,
+        tool_id: Option<&str>,
+    ) -> Result<(), ToolError> {
+        let reg = self
+            .registry
+            .get(node_type)
+            .ok_or_else(|| ToolError::Registration {
+                id: tool_id.unwrap_or(node_type).to_string(),
+                message: format!("no node type '{node_type}' is registered"),
+            })?;
         tools.register(
             node_tool_definition(&reg.definition, tool_id),
             self.node_tool_handler(node_type),
@@ -278,7 +295,12 @@ impl Workflows {
     }
 
     /// Runs a workflow (by id or path) with these arguments and options.
-    pub async fn run(&self, target: &str, args: Map<String, Value>, opts: RunOptions) -> Result<RunReport, WorkflowError> {
+    pub async fn run(
+        &self,
+        target: &str,
+        args: Map<String, Value>,
+        opts: RunOptions,
+    ) -> Result<RunReport, WorkflowError> {
         let c = self.resolve(target)?;
         c.plan.run(args, opts).await
     }
@@ -325,9 +347,9 @@ impl ToolHandler for WorkflowTool {
         let set = self.set.clone();
         let id = self.id.clone();
         Box::pin(async move {
-            let c = set
-                .get(&id)
-                .ok_or_else(|| ToolError::failed(&ctx.tool_id, format!("workflow '{id}' is not loaded")))?;
+            let c = set.get(&id).ok_or_else(|| {
+                ToolError::failed(&ctx.tool_id, format!("workflow '{id}' is not loaded"))
+            })?;
             let args = args_object(&ctx.tool_id, args)?;
             let opts = options_for(set.defaults, &ctx);
             let outputs = async { c.plan.run(args, opts).await?.into_outputs() }
@@ -351,9 +373,9 @@ impl ToolHandler for NodeTool {
         let defaults = self.defaults;
         Box::pin(async move {
             let tool = ctx.tool_id.clone();
-            let reg = registry
-                .get(&node_type)
-                .ok_or_else(|| ToolError::failed(&tool, format!("node type '{node_type}' is not registered")))?;
+            let reg = registry.get(&node_type).ok_or_else(|| {
+                ToolError::failed(&tool, format!("node type '{node_type}' is not registered"))
+            })?;
             let args = args_object(&tool, args)?;
             let unknown: Vec<String> = args
                 .keys()
@@ -364,7 +386,10 @@ impl ToolHandler for NodeTool {
                 })
                 .collect();
             if !unknown.is_empty() {
-                return Err(ToolError::InvalidParameters { tool, problems: unknown });
+                return Err(ToolError::InvalidParameters {
+                    tool,
+                    problems: unknown,
+                });
             }
             // The micro-workflow of seed 002 §7.3.2: the node, with every output wired to
             // the interface outputs.
@@ -382,21 +407,37 @@ impl ToolHandler for NodeTool {
                     let missing: Vec<String> = problems
                         .iter()
                         .filter_map(|p| match p {
-                            Invalid::MissingInput { slot, .. } => Some(format!("missing required parameter '{slot}'")),
+                            Invalid::MissingInput { slot, .. } => {
+                                Some(format!("missing required parameter '{slot}'"))
+                            }
                             _ => None,
                         })
                         .collect();
                     if missing.len() == problems.len() {
-                        ToolError::InvalidParameters { tool: tool.clone(), problems: missing }
+                        ToolError::InvalidParameters {
+                            tool: tool.clone(),
+                            problems: missing,
+                        }
                     } else {
-                        ToolError::failed(&tool, problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
+                        ToolError::failed(
+                            &tool,
+                            problems
+                                .iter()
+                                .map(ToString::to_string)
+                                .collect::<Vec<_>>()
+                                .join("; "),
+                        )
                     }
                 }
                 other => other.into_tool_error(&tool),
             })?;
-            let outputs = async { plan.run(Map::new(), options_for(defaults, &ctx)).await?.into_outputs() }
-                .await
-                .map_err(|e| e.into_tool_error(&tool))?;
+            let outputs = async {
+                plan.run(Map::new(), options_for(defaults, &ctx))
+                    .await?
+                    .into_outputs()
+            }
+            .await
+            .map_err(|e| e.into_tool_error(&tool))?;
             Ok(tool_result(&plan, outputs))
         })
     }

@@ -20,7 +20,8 @@ use crate::tools::{Caller, ToolError, ToolManager};
 pub type NodeOutputs = Map<String, Value>;
 
 /// The future an executor returns.
-pub type NodeFuture = Pin<Box<dyn Future<Output = Result<NodeOutputs, NodeError>> + Send + 'static>>;
+pub type NodeFuture =
+    Pin<Box<dyn Future<Output = Result<NodeOutputs, NodeError>> + Send + 'static>>;
 
 /// A node type's interface (ComfyTavern's node definition shape).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -128,8 +129,12 @@ pub trait NodeExecutor: Send + Sync + 'static {
     /// `inputValues`, or the slot's default; a `multi` input is an array); `config` is the
     /// definition's config defaults overlaid with the node's `configValues`. Returns the
     /// outputs by slot name; outputs left out are absent downstream.
-    fn execute(&self, ctx: NodeContext, inputs: Map<String, Value>, config: Map<String, Value>)
-        -> NodeFuture;
+    fn execute(
+        &self,
+        ctx: NodeContext,
+        inputs: Map<String, Value>,
+        config: Map<String, Value>,
+    ) -> NodeFuture;
 
     /// How the engine should drive this executor (default [`ExecMode::Async`]).
     fn mode(&self) -> ExecMode {
@@ -233,8 +238,12 @@ where
         + Sync
         + 'static,
 {
-    fn execute(&self, _ctx: NodeContext, inputs: Map<String, Value>, config: Map<String, Value>)
-        -> NodeFuture {
+    fn execute(
+        &self,
+        _ctx: NodeContext,
+        inputs: Map<String, Value>,
+        config: Map<String, Value>,
+    ) -> NodeFuture {
         Box::pin(std::future::ready((self.0)(&inputs, &config)))
     }
 
@@ -322,9 +331,13 @@ impl NodeRegistry {
             });
         }
         inner.order.push(full.clone());
-        inner
-            .by_type
-            .insert(full, Arc::new(RegisteredNode { definition, executor }));
+        inner.by_type.insert(
+            full,
+            Arc::new(RegisteredNode {
+                definition,
+                executor,
+            }),
+        );
         Ok(())
     }
 

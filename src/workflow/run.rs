@@ -220,13 +220,17 @@ impl RunReport {
             RunStatus::Succeeded => Ok(self.outputs),
             RunStatus::Failed => {
                 let (node, node_type, error) = self.first_failure.unwrap_or_else(|| {
-                    ("?".into(), "?".into(), NodeError::Failed("unknown failure".into()))
+                    (
+                        "?".into(),
+                        "?".into(),
+                        NodeError::Failed("unknown failure".into()),
+                    )
                 });
                 Err(WorkflowError::NodeFailed {
                     workflow: self.workflow,
                     node,
                     node_type,
-                    error,
+                    error: Box::new(error),
                 })
             }
             RunStatus::TimedOut => Err(WorkflowError::Timeout {
@@ -298,7 +302,9 @@ fn coerce(ty: DataFlowType, v: Value) -> Result<Value, Value> {
         return Ok(v);
     }
     let converted = match (&ty, &v) {
-        (DataFlowType::String, Value::Number(_) | Value::Bool(_)) => Some(Value::String(v.to_string())),
+        (DataFlowType::String, Value::Number(_) | Value::Bool(_)) => {
+            Some(Value::String(v.to_string()))
+        }
         (DataFlowType::Integer, Value::String(s)) => s.trim().parse::<i64>().ok().map(Value::from),
         (DataFlowType::Integer, Value::Number(n)) => n
             .as_f64()
@@ -417,7 +423,11 @@ impl State<'_> {
     fn fail(&mut self, i: usize, error: NodeError, took: Option<Duration>) {
         let node = &self.plan.nodes[i];
         if self.first_failure.is_none() {
-            self.first_failure = Some((node.id.to_string(), node.node_type.to_string(), error.clone()));
+            self.first_failure = Some((
+                node.id.to_string(),
+                node.node_type.to_string(),
+                error.clone(),
+            ));
         }
         let id = node.id.clone();
         self.emit(|| WorkflowEvent::NodeFailed {
@@ -470,7 +480,11 @@ impl Plan {
     /// Fails before anything runs when the arguments do not fit the interface; otherwise
     /// returns a [`RunReport`] whatever happened to the nodes ([`RunReport::into_outputs`]
     /// turns it into the outputs or a typed error).
-    pub async fn run(&self, args: Map<String, Value>, opts: RunOptions) -> Result<RunReport, WorkflowError> {
+    pub async fn run(
+        &self,
+        args: Map<String, Value>,
+        opts: RunOptions,
+    ) -> Result<RunReport, WorkflowError> {
         let args = bind_arguments(self, args)?;
         Ok(self.run_bound(args, opts).await)
     }
@@ -508,9 +522,7 @@ impl Plan {
         let limit = opts.concurrency.max(1);
         let mut tasks: JoinSet<Spawned> = JoinSet::new();
         let mut task_node: HashMap<tokio::task::Id, u32> = HashMap::new();
-        let mut deadline = opts
-            .timeout
-            .map(|d| Box::pin(tokio::time::sleep(d)));
+        let mut deadline = opts.timeout.map(|d| Box::pin(tokio::time::sleep(d)));
         let mut stop: Option<RunStatus> = None;
         let mut inline_streak = 0u32;
 
@@ -571,7 +583,9 @@ impl Plan {
                 Some(Ok((_, (i, Ok(out), took)))) => {
                     st.succeed(i as usize, out, st.track_time.then_some(took));
                 }
-                Some(Ok((_, (i, Err(e), took)))) => st.fail(i as usize, e, st.track_time.then_some(took)),
+                Some(Ok((_, (i, Err(e), took)))) => {
+                    st.fail(i as usize, e, st.track_time.then_some(took))
+                }
                 Some(Err(je)) => {
                     if let Some(i) = task_node.get(&je.id()).copied() {
                         let msg = if je.is_panic() {
@@ -674,7 +688,10 @@ impl Plan {
         st.status[i] = NodeStatus::Running;
         if st.events.is_some() {
             let (id, ty) = (node.id.clone(), node.node_type.clone());
-            st.emit(|| WorkflowEvent::NodeStarted { node: id, node_type: ty });
+            st.emit(|| WorkflowEvent::NodeStarted {
+                node: id,
+                node_type: ty,
+            });
         }
         let t0 = st.track_time.then(Instant::now);
         let took = || t0.map(|t| t.elapsed());

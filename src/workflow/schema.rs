@@ -125,7 +125,9 @@ pub fn workflow_tool_definition(wf: &Workflow) -> ToolDefinition {
 /// type (`core:Math`).
 pub fn node_tool_definition(def: &NodeDefinition, tool_id: Option<&str>) -> ToolDefinition {
     ToolDefinition {
-        id: tool_id.map(str::to_string).unwrap_or_else(|| def.node_type.clone()),
+        id: tool_id
+            .map(str::to_string)
+            .unwrap_or_else(|| def.node_type.clone()),
         display_name: def.display_name.clone(),
         description: def.description.clone(),
         parameters: parameters_schema(&def.inputs, SchemaOptions::default()),

@@ -197,8 +197,9 @@ impl SlotDefinition {
 
     /// Builder: sets suggestions and marks the slot a `ComboOption`.
     pub fn options<I: IntoIterator<Item = Value>>(mut self, values: I) -> Self {
-        self.config.get_or_insert_with(SlotConfig::default).suggestions =
-            values.into_iter().map(Suggestion).collect();
+        self.config
+            .get_or_insert_with(SlotConfig::default)
+            .suggestions = values.into_iter().map(Suggestion).collect();
         self.match_categories.push("ComboOption".into());
         self
     }

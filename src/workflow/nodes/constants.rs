@@ -12,9 +12,24 @@ pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
     let consts: [(&str, T, Value, &str); 5] = [
         ("core:String", T::String, json!(""), "A constant text."),
         ("core:Number", T::Float, json!(0.0), "A constant number."),
-        ("core:Integer", T::Integer, json!(0), "A constant whole number."),
-        ("core:Boolean", T::Boolean, json!(false), "A constant true/false."),
-        ("core:Json", T::Wildcard, Value::Null, "A constant JSON value (object, array, anything)."),
+        (
+            "core:Integer",
+            T::Integer,
+            json!(0),
+            "A constant whole number.",
+        ),
+        (
+            "core:Boolean",
+            T::Boolean,
+            json!(false),
+            "A constant true/false.",
+        ),
+        (
+            "core:Json",
+            T::Wildcard,
+            Value::Null,
+            "A constant JSON value (object, array, anything).",
+        ),
     ];
     consts
         .into_iter()
@@ -36,7 +51,10 @@ pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
                     _ => true,
                 };
                 if !fits {
-                    return Err(NodeError::input("value", format!("expected {flow}, got {v}")));
+                    return Err(NodeError::input(
+                        "value",
+                        format!("expected {flow}, got {v}"),
+                    ));
                 }
                 Ok(out("value", v))
             })

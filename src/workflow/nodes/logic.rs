@@ -114,7 +114,10 @@ fn compare(a: &Value, b: &Value, op: &str) -> Result<bool, NodeError> {
         other => {
             return Err(NodeError::input(
                 "op",
-                format!("unknown comparison '{other}'; use one of {}", OPS.join(", ")),
+                format!(
+                    "unknown comparison '{other}'; use one of {}",
+                    OPS.join(", ")
+                ),
             ))
         }
     })

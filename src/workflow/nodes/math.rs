@@ -7,7 +7,9 @@ use crate::workflow::error::{NodeError, WorkflowError};
 use crate::workflow::registry::{NodeDefinition, NodeRegistry};
 use crate::workflow::types::{DataFlowType as T, SlotDefinition as S};
 
-const OPS: [&str; 9] = ["add", "sub", "mul", "div", "mod", "pow", "min", "max", "abs"];
+const OPS: [&str; 9] = [
+    "add", "sub", "mul", "div", "mod", "pow", "min", "max", "abs",
+];
 
 pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
     let def = NodeDefinition::new(
@@ -17,7 +19,12 @@ pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
     )
     .category("Math")
     .input("a", S::new(T::Float).required().describe("First operand."))
-    .input("b", S::new(T::Float).default_value(json!(0)).describe("Second operand."))
+    .input(
+        "b",
+        S::new(T::Float)
+            .default_value(json!(0))
+            .describe("Second operand."),
+    )
     .input(
         "op",
         S::new(T::String)
@@ -29,7 +36,11 @@ pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
     vec![r.register_fn(def, |inputs, _| {
         let op = text_or(inputs, "op", "add")?;
         let a = number(inputs, "a")?;
-        let b = if op == "abs" { 0.0 } else { number(inputs, "b")? };
+        let b = if op == "abs" {
+            0.0
+        } else {
+            number(inputs, "b")?
+        };
         let ints = |k: &str| inputs.get(k).is_some_and(Value::is_i64);
         let whole = ints("a") && (op == "abs" || ints("b"));
         let r = match op {

@@ -52,7 +52,11 @@ pub(crate) fn text<'a>(inputs: &'a Map<String, Value>, slot: &str) -> Result<&'a
 }
 
 /// A string input that may be absent.
-pub(crate) fn text_or<'a>(inputs: &'a Map<String, Value>, slot: &str, default: &'a str) -> Result<&'a str, NodeError> {
+pub(crate) fn text_or<'a>(
+    inputs: &'a Map<String, Value>,
+    slot: &str,
+    default: &'a str,
+) -> Result<&'a str, NodeError> {
     match inputs.get(slot) {
         None | Some(Value::Null) => Ok(default),
         Some(_) => text(inputs, slot),
@@ -69,7 +73,10 @@ pub(crate) fn number(inputs: &Map<String, Value>, slot: &str) -> Result<f64, Nod
             .trim()
             .parse()
             .map_err(|_| NodeError::input(slot, format!("expected a number, got \"{s}\""))),
-        Some(v) => Err(NodeError::input(slot, format!("expected a number, got {v}"))),
+        Some(v) => Err(NodeError::input(
+            slot,
+            format!("expected a number, got {v}"),
+        )),
         None => Err(NodeError::MissingInput(slot.to_string())),
     }
 }

@@ -17,8 +17,18 @@ pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
                  `vars` object. A placeholder with no value is an error.",
             )
             .category("Text")
-            .input("template", S::new(T::String).required().describe("Text with {{placeholders}}."))
-            .input("vars", S::new(T::Object).default_value(json!({})).describe("Values by name."))
+            .input(
+                "template",
+                S::new(T::String)
+                    .required()
+                    .describe("Text with {{placeholders}}."),
+            )
+            .input(
+                "vars",
+                S::new(T::Object)
+                    .default_value(json!({}))
+                    .describe("Values by name."),
+            )
             .output("text", S::new(T::String).describe("The filled text.")),
             |inputs, _| {
                 let t = text(inputs, "template")?;
@@ -26,7 +36,12 @@ pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
                 let vars = match inputs.get("vars") {
                     Some(Value::Object(m)) => m,
                     None | Some(Value::Null) => &empty,
-                    Some(v) => return Err(NodeError::input("vars", format!("expected an object, got {v}"))),
+                    Some(v) => {
+                        return Err(NodeError::input(
+                            "vars",
+                            format!("expected an object, got {v}"),
+                        ))
+                    }
                 };
                 Ok(out("text", Value::String(fill(t, vars)?)))
             },
@@ -37,8 +52,18 @@ pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
                 "Joins every connected value into one text (non-text values as JSON).",
             )
             .category("Text")
-            .input("items", S::new(T::Wildcard).multi().describe("Values to join, in connection order."))
-            .input("separator", S::new(T::String).default_value(json!("")).describe("Put between items."))
+            .input(
+                "items",
+                S::new(T::Wildcard)
+                    .multi()
+                    .describe("Values to join, in connection order."),
+            )
+            .input(
+                "separator",
+                S::new(T::String)
+                    .default_value(json!(""))
+                    .describe("Put between items."),
+            )
             .output("text", S::new(T::String).describe("The joined text.")),
             |inputs, _| {
                 let sep = text_or(inputs, "separator", "")?;
@@ -57,17 +82,42 @@ pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
                  empty pieces are dropped when `skipEmpty` is true.",
             )
             .category("Text")
-            .input("text", S::new(T::String).required().describe("Text to split."))
-            .input("separator", S::new(T::String).default_value(json!("\n")).describe("Where to cut."))
-            .input("regex", S::new(T::Boolean).default_value(json!(false)).describe("Treat the separator as a regex."))
-            .input("skipEmpty", S::new(T::Boolean).default_value(json!(true)).describe("Drop empty pieces."))
+            .input(
+                "text",
+                S::new(T::String).required().describe("Text to split."),
+            )
+            .input(
+                "separator",
+                S::new(T::String)
+                    .default_value(json!("\n"))
+                    .describe("Where to cut."),
+            )
+            .input(
+                "regex",
+                S::new(T::Boolean)
+                    .default_value(json!(false))
+                    .describe("Treat the separator as a regex."),
+            )
+            .input(
+                "skipEmpty",
+                S::new(T::Boolean)
+                    .default_value(json!(true))
+                    .describe("Drop empty pieces."),
+            )
             .output("items", S::new(T::Array).describe("The pieces."))
             .output("count", S::new(T::Integer).describe("How many pieces.")),
             |inputs, _| {
                 let t = text(inputs, "text")?;
                 let sep = text_or(inputs, "separator", "\n")?;
-                let skip = inputs.get("skipEmpty").and_then(Value::as_bool).unwrap_or(true);
-                let pieces: Vec<String> = if inputs.get("regex").and_then(Value::as_bool).unwrap_or(false) {
+                let skip = inputs
+                    .get("skipEmpty")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(true);
+                let pieces: Vec<String> = if inputs
+                    .get("regex")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false)
+                {
                     let re = regex::Regex::new(sep)
                         .map_err(|e| NodeError::input("separator", format!("bad regex: {e}")))?;
                     re.split(t).map(str::to_string).collect()
@@ -90,7 +140,12 @@ pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
             NodeDefinition::new("core:Join", "Joins the items of an array into one text.")
                 .category("Text")
                 .input("items", S::new(T::Array).required().describe("The items."))
-                .input("separator", S::new(T::String).default_value(json!(" ")).describe("Put between items."))
+                .input(
+                    "separator",
+                    S::new(T::String)
+                        .default_value(json!(" "))
+                        .describe("Put between items."),
+                )
                 .output("text", S::new(T::String).describe("The joined text.")),
             |inputs, _| {
                 let sep = text_or(inputs, "separator", " ")?;
@@ -99,7 +154,10 @@ pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
                         "text",
                         Value::String(a.iter().map(display).collect::<Vec<_>>().join(sep)),
                     )),
-                    Some(v) => Err(NodeError::input("items", format!("expected an array, got {v}"))),
+                    Some(v) => Err(NodeError::input(
+                        "items",
+                        format!("expected an array, got {v}"),
+                    )),
                     None => Err(NodeError::MissingInput("items".into())),
                 }
             },
@@ -111,15 +169,38 @@ pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
                  positions count from the end; a missing end means to the end.",
             )
             .category("Text")
-            .input("value", S::new(T::Wildcard).required().describe("An array or a text."))
-            .input("start", S::new(T::Integer).default_value(json!(0)).describe("First position."))
-            .input("end", S::new(T::Integer).describe("Position after the last."))
+            .input(
+                "value",
+                S::new(T::Wildcard)
+                    .required()
+                    .describe("An array or a text."),
+            )
+            .input(
+                "start",
+                S::new(T::Integer)
+                    .default_value(json!(0))
+                    .describe("First position."),
+            )
+            .input(
+                "end",
+                S::new(T::Integer).describe("Position after the last."),
+            )
             .output("value", S::new(T::Wildcard).describe("The slice.")),
             |inputs, _| {
                 let start = number(inputs, "start").unwrap_or(0.0) as i64;
-                let end = inputs.get("end").filter(|v| !v.is_null()).map(|_| number(inputs, "end")).transpose()?;
+                let end = inputs
+                    .get("end")
+                    .filter(|v| !v.is_null())
+                    .map(|_| number(inputs, "end"))
+                    .transpose()?;
                 let range = |len: usize| {
-                    let fix = |p: i64| if p < 0 { (len as i64 + p).max(0) as usize } else { (p as usize).min(len) };
+                    let fix = |p: i64| {
+                        if p < 0 {
+                            (len as i64 + p).max(0) as usize
+                        } else {
+                            (p as usize).min(len)
+                        }
+                    };
                     let s = fix(start);
                     let e = end.map(|e| fix(e as i64)).unwrap_or(len);
                     (s, e.max(s))
@@ -134,7 +215,10 @@ pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
                         let (s, e) = range(chars.len());
                         Ok(out("value", Value::String(chars[s..e].iter().collect())))
                     }
-                    Some(v) => Err(NodeError::input("value", format!("expected an array or text, got {v}"))),
+                    Some(v) => Err(NodeError::input(
+                        "value",
+                        format!("expected an array or text, got {v}"),
+                    )),
                     None => Err(NodeError::MissingInput("value".into())),
                 }
             },
@@ -146,10 +230,28 @@ pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
                  refer to groups. `limit` 0 replaces every match.",
             )
             .category("Text")
-            .input("text", S::new(T::String).required().describe("Text to change."))
-            .input("pattern", S::new(T::String).required().describe("Regular expression (Rust regex syntax)."))
-            .input("replacement", S::new(T::String).default_value(json!("")).describe("Replacement."))
-            .input("limit", S::new(T::Integer).default_value(json!(0)).describe("Most replacements (0: all)."))
+            .input(
+                "text",
+                S::new(T::String).required().describe("Text to change."),
+            )
+            .input(
+                "pattern",
+                S::new(T::String)
+                    .required()
+                    .describe("Regular expression (Rust regex syntax)."),
+            )
+            .input(
+                "replacement",
+                S::new(T::String)
+                    .default_value(json!(""))
+                    .describe("Replacement."),
+            )
+            .input(
+                "limit",
+                S::new(T::Integer)
+                    .default_value(json!(0))
+                    .describe("Most replacements (0: all)."),
+            )
             .output("text", S::new(T::String).describe("The changed text.")),
             |inputs, _| {
                 let t = text(inputs, "text")?;
@@ -158,7 +260,10 @@ pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
                 let limit = number(inputs, "limit").unwrap_or(0.0).max(0.0) as usize;
                 let re = regex::Regex::new(p)
                     .map_err(|e| NodeError::input("pattern", format!("bad regex: {e}")))?;
-                Ok(out("text", Value::String(re.replacen(t, limit, rep).into_owned())))
+                Ok(out(
+                    "text",
+                    Value::String(re.replacen(t, limit, rep).into_owned()),
+                ))
             },
         ),
     ]
@@ -180,7 +285,10 @@ pub(crate) fn fill(template: &str, vars: &Map<String, Value>) -> Result<String, 
             let known: Vec<&str> = vars.keys().map(String::as_str).collect();
             NodeError::input(
                 "vars",
-                format!("template placeholder '{{{{{name}}}}}' has no value (vars has: {})", known.join(", ")),
+                format!(
+                    "template placeholder '{{{{{name}}}}}' has no value (vars has: {})",
+                    known.join(", ")
+                ),
             )
         })?;
         outp.push_str(&display(value));

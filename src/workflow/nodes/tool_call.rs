@@ -8,7 +8,9 @@ use serde_json::{json, Map, Value};
 
 use super::{number, out};
 use crate::workflow::error::{NodeError, WorkflowError};
-use crate::workflow::registry::{NodeContext, NodeDefinition, NodeExecutor, NodeFuture, NodeRegistry};
+use crate::workflow::registry::{
+    NodeContext, NodeDefinition, NodeExecutor, NodeFuture, NodeRegistry,
+};
 use crate::workflow::types::{DataFlowType as T, SlotDefinition as S};
 
 pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
@@ -42,19 +44,37 @@ pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
 struct ToolCall;
 
 impl NodeExecutor for ToolCall {
-    fn execute(&self, ctx: NodeContext, inputs: Map<String, Value>, _config: Map<String, Value>) -> NodeFuture {
+    fn execute(
+        &self,
+        ctx: NodeContext,
+        inputs: Map<String, Value>,
+        _config: Map<String, Value>,
+    ) -> NodeFuture {
         Box::pin(async move {
             let id = match inputs.get("tool") {
                 Some(Value::String(s)) if !s.is_empty() => s.clone(),
-                Some(v) => return Err(NodeError::input("tool", format!("expected a tool id, got {v}"))),
+                Some(v) => {
+                    return Err(NodeError::input(
+                        "tool",
+                        format!("expected a tool id, got {v}"),
+                    ))
+                }
                 None => return Err(NodeError::MissingInput("tool".into())),
             };
             let args = match inputs.get("args") {
                 None | Some(Value::Null) => Value::Object(Map::new()),
                 Some(v @ Value::Object(_)) => v.clone(),
-                Some(v) => return Err(NodeError::input("args", format!("expected an object, got {v}"))),
+                Some(v) => {
+                    return Err(NodeError::input(
+                        "args",
+                        format!("expected an object, got {v}"),
+                    ))
+                }
             };
-            let r = ctx.call_tool(&id, args).await.map_err(NodeError::Tool)?;
+            let r = ctx
+                .call_tool(&id, args)
+                .await
+                .map_err(|e| NodeError::Tool(Box::new(e)))?;
             Ok(out("result", r))
         })
     }
@@ -63,7 +83,12 @@ impl NodeExecutor for ToolCall {
 struct Delay;
 
 impl NodeExecutor for Delay {
-    fn execute(&self, ctx: NodeContext, inputs: Map<String, Value>, _config: Map<String, Value>) -> NodeFuture {
+    fn execute(
+        &self,
+        ctx: NodeContext,
+        inputs: Map<String, Value>,
+        _config: Map<String, Value>,
+    ) -> NodeFuture {
         Box::pin(async move {
             let ms = number(&inputs, "ms")?.max(0.0) as u64;
             tokio::select! {
