@@ -137,6 +137,29 @@ fn scripts(c: &mut Criterion) {
             })
         });
     }
+    // Baseline: the same two snippets on two plain threads, no workflow engine. When the
+    // machine cannot give two cores (other load), this shows it: compare the ratios.
+    let limits = tavern::script::Limits::engine_default();
+    g.bench_function("two_lua_snippets_raw_threads", |b| {
+        b.iter(|| {
+            let hs: Vec<_> = (0..2)
+                .map(|_| {
+                    std::thread::spawn(move || {
+                        tavern::script::run_snippet(
+                            tavern::script::Lang::Lua,
+                            CPU_LUA,
+                            json!({}),
+                            &limits,
+                        )
+                        .map(|o| o.value)
+                    })
+                })
+                .collect();
+            for h in hs {
+                black_box(h.join().expect("thread").expect("snippet"));
+            }
+        })
+    });
     g.finish();
 }
 
