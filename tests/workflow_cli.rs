@@ -201,3 +201,24 @@ fn graph_and_schema() {
         json!(["text_to_summarize"])
     );
 }
+
+#[test]
+fn json_inputs_reach_script_nodes() {
+    let h = home();
+    let r = tavern(
+        h.path(),
+        &[
+            "workflow",
+            "run",
+            "number_summary",
+            "-i",
+            "numbers=[1, 5, 3]",
+        ],
+        b"",
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.json(),
+        json!({"summary": {"count": 3, "mean": 3.0, "stddev": (8.0f64 / 3.0).sqrt(), "min": 1, "max": 5}})
+    );
+}
