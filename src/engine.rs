@@ -8,6 +8,7 @@ use crate::config::Settings;
 use crate::problem::Problem;
 use crate::protocol::{self, Format, Parsed};
 use crate::tools::{CallOutcome, Caller, ToolDefinition, ToolError, ToolHandler, ToolManager};
+use crate::workflow::{NodeRegistry, RunDefaults, Workflows};
 
 /// Why an engine could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -99,7 +100,11 @@ impl EngineBuilder {
             tools.register(def, handler)?;
         }
         let mut problems = Vec::new();
-        // [plugins] loaded here (plugins issue).
+        // The node registry exists before plugins load, so plugins can add node types.
+        let workflows = Arc::new(
+            Workflows::new(Arc::new(NodeRegistry::with_builtins()))
+                .with_defaults(RunDefaults::from_settings(&settings)),
+        );
         let plugins = if self.plugins {
             let report = crate::plugins::load_all(
                 &self.home.join("plugins"),
@@ -113,12 +118,16 @@ impl EngineBuilder {
         } else {
             crate::plugins::PluginSet::default()
         };
-        // [workflows] loaded here (workflow issue).
-        let _ = self.workflows;
+        // `<home>/workflows/*.json`, each with an interface as `workflow:<id>`.
+        if self.workflows {
+            problems.extend(workflows.load_dir(&self.home.join("workflows")));
+            problems.extend(workflows.register_tools(&tools));
+        }
         Ok(Engine {
             home: self.home,
             settings,
             tools,
+            workflows,
             problems,
             plugins,
         })
@@ -130,6 +139,7 @@ pub struct Engine {
     home: PathBuf,
     settings: Settings,
     tools: Arc<ToolManager>,
+    workflows: Arc<Workflows>,
     problems: Vec<Problem>,
     /// Loaded plugins; holding them keeps their script states alive.
     plugins: crate::plugins::PluginSet,
@@ -159,6 +169,11 @@ impl Engine {
     /// The plugins loaded from `<home>/plugins`.
     pub fn plugins(&self) -> &crate::plugins::PluginSet {
         &self.plugins
+    }
+
+    /// The loaded workflows and the node registry behind them.
+    pub fn workflows(&self) -> &Arc<Workflows> {
+        &self.workflows
     }
 
     /// Problems found while loading plugins and workflows.

@@ -66,6 +66,7 @@ subcommands! {
     Call => call,
     Tools => tools,
     Plugin => plugin,
+    Workflow => workflow,
 }
 
 /// tavern: one protocol for models, scripts and people to call tools.
