@@ -57,6 +57,18 @@ fn settings(globals: &Globals) -> Result<Settings, u8> {
     Ok(s)
 }
 
+/// Loads the plugins under `dir` (default `<home>/plugins`) the way the engine would and
+/// prints every problem as `file:line:column: message`.
+fn check_and_print(globals: &Globals, dir: Option<PathBuf>) -> Result<check::CheckReport, u8> {
+    let s = settings(globals)?;
+    let path = dir.unwrap_or_else(|| check::default_dir(&globals.home));
+    let report = check::check(&path, &globals.home, &s);
+    for p in &report.problems {
+        println!("{p}");
+    }
+    Ok(report)
+}
+
 /// Runs `tavern plugin …`; returns the exit status.
 pub async fn run(globals: &Globals, args: Args) -> u8 {
     match args.action {
@@ -87,15 +99,10 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
             }
         }
         Action::Check { dir } => {
-            let s = match settings(globals) {
-                Ok(s) => s,
-                Err(c) => return c,
+            let report = match check_and_print(globals, dir) {
+                Ok(r) => r,
+                Err(code) => return code,
             };
-            let path = dir.unwrap_or_else(|| check::default_dir(&globals.home));
-            let report = check::check(&path, &globals.home, &s);
-            for p in &report.problems {
-                println!("{p}");
-            }
             let tools: usize = report.plugins.iter().map(|p| p.tools.len()).sum();
             eprintln!(
                 "{} plugin(s), {} tool(s), {} problem(s)",
@@ -110,15 +117,10 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
             }
         }
         Action::Test { dir } => {
-            let s = match settings(globals) {
-                Ok(s) => s,
-                Err(c) => return c,
+            let report = match check_and_print(globals, dir) {
+                Ok(r) => r,
+                Err(code) => return code,
             };
-            let path = dir.unwrap_or_else(|| check::default_dir(&globals.home));
-            let report = check::check(&path, &globals.home, &s);
-            for p in &report.problems {
-                println!("{p}");
-            }
             let outcomes = check::run_tests(&report).await;
             let mut failed = 0;
             for o in &outcomes {
