@@ -222,3 +222,37 @@ fn json_inputs_reach_script_nodes() {
         json!({"summary": {"count": 3, "mean": 3.0, "stddev": (8.0f64 / 3.0).sqrt(), "min": 1, "max": 5}})
     );
 }
+
+#[test]
+fn ctrl_c_cancels_a_running_workflow() {
+    let h = home();
+    let file = h.path().join("slow.json");
+    std::fs::write(
+        &file,
+        r#"{"id":"slow","nodes":[{"id":"d","type":"core:Delay","inputValues":{"ms":60000}}],"edges":[]}"#,
+    )
+    .unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_tavern"))
+        .arg("--home")
+        .arg(h.path())
+        .args(["workflow", "run", "--json"])
+        .arg(&file)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Give the runtime time to install its handler; an earlier signal would end the process
+    // with the default action, which the assertions below would catch.
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    // SAFETY: sending SIGINT to our own child process by its pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"], json!("cancelled"));
+}

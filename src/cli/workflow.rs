@@ -224,7 +224,15 @@ async fn run_workflow(
         opts.events = Some(tx);
         tokio::spawn(show_progress(rx, wf.plan.len() as u64))
     });
+    // Ctrl-C cancels the run: running nodes see the token, the report says `cancelled`.
+    let cancel = opts.cancel.clone();
+    let on_interrupt = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            cancel.cancel();
+        }
+    });
     let result = wf.plan.run(args, opts).await;
+    on_interrupt.abort();
     if let Some(p) = progress {
         // The sender was dropped with the options; the display task ends by itself.
         let _ = p.await;
