@@ -214,9 +214,7 @@ impl<'a> Loader<'a> {
         }
         // Every plugin's nodes are registered now, so a workflow may use another plugin's.
         for (plugin, pending) in &mut loaded {
-            report
-                .problems
-                .extend(self.add_workflows(plugin, pending));
+            report.problems.extend(self.add_workflows(plugin, pending));
         }
         for (mut plugin, pending) in loaded {
             report
@@ -240,10 +238,7 @@ impl<'a> Loader<'a> {
     }
 
     /// Phase one: manifest, config, permissions, scripts, service/process tools and nodes.
-    fn load_nodes_and_services(
-        &mut self,
-        dir: &Path,
-    ) -> (Option<(Plugin, Pending)>, Vec<Problem>) {
+    fn load_nodes_and_services(&mut self, dir: &Path) -> (Option<(Plugin, Pending)>, Vec<Problem>) {
         let mut problems = Vec::new();
         let dir = absolute(dir);
         let yaml_file = dir.join(MANIFEST_FILE);
@@ -420,8 +415,7 @@ impl<'a> Loader<'a> {
                             for f in files {
                                 match tool_file::read(&f) {
                                     Ok(tf) => {
-                                        let mut decl =
-                                            Decl::new(tf.definition, &tf.path, &tf.text);
+                                        let mut decl = Decl::new(tf.definition, &tf.path, &tf.text);
                                         decl.has_parameters =
                                             serde_json::from_str::<Value>(&tf.text)
                                                 .is_ok_and(|v| v.get("parameters").is_some());
@@ -464,7 +458,14 @@ impl<'a> Loader<'a> {
             }
         };
         // 5b. Node files (their scripts load with the rest).
-        let nodes_dir = entry_dir(&dir, manifest.nodes.as_ref(), "./nodes", "nodes", &key_at, &mut problems);
+        let nodes_dir = entry_dir(
+            &dir,
+            manifest.nodes.as_ref(),
+            "./nodes",
+            "nodes",
+            &key_at,
+            &mut problems,
+        );
         let mut node_files: Vec<NodeFile> = Vec::new();
         if let Some(nd) = &nodes_dir {
             match nodes::list(nd) {
@@ -640,11 +641,19 @@ impl<'a> Loader<'a> {
         let node_type = n.definition.node_type.clone();
         if let Some(s) = &n.script {
             match inside(dir, s) {
-                None => return Err(at("script", format!("script '{s}' leaves the plugin directory"))),
+                None => {
+                    return Err(at(
+                        "script",
+                        format!("script '{s}' leaves the plugin directory"),
+                    ))
+                }
                 Some(p) if !p.is_file() => {
                     return Err(at(
                         "script",
-                        format!("node '{node_type}': script '{s}' does not exist in {}", dir.display()),
+                        format!(
+                            "node '{node_type}': script '{s}' does not exist in {}",
+                            dir.display()
+                        ),
                     ))
                 }
                 Some(_) => {}
@@ -670,7 +679,10 @@ impl<'a> Loader<'a> {
         if let Some(first) = self.node_files.get(&node_type) {
             return Err(at(
                 "type",
-                format!("duplicate node type '{node_type}': already declared in {}", first.display()),
+                format!(
+                    "duplicate node type '{node_type}': already declared in {}",
+                    first.display()
+                ),
             ));
         }
         let executor = ScriptNodeExecutor::new(
@@ -826,18 +838,20 @@ impl<'a> Loader<'a> {
             };
         }
         let Some(path) = inside(&plugin.dir, target) else {
-            return Err(format!("workflow file '{target}' leaves the plugin directory"));
+            return Err(format!(
+                "workflow file '{target}' leaves the plugin directory"
+            ));
         };
-        if let Some(c) = self
-            .workflows
-            .list()
-            .into_iter()
-            .find(|c| c.workflow.source.as_deref().map(permissions::normalize) == Some(path.clone()))
-        {
+        if let Some(c) = self.workflows.list().into_iter().find(|c| {
+            c.workflow.source.as_deref().map(permissions::normalize) == Some(path.clone())
+        }) {
             return Ok(c.workflow.id.clone());
         }
         if !path.is_file() {
-            return Err(format!("workflow file '{target}' does not exist in {}", plugin.dir.display()));
+            return Err(format!(
+                "workflow file '{target}' does not exist in {}",
+                plugin.dir.display()
+            ));
         }
         match self.add_workflow_file(&path) {
             Ok(id) => {
@@ -846,7 +860,10 @@ impl<'a> Loader<'a> {
             }
             Err(ps) => Err(format!(
                 "workflow file '{target}' does not load: {}",
-                ps.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+                ps.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
             )),
         }
     }

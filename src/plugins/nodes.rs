@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 
 use super::tool_file::{self, problem_at_key};
 use crate::problem::Problem;
-use crate::script::{CallInfo, PluginScripts};
+use crate::script::{CallInfo, PluginScripts, ScriptToolHandler};
 use crate::tools::{CallContext, ToolError, ToolHandler, ToolManager};
 use crate::workflow::{NodeContext, NodeDefinition, NodeError, NodeExecutor, NodeFuture};
 
@@ -83,7 +83,12 @@ pub fn parse(plugin: &str, text: &str, path: &Path) -> Result<NodeFile, Problem>
     let script = match map.remove("script") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s),
-        Some(other) => return Err(at("script", format!("`script` must be a file name, got {other}"))),
+        Some(other) => {
+            return Err(at(
+                "script",
+                format!("`script` must be a file name, got {other}"),
+            ))
+        }
     };
     let function = match map.remove("function") {
         Some(Value::String(s)) if !s.trim().is_empty() => s,
@@ -106,8 +111,12 @@ pub fn parse(plugin: &str, text: &str, path: &Path) -> Result<NodeFile, Problem>
             ));
         }
     }
-    definition.node_type = tool_file::normalise_id(plugin, &definition.node_type)
-        .map_err(|e| at("type", format!("node {}", e.to_string().replacen("tool id", "type", 1))))?;
+    definition.node_type = tool_file::normalise_id(plugin, &definition.node_type).map_err(|e| {
+        at(
+            "type",
+            format!("node {}", e.to_string().replacen("tool id", "type", 1)),
+        )
+    })?;
     Ok(NodeFile {
         path: path.to_path_buf(),
         text: text.to_string(),
@@ -123,6 +132,9 @@ pub fn parse(plugin: &str, text: &str, path: &Path) -> Result<NodeFile, Problem>
 pub struct ScriptNodeExecutor {
     scripts: PluginScripts,
     function: String,
+    /// Made once: choosing its execution mode looks into the Lua state, which must not wait
+    /// behind a running call of the same plugin.
+    handler: ScriptToolHandler,
     definition: NodeDefinition,
     /// The registry nested `api.tools.call`s use when the run has none (weak: the registry
     /// owns the workflow tools that own this executor).
@@ -137,9 +149,11 @@ impl ScriptNodeExecutor {
         definition: NodeDefinition,
         manager: Weak<ToolManager>,
     ) -> Self {
+        let function = function.into();
         ScriptNodeExecutor {
+            handler: scripts.handler(function.clone()),
             scripts,
-            function: function.into(),
+            function,
             definition,
             manager,
         }
@@ -187,6 +201,7 @@ impl NodeExecutor for ScriptNodeExecutor {
         let manager = ctx.tools().cloned().or_else(|| self.manager.upgrade());
         let scripts = self.scripts.clone();
         let function = self.function.clone();
+        let handler = self.handler.clone();
         Box::pin(async move {
             let value = match manager {
                 Some(manager) => {
@@ -197,7 +212,7 @@ impl NodeExecutor for ScriptNodeExecutor {
                         depth: ctx.depth(),
                         cancel: ctx.cancel().child_token(),
                     };
-                    scripts.handler(function).invoke(call, args).await
+                    handler.invoke(call, args).await
                 }
                 None => {
                     let info = CallInfo {
@@ -234,12 +249,27 @@ mod tests {
                 Ok("P:Shout"),
             ),
             (r#"{"type": "P:Shout", "function": "f"}"#, Ok("P:Shout")),
-            (r#"{"type": "Shout", "namespace": "P", "function": "f"}"#, Ok("P:Shout")),
-            (r#"{"type": "Q:Shout", "function": "f"}"#, Err("outside plugin 'P'")),
-            (r#"{"type": "Shout", "namespace": "Q", "function": "f"}"#, Err("is not plugin 'P'")),
+            (
+                r#"{"type": "Shout", "namespace": "P", "function": "f"}"#,
+                Ok("P:Shout"),
+            ),
+            (
+                r#"{"type": "Q:Shout", "function": "f"}"#,
+                Err("outside plugin 'P'"),
+            ),
+            (
+                r#"{"type": "Shout", "namespace": "Q", "function": "f"}"#,
+                Err("is not plugin 'P'"),
+            ),
             (r#"{"type": "Shout"}"#, Err("no `function`")),
-            (r#"{"type": "Shout", "function": 3}"#, Err("must be a function name")),
-            ("{\n  \"type\": \"Shout\",\n  oops\n}", Err("invalid node definition")),
+            (
+                r#"{"type": "Shout", "function": 3}"#,
+                Err("must be a function name"),
+            ),
+            (
+                "{\n  \"type\": \"Shout\",\n  oops\n}",
+                Err("invalid node definition"),
+            ),
             (r#"[1]"#, Err("one JSON object")),
             (
                 r#"{"type": "Shout", "function": "f", "inputs": {"a": {"dataFlowType": "NOPE"}}}"#,
