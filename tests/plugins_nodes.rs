@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 use tavern::protocol::Format;
 use tavern::tools::Caller;
-use tavern::workflow::{NodeError, RunStatus, WorkflowError};
+use tavern::workflow::{NodeError, RunOptions, RunStatus, WorkflowError};
 use tavern::Engine;
 
 fn write(path: &Path, text: &str) {
@@ -408,4 +408,66 @@ async fn lua_and_rhai_nodes_run_at_the_same_time_in_two_branches() {
         .await
         .unwrap();
     assert_eq!(got, json!({"a": "lua", "b": "rhai"}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_node_timeout_stops_a_plugin_node_and_the_plugin_serves_again() {
+    // The plugin's own budget (engine defaults: 5 s, 50M instructions; each instruction of
+    // this loop upper-cases 20 kB) is far above the node timeout: the node must end at the
+    // timeout, and its script must stop soon after.
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("plugins/Slow");
+    write(&dir.join("plugin.yaml"), "name: Slow\n");
+    write(
+        &dir.join("main.lua"),
+        "function spin() local s = string.rep('a', 20000) while true do s:upper() end end\nfunction ok() return 7 end\n",
+    );
+    for (ty, f) in [("Spin", "spin"), ("Ok", "ok")] {
+        write(
+            &dir.join(format!("nodes/{ty}.node.json")),
+            &json!({"type": ty, "outputs": {"v": {"dataFlowType": "WILDCARD"}}, "function": f})
+                .to_string(),
+        );
+    }
+    let e = engine(t.path());
+    let run = |ty: &str| {
+        let path = t.path().join(format!("{ty}.json"));
+        let wf = json!({"id": ty, "interfaceOutputs": {"v": {"dataFlowType": "WILDCARD"}},
+            "nodes": [{"id": "n", "type": format!("Slow:{ty}")}, {"id": "out", "type": "core:GroupOutput"}],
+            "edges": [{"source": "n", "sourceHandle": "v", "target": "out", "targetHandle": "v"}]});
+        write(&path, &wf.to_string());
+        let wfs = e.workflows().clone();
+        async move {
+            let opts = RunOptions {
+                node_timeout: Some(Duration::from_millis(300)),
+                ..Default::default()
+            };
+            wfs.run(path.to_str().unwrap(), Map::new(), opts)
+                .await
+                .unwrap()
+                .into_outputs()
+        }
+    };
+    let start = Instant::now();
+    let r = run("Spin").await;
+    assert!(
+        start.elapsed() < Duration::from_millis(300 + 1000),
+        "{:?}",
+        start.elapsed()
+    );
+    match r {
+        Err(WorkflowError::NodeFailed { error, .. }) => {
+            assert!(matches!(*error, NodeError::Timeout(300)), "{error}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // The cancelled script lets go of the plugin: its next node runs well within the budget.
+    let start = Instant::now();
+    let out = run("Ok").await.unwrap();
+    assert_eq!(Value::Object(out), json!({"v": 7}));
+    assert!(
+        start.elapsed() < Duration::from_millis(300 + 1000),
+        "{:?}",
+        start.elapsed()
+    );
 }

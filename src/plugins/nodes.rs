@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 
 use super::tool_file::{self, problem_at_key};
 use crate::problem::Problem;
-use crate::script::{CallInfo, PluginScripts, ScriptToolHandler};
+use crate::script::{CallInfo, ExecMode, PluginScripts, ScriptToolHandler};
 use crate::tools::{CallContext, ToolError, ToolHandler, ToolManager};
 use crate::workflow::{NodeContext, NodeDefinition, NodeError, NodeExecutor, NodeFuture};
 
@@ -127,8 +127,9 @@ pub fn parse(plugin: &str, text: &str, path: &Path) -> Result<NodeFile, Problem>
 }
 
 /// Runs a plugin node: the plugin's script function, off the async workers (through the
-/// script module's [`crate::script::ScriptToolHandler`]: Lua in `block_in_place`, Rhai on
-/// the plugin's dedicated thread; `spawn_blocking` when no tool registry is at hand).
+/// script module's [`ScriptToolHandler`]: Lua on `spawn_blocking`, Rhai on the plugin's
+/// dedicated thread). Neither blocks the node's task, so a per-node timeout fires on time;
+/// dropping the node (timeout) cancels the script, which then stops at its next budget check.
 pub struct ScriptNodeExecutor {
     scripts: PluginScripts,
     function: String,
@@ -151,7 +152,16 @@ impl ScriptNodeExecutor {
     ) -> Self {
         let function = function.into();
         ScriptNodeExecutor {
-            handler: scripts.handler(function.clone()),
+            handler: {
+                let h = scripts.handler(function.clone());
+                // `block_in_place` would hold the node's task inside one poll, out of reach
+                // of the per-node timeout.
+                if h.effective_mode() == ExecMode::InPlace {
+                    h.with_mode(ExecMode::Blocking)
+                } else {
+                    h
+                }
+            },
             scripts,
             function,
             definition,
@@ -202,7 +212,10 @@ impl NodeExecutor for ScriptNodeExecutor {
         let scripts = self.scripts.clone();
         let function = self.function.clone();
         let handler = self.handler.clone();
+        // Cancelled when the node's future is dropped (per-node timeout) or the run stops.
+        let cancel = ctx.cancel().child_token();
         Box::pin(async move {
+            let _stop_on_drop = cancel.clone().drop_guard();
             let value = match manager {
                 Some(manager) => {
                     let call = CallContext {
@@ -210,13 +223,13 @@ impl NodeExecutor for ScriptNodeExecutor {
                         caller: ctx.caller().clone(),
                         manager,
                         depth: ctx.depth(),
-                        cancel: ctx.cancel().child_token(),
+                        cancel: cancel.clone(),
                     };
                     handler.invoke(call, args).await
                 }
                 None => {
                     let info = CallInfo {
-                        cancel: ctx.cancel().child_token(),
+                        cancel: cancel.clone(),
                         caller: ctx.caller().clone(),
                         depth: ctx.depth(),
                         ..CallInfo::host(node_type.clone())
