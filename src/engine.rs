@@ -111,6 +111,7 @@ impl EngineBuilder {
                 &self.home,
                 &settings,
                 &tools,
+                &workflows,
                 &crate::plugins::HostServices::with_defaults(),
             );
             problems.extend(report.problems);
@@ -118,11 +119,12 @@ impl EngineBuilder {
         } else {
             crate::plugins::PluginSet::default()
         };
-        // `<home>/workflows/*.json`, each with an interface as `workflow:<id>`.
+        // `<home>/workflows/*.json` (plugins' workflows are in already), each with an
+        // interface as `workflow:<id>`.
         if self.workflows {
             problems.extend(workflows.load_dir(&self.home.join("workflows")));
-            problems.extend(workflows.register_tools(&tools));
         }
+        problems.extend(workflows.register_tools(&tools));
         Ok(Engine {
             home: self.home,
             settings,

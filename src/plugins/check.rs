@@ -56,6 +56,8 @@ pub fn check(path: &Path, home: &Path, settings: &Settings) -> CheckReport {
                 .hint("give a plugin directory or a plugins directory"),
         );
     }
+    // Plugin workflows with an interface are tools too (`workflow:<id>`), as in the engine.
+    problems.extend(loader.workflows().register_tools(&tools));
     for p in &plugins {
         for f in testing::test_files(&p.dir) {
             if let Err(prob) = testing::read(&f) {

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::host_services::{BindContext, HostServices};
-use super::manifest::{self, PluginManifest, ToolsSection, MANIFEST_FILE};
+use super::manifest::{self, Entry, PluginManifest, ToolsSection, MANIFEST_FILE};
+use super::nodes::{self, NodeFile, ScriptNodeExecutor};
 use super::permissions::{self, ResolvedPermissions};
 use super::process::{ProcessSpec, ProcessToolHandler};
 use super::scripts::{self, ScriptContext, ScriptSet};
@@ -21,6 +22,10 @@ use crate::config::Settings;
 use crate::problem::Problem;
 use crate::script::Limits;
 use crate::tools::{Implementation, ToolDefinition, ToolError, ToolHandler, ToolManager};
+use crate::workflow::{
+    invalid_problem, node_tool_definition, workflow_tool_definition, NodeRegistry, Workflow,
+    WorkflowError, Workflows,
+};
 
 /// A loaded plugin. Holding it keeps its script states alive.
 pub struct Plugin {
@@ -36,8 +41,14 @@ pub struct Plugin {
     pub permissions: ResolvedPermissions,
     /// Ids of the tools it registered.
     pub tools: Vec<String>,
-    /// Its node directory, when it declares one (for the workflow engine).
+    /// Its node directory (`nodes: {entry}`, or `./nodes` when present).
     pub nodes_dir: Option<PathBuf>,
+    /// Node types it registered (`Plugin:Type`).
+    pub nodes: Vec<String>,
+    /// Its workflow directory (`workflows: {entry}`, or `./workflows` when present).
+    pub workflows_dir: Option<PathBuf>,
+    /// Ids of the workflows it added (each `workflow:<id>` once the engine registers them).
+    pub workflows: Vec<String>,
     scripts: ScriptSet,
 }
 
@@ -109,7 +120,18 @@ pub struct Loader<'a> {
     host: &'a HostServices,
     ids: HashMap<String, PathBuf>,
     names: HashMap<String, PathBuf>,
+    node_files: HashMap<String, PathBuf>,
     host_limits: Limits,
+    workflows: Arc<Workflows>,
+}
+
+/// What a plugin still needs once every plugin's nodes are registered: its workflow files,
+/// then its node/workflow tools (which may name those nodes and workflows).
+#[derive(Default)]
+struct Pending {
+    workflow_files: Vec<PathBuf>,
+    deferred: Vec<Decl>,
+    manifest_file: PathBuf,
 }
 
 fn absolute(p: &Path) -> PathBuf {
@@ -134,8 +156,22 @@ impl<'a> Loader<'a> {
             host,
             ids: HashMap::new(),
             names: HashMap::new(),
+            node_files: HashMap::new(),
             host_limits: Limits::engine_default(),
+            workflows: Arc::new(Workflows::new(Arc::new(NodeRegistry::with_builtins()))),
         }
+    }
+
+    /// Loads plugin nodes and workflows into `workflows` (and its node registry) instead of
+    /// a private set with the built-in nodes only.
+    pub fn with_workflows(mut self, workflows: Arc<Workflows>) -> Self {
+        self.workflows = workflows;
+        self
+    }
+
+    /// The workflows (and node registry) plugins load into.
+    pub fn workflows(&self) -> &Arc<Workflows> {
+        &self.workflows
     }
 
     /// Caps every plugin's script limits (default: the engine defaults).
@@ -170,12 +206,21 @@ impl<'a> Loader<'a> {
             })
             .collect();
         dirs.sort();
+        let mut loaded = Vec::new();
         for d in dirs {
-            let (plugin, problems) = self.load_plugin(&d);
+            let (plugin, problems) = self.load_nodes_and_services(&d);
             report.problems.extend(problems);
-            if let Some(p) = plugin {
-                report.plugins.plugins.push(Arc::new(p));
-            }
+            loaded.extend(plugin);
+        }
+        // Every plugin's nodes are registered now, so a workflow may use another plugin's.
+        for (plugin, pending) in &mut loaded {
+            report.problems.extend(self.add_workflows(plugin, pending));
+        }
+        for (mut plugin, pending) in loaded {
+            report
+                .problems
+                .extend(self.bind_deferred(&mut plugin, pending));
+            report.plugins.plugins.push(Arc::new(plugin));
         }
         report
     }
@@ -183,6 +228,17 @@ impl<'a> Loader<'a> {
     /// Loads one plugin directory. Returns the plugin (unless it is broken as a whole) and
     /// every problem found.
     pub fn load_plugin(&mut self, dir: &Path) -> (Option<Plugin>, Vec<Problem>) {
+        let (loaded, mut problems) = self.load_nodes_and_services(dir);
+        let Some((mut plugin, mut pending)) = loaded else {
+            return (None, problems);
+        };
+        problems.extend(self.add_workflows(&mut plugin, &mut pending));
+        problems.extend(self.bind_deferred(&mut plugin, pending));
+        (Some(plugin), problems)
+    }
+
+    /// Phase one: manifest, config, permissions, scripts, service/process tools and nodes.
+    fn load_nodes_and_services(&mut self, dir: &Path) -> (Option<(Plugin, Pending)>, Vec<Problem>) {
         let mut problems = Vec::new();
         let dir = absolute(dir);
         let yaml_file = dir.join(MANIFEST_FILE);
@@ -333,7 +389,11 @@ impl<'a> Loader<'a> {
             Some(ToolsSection::Inline(list)) => {
                 for v in list {
                     match serde_json::from_value::<ToolDefinition>(v.clone()) {
-                        Ok(d) => defs.push(Decl::new(d, &manifest_file, &manifest_text)),
+                        Ok(d) => {
+                            let mut decl = Decl::new(d, &manifest_file, &manifest_text);
+                            decl.has_parameters = v.get("parameters").is_some();
+                            defs.push(decl)
+                        }
                         Err(e) => {
                             problems.push(key_at("tools", format!("invalid inline tool: {e}")))
                         }
@@ -355,7 +415,11 @@ impl<'a> Loader<'a> {
                             for f in files {
                                 match tool_file::read(&f) {
                                     Ok(tf) => {
-                                        defs.push(Decl::new(tf.definition, &tf.path, &tf.text))
+                                        let mut decl = Decl::new(tf.definition, &tf.path, &tf.text);
+                                        decl.has_parameters =
+                                            serde_json::from_str::<Value>(&tf.text)
+                                                .is_ok_and(|v| v.get("parameters").is_some());
+                                        defs.push(decl)
                                     }
                                     Err(p) => problems.push(p),
                                 }
@@ -393,7 +457,49 @@ impl<'a> Loader<'a> {
                 return (None, problems);
             }
         };
+        // 5b. Node files (their scripts load with the rest).
+        let nodes_dir = entry_dir(
+            &dir,
+            manifest.nodes.as_ref(),
+            "./nodes",
+            "nodes",
+            &key_at,
+            &mut problems,
+        );
+        let mut node_files: Vec<NodeFile> = Vec::new();
+        if let Some(nd) = &nodes_dir {
+            match nodes::list(nd) {
+                Ok(list) => {
+                    for f in list {
+                        match nodes::read(&name, &f) {
+                            Ok(n) => node_files.push(n),
+                            Err(p) => problems.push(p),
+                        }
+                    }
+                }
+                Err(e) => problems.push(Problem::new(nd, format!("cannot read: {e}"))),
+            }
+        }
+        let workflows_dir = entry_dir(
+            &dir,
+            manifest.workflows.as_ref(),
+            "./workflows",
+            "workflows",
+            &key_at,
+            &mut problems,
+        );
+
         let mut files = main_scripts(&dir);
+        for n in &node_files {
+            if let Some(s) = &n.script {
+                if inside(&dir, s).is_some_and(|p| p.is_file()) {
+                    let p = PathBuf::from(s.trim_start_matches("./"));
+                    if !files.contains(&p) {
+                        files.push(p);
+                    }
+                }
+            }
+        }
         for d in &defs {
             if let Implementation::Service {
                 script: Some(s),
@@ -449,14 +555,42 @@ impl<'a> Loader<'a> {
             }
         }
 
-        // 7. Bind and register each declared tool.
-        for Decl {
-            def,
-            file,
-            text,
-            extra,
-        } in defs
-        {
+        // 7. Nodes, into the workflow engine's registry.
+        let mut node_types = Vec::new();
+        for n in node_files {
+            match self.register_node(&name, &dir, n, &scripts) {
+                Ok(t) => node_types.push(t),
+                Err(p) => problems.push(p),
+            }
+        }
+
+        // 8. Bind and register each declared tool; node and workflow tools wait until every
+        //    plugin's nodes and workflows are in.
+        let mut pending = Pending {
+            manifest_file: manifest_file.clone(),
+            ..Pending::default()
+        };
+        if let Some(wd) = &workflows_dir {
+            match workflow_files(wd) {
+                Ok(list) => pending.workflow_files = list,
+                Err(e) => problems.push(Problem::new(wd, format!("cannot read: {e}"))),
+            }
+        }
+        for decl in defs {
+            if matches!(
+                decl.def.implementation,
+                Implementation::Node { .. } | Implementation::Workflow { .. }
+            ) {
+                pending.deferred.push(decl);
+                continue;
+            }
+            let Decl {
+                def,
+                file,
+                text,
+                extra,
+                ..
+            } = decl;
             let handler = match self.bind(
                 &def, &file, &text, &dir, &cfg, &perms, &bind, &extra, &scripts,
             ) {
@@ -479,7 +613,6 @@ impl<'a> Loader<'a> {
             }
         }
 
-        let nodes_dir = manifest.nodes.as_ref().and_then(|n| inside(&dir, &n.entry));
         let plugin = Plugin {
             manifest,
             dir,
@@ -488,9 +621,251 @@ impl<'a> Loader<'a> {
             permissions: perms,
             tools: registered,
             nodes_dir,
+            nodes: node_types,
+            workflows_dir,
+            workflows: Vec::new(),
             scripts,
         };
-        (Some(plugin), problems)
+        (Some((plugin, pending)), problems)
+    }
+
+    /// Registers one node file's node, run by its script function.
+    fn register_node(
+        &mut self,
+        plugin: &str,
+        dir: &Path,
+        n: NodeFile,
+        scripts: &ScriptSet,
+    ) -> Result<String, Problem> {
+        let at = |key: &str, msg: String| problem_at_key(&n.path, &n.text, key, msg);
+        let node_type = n.definition.node_type.clone();
+        if let Some(s) = &n.script {
+            match inside(dir, s) {
+                None => {
+                    return Err(at(
+                        "script",
+                        format!("script '{s}' leaves the plugin directory"),
+                    ))
+                }
+                Some(p) if !p.is_file() => {
+                    return Err(at(
+                        "script",
+                        format!(
+                            "node '{node_type}': script '{s}' does not exist in {}",
+                            dir.display()
+                        ),
+                    ))
+                }
+                Some(_) => {}
+            }
+        }
+        let Some(loaded) = scripts.scripts() else {
+            return Err(at(
+                "function",
+                format!(
+                    "node '{node_type}' is not registered: the plugin has no loaded script (add \"script\": \"main.lua\", or see the problem reported for the script)"
+                ),
+            ));
+        };
+        if !loaded.has_function(&n.function) {
+            return Err(at(
+                "function",
+                format!(
+                    "node '{node_type}' is not registered: no function '{}' in plugin '{plugin}''s scripts",
+                    n.function
+                ),
+            ));
+        }
+        if let Some(first) = self.node_files.get(&node_type) {
+            return Err(at(
+                "type",
+                format!(
+                    "duplicate node type '{node_type}': already declared in {}",
+                    first.display()
+                ),
+            ));
+        }
+        let executor = ScriptNodeExecutor::new(
+            loaded.clone(),
+            n.function.clone(),
+            n.definition.clone(),
+            Arc::downgrade(&self.tools),
+        );
+        self.workflows
+            .registry()
+            .register(n.definition, Arc::new(executor))
+            .map_err(|e| at("type", e.to_string()))?;
+        self.node_files.insert(node_type.clone(), n.path.clone());
+        Ok(node_type)
+    }
+
+    /// Phase two: the plugin's workflow files, validated against every registered node.
+    fn add_workflows(&mut self, plugin: &mut Plugin, pending: &mut Pending) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        for path in std::mem::take(&mut pending.workflow_files) {
+            match self.add_workflow_file(&path) {
+                Ok(id) => plugin.workflows.push(id),
+                Err(ps) => problems.extend(ps),
+            }
+        }
+        problems
+    }
+
+    fn add_workflow_file(&self, path: &Path) -> Result<String, Vec<Problem>> {
+        let wf = Workflow::load(path)?;
+        if let Some(prev) = self.workflows.get(&wf.id) {
+            return Err(vec![Problem::new(
+                path,
+                format!(
+                    "workflow id '{}' is already used by {}",
+                    wf.id,
+                    prev.workflow.origin().display()
+                ),
+            )
+            .hint("set a different `id` in one of the files")]);
+        }
+        let snapshot = wf.clone();
+        match self.workflows.add(wf) {
+            Ok(c) => Ok(c.workflow.id.clone()),
+            Err(WorkflowError::Invalid { problems, .. }) => Err(problems
+                .iter()
+                .map(|i| invalid_problem(&snapshot, i))
+                .collect()),
+            Err(WorkflowError::Load(ps)) => Err(ps),
+            Err(e) => Err(vec![Problem::new(path, e.to_string())]),
+        }
+    }
+
+    /// Phase three: tools whose implementation is a node or a workflow.
+    fn bind_deferred(&mut self, plugin: &mut Plugin, pending: Pending) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        let name = plugin.name().to_string();
+        for Decl {
+            mut def,
+            file,
+            text,
+            has_parameters,
+            ..
+        } in pending.deferred
+        {
+            let at = |msg: String| problem_at_key(&file, &text, "implementation", msg);
+            let handler = match def.implementation.clone() {
+                Implementation::Node { node_type } => {
+                    let full = if node_type.contains(':') {
+                        node_type.clone()
+                    } else {
+                        format!("{name}:{node_type}")
+                    };
+                    let Some(reg) = self.workflows.registry().get(&full) else {
+                        let mut p = at(format!(
+                            "tool '{}': no node type '{full}' is registered",
+                            def.id
+                        ));
+                        if let Some(s) = self.workflows.registry().suggest(&full) {
+                            p = p.hint(format!("did you mean '{s}'?"));
+                        }
+                        problems.push(p);
+                        continue;
+                    };
+                    let inferred = node_tool_definition(&reg.definition, None);
+                    if !has_parameters {
+                        def.parameters = inferred.parameters;
+                    }
+                    if def.description.is_empty() {
+                        def.description = inferred.description;
+                    }
+                    def.implementation = Implementation::Node {
+                        node_type: full.clone(),
+                    };
+                    self.workflows.node_tool_handler(&full)
+                }
+                Implementation::Workflow { workflow_id } => {
+                    let id = match self.workflow_target(plugin, &workflow_id) {
+                        Ok(id) => id,
+                        Err(p) => {
+                            problems.push(at(format!("tool '{}': {p}", def.id)));
+                            continue;
+                        }
+                    };
+                    let Some(c) = self.workflows.get(&id) else {
+                        problems.push(at(format!(
+                            "tool '{}': workflow '{id}' is not loaded",
+                            def.id
+                        )));
+                        continue;
+                    };
+                    let generated = workflow_tool_definition(&c.workflow);
+                    if !has_parameters {
+                        def.parameters = generated.parameters;
+                    }
+                    if def.description.is_empty() {
+                        def.description = generated.description;
+                    }
+                    def.implementation = Implementation::Workflow {
+                        workflow_id: id.clone(),
+                    };
+                    self.workflows.tool_handler(&id)
+                }
+                _ => continue,
+            };
+            if let Some(id) = self.register(
+                &name,
+                def,
+                handler,
+                &file,
+                &text,
+                &pending.manifest_file,
+                &mut problems,
+            ) {
+                plugin.tools.push(id);
+            }
+        }
+        problems
+    }
+
+    /// The workflow id a tool's `workflowId` names: a `.json` file inside the plugin (one of
+    /// its workflows, or loaded now) or an id already loaded.
+    fn workflow_target(&self, plugin: &mut Plugin, target: &str) -> Result<String, String> {
+        let target = target.strip_prefix("workflow:").unwrap_or(target);
+        if !(target.ends_with(".json") || target.contains('/')) {
+            return if self.workflows.get(target).is_some() {
+                Ok(target.to_string())
+            } else {
+                Err(format!(
+                    "no workflow '{target}' is loaded (loaded: {})",
+                    self.workflows.ids().join(", ")
+                ))
+            };
+        }
+        let Some(path) = inside(&plugin.dir, target) else {
+            return Err(format!(
+                "workflow file '{target}' leaves the plugin directory"
+            ));
+        };
+        if let Some(c) = self.workflows.list().into_iter().find(|c| {
+            c.workflow.source.as_deref().map(permissions::normalize) == Some(path.clone())
+        }) {
+            return Ok(c.workflow.id.clone());
+        }
+        if !path.is_file() {
+            return Err(format!(
+                "workflow file '{target}' does not exist in {}",
+                plugin.dir.display()
+            ));
+        }
+        match self.add_workflow_file(&path) {
+            Ok(id) => {
+                plugin.workflows.push(id.clone());
+                Ok(id)
+            }
+            Err(ps) => Err(format!(
+                "workflow file '{target}' does not load: {}",
+                ps.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )),
+        }
     }
 
     /// Builds the handler for one definition.
@@ -543,12 +918,12 @@ impl<'a> Loader<'a> {
                 spec.extra_args = extra.clone();
                 Ok(Arc::new(ProcessToolHandler::new(spec)))
             }
+            // Bound in `bind_deferred`, once every node and workflow is registered.
             Implementation::Node { .. } | Implementation::Workflow { .. } => Err(at(format!(
-                "tool '{}': implementation type '{}' is not supported in plugin tool files yet",
+                "tool '{}': a '{}' implementation is bound after the plugin's nodes and workflows load",
                 def.id,
                 def.implementation.kind()
-            ))
-            .hint("use a service (Lua/Rhai) or script (process) implementation")),
+            ))),
         }
     }
 
@@ -646,6 +1021,8 @@ struct Decl {
     text: String,
     /// Members added to the arguments of a process tool (VCP's `command`).
     extra: Map<String, Value>,
+    /// Whether the declaration writes `parameters` (node/workflow tools infer them when not).
+    has_parameters: bool,
 }
 
 impl Decl {
@@ -655,6 +1032,7 @@ impl Decl {
             file: file.to_path_buf(),
             text: text.to_string(),
             extra: Map::new(),
+            has_parameters: true,
         }
     }
 }
@@ -671,6 +1049,49 @@ fn inside(dir: &Path, rel: &str) -> Option<PathBuf> {
     Some(permissions::normalize(&dir.join(p)))
 }
 
+/// The directory of an `{entry}` section: the entry when written (a problem when it leaves
+/// the plugin or is not a directory), else `default` when that directory exists.
+fn entry_dir(
+    dir: &Path,
+    section: Option<&Entry>,
+    default: &str,
+    what: &str,
+    key_at: &dyn Fn(&str, String) -> Problem,
+    problems: &mut Vec<Problem>,
+) -> Option<PathBuf> {
+    match section {
+        Some(e) => match inside(dir, &e.entry) {
+            None => {
+                problems.push(key_at(
+                    what,
+                    format!("{what} entry '{}' leaves the plugin directory", e.entry),
+                ));
+                None
+            }
+            Some(d) if d.is_dir() => Some(d),
+            Some(d) => {
+                problems.push(key_at(
+                    what,
+                    format!("{what} entry {} is not a directory", d.display()),
+                ));
+                None
+            }
+        },
+        None => inside(dir, default).filter(|d| d.is_dir()),
+    }
+}
+
+/// The `*.json` workflow files in `dir`, sorted by name.
+fn workflow_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
 /// Scripts run when the plugin loads: `main.lua` and `main.rhai`, when present.
 fn main_scripts(dir: &Path) -> Vec<PathBuf> {
     ["main.lua", "main.rhai"]
@@ -680,13 +1101,18 @@ fn main_scripts(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Loads every plugin under `plugins_dir` into `tools` (the engine's entry point).
+/// Loads every plugin under `plugins_dir` into `tools`, their nodes and workflows into
+/// `workflows` (the engine's entry point). The engine registers `workflow:<id>` tools for
+/// the plugins' workflows together with the home's.
 pub fn load_all(
     plugins_dir: &Path,
     home: &Path,
     settings: &Settings,
     tools: &Arc<ToolManager>,
+    workflows: &Arc<Workflows>,
     host: &HostServices,
 ) -> LoadReport {
-    Loader::new(home, settings, tools.clone(), host).load_dir(plugins_dir)
+    Loader::new(home, settings, tools.clone(), host)
+        .with_workflows(workflows.clone())
+        .load_dir(plugins_dir)
 }

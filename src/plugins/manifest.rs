@@ -29,9 +29,12 @@ pub struct PluginManifest {
     /// Where its `*.tool.json` files are (`./tools` when absent), or tools written inline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<ToolsSection>,
-    /// Where its node definitions are (handed to the workflow engine).
+    /// Where its node definitions (`*.node.json`) are (`./nodes` when absent and present).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<Entry>,
+    /// Where its workflow files (`*.json`) are (`./workflows` when absent and present).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflows: Option<Entry>,
     /// Settings the plugin reads, keyed `extensions.<name>.<option>`.
     #[serde(default)]
     pub config_options: Vec<ConfigOption>,

@@ -15,6 +15,7 @@ pub mod host_services;
 pub mod loader;
 pub mod locate;
 pub mod manifest;
+pub mod nodes;
 pub mod permissions;
 pub mod process;
 pub mod scaffold;

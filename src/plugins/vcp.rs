@@ -187,6 +187,7 @@ impl VcpManifest {
             description: self.description.clone(),
             tools: None,
             nodes: None,
+            workflows: None,
             config_options,
             permissions: PermissionsSpec {
                 processes: true,

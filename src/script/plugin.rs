@@ -355,6 +355,16 @@ impl ScriptToolHandler {
         self
     }
 
+    /// The mode calls use: [`ExecMode::Auto`] resolved for this function (`InPlace` for a
+    /// Lua function, `Dedicated` for a Rhai-only one), or the mode set with `with_mode`.
+    pub fn effective_mode(&self) -> ExecMode {
+        if self.mode == ExecMode::Auto {
+            self.auto
+        } else {
+            self.mode
+        }
+    }
+
     /// The plugin's scripts.
     pub fn scripts(&self) -> &PluginScripts {
         &self.scripts

@@ -202,6 +202,11 @@ impl NodeContext {
         &self.run.caller
     }
 
+    /// Tool-call nesting depth of the run (0 for a run started by the host).
+    pub fn depth(&self) -> u32 {
+        self.run.depth
+    }
+
     /// The tool registry, when the run has one.
     pub fn tools(&self) -> Option<&Arc<ToolManager>> {
         self.run.tools.as_ref()
