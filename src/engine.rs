@@ -32,6 +32,7 @@ pub struct EngineBuilder {
     plugins: bool,
     workflows: bool,
     host_tools: Vec<(ToolDefinition, Arc<dyn ToolHandler>)>,
+    script_limits: crate::script::Limits,
 }
 
 impl Default for EngineBuilder {
@@ -43,6 +44,7 @@ impl Default for EngineBuilder {
             plugins: true,
             workflows: true,
             host_tools: Vec::new(),
+            script_limits: crate::script::Limits::engine_default(),
         }
     }
 }
@@ -78,6 +80,13 @@ impl EngineBuilder {
         self
     }
 
+    /// The host's cap on every plugin's script limits (default: the engine defaults). A
+    /// plugin may lower its own limits in plugin.yaml but never raise them past this cap.
+    pub fn script_limits(mut self, limits: crate::script::Limits) -> Self {
+        self.script_limits = limits;
+        self
+    }
+
     /// Registers a host (Rust) tool.
     pub fn tool(mut self, definition: ToolDefinition, handler: Arc<dyn ToolHandler>) -> Self {
         self.host_tools.push((definition, handler));
@@ -106,14 +115,15 @@ impl EngineBuilder {
                 .with_defaults(RunDefaults::from_settings(&settings)),
         );
         let plugins = if self.plugins {
-            let report = crate::plugins::load_all(
-                &self.home.join("plugins"),
+            let report = crate::plugins::Loader::new(
                 &self.home,
                 &settings,
-                &tools,
-                &workflows,
+                tools.clone(),
                 &crate::plugins::HostServices::with_defaults(),
-            );
+            )
+            .with_workflows(workflows.clone())
+            .host_limits(self.script_limits)
+            .load_dir(&self.home.join("plugins"));
             problems.extend(report.problems);
             report.plugins
         } else {
