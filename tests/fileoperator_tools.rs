@@ -1,8 +1,11 @@
 //! The bundled FileOperator plugin (Lua) against real files in a temp workspace: every tool,
 //! ApplyEdit's rules, and path escapes (`..`, absolute paths, symlinks, sibling prefixes, NUL).
 
+mod plugin_support;
+
 use std::path::{Path, PathBuf};
 
+use plugin_support::copy_dir;
 use serde_json::{json, Value};
 use tavern::tools::{Caller, ToolError};
 use tavern::Engine;
@@ -13,19 +16,6 @@ struct Fixture {
     base: PathBuf,
     root: PathBuf,
     engine: Engine,
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 fn fixture() -> Fixture {

@@ -2,28 +2,18 @@
 //! `/logs/today.log`, through the engine and through the real `tavern call` binary, against a
 //! temp workspace. The file must hold both contents, in order.
 
+mod plugin_support;
+
 use std::path::Path;
 use std::process::Command;
 
+use plugin_support::copy_dir;
 use serde_json::Value;
 use tavern::protocol::Format;
 use tavern::tools::Caller;
 use tavern::Engine;
 
 const CHAIN: &str = include_str!("data/seed_chain.tam");
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
 
 fn home_with_file_operator() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();

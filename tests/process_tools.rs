@@ -1,8 +1,11 @@
 //! Process (script) tools: real python3 children in temp plugin directories.
 
+mod plugin_support;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use plugin_support::copy_dir;
 use serde_json::{json, Value};
 use tavern::tools::{Caller, ToolError};
 use tavern::Engine;
@@ -385,17 +388,4 @@ async fn bundled_pystats_describes_numbers() {
         .await
         .unwrap();
     assert_eq!(v["sum"], json!(6.0));
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
