@@ -767,13 +767,11 @@ impl<'a> Loader<'a> {
                         problems.push(p);
                         continue;
                     };
-                    let inferred = node_tool_definition(&reg.definition, None);
-                    if !has_parameters {
-                        def.parameters = inferred.parameters;
-                    }
-                    if def.description.is_empty() {
-                        def.description = inferred.description;
-                    }
+                    fill_generated(
+                        &mut def,
+                        has_parameters,
+                        node_tool_definition(&reg.definition, None),
+                    );
                     def.implementation = Implementation::Node {
                         node_type: full.clone(),
                     };
@@ -794,13 +792,11 @@ impl<'a> Loader<'a> {
                         )));
                         continue;
                     };
-                    let generated = workflow_tool_definition(&c.workflow);
-                    if !has_parameters {
-                        def.parameters = generated.parameters;
-                    }
-                    if def.description.is_empty() {
-                        def.description = generated.description;
-                    }
+                    fill_generated(
+                        &mut def,
+                        has_parameters,
+                        workflow_tool_definition(&c.workflow),
+                    );
                     def.implementation = Implementation::Workflow {
                         workflow_id: id.clone(),
                     };
@@ -1090,6 +1086,18 @@ fn workflow_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
         .collect();
     files.sort();
     Ok(files)
+}
+
+/// Zero-config node and workflow tools (seed 001 §4.1.2): what the tool file leaves out —
+/// its parameters, its description — comes from the definition generated for the node or
+/// workflow it wraps.
+fn fill_generated(def: &mut ToolDefinition, has_parameters: bool, generated: ToolDefinition) {
+    if !has_parameters {
+        def.parameters = generated.parameters;
+    }
+    if def.description.is_empty() {
+        def.description = generated.description;
+    }
 }
 
 /// Scripts run when the plugin loads: `main.lua` and `main.rhai`, when present.

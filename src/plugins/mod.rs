@@ -29,3 +29,23 @@ pub use host_services::{BindContext, HostServices, ServiceFactory};
 pub use loader::{load_all, LoadReport, Loader, Plugin, PluginSet};
 pub use manifest::PluginManifest;
 pub use permissions::ResolvedPermissions;
+
+/// The files in `dir` whose names end with `suffix`, sorted by name so that loading is
+/// deterministic.
+fn files_ending_with(
+    dir: &std::path::Path,
+    suffix: &str,
+) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            p.is_file()
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.ends_with(suffix))
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}

@@ -40,18 +40,7 @@ pub struct NodeFile {
 
 /// The `*.node.json` files in `dir`, sorted by name.
 pub fn list(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| {
-            p.is_file()
-                && p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.ends_with(NODE_SUFFIX))
-        })
-        .collect();
-    files.sort();
-    Ok(files)
+    super::files_ending_with(dir, NODE_SUFFIX)
 }
 
 /// Reads one node file of plugin `plugin`. JSON errors carry line and column; a type outside

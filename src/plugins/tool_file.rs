@@ -143,18 +143,7 @@ pub fn parse(text: &str, path: &Path) -> Result<ToolDefinition, Problem> {
 
 /// The `*.tool.json` files in `dir`, sorted by name (so loading is deterministic).
 pub fn list(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| {
-            p.is_file()
-                && p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.ends_with(TOOL_SUFFIX))
-        })
-        .collect();
-    files.sort();
-    Ok(files)
+    super::files_ending_with(dir, TOOL_SUFFIX)
 }
 
 #[cfg(test)]
