@@ -431,7 +431,7 @@ impl Scanner {
                 self.calls
                     .reserve_exact((more + more / 8).min(1 << 16).max(len / 4).max(4));
             } else {
-                self.calls.reserve(more.min(1 << 16).max(4));
+                self.calls.reserve(more.clamp(4, 1 << 16));
             }
         }
         chain::build_calls(
