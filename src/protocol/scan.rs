@@ -324,7 +324,7 @@ impl Scanner {
                             else {
                                 unreachable!("matched Mode::Block above")
                             };
-                            self.finish_block(text, body, end);
+                            self.finish_block(text, body, end, eof);
                         }
                     }
                 }
@@ -380,7 +380,7 @@ impl Scanner {
         self.mode = Mode::Done;
     }
 
-    fn finish_block(&mut self, text: &str, body: Body, end: BodyEnd) {
+    fn finish_block(&mut self, text: &str, body: Body, end: BodyEnd, eof: bool) {
         let s = text.as_bytes();
         self.end_piece(body.start, true);
         let block = self.blocks;
@@ -418,12 +418,21 @@ impl Scanner {
         }
         let span = self.span(s, body.start, block_end);
         if self.calls.len() == self.calls.capacity() && block_end > 0 {
-            // Grow once to the number of calls the rest of the text is likely to hold
-            // (calls so far, scaled to the text's length), instead of doubling
-            // repeatedly; capped so a block early in a long text cannot over-reserve.
-            let expect = (self.calls.len() + 1).saturating_mul(text.len()) / block_end;
-            let extra = expect.saturating_sub(self.calls.len()).min(1 << 16);
-            self.calls.reserve(extra.max(4));
+            // Grow once by the number of calls the rest of the text is likely to hold
+            // (calls so far, scaled to its length), instead of doubling repeatedly;
+            // capped so a block early in a long text cannot over-reserve.
+            let len = self.calls.len();
+            let more = (len + 1).saturating_mul(text.len().saturating_sub(block_end)) / block_end;
+            if eof {
+                // The whole text is known: reserve the estimate plus an eighth, so a
+                // text slightly denser at its end than before does not double the
+                // vector (copying every call) for its last few blocks; at least a
+                // quarter more, so growth stays geometric.
+                self.calls
+                    .reserve_exact((more + more / 8).min(1 << 16).max(len / 4).max(4));
+            } else {
+                self.calls.reserve(more.clamp(4, 1 << 16));
+            }
         }
         chain::build_calls(
             text,
