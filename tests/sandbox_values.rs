@@ -90,7 +90,18 @@ fn rhai_very_deep_values_do_not_crash() {
         l,
     )
     .unwrap();
-    let r = within(bound(&l), || call(&p, "deep", json!({})));
+    // Called from a thread with a deliberately small stack (512 KiB): the host's own stack
+    // size must not decide whether a script can abort the process.
+    let r = within(bound(&l), || {
+        std::thread::scope(|s| {
+            std::thread::Builder::new()
+                .stack_size(512 << 10)
+                .spawn_scoped(s, || call(&p, "deep", json!({})))
+                .unwrap()
+                .join()
+                .expect("the script thread survives")
+        })
+    });
     eprintln!("{r:?}");
     assert_usable(&p);
 }

@@ -329,6 +329,10 @@ impl RhaiHost {
 
     /// Compiles and runs one script file's top level (tools may be registered here).
     pub fn load_file(&mut self, name: &str, text: &str) -> Result<(), ScriptError> {
+        on_big_stack(|| self.load_file_inner(name, text))
+    }
+
+    fn load_file_inner(&mut self, name: &str, text: &str) -> Result<(), ScriptError> {
         let mut ast = self.engine.compile(text).map_err(|e| ScriptError::Syntax {
             file: name.to_string(),
             line: e.1.line().unwrap_or(0) as u32,
@@ -362,6 +366,10 @@ impl RhaiHost {
 
     /// Evaluates a snippet: the value of its last expression.
     pub fn eval_snippet(&self, text: &str, inputs: &Value) -> Result<Value, ScriptError> {
+        on_big_stack(|| self.eval_snippet_inner(text, inputs))
+    }
+
+    fn eval_snippet_inner(&self, text: &str, inputs: &Value) -> Result<Value, ScriptError> {
         let ast = self.engine.compile(text).map_err(|e| ScriptError::Syntax {
             file: "<snippet>".into(),
             line: e.1.line().unwrap_or(0) as u32,
@@ -394,6 +402,16 @@ impl RhaiHost {
 
     /// Calls a script function (or a registered tool's handler) with `(args, ctx)`.
     pub fn call(
+        &self,
+        function: &str,
+        args: &Value,
+        tool_id: &str,
+        caller: &str,
+    ) -> Result<Value, ScriptError> {
+        on_big_stack(|| self.call_inner(function, args, tool_id, caller))
+    }
+
+    fn call_inner(
         &self,
         function: &str,
         args: &Value,
@@ -590,4 +608,19 @@ fn register_tool(
         function,
     });
     Ok(())
+}
+
+/// Stack a Rhai evaluation may use: Rhai evaluates and frees nested values recursively, so a
+/// value a script nests thousands of levels deep within its budget would overflow a 2 MiB
+/// thread when dropped (an abort, not an error). The dedicated plugin threads already have
+/// 64 MiB; elsewhere (blocking pool, snippets, direct calls) a segment of this size is mapped
+/// for the call.
+const RHAI_STACK: usize = 64 << 20;
+/// Below this much remaining stack a call gets a fresh [`RHAI_STACK`] segment.
+const RHAI_RED_ZONE: usize = 48 << 20;
+
+/// Runs `f` — evaluation, conversion and every drop of script values — on a stack of at
+/// least [`RHAI_RED_ZONE`] bytes.
+fn on_big_stack<T>(f: impl FnOnce() -> T) -> T {
+    stacker::maybe_grow(RHAI_RED_ZONE, RHAI_STACK, f)
 }
