@@ -41,6 +41,19 @@ async fn count(engine: &Engine, n: u64) -> Result<serde_json::Value, ToolError> 
     out.remove(0).result
 }
 
+/// An engine whose host cap allows 20,000 instructions per call.
+fn capped_engine(home: &std::path::Path) -> Engine {
+    let cap = Limits {
+        instructions: 20_000,
+        ..Limits::engine_default()
+    };
+    Engine::builder()
+        .home(home)
+        .script_limits(cap)
+        .build()
+        .unwrap()
+}
+
 fn is_instruction_limit(r: &Result<serde_json::Value, ToolError>) -> bool {
     matches!(r, Err(ToolError::LimitExceeded { limit, .. }) if limit == "instructions")
 }
@@ -56,15 +69,7 @@ async fn default_limits_let_a_moderate_loop_finish() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_host_cap_applies_to_every_plugin() {
     let h = home("");
-    let cap = Limits {
-        instructions: 20_000,
-        ..Limits::engine_default()
-    };
-    let engine = Engine::builder()
-        .home(h.path())
-        .script_limits(cap)
-        .build()
-        .unwrap();
+    let engine = capped_engine(h.path());
     assert!(is_instruction_limit(&count(&engine, 100_000).await));
     // Within the cap the same plugin still serves.
     assert_eq!(count(&engine, 10).await, Ok(json!(55)));
@@ -73,15 +78,7 @@ async fn the_host_cap_applies_to_every_plugin() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_cannot_raise_its_limits_past_the_cap() {
     let h = home("limits:\n  instructions: 1000000000\n");
-    let cap = Limits {
-        instructions: 20_000,
-        ..Limits::engine_default()
-    };
-    let engine = Engine::builder()
-        .home(h.path())
-        .script_limits(cap)
-        .build()
-        .unwrap();
+    let engine = capped_engine(h.path());
     assert!(is_instruction_limit(&count(&engine, 100_000).await));
 }
 

@@ -131,6 +131,30 @@ pub fn render_tam(calls: &[Call]) -> String {
     render(calls, false).unwrap_or_default()
 }
 
+/// Writes one parameter pair `key` (the argument `arg` as the call spells it, for errors),
+/// checking in strict mode that TAM can carry the value.
+fn push_value(
+    out: &mut String,
+    strict: bool,
+    call: usize,
+    arg: &str,
+    key: &str,
+    v: &Value,
+) -> Result<(), RenderError> {
+    let v = value_text(strict, call, arg, v)?;
+    let end = chk(
+        strict,
+        value_problem(&v).map_err(|why| RenderError::Value {
+            call,
+            key: arg.to_string(),
+            why,
+        }),
+        false,
+    )?;
+    push_pair(out, key, &v, end);
+    Ok(())
+}
+
 /// Passes `r` through when `strict`; otherwise turns any error into `fallback`.
 fn chk<T>(strict: bool, r: Result<T, RenderError>, fallback: T) -> Result<T, RenderError> {
     match r {
@@ -168,17 +192,7 @@ fn render(calls: &[Call], strict: bool) -> Result<String, RenderError> {
                             });
                         }
                     }
-                    let v = value_text(strict, i, k, v)?;
-                    let end = chk(
-                        strict,
-                        value_problem(&v).map_err(|why| RenderError::Value {
-                            call: i,
-                            key: k.clone(),
-                            why,
-                        }),
-                        false,
-                    )?;
-                    push_pair(&mut out, k, &v, end);
+                    push_value(&mut out, strict, i, k, k, v)?;
                 }
                 i += 1;
             }
@@ -221,17 +235,7 @@ fn render(calls: &[Call], strict: bool) -> Result<String, RenderError> {
                         } else {
                             format!("{k}{n}")
                         };
-                        let v = value_text(strict, i, k, v)?;
-                        let end = chk(
-                            strict,
-                            value_problem(&v).map_err(|why| RenderError::Value {
-                                call: i,
-                                key: k.clone(),
-                                why,
-                            }),
-                            false,
-                        )?;
-                        push_pair(&mut out, &key, &v, end);
+                        push_value(&mut out, strict, i, k, &key, v)?;
                     }
                     i += 1;
                 }
