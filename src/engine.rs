@@ -135,6 +135,14 @@ impl EngineBuilder {
             problems.extend(workflows.load_dir(&self.home.join("workflows")));
         }
         problems.extend(workflows.register_tools(&tools));
+        if self.workflows {
+            problems.extend(crate::workflow::config_tools::load(
+                &self.home, &workflows, &tools,
+            ));
+            problems.extend(crate::workflow::node_tools::register_all(
+                &workflows, &tools,
+            ));
+        }
         Ok(Engine {
             home: self.home,
             settings,

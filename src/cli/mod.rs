@@ -67,7 +67,11 @@ subcommands! {
     Tools => tools,
     Plugin => plugin,
     Workflow => workflow,
+    Mcp => mcp,
+    Serve => serve,
 }
+
+pub mod serve_opts;
 
 /// tavern: one protocol for models, scripts and people to call tools.
 #[derive(Parser)]
