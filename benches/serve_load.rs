@@ -6,7 +6,8 @@
 //! 1,000 calls/s; and a reload under `--watch` during load (calls lost, memory before/after).
 //! Writes `target/bench-figures/serve_load.json` (`{"<row id>": "<figure>"}`).
 //!
-//! Run: `cargo bench --bench serve_load` (set `SERVE_LOAD_SECS` to change the 3 s per cell).
+//! Run: `cargo bench --bench serve_load` (set `SERVE_LOAD_SECS` to change the 3 s per cell,
+//! `TAVERN_BIN` to load another build of the binary).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -47,7 +48,10 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 fn start_tavern(home: &Path, watch: bool) -> (Proc, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tavern"));
+    // TAVERN_BIN runs another build of tavern (e.g. a release binary) under the same load.
+    let bin =
+        std::env::var("TAVERN_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tavern").to_string());
+    let mut cmd = Command::new(bin);
     cmd.arg("--home")
         .arg(home)
         .args(["serve", "--addr", "127.0.0.1:0"]);

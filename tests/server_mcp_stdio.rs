@@ -19,9 +19,13 @@ struct Mcp {
 
 impl Mcp {
     fn start() -> Mcp {
+        Mcp::start_in(&fixture_home())
+    }
+
+    fn start_in(home: &std::path::Path) -> Mcp {
         let mut child = Command::new(tavern())
             .arg("--home")
-            .arg(fixture_home())
+            .arg(home)
             .arg("mcp")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -184,4 +188,47 @@ fn cancellation_stops_the_call_and_sends_no_response() {
         }
     }
     assert!(got_11, "the server stopped answering after a cancellation");
+}
+
+#[test]
+fn conformance_fixture_serves_the_suites_tool_names() {
+    let home = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/conformance");
+    let mut m = Mcp::start_in(&home);
+    m.initialize("2025-11-25");
+    m.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    let r = m.response(&json!(1));
+    let names: Vec<&str> = r["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    for want in [
+        "test_simple_text",
+        "test_image_content",
+        "test_audio_content",
+        "test_embedded_resource",
+        "test_multiple_content_types",
+        "test_tool_with_logging",
+        "test_tool_with_progress",
+        "test_error_handling",
+    ] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    let cases = [
+        ("test_image_content", "image"),
+        ("test_audio_content", "audio"),
+        ("test_embedded_resource", "resource"),
+    ];
+    for (i, (tool, kind)) in cases.iter().enumerate() {
+        let id = json!(10 + i);
+        m.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": {}}}));
+        let r = m.response(&id);
+        assert_eq!(r["result"]["content"][0]["type"], json!(kind), "{r}");
+    }
+    m.send(json!({"jsonrpc": "2.0", "id": 20, "method": "tools/call",
+        "params": {"name": "test_error_handling", "arguments": {}}}));
+    let r = m.response(&json!(20));
+    assert_eq!(r["result"]["isError"], json!(true), "{r}");
 }
