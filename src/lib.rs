@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod engine;
+pub mod hooks;
 pub mod plugins;
 pub mod problem;
 pub mod protocol;
