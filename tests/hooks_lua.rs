@@ -11,7 +11,11 @@ fn hooker(lua: &str) -> tempfile::TempDir {
     home(&[
         (
             "plugins/Hooker/plugin.yaml",
-            &manifest("Hooker", &["tool:before-invoke", "tool:after-invoke"], "  tools: [\"Echo:*\"]\n"),
+            &manifest(
+                "Hooker",
+                &["tool:before-invoke", "tool:after-invoke"],
+                "  tools: [\"Echo:*\"]\n",
+            ),
         ),
         ("plugins/Hooker/main.lua", lua),
     ])
@@ -30,16 +34,32 @@ end)
 "#,
     );
     let e = clean_engine(h.path());
-    assert_eq!(call(&e, "Echo:echo", json!({"text": "hi"})).await.unwrap(), json!("hi"));
-    let err = call(&e, "Echo:echo", json!({"text": "bad"})).await.unwrap_err();
+    assert_eq!(
+        call(&e, "Echo:echo", json!({"text": "hi"})).await.unwrap(),
+        json!("hi")
+    );
+    let err = call(&e, "Echo:echo", json!({"text": "bad"}))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "vetoed");
     assert!(err.to_string().contains("no bad words"), "{err}");
-    assert!(err.observation().starts_with("Observation: Error - "), "{}", err.observation());
+    assert!(
+        err.observation().starts_with("Observation: Error - "),
+        "{}",
+        err.observation()
+    );
     // The vetoed call never ran.
     assert_eq!(call(&e, "Echo:count", json!({})).await.unwrap(), json!(1));
-    assert_eq!(call(&e, "Echo:echo", json!({"text": "shout"})).await.unwrap(), json!("SHOUT"));
+    assert_eq!(
+        call(&e, "Echo:echo", json!({"text": "shout"}))
+            .await
+            .unwrap(),
+        json!("SHOUT")
+    );
     // Replaced arguments pass the schema again.
-    let err = call(&e, "Echo:echo", json!({"text": "broken"})).await.unwrap_err();
+    let err = call(&e, "Echo:echo", json!({"text": "broken"}))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "invalid_parameters", "{err}");
 }
 
@@ -60,7 +80,10 @@ end)
 "#,
     );
     let e = clean_engine(h.path());
-    assert_eq!(call(&e, "Echo:echo", json!({"text": "hi"})).await.unwrap(), json!("hi!"));
+    assert_eq!(
+        call(&e, "Echo:echo", json!({"text": "hi"})).await.unwrap(),
+        json!("hi!")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -82,9 +105,15 @@ api.tools.register{ id = "order", description = "order so far", handler = functi
     );
     let e = clean_engine(h.path());
     call(&e, "Echo:echo", json!({"text": "1"})).await.unwrap();
-    assert_eq!(call(&e, "Hooker:order", json!({})).await.unwrap(), json!("once,b5,a0,c0"));
+    assert_eq!(
+        call(&e, "Hooker:order", json!({})).await.unwrap(),
+        json!("once,b5,a0,c0")
+    );
     call(&e, "Echo:echo", json!({"text": "2"})).await.unwrap();
-    assert_eq!(call(&e, "Hooker:order", json!({})).await.unwrap(), json!("b5,a0,c0"));
+    assert_eq!(
+        call(&e, "Hooker:order", json!({})).await.unwrap(),
+        json!("b5,a0,c0")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -125,16 +154,32 @@ end)
 "#,
     );
     let e = clean_engine(h.path());
-    let err = call(&e, "Echo:echo", json!({"text": "boom"})).await.unwrap_err();
+    let err = call(&e, "Echo:echo", json!({"text": "boom"}))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "vetoed");
     let msg = err.to_string();
-    assert!(msg.contains("plugin:Hooker") && msg.contains("handler exploded"), "{msg}");
-    assert!(msg.contains("main.lua"), "the error names the script: {msg}");
-    let err = call(&e, "Echo:echo", json!({"text": "loop"})).await.unwrap_err();
+    assert!(
+        msg.contains("plugin:Hooker") && msg.contains("handler exploded"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("main.lua"),
+        "the error names the script: {msg}"
+    );
+    let err = call(&e, "Echo:echo", json!({"text": "loop"}))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "vetoed");
-    assert!(err.to_string().contains("plugin:Hooker") && err.to_string().contains("limit"), "{err}");
+    assert!(
+        err.to_string().contains("plugin:Hooker") && err.to_string().contains("limit"),
+        "{err}"
+    );
     // The after handler fails: skipped, the call still succeeds.
-    assert_eq!(call(&e, "Echo:echo", json!({"text": "ok"})).await.unwrap(), json!("ok"));
+    assert_eq!(
+        call(&e, "Echo:echo", json!({"text": "ok"})).await.unwrap(),
+        json!("ok")
+    );
     // The plugin still serves.
     assert_eq!(call(&e, "Echo:count", json!({})).await.unwrap(), json!(1));
 }
@@ -149,7 +194,9 @@ end)
 "#,
     );
     let e = clean_engine(h.path());
-    let err = call(&e, "Echo:echo", json!({"text": "x"})).await.unwrap_err();
+    let err = call(&e, "Echo:echo", json!({"text": "x"}))
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), "vetoed");
     assert!(err.to_string().contains("cut off"), "{err}");
 }
@@ -175,7 +222,18 @@ end)
         ),
     ]);
     let e = clean_engine(h.path());
-    assert_eq!(call(&e, "Echo:echo", json!({"text": "a"})).await.unwrap(), json!("[<a1>]"));
-    assert_eq!(call(&e, "Echo:echo", json!({"text": "replace"})).await.unwrap(), json!("replaced"));
-    assert_eq!(e.hooks().overridden_by("Echo:echo"), vec!["plugin:Wrap", "plugin:Wrap"]);
+    assert_eq!(
+        call(&e, "Echo:echo", json!({"text": "a"})).await.unwrap(),
+        json!("[<a1>]")
+    );
+    assert_eq!(
+        call(&e, "Echo:echo", json!({"text": "replace"}))
+            .await
+            .unwrap(),
+        json!("replaced")
+    );
+    assert_eq!(
+        e.hooks().overridden_by("Echo:echo"),
+        vec!["plugin:Wrap", "plugin:Wrap"]
+    );
 }

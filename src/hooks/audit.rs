@@ -58,7 +58,8 @@ impl Audit {
 
     /// Whether calls must be timed and recorded (a sink, or a subscriber for the target).
     pub(super) fn enabled(&self) -> bool {
-        self.sink.get().is_some() || tracing::enabled!(target: "tavern::audit", tracing::Level::INFO)
+        self.sink.get().is_some()
+            || tracing::enabled!(target: "tavern::audit", tracing::Level::INFO)
     }
 }
 

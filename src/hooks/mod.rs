@@ -129,7 +129,9 @@ pub enum HookError {
     #[error("unknown hook point '{0}' (points: {points})", points = points::names())]
     UnknownPoint(String),
     /// The owner did not declare the point in `permissions.hooks`.
-    #[error("plugin '{owner}' may not hook '{point}': add it to `permissions.hooks` in plugin.yaml")]
+    #[error(
+        "plugin '{owner}' may not hook '{point}': add it to `permissions.hooks` in plugin.yaml"
+    )]
     NotPermitted {
         /// The plugin or script.
         owner: String,
@@ -220,10 +222,8 @@ impl Hooks {
             handler,
         });
         let mut lists = self.lists.write().unwrap_or_else(|p| p.into_inner());
-        let mut list: Vec<Arc<Entry>> = lists
-            .get(spec.name)
-            .map(|l| l.to_vec())
-            .unwrap_or_default();
+        let mut list: Vec<Arc<Entry>> =
+            lists.get(spec.name).map(|l| l.to_vec()).unwrap_or_default();
         let before = list.len();
         if let Some(id) = &entry.id {
             list.retain(|e| !(e.owner == entry.owner && e.id.as_deref() == Some(id)));

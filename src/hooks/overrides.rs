@@ -143,8 +143,7 @@ impl Hooks {
             .stacks
             .write()
             .unwrap_or_else(|p| p.into_inner());
-        let mut list: Vec<Arc<OvEntry>> =
-            stacks.get(tool).map(|s| s.to_vec()).unwrap_or_default();
+        let mut list: Vec<Arc<OvEntry>> = stacks.get(tool).map(|s| s.to_vec()).unwrap_or_default();
         list.push(Arc::new(OvEntry {
             owner: owner.to_string(),
             handler,

@@ -44,7 +44,15 @@ pub const POINTS: &[PointSpec] = &[
     PointSpec {
         name: TOOL_AFTER,
         before: false,
-        fields: &["tool", "args", "caller", "ok", "result", "error", "elapsed_ms"],
+        fields: &[
+            "tool",
+            "args",
+            "caller",
+            "ok",
+            "result",
+            "error",
+            "elapsed_ms",
+        ],
         replaceable: &["result"],
         doc: "after the tool's handler returned (or failed)",
     },

@@ -80,7 +80,11 @@ pub fn load(
     let settings_file = home.join("tavern.toml");
     let mut out = Vec::new();
     for file in files {
-        let Some(name) = file.file_stem().and_then(|s| s.to_str()).map(str::to_string) else {
+        let Some(name) = file
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .map(str::to_string)
+        else {
             continue;
         };
         let section = settings.section(&format!("scripts.{name}"));
@@ -107,7 +111,10 @@ pub fn load(
             Ok(r) => r,
             Err(errs) => {
                 for e in errs {
-                    problems.push(Problem::new(&settings_file, format!("[scripts.{name}.permissions]: {e}")));
+                    problems.push(Problem::new(
+                        &settings_file,
+                        format!("[scripts.{name}.permissions]: {e}"),
+                    ));
                 }
                 continue;
             }
@@ -199,16 +206,14 @@ fn fire_blocking(
         cancel: Default::default(),
     };
     let hooks = hooks.clone();
-    let run = move || {
-        match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(rt) => {
-                let _ = rt.block_on(hooks.fire(point, ev, &ctx));
-            }
-            Err(e) => tracing::warn!(target: "tavern::hooks", "cannot fire {point}: {e}"),
+    let run = move || match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => {
+            let _ = rt.block_on(hooks.fire(point, ev, &ctx));
         }
+        Err(e) => tracing::warn!(target: "tavern::hooks", "cannot fire {point}: {e}"),
     };
     if std::thread::scope(|s| s.spawn(run).join()).is_err() {
         tracing::error!(target: "tavern::hooks", "a {point} handler panicked");

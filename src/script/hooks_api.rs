@@ -12,16 +12,21 @@ use serde_json::{json, Value};
 use super::host::ScriptEnv;
 use super::plugin::ScriptToolHandler;
 use super::ScriptError;
-use crate::hooks::{HookFuture, HookHandle, HookHandler, HookOptions, HookReturn, Hooks, Next};
 use crate::hooks::OverrideHandler;
+use crate::hooks::{HookFuture, HookHandle, HookHandler, HookOptions, HookReturn, Hooks, Next};
 use crate::tools::{CallContext, ToolError, ToolFuture, ToolHandler, ToolManager};
 
 /// Builds the handler for a stored function key (set once the scripts are built).
 pub(crate) type Factory = Box<dyn Fn(&str) -> Option<ScriptToolHandler> + Send + Sync>;
 
 enum Kind {
-    Hook { point: &'static str, opts: HookOptions },
-    Override { tool: String },
+    Hook {
+        point: &'static str,
+        opts: HookOptions,
+    },
+    Override {
+        tool: String,
+    },
 }
 
 struct Pending {
@@ -74,7 +79,11 @@ impl ScriptHooks {
     }
 
     /// Checks `point` and the permission for it; returns the canonical point name.
-    pub fn check_point(env: &ScriptEnv, api: &str, point: &str) -> Result<&'static str, ScriptError> {
+    pub fn check_point(
+        env: &ScriptEnv,
+        api: &str,
+        point: &str,
+    ) -> Result<&'static str, ScriptError> {
         let spec = crate::hooks::point(point).ok_or_else(|| {
             ScriptError::runtime(format!(
                 "{api}: unknown hook point '{point}' (points: {})",
@@ -107,14 +116,41 @@ impl ScriptHooks {
     }
 
     /// Registers a hook whose function is stored under `key`; returns the script's handle.
-    pub fn add_hook(&self, env: &ScriptEnv, n: u64, key: String, point: &'static str, opts: HookOptions) -> Result<u64, ScriptError> {
-        self.add(env, Pending { n, key, kind: Kind::Hook { point, opts } })?;
+    pub fn add_hook(
+        &self,
+        env: &ScriptEnv,
+        n: u64,
+        key: String,
+        point: &'static str,
+        opts: HookOptions,
+    ) -> Result<u64, ScriptError> {
+        self.add(
+            env,
+            Pending {
+                n,
+                key,
+                kind: Kind::Hook { point, opts },
+            },
+        )?;
         Ok(n)
     }
 
     /// Registers an override whose function is stored under `key`.
-    pub fn add_override(&self, env: &ScriptEnv, n: u64, key: String, tool: String) -> Result<(), ScriptError> {
-        self.add(env, Pending { n, key, kind: Kind::Override { tool } })
+    pub fn add_override(
+        &self,
+        env: &ScriptEnv,
+        n: u64,
+        key: String,
+        tool: String,
+    ) -> Result<(), ScriptError> {
+        self.add(
+            env,
+            Pending {
+                n,
+                key,
+                kind: Kind::Override { tool },
+            },
+        )
     }
 
     fn add(&self, env: &ScriptEnv, p: Pending) -> Result<(), ScriptError> {
@@ -129,7 +165,9 @@ impl ScriptHooks {
                     let State { live, .. } = &mut *st;
                     self.install(env, live, p, h)
                 }
-                None => Err(ScriptError::runtime("the plugin's scripts are being unloaded")),
+                None => Err(ScriptError::runtime(
+                    "the plugin's scripts are being unloaded",
+                )),
             },
         }
     }
@@ -147,7 +185,9 @@ impl ScriptHooks {
             ));
         };
         let Some(hooks) = Hooks::of(&m) else {
-            return Err(ScriptError::runtime("api.hooks: this engine has no hook registry"));
+            return Err(ScriptError::runtime(
+                "api.hooks: this engine has no hook registry",
+            ));
         };
         match p.kind {
             Kind::Hook { point, opts } => {
@@ -173,7 +213,11 @@ impl ScriptHooks {
         let mut st = self.state();
         let pending = std::mem::take(&mut st.pending);
         let mut first_err = None;
-        let State { factory: slot, live, .. } = &mut *st;
+        let State {
+            factory: slot,
+            live,
+            ..
+        } = &mut *st;
         for p in pending {
             let Some(h) = factory(&p.key) else { continue };
             if let Err(e) = self.install(env, live, p, h) {

@@ -356,7 +356,9 @@ impl HostCore {
             }
             HooksOff => {
                 let n = arg(args, 0).as_u64().ok_or_else(|| {
-                    ScriptError::runtime("api.hooks.off: parameter 1 ('handle') must be what api.hooks.on returned")
+                    ScriptError::runtime(
+                        "api.hooks.off: parameter 1 ('handle') must be what api.hooks.on returned",
+                    )
                 })?;
                 Ok(Value::Bool(self.hooks.off(&self.env, n)))
             }

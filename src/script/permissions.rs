@@ -72,9 +72,7 @@ impl Permissions {
     /// or the seed's `hook:client:workflow:before-execute`); `*` allows every point.
     pub fn may_hook(&self, hook: &str) -> bool {
         let bare = bare_point(hook);
-        self.hooks
-            .iter()
-            .any(|h| h == "*" || bare_point(h) == bare)
+        self.hooks.iter().any(|h| h == "*" || bare_point(h) == bare)
     }
 
     /// Whether `tool` (a canonical id) may be overridden: listed in
@@ -138,7 +136,10 @@ mod tests {
             assert_eq!(glob_match(pat, text), ok, "{pat} vs {text}");
         }
         let p = Permissions {
-            hooks: vec!["hook:client:workflow:before-execute".into(), "tool:after-invoke".into()],
+            hooks: vec![
+                "hook:client:workflow:before-execute".into(),
+                "tool:after-invoke".into(),
+            ],
             ..Default::default()
         };
         assert!(p.may_hook("workflow:before-execute"));

@@ -307,10 +307,14 @@ impl RhaiHost {
                     });
                     let (c, l) = (core.clone(), *limits);
                     m.set_native_fn("next", move |ctx: rhai::Map, args: Dynamic| {
-                        let token = ctx
-                            .get("next")
-                            .and_then(|t| t.as_int().ok())
-                            .ok_or_else(|| rhai_err("api::services::next(ctx, args): ctx is not an override's ctx"))?;
+                        let token =
+                            ctx.get("next")
+                                .and_then(|t| t.as_int().ok())
+                                .ok_or_else(|| {
+                                    rhai_err(
+                                    "api::services::next(ctx, args): ctx is not an override's ctx",
+                                )
+                                })?;
                         let a = dynamic_to_json(&args, &l).map_err(typed_err)?;
                         let out = c.call_next(token as u64, a).map_err(typed_err)?;
                         json_to_dynamic(&out).map_err(typed_err)
@@ -653,10 +657,11 @@ fn hooks_on(
     let mut o = crate::hooks::HookOptions::default();
     if let Some(m) = opts {
         o.priority = m.get("priority").and_then(|v| v.as_int().ok()).unwrap_or(0);
-        o.once = m.get("once").and_then(|v| v.as_bool().ok()).unwrap_or(false);
-        o.id = m
-            .get("id")
-            .and_then(|v| v.clone().into_string().ok());
+        o.once = m
+            .get("once")
+            .and_then(|v| v.as_bool().ok())
+            .unwrap_or(false);
+        o.id = m.get("id").and_then(|v| v.clone().into_string().ok());
     }
     let n = core.hooks.next_key();
     let key = format!("hook#{n}");

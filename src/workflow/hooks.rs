@@ -6,16 +6,19 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::compile::Plan;
 use super::error::{NodeError, WorkflowError};
 use super::registry::{NodeContext, NodeExecutor, NodeFuture};
-use super::compile::Plan;
 use super::run::{RunOptions, RunReport};
 use crate::hooks::points::{NODE_AFTER, NODE_BEFORE, WORKFLOW_AFTER, WORKFLOW_BEFORE};
 use crate::hooks::Hooks;
 use crate::tools::{CallContext, ToolError, ToolManager};
 
 /// The registry behind `manager`, when it has handlers for one of `points`.
-pub(crate) fn hooked<'m>(manager: Option<&'m Arc<ToolManager>>, points: &[&str]) -> Option<&'m Hooks> {
+pub(crate) fn hooked<'m>(
+    manager: Option<&'m Arc<ToolManager>>,
+    points: &[&str],
+) -> Option<&'m Hooks> {
     let h = Hooks::of(manager?)?;
     points.iter().any(|p| h.active(p)).then_some(h)
 }
@@ -121,10 +124,19 @@ pub(crate) fn hooked_node(
         let Some(hooks) = Hooks::of(&manager) else {
             return exec.execute(ctx, inputs, config).await;
         };
-        let cctx = context(&manager, &run.workflow_id, &run.caller, run.depth, &run.cancel);
+        let cctx = context(
+            &manager,
+            &run.workflow_id,
+            &run.caller,
+            run.depth,
+            &run.cancel,
+        );
         let base = |inputs: &Map<String, Value>| {
             let mut ev = Map::new();
-            ev.insert("workflow".into(), Value::String(run.workflow_id.to_string()));
+            ev.insert(
+                "workflow".into(),
+                Value::String(run.workflow_id.to_string()),
+            );
             ev.insert("node".into(), Value::String(ctx.node_id.to_string()));
             ev.insert("type".into(), Value::String(node_type.to_string()));
             ev.insert("inputs".into(), Value::Object(inputs.clone()));

@@ -52,7 +52,14 @@ pub async fn call(e: &Engine, id: &str, args: Value) -> Result<Value, ToolError>
 
 /// A plugin manifest with these hook points and extra permission lines.
 pub fn manifest(name: &str, hooks: &[&str], extra: &str) -> String {
-    let mut s = format!("name: {name}\npermissions:\n  hooks: [{}]\n", hooks.iter().map(|h| format!("\"{h}\"")).collect::<Vec<_>>().join(", "));
+    let mut s = format!(
+        "name: {name}\npermissions:\n  hooks: [{}]\n",
+        hooks
+            .iter()
+            .map(|h| format!("\"{h}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     s.push_str(extra);
     s
 }

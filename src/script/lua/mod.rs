@@ -682,7 +682,11 @@ fn services_override(lua: &Lua, sh: &Arc<Shared>, (id, f): (String, LuaValue)) -
 }
 
 /// The `next` an override gets: the next override down, or the tool itself.
-fn call_next(lua: &Lua, sh: &Arc<Shared>, (token, args): (u64, LuaValue)) -> mlua::Result<LuaValue> {
+fn call_next(
+    lua: &Lua,
+    sh: &Arc<Shared>,
+    (token, args): (u64, LuaValue),
+) -> mlua::Result<LuaValue> {
     let json = to_json(lua, &args, convert_limits(sh)).map_err(script_error)?;
     let out = sh.core.call_next(token, json).map_err(script_error)?;
     from_json(lua, &out).map_err(script_error)
