@@ -237,3 +237,22 @@ end)
         vec!["plugin:Wrap", "plugin:Wrap"]
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_may_override_a_tool_of_a_plugin_that_loads_later() {
+    let h = home(&[
+        (
+            "plugins/Aa/plugin.yaml",
+            "name: Aa\npermissions:\n  services:\n    override: [\"Echo:*\"]\n",
+        ),
+        (
+            "plugins/Aa/main.lua",
+            "api.services.override('Echo:echo', function(args, ctx, next) return 'aa:' .. next() end)\n",
+        ),
+    ]);
+    let e = clean_engine(h.path());
+    assert_eq!(
+        call(&e, "Echo:echo", json!({"text": "z"})).await.unwrap(),
+        json!("aa:z")
+    );
+}

@@ -144,14 +144,22 @@ fn plugin_check_sets_declared_beside_used_and_names_undeclared_uses() {
         "stdout: {}\nstderr: {}",
         run.stdout, run.stderr
     );
-    let out = &run.stdout;
-    assert!(out.contains("plugin Sneaky"), "{out}");
+    // The table (stderr): declared beside used, and each undeclared use.
+    let table = &run.stderr;
+    assert!(table.contains("plugin Sneaky"), "{table}");
     assert!(
-        out.lines().any(|l| l.contains("hooks")
+        table.lines().any(|l| l.contains("hooks")
             && l.contains("declared: tool:after-invoke")
             && l.contains("used: tool:before-invoke, tool:after-invoke")),
-        "{out}"
+        "{table}"
     );
+    assert!(
+        table.contains("undeclared:") && table.contains("main.lua:2"),
+        "{table}"
+    );
+    // The problems (stdout, one per line with file and line).
+    let out = &run.stdout;
+    assert_eq!(out.lines().count(), 2, "{out}");
     assert!(
         out.contains("main.lua:2") && out.contains("hooks 'tool:before-invoke'"),
         "{out}"

@@ -103,8 +103,10 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
                 Ok(r) => r,
                 Err(code) => return code,
             };
+            // stdout stays one problem per line (undeclared uses among them); the
+            // declared-beside-used table is for the reader, on stderr with the summary.
             for text in &report.permissions {
-                print!("{text}");
+                eprint!("{text}");
             }
             let tools: usize = report.plugins.iter().map(|p| p.tools.len()).sum();
             eprintln!(

@@ -98,13 +98,16 @@ impl ScriptHooks {
         Ok(spec.name)
     }
 
-    /// Resolves and checks an override target; returns the canonical tool id.
+    /// Resolves and checks an override target; returns the canonical tool id. A
+    /// `plugin:tool` id that is not registered yet (its plugin loads later) is kept as
+    /// written; any other unknown id is an error.
     pub fn check_override(env: &ScriptEnv, id: &str) -> Result<String, ScriptError> {
-        let canonical = match manager(env) {
-            Some(m) => m
-                .get(id)
-                .map(|t| t.id().to_string())
-                .map_err(|e| ScriptError::runtime(format!("api.services.override: {e}")))?,
+        let canonical = match manager(env).map(|m| m.get(id)) {
+            Some(Ok(t)) => t.id().to_string(),
+            Some(Err(_)) | None if id.contains(':') => id.to_string(),
+            Some(Err(e)) => {
+                return Err(ScriptError::runtime(format!("api.services.override: {e}")))
+            }
             None => id.to_string(),
         };
         if !env.permissions.may_override(&canonical) {

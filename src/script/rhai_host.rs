@@ -291,30 +291,28 @@ impl RhaiHost {
                 let op = f.op;
                 if op == ApiOp::HooksOn {
                     let (c, sh) = (core.clone(), shared.clone());
-                    m.set_native_fn("on", move |point: &str, f: FnPtr| {
-                        hooks_on(&c, &sh, point, f, None)
+                    m.set_native_fn("on", move |point: Dynamic, f: Dynamic| {
+                        hooks_on(&c, &sh, point, f, Dynamic::UNIT)
                     });
                     let (c, sh) = (core.clone(), shared.clone());
-                    m.set_native_fn("on", move |point: &str, f: FnPtr, opts: rhai::Map| {
-                        hooks_on(&c, &sh, point, f, Some(opts))
+                    m.set_native_fn("on", move |point: Dynamic, f: Dynamic, opts: Dynamic| {
+                        hooks_on(&c, &sh, point, f, opts)
                     });
                     continue;
                 }
                 if op == ApiOp::ServicesOverride {
                     let (c, sh) = (core.clone(), shared.clone());
-                    m.set_native_fn("override", move |id: &str, f: FnPtr| {
+                    m.set_native_fn("override", move |id: Dynamic, f: Dynamic| {
                         services_override(&c, &sh, id, f)
                     });
                     let (c, l) = (core.clone(), *limits);
-                    m.set_native_fn("next", move |ctx: rhai::Map, args: Dynamic| {
-                        let token =
-                            ctx.get("next")
-                                .and_then(|t| t.as_int().ok())
-                                .ok_or_else(|| {
-                                    rhai_err(
-                                    "api::services::next(ctx, args): ctx is not an override's ctx",
-                                )
-                                })?;
+                    m.set_native_fn("next", move |ctx: Dynamic, args: Dynamic| {
+                        let token = ctx
+                            .try_cast::<rhai::Map>()
+                            .and_then(|m| m.get("next").and_then(|t| t.as_int().ok()))
+                            .ok_or_else(|| {
+                                rhai_err("api::services::next(ctx, args): ctx must be the ctx an override received")
+                            })?;
                         let a = dynamic_to_json(&args, &l).map_err(typed_err)?;
                         let out = c.call_next(token as u64, a).map_err(typed_err)?;
                         json_to_dynamic(&out).map_err(typed_err)
@@ -643,19 +641,48 @@ fn map_rhai_error(e: EvalAltResult, file: Option<&str>, limits: &Limits) -> Scri
     }
 }
 
+/// A handler argument: a closure, `Fn("name")` or a function name.
+fn fn_ptr(api: &str, f: Dynamic) -> Result<FnPtr, Box<EvalAltResult>> {
+    if f.is_fnptr() {
+        return f
+            .try_cast::<FnPtr>()
+            .ok_or_else(|| rhai_err(format!("{api}: the handler is not a function")));
+    }
+    match f.into_immutable_string() {
+        Ok(name) => FnPtr::new(name.as_str()).map_err(|e| rhai_err(format!("{api}: {e}"))),
+        Err(_) => Err(rhai_err(format!(
+            "{api}: the handler must be a closure |ev| … or Fn(\"name\")"
+        ))),
+    }
+}
+
+fn string_arg(api: &str, what: &str, v: Dynamic) -> Result<String, Box<EvalAltResult>> {
+    v.into_immutable_string()
+        .map(|s| s.to_string())
+        .map_err(|t| rhai_err(format!("{api}: {what} must be a string, got {t}")))
+}
+
 /// `api::hooks::on(point, f[, options])`.
 fn hooks_on(
     core: &Arc<HostCore>,
     sh: &RhaiShared,
-    point: &str,
-    f: FnPtr,
-    opts: Option<rhai::Map>,
+    point: Dynamic,
+    f: Dynamic,
+    opts: Dynamic,
 ) -> Result<rhai::INT, Box<EvalAltResult>> {
+    const API_NAME: &str = "api::hooks::on";
     let env = &core.env;
-    let point = super::hooks_api::ScriptHooks::check_point(env, "api::hooks::on", point)
-        .map_err(typed_err)?;
+    let point = string_arg(API_NAME, "the point", point)?;
+    let point =
+        super::hooks_api::ScriptHooks::check_point(env, API_NAME, &point).map_err(typed_err)?;
+    let f = fn_ptr(API_NAME, f)?;
     let mut o = crate::hooks::HookOptions::default();
-    if let Some(m) = opts {
+    if !opts.is_unit() {
+        let Some(m) = opts.try_cast::<rhai::Map>() else {
+            return Err(rhai_err(
+                "api::hooks::on: options must be a map #{ priority: n, once: true, id: \"name\" }",
+            ));
+        };
         o.priority = m.get("priority").and_then(|v| v.as_int().ok()).unwrap_or(0);
         o.once = m
             .get("once")
@@ -680,11 +707,14 @@ fn hooks_on(
 fn services_override(
     core: &Arc<HostCore>,
     sh: &RhaiShared,
-    id: &str,
-    f: FnPtr,
+    id: Dynamic,
+    f: Dynamic,
 ) -> Result<(), Box<EvalAltResult>> {
+    const API_NAME: &str = "api::services::override";
     let env = &core.env;
-    let tool = super::hooks_api::ScriptHooks::check_override(env, id).map_err(typed_err)?;
+    let id = string_arg(API_NAME, "the id", id)?;
+    let tool = super::hooks_api::ScriptHooks::check_override(env, &id).map_err(typed_err)?;
+    let f = fn_ptr(API_NAME, f)?;
     let n = core.hooks.next_key();
     let key = format!("override#{n}");
     sh.fn_ptrs
