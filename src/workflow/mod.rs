@@ -14,6 +14,7 @@ pub mod config_tools;
 mod error;
 mod format;
 mod graph;
+mod hooks;
 mod library;
 pub mod node_tools;
 pub mod nodes;
