@@ -91,7 +91,11 @@ impl Server {
                     }
                     seen.push(line);
                 }
-                Err(_) => panic!("tavern serve did not start; stderr: {seen:?}"),
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("tavern serve did not start; stderr: {seen:?}")
+                }
             }
         }
     }
