@@ -230,6 +230,10 @@ pub async fn serve(
         }
         mcp_cancel.cancel();
     };
+    // Small JSON-RPC answers must not wait for Nagle + delayed ACK (~40 ms per call).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     let server = axum::serve(listener, router).with_graceful_shutdown(graceful);
     server.await
 }
