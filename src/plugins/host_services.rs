@@ -20,6 +20,8 @@ pub struct BindContext {
     pub config: Map<String, Value>,
     /// The plugin's `limits:` section as written.
     pub limits: Option<Value>,
+    /// The plugin's `processLimits:` section as written.
+    pub process_limits: Option<Value>,
 }
 
 /// Builds the handler of one tool bound to a host service.

@@ -122,6 +122,7 @@ pub struct Loader<'a> {
     names: HashMap<String, PathBuf>,
     node_files: HashMap<String, PathBuf>,
     host_limits: Limits,
+    process_caps: super::confine::ProcessLimits,
     workflows: Arc<Workflows>,
 }
 
@@ -158,6 +159,7 @@ impl<'a> Loader<'a> {
             names: HashMap::new(),
             node_files: HashMap::new(),
             host_limits: Limits::engine_default(),
+            process_caps: super::confine::ProcessLimits::DEFAULT,
             workflows: Arc::new(Workflows::new(Arc::new(NodeRegistry::with_builtins()))),
         }
     }
@@ -177,6 +179,13 @@ impl<'a> Loader<'a> {
     /// Caps every plugin's script limits (default: the engine defaults).
     pub fn host_limits(mut self, limits: Limits) -> Self {
         self.host_limits = limits;
+        self
+    }
+
+    /// Caps every process tool's limits (default: [`super::confine::ProcessLimits::DEFAULT`];
+    /// `process.<limit>` settings replace single caps).
+    pub fn process_caps(mut self, caps: super::confine::ProcessLimits) -> Self {
+        self.process_caps = caps;
         self
     }
 
@@ -534,6 +543,7 @@ impl<'a> Loader<'a> {
             dir: dir.clone(),
             config: cfg.clone(),
             limits: manifest.limits.clone(),
+            process_limits: manifest.process_limits.clone(),
         };
         let mut registered = Vec::new();
         let main_file = files
@@ -905,13 +915,15 @@ impl<'a> Loader<'a> {
                 "service tool '{}' needs `script` and `function` (a Lua/Rhai function) or `function` naming a host service",
                 def.id
             ))),
-            Implementation::Script { command, timeout_ms } => {
+            Implementation::Script { command, timeout_ms, limits } => {
                 if !perms.processes {
                     return Err(at(format!("tool '{}' starts a process, but the plugin lacks permission `processes`", def.id))
                         .hint("add `permissions: { processes: true }` to plugin.yaml"));
                 }
                 let mut spec = ProcessSpec::new(command, dir, cfg, *timeout_ms).map_err(|e| at(format!("command '{command}': {e}")))?;
                 spec.extra_args = extra.clone();
+                super::confine::confine_spec(&mut spec, self.settings, &self.process_caps, bind, perms, limits.as_ref())
+                    .map_err(|(msg, hint)| at(format!("tool '{}' {msg}", def.id)).hint(hint))?;
                 Ok(Arc::new(ProcessToolHandler::new(spec)))
             }
             // Bound in `bind_deferred`, once every node and workflow is registered.

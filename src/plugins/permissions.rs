@@ -21,6 +21,10 @@ pub struct ResolvedPermissions {
     pub fs_write: Vec<PathBuf>,
     /// Whether it may start processes.
     pub processes: bool,
+    /// Whether its process tools may use the network.
+    pub network: bool,
+    /// Host environment variables its process tools receive.
+    pub env: Vec<String>,
 }
 
 /// Why a permission could not be resolved.
@@ -152,6 +156,8 @@ pub fn resolve(
         fs_read,
         fs_write,
         processes: spec.processes,
+        network: spec.network,
+        env: spec.env.clone(),
     })
 }
 
