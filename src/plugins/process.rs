@@ -403,7 +403,21 @@ pub async fn run(
             return Err(e);
         }
     }
-    interpret(tool, status, &out, &err)
+    let result = interpret(tool, status, &out, &err);
+    match (result, &prepared, &spec.confine) {
+        // The tool reported the refused fork itself: say which limit refused it.
+        (Err(ToolError::Failed { message, .. }), Some(p), Some(c)) if p.processes_refused() > 0 => {
+            Err(ToolError::LimitExceeded {
+                tool: tool.to_string(),
+                limit: "processes".into(),
+                message: format!(
+                    "a fork was refused: the limit is {} processes or threads at once (processes); the tool said: {message}",
+                    c.limits.processes
+                ),
+            })
+        }
+        (r, _, _) => r,
+    }
 }
 
 /// Text in stderr that means an allocation failed.
