@@ -103,6 +103,9 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
                 Ok(r) => r,
                 Err(code) => return code,
             };
+            for line in tavern::plugins::confine::check_lines(&report) {
+                println!("{line}");
+            }
             let tools: usize = report.plugins.iter().map(|p| p.tools.len()).sum();
             eprintln!(
                 "{} plugin(s), {} tool(s), {} problem(s)",

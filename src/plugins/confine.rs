@@ -49,6 +49,7 @@ pub const SYSTEM_READ: &[&str] = &[
     "/etc/timezone",
     "/etc/locale.alias",
     "/etc/locale.conf",
+    "/etc/ssl/openssl.cnf",
     "/dev/urandom",
     "/dev/random",
 ];
@@ -104,7 +105,7 @@ impl ProcessLimits {
     /// Limits for model-written code (`CodeInterpreter:execute` in Python or JavaScript).
     pub const CODE: ProcessLimits = ProcessLimits {
         memory_mb: 256,
-        cpu_seconds: 5,
+        cpu_seconds: 3,
         processes: 16,
         open_files: 64,
         output_bytes: 64 << 10,
@@ -918,6 +919,62 @@ pub fn confine_spec(
     spec.output_cap = usize::try_from(c.limits.output_bytes).unwrap_or(usize::MAX);
     spec.confine = Some(Arc::new(c));
     Ok(())
+}
+
+/// What `tavern plugin check` prints about process tools: the kernel's mechanisms once,
+/// then one line per process tool with what it will be allowed.
+pub fn check_lines(report: &super::check::CheckReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    for p in &report.plugins {
+        for id in &p.tools {
+            let Some(d) = report
+                .tools
+                .get(id)
+                .ok()
+                .and_then(|t| t.handler().describe_sandbox())
+            else {
+                continue;
+            };
+            let list = |v: &Value| {
+                let items: Vec<&str> = v
+                    .as_array()
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                if items.is_empty() {
+                    "none".to_string()
+                } else {
+                    items.join(", ")
+                }
+            };
+            let l = &d["limits"];
+            lines.push(format!(
+                "process tool {id}: read {} (+ system paths); write {}; network {}; memory {} MiB, cpu {} s, processes {}, open files {}, output {} bytes, timeout {} ms{}",
+                list(&d["read"]),
+                list(&d["write"]),
+                if d["network"] == Value::Bool(true) { "yes" } else { "no" },
+                l["memoryMb"],
+                l["cpuSeconds"],
+                l["processes"],
+                l["openFiles"],
+                l["outputBytes"],
+                l["timeoutMs"],
+                if d["confined"] == Value::Bool(true) { "" } else { " (UNCONFINED: process.allow_unconfined)" },
+            ));
+        }
+    }
+    if !lines.is_empty() {
+        let s = support();
+        let head = match s.missing(false).as_slice() {
+            [] => format!("process-tool confinement: {}", s.summary()),
+            m => format!(
+                "process-tool confinement: {}; the kernel lacks {}",
+                s.summary(),
+                m.join(", ")
+            ),
+        };
+        lines.insert(0, head);
+    }
+    lines
 }
 
 /// The hint for a refused tool.

@@ -595,12 +595,20 @@ impl<'a> Loader<'a> {
                 continue;
             }
             let Decl {
-                def,
+                mut def,
                 file,
                 text,
                 extra,
                 ..
             } = decl;
+            if let Implementation::Service {
+                script: None,
+                function: Some(f),
+            } = &def.implementation
+            {
+                let f = f.clone();
+                self.host.adjust(&f, &mut def);
+            }
             let handler = match self.bind(
                 &def, &file, &text, &dir, &cfg, &perms, &bind, &extra, &scripts,
             ) {
