@@ -55,8 +55,11 @@ async fn the_enum_lists_the_languages_this_machine_runs() {
     assert_eq!(langs, json!(want));
 }
 
-/// (language, code, expected value or error texts)
-const CASES: &[(&str, &str, Result<&str, &[&str]>)] = &[
+/// The expected value (JSON text) or texts the error must contain (`a|b`: either).
+type Want = Result<&'static str, &'static [&'static str]>;
+
+/// (language, code, expected)
+const CASES: &[(&str, &str, Want)] = &[
     (
         "python",
         "print('hi')\nsum(range(inputs['n']))",
