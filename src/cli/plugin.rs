@@ -108,6 +108,9 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
             for text in &report.permissions {
                 eprint!("{text}");
             }
+            for line in tavern::plugins::confine::check_lines(&report) {
+                println!("{line}");
+            }
             let tools: usize = report.plugins.iter().map(|p| p.tools.len()).sum();
             eprintln!(
                 "{} plugin(s), {} tool(s), {} problem(s)",
