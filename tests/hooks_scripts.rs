@@ -238,3 +238,52 @@ fn tavern_tools_shows_who_overrides_a_tool() {
         run.stdout
     );
 }
+
+#[test]
+fn workflow_points_fire_for_cli_runs() {
+    let wf = r#"{"id": "shout",
+ "interfaceInputs": {"text": {"dataFlowType": "STRING", "required": true}},
+ "interfaceOutputs": {"result": {"dataFlowType": "STRING"}},
+ "nodes": [{"id": "in", "type": "core:GroupInput"},
+           {"id": "up", "type": "core:RegexReplace", "inputValues": {"pattern": "a", "replacement": "A"}},
+           {"id": "out", "type": "core:GroupOutput"}],
+ "edges": [{"source": "in", "sourceHandle": "text", "target": "up", "targetHandle": "text"},
+           {"source": "up", "sourceHandle": "text", "target": "out", "targetHandle": "result"}]}"#;
+    let h = home(&[
+        ("workflows/shout.json", wf),
+        (
+            "scripts/wf.rhai",
+            r#"
+api::hooks::on("workflow:before-execute", |ev| {
+    if ev.caller != "cli" { return #{ veto: "expected the cli caller" }; }
+    if ev.inputs.text == "veto" { return #{ veto: "not from the cli" }; }
+});
+api::hooks::on("node:after-execute", |ev| #{ outputs: #{ text: ev.outputs.text + "!" } });
+"#,
+        ),
+    ]);
+    let run = cli_support::tavern(
+        h.path(),
+        &["workflow", "run", "shout", "-i", "text=banana", "--json"],
+        b"",
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(
+        run.json()["outputs"]["result"],
+        json!("bAnAnA!"),
+        "{}",
+        run.stdout
+    );
+    let run = cli_support::tavern(
+        h.path(),
+        &["workflow", "run", "shout", "-i", "text=veto", "--json"],
+        b"",
+    );
+    assert_ne!(run.code, 0);
+    assert!(
+        run.stdout.contains("not from the cli") || run.stderr.contains("not from the cli"),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+}
