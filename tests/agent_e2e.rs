@@ -416,7 +416,7 @@ async fn agent_tools_read_and_write_state_and_events_are_published() {
         Reply::Text(action(
             "Noted.",
             "UpdatePrivateStateTool",
-            &[("key", "mood.today"), ("value", "wet")],
+            &[("key", "notes.weather"), ("value", "wet")],
         )),
         Reply::Text("It rains.".into()),
     ])
@@ -440,7 +440,7 @@ async fn agent_tools_read_and_write_state_and_events_are_published() {
         r.turns[0].observations,
         vec!["Observation: Tool ReadWorldStateTool executed successfully. Result: rain"]
     );
-    assert_eq!(rt.private_state().get("mood.today"), Some(json!("wet")));
+    assert_eq!(rt.private_state().get("notes.weather"), Some(json!("wet")));
     assert_eq!(world.get("weather.now"), Some(json!("rain")));
     let names = seen.lock().unwrap().clone();
     assert_eq!(
