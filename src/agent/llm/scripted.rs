@@ -13,6 +13,7 @@ pub struct ScriptedBackend {
     name: String,
     replies: Vec<String>,
     next: AtomicUsize,
+    cycle: bool,
 }
 
 impl ScriptedBackend {
@@ -22,6 +23,15 @@ impl ScriptedBackend {
             name: name.into(),
             replies,
             next: AtomicUsize::new(0),
+            cycle: false,
+        }
+    }
+
+    /// Replies given in code that start over after the last one (benchmarks, idle NPCs).
+    pub fn cycling(name: impl Into<String>, replies: Vec<String>) -> Self {
+        ScriptedBackend {
+            cycle: true,
+            ..Self::new(name, replies)
         }
     }
 
@@ -79,7 +89,10 @@ impl ChatBackend for ScriptedBackend {
         settings: &'a ResolvedLlm,
         sink: Option<&'a ChunkSink>,
     ) -> ChatFuture<'a> {
-        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut i = self.next.fetch_add(1, Ordering::Relaxed);
+        if self.cycle && !self.replies.is_empty() {
+            i %= self.replies.len();
+        }
         let out = match self.replies.get(i) {
             Some(r) => {
                 if let (true, Some(sink)) = (settings.stream, sink) {
