@@ -92,6 +92,15 @@ pub enum ToolError {
         /// The closest inventory id, if one is close.
         suggestion: Option<String>,
     },
+    /// A hook handler refused the call (a `before` point returned `false` or `{veto = …}`,
+    /// or failed), or hooks nested past their limit.
+    #[error("Tool {tool} was vetoed: {reason}")]
+    Vetoed {
+        /// Canonical tool id (or `workflow:<id>` for a workflow run).
+        tool: String,
+        /// Why, as the handler gave it (names the script when a handler failed).
+        reason: String,
+    },
     /// A definition could not be registered (bad id, duplicate, bad schema).
     #[error("Cannot register tool '{id}': {message}")]
     Registration {
@@ -123,6 +132,7 @@ impl ToolError {
             ToolError::Skipped { .. } => "skipped",
             ToolError::RecursionLimit { .. } => "recursion_limit",
             ToolError::NotInInventory { .. } => "not_in_inventory",
+            ToolError::Vetoed { .. } => "vetoed",
             ToolError::Registration { .. } => "registration",
         }
     }
