@@ -48,6 +48,10 @@ pub struct RunOptions {
     pub depth: u32,
     /// Whether [`RunReport::nodes`] is filled in.
     pub node_report: bool,
+    /// Data the host hands to every node of this run (the agent runtime passes its LLM
+    /// overrides and stream sink this way); nodes read it with
+    /// [`NodeContext::host_data`](super::NodeContext::host_data).
+    pub host_data: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Default for RunOptions {
@@ -62,6 +66,7 @@ impl Default for RunOptions {
             caller: Caller::Host,
             depth: 0,
             node_report: false,
+            host_data: None,
         }
     }
 }
@@ -520,6 +525,7 @@ impl Plan {
             caller: opts.caller.clone(),
             depth: opts.depth,
             cancel: cancel.clone(),
+            host_data: opts.host_data.clone(),
         });
         let n = self.nodes.len();
         let mut st = State {
