@@ -218,6 +218,14 @@ impl EngineBuilder {
             problems.extend(workflows.load_dir(&self.home.join("workflows")));
         }
         problems.extend(workflows.register_tools(&tools));
+        if self.workflows {
+            problems.extend(crate::workflow::config_tools::load(
+                &self.home, &workflows, &tools,
+            ));
+            problems.extend(crate::workflow::node_tools::register_all(
+                &workflows, &tools,
+            ));
+        }
         let user_scripts = crate::plugins::user_scripts::after_load(
             &self.hooks,
             &tools,

@@ -14,6 +14,7 @@ pub mod plugins;
 pub mod problem;
 pub mod protocol;
 pub mod script;
+pub mod server;
 pub mod tools;
 pub mod workflow;
 

@@ -68,7 +68,11 @@ subcommands! {
     Plugin => plugin,
     Workflow => workflow,
     Agent => agent,
+    Mcp => mcp,
+    Serve => serve,
 }
+
+pub mod serve_opts;
 
 /// tavern: one protocol for models, scripts and people to call tools.
 #[derive(Parser)]

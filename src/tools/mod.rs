@@ -244,6 +244,10 @@ impl Registry {
         if let Some(t) = self.by_wire.get(id).and_then(|c| self.by_id.get(c)) {
             return Some(t);
         }
+        // `node:core:Math` is the spoken form of the node tool `node:core.Math`.
+        if let Some(t) = id.strip_prefix("node:").filter(|r| r.contains(':')) {
+            return self.by_id.get(&format!("node:{}", t.replacen(':', ".", 1)));
+        }
         // `plugin.tool` is the form the seeds' examples use for `plugin:tool`.
         if !id.contains(':') && id.contains('.') {
             for cand in id::dotted_candidates(id) {

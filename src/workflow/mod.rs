@@ -10,11 +10,13 @@
 //! `workflow:<id>`; [`Workflows::node_tool_handler`] runs one node as a tool.
 
 mod compile;
+pub mod config_tools;
 mod error;
 mod format;
 mod graph;
 mod hooks;
 mod library;
+pub mod node_tools;
 pub mod nodes;
 mod registry;
 mod run;
