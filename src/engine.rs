@@ -124,6 +124,12 @@ impl EngineBuilder {
             .with_workflows(workflows.clone())
             .host_limits(self.script_limits)
             .load_dir(&self.home.join("plugins"));
+            crate::plugins::unavailable::mark(
+                &tools,
+                &self.home.join("plugins"),
+                report.plugins.list(),
+                &report.problems,
+            );
             problems.extend(report.problems);
             report.plugins
         } else {

@@ -12,6 +12,8 @@ pub mod plugins;
 pub mod problem;
 pub mod protocol;
 pub mod script;
+pub mod strict;
+pub mod suggest;
 pub mod tools;
 pub mod workflow;
 

@@ -139,18 +139,14 @@ pub fn resolve(
     // A setting for an option the plugin does not declare is almost always a typo.
     for (k, _) in settings.section(&format!("extensions.{plugin}")) {
         if !declared.iter().any(|d| d == &k) {
-            let best = declared
-                .iter()
-                .map(|d| (strsim::jaro_winkler(d, &k), d))
-                .filter(|(s, _)| *s > 0.8)
-                .max_by(|a, b| a.0.total_cmp(&b.0));
+            let best = crate::suggest::closest(&k, &declared);
             let mut p = Problem::new(
                 settings_file,
                 format!(
                     "setting extensions.{plugin}.{k}: plugin {plugin} declares no option '{k}'"
                 ),
             );
-            if let Some((_, d)) = best {
+            if let Some(d) = best {
                 p = p.hint(format!("did you mean extensions.{plugin}.{d}?"));
             }
             problems.push(p);

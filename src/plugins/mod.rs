@@ -23,6 +23,7 @@ pub mod scripts;
 pub mod testing;
 pub mod text_service;
 pub mod tool_file;
+pub mod unavailable;
 pub mod vcp;
 
 pub use host_services::{BindContext, HostServices, ServiceFactory};

@@ -82,6 +82,14 @@ pub enum ToolError {
         /// The nesting limit.
         limit: u32,
     },
+    /// The tool exists on disk but failed to load (its plugin, file or script is broken).
+    #[error("Tool {tool} is unavailable: failed to load: {reason}")]
+    Unavailable {
+        /// The id as written.
+        tool: String,
+        /// The load problem, `file:line:column: message`.
+        reason: String,
+    },
     /// A definition could not be registered (bad id, duplicate, bad schema).
     #[error("Cannot register tool '{id}': {message}")]
     Registration {
@@ -113,6 +121,7 @@ impl ToolError {
             ToolError::Skipped { .. } => "skipped",
             ToolError::RecursionLimit { .. } => "recursion_limit",
             ToolError::Registration { .. } => "registration",
+            ToolError::Unavailable { .. } => "tool_unavailable",
         }
     }
 

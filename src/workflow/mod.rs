@@ -22,7 +22,9 @@ mod types;
 
 pub use compile::{compile, Plan};
 pub use error::{Invalid, NodeError, WorkflowError};
-pub use format::{is_valid_id, Workflow, WorkflowEdge, WorkflowNode, GROUP_INPUT, GROUP_OUTPUT};
+pub use format::{
+    is_valid_id, slot_shape, Workflow, WorkflowEdge, WorkflowNode, GROUP_INPUT, GROUP_OUTPUT,
+};
 pub use graph::{render as render_graph, GraphFormat};
 pub use library::{invalid_problem, CompiledWorkflow, RunDefaults, Workflows};
 pub use registry::{
