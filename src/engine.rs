@@ -131,6 +131,11 @@ impl EngineBuilder {
                 &report.problems,
             );
             problems.extend(report.problems);
+            problems.extend(crate::plugins::config::undeclared_all(
+                report.plugins.list(),
+                &settings,
+                &self.home.join("tavern.toml"),
+            ));
             report.plugins
         } else {
             crate::plugins::PluginSet::default()

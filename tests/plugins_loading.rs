@@ -112,7 +112,7 @@ fn cases() -> Vec<Case> {
             name: "config of the wrong type",
             files: &[("Bad/plugin.yaml", "name: Bad\nconfigOptions:\n  - id: n\n    type: integer\n    default: 1\n")],
             sets: &["extensions.Bad.n=many"],
-            want: &[("tavern.toml", "extensions.Bad.n: expected integer, got \"many\"", None)],
+            want: &[("--set extensions.Bad.n", "extensions.Bad.n: expected integer, got \"many\"", None)],
         },
         Case {
             name: "default of the wrong type",

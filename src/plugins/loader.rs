@@ -123,6 +123,9 @@ pub struct Loader<'a> {
     node_files: HashMap<String, PathBuf>,
     host_limits: Limits,
     workflows: Arc<Workflows>,
+    /// Where declared fs roots go instead (`plugin test`; see `isolation.rs`), and whether
+    /// missing write roots are created (not by `plugin check`).
+    roots: super::isolation::RootPolicy,
 }
 
 /// What a plugin still needs once every plugin's nodes are registered: its workflow files,
@@ -159,7 +162,14 @@ impl<'a> Loader<'a> {
             node_files: HashMap::new(),
             host_limits: Limits::engine_default(),
             workflows: Arc::new(Workflows::new(Arc::new(NodeRegistry::with_builtins()))),
+            roots: super::isolation::RootPolicy::default(),
         }
+    }
+
+    /// How declared fs roots are treated (created, left alone, or mapped to a temp dir).
+    pub fn roots(mut self, policy: super::isolation::RootPolicy) -> Self {
+        self.roots = policy;
+        self
     }
 
     /// Loads plugin nodes and workflows into `workflows` (and its node registry) instead of
@@ -372,7 +382,8 @@ impl<'a> Loader<'a> {
         };
         // Write roots are created on load, so a fresh workspace works on the first call; then
         // every root is made canonical (symlinks resolved) for the sandbox's containment checks.
-        for root in &perms.fs_write {
+        self.roots.apply(&mut perms, &dir);
+        for root in perms.fs_write.iter().filter(|_| self.roots.creates()) {
             if let Err(e) = std::fs::create_dir_all(root) {
                 problems.push(key_at(
                     "write",

@@ -12,6 +12,7 @@ pub mod check;
 pub mod code_execute;
 pub mod config;
 pub mod host_services;
+pub mod isolation;
 pub mod loader;
 pub mod locate;
 pub mod manifest;

@@ -18,7 +18,16 @@ pub fn mark(tools: &ToolManager, plugins_dir: &Path, loaded: &[Arc<Plugin>], pro
     let plugins_dir = plugins_dir
         .canonicalize()
         .unwrap_or(plugins_dir.to_path_buf());
-    for p in problems {
+    // Script problems first: a tool whose script did not compile reports the script's
+    // problem, not the consequence ("its script did not load").
+    let is_script = |p: &&Problem| {
+        p.file
+            .extension()
+            .is_some_and(|e| e == "lua" || e == "rhai")
+    };
+    let (scripts, rest): (Vec<&Problem>, Vec<&Problem>) = problems.iter().partition(is_script);
+    let mut script_broken: Vec<String> = Vec::new();
+    for p in scripts.into_iter().chain(rest) {
         let file = p.file.canonicalize().unwrap_or(p.file.clone());
         let Ok(rel) = file.strip_prefix(&plugins_dir) else {
             continue;
@@ -42,13 +51,18 @@ pub fn mark(tools: &ToolManager, plugins_dir: &Path, loaded: &[Arc<Plugin>], pro
             continue;
         };
         let name = in_plugin.to_string_lossy();
-        if let Some(stem) = name
+        if name.ends_with(".lua") || name.ends_with(".rhai") {
+            script_broken.push(plugin.name().to_string());
+            tools.mark_namespace_unavailable(plugin.name(), reason);
+        } else if script_broken.iter().any(|n| n == plugin.name()) {
+            // Covered by the script's problem.
+        } else if let Some(stem) = name
             .rsplit('/')
             .next()
             .and_then(|n| n.strip_suffix(super::tool_file::TOOL_SUFFIX))
         {
             tools.mark_unavailable(format!("{}:{stem}", plugin.name()), reason);
-        } else if name.ends_with(".lua") || name.ends_with(".rhai") || name == MANIFEST_FILE {
+        } else if name == MANIFEST_FILE {
             tools.mark_namespace_unavailable(plugin.name(), reason);
         }
     }
