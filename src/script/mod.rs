@@ -19,6 +19,7 @@ mod host;
 mod limits;
 mod lock;
 mod lua;
+mod nested_error;
 mod permissions;
 mod plugin;
 mod rhai_host;

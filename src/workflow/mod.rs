@@ -9,6 +9,7 @@
 //! [`Workflows`] holds the loaded set and turns each workflow with an interface into tool
 //! `workflow:<id>`; [`Workflows::node_tool_handler`] runs one node as a tool.
 
+pub mod catalogue;
 mod compile;
 mod error;
 mod format;
