@@ -148,10 +148,17 @@ pub struct FsSpec {
     pub write: Vec<String>,
 }
 
+/// Keys of seed 001's plugin.yaml that belong to ComfyTavern's frontend: accepted (so a seed
+/// manifest loads) and ignored.
+pub const FRONTEND_KEYS: &[&str] = &["frontend"];
+/// `permissions` keys for the frontend (`ui: {wrap, inject}`), accepted and ignored.
+pub const FRONTEND_PERMISSIONS: &[&str] = &["ui"];
+
 /// The keys plugin.yaml may hold, from the structs above (see [`crate::strict`]).
 pub fn shape() -> Shape {
     let entry = Shape::of::<Entry>();
     Shape::of::<PluginManifest>()
+        .also(FRONTEND_KEYS)
         .child(
             "tools",
             Shape::Either(
@@ -165,6 +172,7 @@ pub fn shape() -> Shape {
         .child(
             "permissions",
             Shape::of::<PermissionsSpec>()
+                .also(FRONTEND_PERMISSIONS)
                 .child("services", Shape::of::<ServicesSpec>())
                 .child("fs", Shape::of::<FsSpec>()),
         )
@@ -323,6 +331,13 @@ limits:
         )
         .unwrap();
         assert_eq!(m.name, "x");
+    }
+
+    #[test]
+    fn the_seed_manifest_is_accepted() {
+        let y = "name: my-awesome-plugin\ndisplayName: x\nversion: 1.0.0\ndescription: d\nnodes:\n  entry: ./nodes\ntools:\n  entry: ./tools\nfrontend:\n  build:\n    entry: dist/index.js\n    styles: [dist/style.css]\npermissions:\n  hooks: [\"hook:client:workflow:before-execute\"]\n  ui:\n    wrap: [\"ui:BaseNode\"]\n    inject: [\"node:header:right\"]\n  services:\n    override: []\n";
+        let m = parse(y, Path::new("plugin.yaml")).unwrap();
+        assert_eq!(m.name, "my-awesome-plugin");
     }
 
     #[test]
