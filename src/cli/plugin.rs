@@ -110,6 +110,7 @@ fn run_check(globals: &Globals, dir: Option<PathBuf>, json: bool) -> u8 {
         let out = serde_json::json!({
             "ok": problems.is_empty(),
             "problems": problems,
+            "permissions": report.permissions,
             "plugins": report.plugins.iter().map(|p| p.name()).collect::<Vec<_>>(),
             "tools": tools,
         });
@@ -117,6 +118,11 @@ fn run_check(globals: &Globals, dir: Option<PathBuf>, json: bool) -> u8 {
     } else {
         for p in &problems {
             println!("{p}");
+        }
+        // stdout stays one problem per line (undeclared uses among them); the
+        // declared-beside-used table is for the reader, on stderr with the summary.
+        for text in &report.permissions {
+            eprint!("{text}");
         }
         eprintln!(
             "{} plugin(s), {} tool(s), {} problem(s)",

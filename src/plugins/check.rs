@@ -24,6 +24,8 @@ pub struct CheckReport {
     pub tools: Arc<ToolManager>,
     /// The workflows and node types the plugins loaded into.
     pub workflows: Arc<crate::workflow::Workflows>,
+    /// Per plugin: declared permissions beside what its scripts use.
+    pub permissions: Vec<String>,
 }
 
 /// True when `dir` is itself a plugin (has a manifest).
@@ -120,6 +122,8 @@ fn load(
     home_workflows: bool,
 ) -> CheckReport {
     let tools = ToolManager::new();
+    // As in the engine: scripts may register hooks and overrides while they load.
+    tools.set_interceptor(crate::hooks::Hooks::new());
     let mut problems = Vec::new();
     if let Err(e) = crate::tools::builtin::register(&tools) {
         problems.push(Problem::new(
@@ -171,11 +175,18 @@ fn load(
             }
         }
     }
+    let mut permissions = Vec::new();
+    for p in &plugins {
+        let (text, ps) = super::uses::report(p, &tools);
+        permissions.push(text);
+        problems.extend(ps);
+    }
     CheckReport {
         plugins,
         problems,
         tools,
         workflows,
+        permissions,
     }
 }
 

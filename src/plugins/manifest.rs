@@ -127,6 +127,9 @@ pub struct PermissionsSpec {
     pub fs: FsSpec,
     /// Whether it may start processes (script tools).
     pub processes: bool,
+    /// Tools it may call through `api.tools.call` (globs like `FileOperator:*`); its own
+    /// tools and `system:*` need no entry.
+    pub tools: Vec<String>,
 }
 
 /// `permissions.services`.

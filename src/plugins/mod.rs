@@ -25,6 +25,8 @@ pub mod testing;
 pub mod text_service;
 pub mod tool_file;
 pub mod unavailable;
+pub mod user_scripts;
+pub mod uses;
 pub mod vcp;
 
 pub use host_services::{BindContext, HostServices, ServiceFactory};

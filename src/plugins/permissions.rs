@@ -21,6 +21,8 @@ pub struct ResolvedPermissions {
     pub fs_write: Vec<PathBuf>,
     /// Whether it may start processes.
     pub processes: bool,
+    /// Tools it may call through `api.tools.call` (globs).
+    pub tools: Vec<String>,
 }
 
 /// Why a permission could not be resolved.
@@ -152,6 +154,7 @@ pub fn resolve(
         fs_read,
         fs_write,
         processes: spec.processes,
+        tools: spec.tools.clone(),
     })
 }
 

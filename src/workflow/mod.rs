@@ -14,6 +14,7 @@ mod compile;
 mod error;
 mod format;
 mod graph;
+mod hooks;
 mod library;
 pub mod nodes;
 mod registry;
