@@ -419,3 +419,30 @@ end
         run.stdout
     );
 }
+
+#[test]
+fn check_reports_power_user_scripts_and_the_colourless_log() {
+    let h = home();
+    write(
+        h.path(),
+        &[(
+            "scripts/guard.lua",
+            "api.hooks.on('tool:before-invoke', function(ev)\n  return nil +\nend)\n",
+        )],
+    );
+    let run = tavern(h.path(), &["--home", ".", "plugin", "check"], b"");
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(run.stdout.contains("guard.lua:3"), "{}", run.stdout);
+    // Logs on a pipe carry no ANSI colour.
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_tavern"));
+    let out = cmd
+        .args(["--home", ".", "tools"])
+        .current_dir(h.path())
+        .env("TAVERN_LOG", "debug")
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.is_empty(), "debug logging produced nothing to check");
+    assert!(!err.contains('\u{1b}'), "ANSI escape on a pipe: {err}");
+}

@@ -40,7 +40,8 @@ pub fn check(path: &Path, home: &Path, settings: &Settings) -> CheckReport {
 }
 
 /// Everything a home holds, as the engine would load it, changing nothing on disk:
-/// `plugins/`, `workflows/`, `scripts/*.tam`, `agents/*.json` and the settings (the caller
+/// `plugins/`, `workflows/`, `scripts/*.tam`, power-user `scripts/*.lua|rhai`,
+/// `agents/*.json` and the settings (the caller
 /// loads `tavern.toml`; its problem, if any, is the caller's to report).
 pub fn check_home(home: &Path, settings: &Settings) -> CheckReport {
     let plugins = default_dir(home);
@@ -52,6 +53,15 @@ pub fn check_home(home: &Path, settings: &Settings) -> CheckReport {
     };
     let mut report = load(&path, home, settings, RootPolicy::LeaveAlone, true);
     report.problems.extend(check_scripts(&home.join("scripts")));
+    // Power-user scripts (`scripts/*.lua`, `*.rhai`) load as the engine loads them.
+    let (_scripts, ps) = super::user_scripts::load_with(
+        home,
+        settings,
+        &report.tools,
+        crate::script::Limits::engine_default(),
+        false,
+    );
+    report.problems.extend(ps);
     report.problems.extend(check_agents(&home.join("agents")));
     report
 }
