@@ -9,6 +9,9 @@ use serde_json::Value;
 
 use crate::problem::Problem;
 
+/// Environment variable with settings, `KEY=VALUE;KEY=VALUE` (like repeated `--set`).
+pub const ENV_SET: &str = "TAVERN_SET";
+
 /// Flat map of dotted keys to values.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Settings {
@@ -45,7 +48,7 @@ impl Origin {
                 }
             }
             Origin::Set => Problem::new(format!("--set {key}"), message),
-            Origin::Env(var) => Problem::new(format!("environment {var}"), message),
+            Origin::Env(var) => Problem::new(format!("environment {var} ({key})"), message),
         }
     }
 }
@@ -82,6 +85,21 @@ impl Settings {
     /// Where `key`'s value came from (`None` for values set through the API).
     pub fn origin(&self, key: &str) -> Option<&Origin> {
         self.origins.get(key)
+    }
+
+    /// Applies the assignments of environment variable [`ENV_SET`] (`KEY=VALUE`, several
+    /// separated by `;`), each remembered as coming from the environment. Between
+    /// `tavern.toml` and `--set` in precedence.
+    pub fn apply_env(&mut self) -> Result<(), String> {
+        let Some(v) = std::env::var_os(ENV_SET) else {
+            return Ok(());
+        };
+        let v = v.to_string_lossy().into_owned();
+        for a in v.split(';').map(str::trim).filter(|a| !a.is_empty()) {
+            self.set_from_env(ENV_SET, a)
+                .map_err(|e| format!("{ENV_SET}: {e}"))?;
+        }
+        Ok(())
     }
 
     /// Like [`Settings::set_override`], recording that the value came from environment

@@ -163,6 +163,7 @@ impl EngineBuilder {
     /// [`Engine::problems`].
     pub fn build(self) -> Result<Engine, EngineError> {
         let mut settings = Settings::load(&self.home).map_err(EngineError::Config)?;
+        settings.apply_env().map_err(EngineError::Override)?;
         for o in &self.overrides {
             settings.set_override(o).map_err(EngineError::Override)?;
         }

@@ -260,8 +260,8 @@ fn a_tool_that_failed_to_load_is_unavailable_not_unknown() {
     assert_eq!(err["code"], "tool_unavailable", "{out}");
     let msg = err["message"].as_str().unwrap();
     assert!(
-        msg.contains("failed to load: main.lua:3"),
-        "the message names the script and line: {msg}"
+        msg.contains("failed to load: main.lua:3:1: script does not compile"),
+        "the message names the script, line and column: {msg}"
     );
     assert!(!msg.contains("Unknown tool"), "{msg}");
 }
@@ -332,6 +332,19 @@ fn an_undeclared_setting_is_blamed_on_its_source_and_disables_only_itself() {
         run.stderr.contains("1 plugin(s), 1 tool(s)"),
         "the plugin still loads: {}",
         run.stderr
+    );
+
+    // From the environment.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tavern"))
+        .args(["--home", ".", "plugin", "check"])
+        .current_dir(h.path())
+        .env("TAVERN_SET", "extensions.Dice.sidez=8")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("environment TAVERN_SET (extensions.Dice.sidez): setting extensions.Dice.sidez: plugin Dice declares no option 'sidez'"),
+        "{stdout}"
     );
 
     // From tavern.toml: file and line.

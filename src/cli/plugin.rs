@@ -60,6 +60,10 @@ fn settings(globals: &Globals) -> Result<Settings, u8> {
 }
 
 fn apply_sets(globals: &Globals, s: &mut Settings) -> Result<(), u8> {
+    s.apply_env().map_err(|e| {
+        eprintln!("tavern: {e}");
+        USAGE
+    })?;
     for o in &globals.sets {
         s.set_override(o).map_err(|e| {
             eprintln!("tavern: {e}");
