@@ -11,7 +11,9 @@
 pub mod check;
 pub mod code_execute;
 pub mod config;
+pub mod confine;
 pub mod host_services;
+pub mod isolation;
 pub mod loader;
 pub mod locate;
 pub mod manifest;
@@ -23,6 +25,7 @@ pub mod scripts;
 pub mod testing;
 pub mod text_service;
 pub mod tool_file;
+pub mod unavailable;
 pub mod user_scripts;
 pub mod uses;
 pub mod vcp;

@@ -29,8 +29,9 @@ pub mod id;
 mod intercept;
 mod listing;
 mod schema;
+mod unavailable;
 
-pub use definition::{empty_object_schema, Implementation, ToolDefinition};
+pub use definition::{empty_object_schema, tool_shape, Implementation, ToolDefinition};
 pub use error::ToolError;
 pub use intercept::Interceptor;
 pub use listing::success_observation;
@@ -126,6 +127,12 @@ impl CallContext {
 pub trait ToolHandler: Send + Sync + 'static {
     /// Runs the tool. `args` is a JSON object that passed the tool's schema.
     fn invoke(&self, ctx: CallContext, args: Value) -> ToolFuture;
+
+    /// What the handler's sandbox allows (roots, network, limits), for `tavern plugin
+    /// check`; `None` for handlers that run no external process.
+    fn describe_sandbox(&self) -> Option<Value> {
+        None
+    }
 }
 
 struct SyncFn<F>(F);
@@ -228,6 +235,8 @@ struct Registry {
     /// Wire name → canonical id.
     by_wire: HashMap<String, String>,
     order: Vec<String>,
+    /// Tools and namespaces that failed to load, with why (see `unavailable.rs`).
+    unavailable: Vec<(unavailable::Pattern, String)>,
 }
 
 impl Registry {
@@ -254,23 +263,17 @@ impl Registry {
     }
 
     fn unknown(&self, id: &str) -> ToolError {
-        let flat = |s: &str| normalize_key(&s.replace('.', ":"));
-        let want = flat(id.trim());
+        if let Some(e) = self.unavailable_error(id) {
+            return e;
+        }
+        // A tool is matched by its full id or its bare name, `.` standing for `:`.
+        let want = id.trim().replace('.', ":");
         let mut best: Option<(f64, &str)> = None;
         for t in &self.order {
             let name = t.rsplit_once(':').map_or(t.as_str(), |(_, n)| n);
-            let score = [flat(t), flat(name)]
-                .iter()
-                .map(|c| {
-                    if *c == want {
-                        2.0
-                    } else {
-                        strsim::jaro_winkler(&want, c)
-                            .max(strsim::normalized_damerau_levenshtein(&want, c))
-                    }
-                })
-                .fold(0.0, f64::max);
-            if score >= 0.8 && best.is_none_or(|(b, _)| score > b) {
+            let score =
+                crate::suggest::similarity(&want, t).max(crate::suggest::similarity(&want, name));
+            if score >= crate::suggest::THRESHOLD && best.is_none_or(|(b, _)| score > b) {
                 best = Some((score, t));
             }
         }
