@@ -781,7 +781,7 @@ impl AgentRuntime {
             let turn = match self.turn_numbered(message.take(), index).await {
                 Ok(t) => t,
                 Err(e) => {
-                    tracing::warn!(agent = %self.profile.id, "agent run stopped: {e}");
+                    tracing::info!(agent = %self.profile.id, "agent run stopped: {e}");
                     return AgentRun {
                         turns,
                         stop_reason: StopReason::Error,
