@@ -479,3 +479,47 @@ async fn an_unknown_inventory_id_is_a_load_problem_with_a_suggestion() {
     assert!(e.contains("did you mean 'ReadWorldStateTool'?"), "{e}");
     let _ = Server::base_url;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hooks_see_the_agent_points() {
+    use tavern::hooks::HookReturn;
+    let server = serve(vec![
+        Reply::Text(action("Look.", "GetPlayerInfo", &[("player_id", "p1")])),
+        Reply::Text("Fine.".into()),
+    ])
+    .await;
+    let f = fixture(&server.base_url(), false, json!({}));
+    // before-deliberate may rewrite the inputs: here, the user's message.
+    f.engine
+        .hooks()
+        .on_fn("agent:before-deliberate", Default::default(), |_, ev| {
+            let mut inputs = ev["inputs"].clone();
+            let msgs = inputs["messages"].as_array_mut().unwrap();
+            if ev["turn"] == json!(1) {
+                msgs.last_mut().unwrap()["content"] = json!("REWRITTEN");
+            }
+            let mut m = serde_json::Map::new();
+            m.insert("inputs".into(), inputs);
+            HookReturn::Replace(m)
+        })
+        .unwrap();
+    // after-parse may veto the calls it was shown.
+    f.engine
+        .hooks()
+        .on_fn("agent:after-parse", Default::default(), |_, ev| {
+            if ev["calls"].as_array().is_some_and(|c| !c.is_empty()) {
+                HookReturn::Veto("no player lookups tonight".into())
+            } else {
+                HookReturn::Continue
+            }
+        })
+        .unwrap();
+    let r = run(&f, "original").await;
+    assert_eq!(r.stop_reason, StopReason::NoCalls, "{:?}", r.error);
+    assert_eq!(server.last_user_message(0), "REWRITTEN");
+    assert_eq!(codes(&r), vec![vec!["vetoed"], vec![]]);
+    assert_eq!(f.player_calls.load(Ordering::SeqCst), 0);
+    assert!(server
+        .last_user_message(1)
+        .contains("no player lookups tonight"));
+}

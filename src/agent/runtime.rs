@@ -23,19 +23,92 @@ use crate::workflow::{CompiledWorkflow, RunOptions, Workflow, Workflows};
 /// The bundled deliberation workflow (messages → `llm:Chat` → text).
 const DEFAULT_DELIBERATION: &str = include_str!("default_deliberation.json");
 
-/// Where the hooks engine (issue 8) will plug in. Until it lands these are no-ops; once it
-/// does, each fires its hook point with the same arguments, and handlers may change them.
+/// The agent's hook points (`agent:before-deliberate`, `agent:after-parse`), fired through
+/// the engine's hooks (see `docs/hooks.md`). Both are `before` points: a handler may veto.
 pub mod hook_seam {
+    use std::sync::Arc;
+
+    use serde_json::{json, Map, Value};
+    use tokio_util::sync::CancellationToken;
+
+    use crate::hooks::points::{AGENT_AFTER_PARSE, AGENT_BEFORE_DELIBERATE};
+    use crate::hooks::Hooks;
     use crate::protocol::Parsed;
-    use serde_json::{Map, Value};
+    use crate::tools::{CallContext, Caller, ToolError, ToolManager};
 
-    /// `agent:before-deliberate`: called with the workflow inputs (messages, states,
-    /// manual …) just before the deliberation workflow runs.
-    pub fn before_deliberate(_agent: &str, _turn: u32, _inputs: &mut Map<String, Value>) {}
+    fn ctx(agent: &str, tools: &Arc<ToolManager>) -> CallContext {
+        CallContext {
+            tool_id: format!("agent:{agent}"),
+            caller: Caller::Model(Some(agent.to_string())),
+            manager: tools.clone(),
+            depth: 0,
+            cancel: CancellationToken::new(),
+        }
+    }
 
-    /// `agent:after-parse`: called with what was read from the model's output, before any
-    /// call of it that has not already started (streaming) runs.
-    pub fn after_parse(_agent: &str, _turn: u32, _parsed: &mut Parsed) {}
+    /// `agent:before-deliberate` with the workflow inputs (messages, states, manual …);
+    /// handlers may replace `inputs`. A veto is returned as the error.
+    pub async fn before_deliberate(
+        hooks: &Hooks,
+        tools: &Arc<ToolManager>,
+        agent: &str,
+        turn: u32,
+        inputs: &mut Map<String, Value>,
+    ) -> Result<(), ToolError> {
+        if !hooks.active(AGENT_BEFORE_DELIBERATE) {
+            return Ok(());
+        }
+        let mut ev = Map::new();
+        ev.insert("agent".into(), json!(agent));
+        ev.insert("turn".into(), json!(turn));
+        ev.insert("inputs".into(), Value::Object(std::mem::take(inputs)));
+        let mut ev = match hooks
+            .fire(AGENT_BEFORE_DELIBERATE, ev.clone(), &ctx(agent, tools))
+            .await
+        {
+            Ok(ev) => ev,
+            Err(e) => {
+                if let Some(Value::Object(m)) = ev.remove("inputs") {
+                    *inputs = m;
+                }
+                return Err(e);
+            }
+        };
+        if let Some(Value::Object(m)) = ev.remove("inputs") {
+            *inputs = m;
+        }
+        Ok(())
+    }
+
+    /// `agent:after-parse` with the output and what was read from it. A veto is returned as
+    /// the error (the runtime then refuses every call that has not started).
+    pub async fn after_parse(
+        hooks: &Hooks,
+        tools: &Arc<ToolManager>,
+        agent: &str,
+        turn: u32,
+        output: &str,
+        parsed: &Parsed,
+    ) -> Result<(), ToolError> {
+        if !hooks.active(AGENT_AFTER_PARSE) {
+            return Ok(());
+        }
+        let mut ev = Map::new();
+        ev.insert("agent".into(), json!(agent));
+        ev.insert("turn".into(), json!(turn));
+        ev.insert("output".into(), json!(output));
+        ev.insert("response_text".into(), json!(parsed.response_text));
+        let calls: Vec<Value> = parsed
+            .calls
+            .iter()
+            .map(|c| json!({"tool": c.tool, "args": c.args}))
+            .collect();
+        ev.insert("calls".into(), Value::Array(calls));
+        hooks
+            .fire(AGENT_AFTER_PARSE, ev, &ctx(agent, tools))
+            .await
+            .map(|_| ())
+    }
 }
 
 /// Run limits.
@@ -280,6 +353,7 @@ impl<'e> AgentRuntimeBuilder<'e> {
                 budget_hit: false,
                 repeat_hit: false,
             },
+            hooks: engine.hooks().clone(),
             profile,
             inventory,
             deliberation,
@@ -353,6 +427,7 @@ pub struct AgentRuntime {
     bus: EventBus,
     llm: LlmRunContext,
     dispatch: Dispatcher,
+    hooks: Arc<crate::hooks::Hooks>,
     /// The conversation so far (user inputs and model outputs).
     history: Vec<Value>,
     /// Observations waiting for the next turn.
@@ -531,7 +606,17 @@ impl AgentRuntime {
             None => "Begin.".to_string(),
         };
         let mut args = self.context(index, &input);
-        hook_seam::before_deliberate(&agent, index, &mut args);
+        let engine_tools = self.dispatch.engine.clone();
+        if let Err(e) =
+            hook_seam::before_deliberate(&self.hooks, &engine_tools, &agent, index, &mut args).await
+        {
+            return Err(AgentError::Deliberation {
+                agent,
+                turn: index,
+                workflow: self.deliberation.workflow.id.clone(),
+                message: e.to_string(),
+            });
+        }
         let (chunk_tx, mut chunk_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
         let mut llm = self.llm.clone();
         if self.stream_ok {
@@ -587,7 +672,7 @@ impl AgentRuntime {
         let output = output_text(outputs).map_err(deliberation_failed)?;
         let streamed = reader.is_some();
         let output_ended_ms = ms(stream_end.unwrap_or_else(|| t0.elapsed()));
-        let mut parsed = match reader {
+        let parsed = match reader {
             Some(sr) => {
                 let p = sr.finish();
                 if p.response_text.is_empty() && p.calls.is_empty() && !output.trim().is_empty() {
@@ -598,11 +683,31 @@ impl AgentRuntime {
             }
             None => protocol::parse(&output, format),
         };
-        hook_seam::after_parse(&agent, index, &mut parsed);
+        let veto =
+            hook_seam::after_parse(&self.hooks, &engine_tools, &agent, index, &output, &parsed)
+                .await
+                .err();
         let done = emitted.min(parsed.calls.len());
         if parsed.calls.len() > done {
             let rest = parsed.calls[done..].to_vec();
-            results.extend(self.dispatch.run_batch(rest, index, t0).await);
+            match &veto {
+                None => results.extend(self.dispatch.run_batch(rest, index, t0).await),
+                Some(e) => results.extend(rest.into_iter().map(|call| CallRecord {
+                    outcome: CallOutcome {
+                        tool: call.tool.clone(),
+                        result: Err(ToolError::Vetoed {
+                            tool: call.tool.clone(),
+                            reason: match e {
+                                ToolError::Vetoed { reason, .. } => reason.clone(),
+                                other => other.to_string(),
+                            },
+                        }),
+                    },
+                    call,
+                    started_ms: None,
+                    finished_ms: ms(t0.elapsed()),
+                })),
+            }
         }
         let mut observations: Vec<String> = parsed
             .diagnostics
@@ -676,7 +781,7 @@ impl AgentRuntime {
             let turn = match self.turn_numbered(message.take(), index).await {
                 Ok(t) => t,
                 Err(e) => {
-                    tracing::warn!(agent = %self.profile.id, "agent run stopped: {e}");
+                    tracing::info!(agent = %self.profile.id, "agent run stopped: {e}");
                     return AgentRun {
                         turns,
                         stop_reason: StopReason::Error,

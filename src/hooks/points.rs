@@ -32,6 +32,11 @@ pub const PLUGIN_LOADED: &str = "plugin:loaded";
 /// Fired once, when the engine is built.
 pub const ENGINE_READY: &str = "engine:ready";
 
+/// Fired by the agent runtime before each deliberation workflow run.
+pub const AGENT_BEFORE_DELIBERATE: &str = "agent:before-deliberate";
+/// Fired by the agent runtime after the model's output was read, before its calls run.
+pub const AGENT_AFTER_PARSE: &str = "agent:after-parse";
+
 /// Every hook point.
 pub const POINTS: &[PointSpec] = &[
     PointSpec {
@@ -97,6 +102,20 @@ pub const POINTS: &[PointSpec] = &[
         fields: &["tools", "plugins", "workflows"],
         replaceable: &[],
         doc: "once, when the engine is built and every power-user script loaded",
+    },
+    PointSpec {
+        name: AGENT_BEFORE_DELIBERATE,
+        before: true,
+        fields: &["agent", "turn", "inputs"],
+        replaceable: &["inputs"],
+        doc: "before an agent's deliberation workflow runs (a veto fails the turn)",
+    },
+    PointSpec {
+        name: AGENT_AFTER_PARSE,
+        before: true,
+        fields: &["agent", "turn", "output", "response_text", "calls"],
+        replaceable: &[],
+        doc: "after an agent's output was read, before its calls run (a veto refuses the calls not yet started)",
     },
 ];
 
