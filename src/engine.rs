@@ -33,6 +33,7 @@ pub struct EngineBuilder {
     workflows: bool,
     host_tools: Vec<(ToolDefinition, Arc<dyn ToolHandler>)>,
     script_limits: crate::script::Limits,
+    process_limits: crate::plugins::confine::ProcessLimits,
 }
 
 impl Default for EngineBuilder {
@@ -45,6 +46,7 @@ impl Default for EngineBuilder {
             workflows: true,
             host_tools: Vec::new(),
             script_limits: crate::script::Limits::engine_default(),
+            process_limits: crate::plugins::confine::ProcessLimits::DEFAULT,
         }
     }
 }
@@ -87,6 +89,14 @@ impl EngineBuilder {
         self
     }
 
+    /// The host's cap on every process tool's limits (memory, CPU, processes, open files,
+    /// output; default [`crate::plugins::confine::ProcessLimits::DEFAULT`]). Plugins and tools
+    /// may lower them; `process.*` settings replace single caps.
+    pub fn process_limits(mut self, limits: crate::plugins::confine::ProcessLimits) -> Self {
+        self.process_limits = limits;
+        self
+    }
+
     /// Registers a host (Rust) tool.
     pub fn tool(mut self, definition: ToolDefinition, handler: Arc<dyn ToolHandler>) -> Self {
         self.host_tools.push((definition, handler));
@@ -123,6 +133,7 @@ impl EngineBuilder {
             )
             .with_workflows(workflows.clone())
             .host_limits(self.script_limits)
+            .process_caps(self.process_limits)
             .load_dir(&self.home.join("plugins"));
             problems.extend(report.problems);
             report.plugins
