@@ -147,12 +147,13 @@ time.sleep(60)
 "#,
         out.display()
     );
-    plugin(t.path(), true, "", 2500, script);
+    // Long enough for a confined python3 to start and write the pid file on a loaded machine.
+    plugin(t.path(), true, "", 3000, script);
     let e = engine(t.path());
     let start = Instant::now();
     let err = call(&e, json!({})).await.unwrap_err();
     assert!(
-        matches!(err, ToolError::Timeout { after_ms: 2500, .. }),
+        matches!(err, ToolError::Timeout { after_ms: 3000, .. }),
         "{err}"
     );
     assert!(

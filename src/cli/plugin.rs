@@ -103,6 +103,11 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
                 Ok(r) => r,
                 Err(code) => return code,
             };
+            // stdout stays one problem per line (undeclared uses among them); the
+            // declared-beside-used table is for the reader, on stderr with the summary.
+            for text in &report.permissions {
+                eprint!("{text}");
+            }
             for line in tavern::plugins::confine::check_lines(&report) {
                 println!("{line}");
             }

@@ -130,6 +130,9 @@ pub struct PermissionsSpec {
     pub fs: FsSpec,
     /// Whether it may start processes (script tools).
     pub processes: bool,
+    /// Tools it may call through `api.tools.call` (globs like `FileOperator:*`); its own
+    /// tools and `system:*` need no entry.
+    pub tools: Vec<String>,
     /// Whether its process tools may use the network (off: no sockets but Unix ones).
     pub network: bool,
     /// Host environment variables passed to its process tools (besides `PATH` and its
