@@ -909,13 +909,7 @@ pub fn for_tool(
     tool_limits: &PartialProcessLimits,
     allow_unconfined: bool,
 ) -> Result<Confinement, String> {
-    let missing = support().missing(network);
-    if !missing.is_empty() && !allow_unconfined {
-        return Err(format!(
-            "cannot be confined here: the kernel lacks {}",
-            missing.join(", ")
-        ));
-    }
+    let complete = decide(support(), network, allow_unconfined)?;
     let limits = ProcessLimits::DEFAULT
         .capped_by(host_caps)
         .lowered_by(plugin_limits)
@@ -926,9 +920,26 @@ pub fn for_tool(
         write: write.to_vec(),
         network,
         limits,
-        complete: missing.is_empty(),
+        complete,
         temp_dirs: TempPool::default(),
     })
+}
+
+/// Whether a tool (with or without network) may run on a kernel offering `s`: `Ok(true)`
+/// fully confined, `Ok(false)` partly (the host allowed it), `Err` refused, naming what is
+/// missing.
+pub fn decide(s: &Support, network: bool, allow_unconfined: bool) -> Result<bool, String> {
+    let missing = s.missing(network);
+    if missing.is_empty() {
+        Ok(true)
+    } else if allow_unconfined {
+        Ok(false)
+    } else {
+        Err(format!(
+            "cannot be confined here: the kernel lacks {}",
+            missing.join(", ")
+        ))
+    }
 }
 
 /// Confines a plugin's process tool `spec`: the plugin's roots, network permission and
@@ -1109,6 +1120,24 @@ mod tests {
         assert!(
             user.missing(true).is_empty(),
             "RLIMIT_NPROC holds for a user"
+        );
+        // A tool is refused unless the host opts out; then it runs marked incomplete.
+        let err = decide(&s, false, false).unwrap_err();
+        assert!(
+            err.contains("cannot be confined here") && err.contains("Landlock"),
+            "{err}"
+        );
+        assert_eq!(decide(&s, false, true), Ok(false));
+        assert_eq!(decide(&full, false, false), Ok(true));
+        let no_seccomp = Support {
+            seccomp: false,
+            ..full.clone()
+        };
+        assert!(decide(&no_seccomp, false, false).is_err());
+        assert_eq!(
+            decide(&no_seccomp, true, false),
+            Ok(true),
+            "with network allowed, no socket filter is needed"
         );
     }
 
