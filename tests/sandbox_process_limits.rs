@@ -117,6 +117,26 @@ fn limits_are_lowered_by_plugin_and_tool_and_capped_by_the_host() {
 }
 
 #[test]
+fn the_host_grants_the_network_to_named_plugins() {
+    for (toml, want) in [
+        ("", false),
+        ("[process]\nnetwork_plugins = [\"Other\"]\n", false),
+        ("[process]\nnetwork_plugins = [\"P\"]\n", true),
+    ] {
+        let t = tempfile::tempdir().unwrap();
+        plugin(t.path(), "", Value::Null);
+        std::fs::write(t.path().join("tavern.toml"), toml).unwrap();
+        let e = Engine::builder()
+            .home(t.path())
+            .builtins(false)
+            .build()
+            .unwrap();
+        assert!(e.problems().is_empty(), "{:?}", e.problems());
+        assert_eq!(sandbox(&e)["network"], json!(want), "{toml}");
+    }
+}
+
+#[test]
 fn bad_limits_are_load_problems() {
     let cases: &[(&str, Value, &str)] = &[
         (
