@@ -67,6 +67,7 @@ subcommands! {
     Tools => tools,
     Plugin => plugin,
     Workflow => workflow,
+    Agent => agent,
 }
 
 /// tavern: one protocol for models, scripts and people to call tools.
