@@ -44,6 +44,7 @@ pub struct EngineBuilder {
     workflows: bool,
     host_tools: Vec<(ToolDefinition, Arc<dyn ToolHandler>)>,
     script_limits: crate::script::Limits,
+    process_limits: crate::plugins::confine::ProcessLimits,
     /// Hooks and overrides (host closures registered before `build` live here too).
     hooks: Arc<crate::hooks::Hooks>,
     hook_errors: Vec<crate::hooks::HookError>,
@@ -61,6 +62,7 @@ impl Default for EngineBuilder {
             workflows: true,
             host_tools: Vec::new(),
             script_limits: crate::script::Limits::engine_default(),
+            process_limits: crate::plugins::confine::ProcessLimits::DEFAULT,
             hooks: crate::hooks::Hooks::new(),
             hook_errors: Vec::new(),
             audit: None,
@@ -104,6 +106,14 @@ impl EngineBuilder {
     /// plugin may lower its own limits in plugin.yaml but never raise them past this cap.
     pub fn script_limits(mut self, limits: crate::script::Limits) -> Self {
         self.script_limits = limits;
+        self
+    }
+
+    /// The host's cap on every process tool's limits (memory, CPU, processes, open files,
+    /// output; default [`crate::plugins::confine::ProcessLimits::DEFAULT`]). Plugins and tools
+    /// may lower them; `process.*` settings replace single caps.
+    pub fn process_limits(mut self, limits: crate::plugins::confine::ProcessLimits) -> Self {
+        self.process_limits = limits;
         self
     }
 
@@ -207,6 +217,7 @@ impl EngineBuilder {
             )
             .with_workflows(workflows.clone())
             .host_limits(self.script_limits)
+            .process_caps(self.process_limits)
             .load_dir(&self.home.join("plugins"));
             crate::plugins::unavailable::mark(
                 &tools,

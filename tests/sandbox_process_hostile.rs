@@ -86,6 +86,8 @@ struct World {
     outside: PathBuf,
 }
 
+/// A process tool; its wall-clock limit is generous so that on a loaded machine the CPU limit
+/// of the `spin` case is reached first.
 fn tool(dir: &Path, name: &str, command: &str, limits: Value) {
     std::fs::write(
         dir.join(format!("tools/{name}.tool.json")),
@@ -93,7 +95,7 @@ fn tool(dir: &Path, name: &str, command: &str, limits: Value) {
             "id": name,
             "description": "probe",
             "parameters": {"type": "object", "additionalProperties": true},
-            "implementation": {"type": "script", "command": command, "timeout_ms": 20000, "limits": limits}
+            "implementation": {"type": "script", "command": command, "timeout_ms": 60000, "limits": limits}
         })
         .to_string(),
     )

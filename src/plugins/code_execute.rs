@@ -145,6 +145,8 @@ fn adjust(def: &mut ToolDefinition) {
 struct CodeExecute {
     limits: Limits,
     process_limits: ProcessLimits,
+    /// Shared by every call, so the private temp dirs are reused.
+    confinement: Arc<confine::Confinement>,
 }
 
 impl CodeExecute {
@@ -167,7 +169,7 @@ impl CodeExecute {
             timeout: PROCESS_TIMEOUT,
             output_cap: usize::try_from(self.process_limits.output_bytes).unwrap_or(usize::MAX),
             extra_args: Map::new(),
-            confine: Some(confine::bare(self.process_limits)),
+            confine: Some(self.confinement.clone()),
         }
     }
 }
@@ -225,7 +227,10 @@ impl ToolHandler for CodeExecute {
 
     fn describe_sandbox(&self) -> Option<Value> {
         interpreters().first()?;
-        Some(confine::bare(self.process_limits).describe(PROCESS_TIMEOUT.as_millis() as u64))
+        Some(
+            self.confinement
+                .describe(PROCESS_TIMEOUT.as_millis() as u64),
+        )
     }
 }
 
@@ -242,6 +247,7 @@ pub fn register(services: &mut HostServices) {
         Arc::new(CodeExecute {
             limits,
             process_limits,
+            confinement: confine::bare(process_limits),
         }) as Arc<dyn ToolHandler>
     });
     services.register(NAME, f);

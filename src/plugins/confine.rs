@@ -361,8 +361,73 @@ fn probe_pids_cgroup() -> Option<PathBuf> {
     })
 }
 
+/// Private temporary directories of one tool, kept between calls: a call takes one that no
+/// other call holds, and returns it emptied (making and removing a directory can cost
+/// milliseconds on a disk mounted with `discard`). They are removed with the tool.
+#[derive(Debug, Clone, Default)]
+pub struct TempPool(Arc<std::sync::Mutex<Vec<tempfile::TempDir>>>);
+
+/// Directories kept per tool at most.
+const POOL_MAX: usize = 8;
+
+impl TempPool {
+    fn take(&self) -> Result<PooledTmp, ConfineError> {
+        let reused = self.0.lock().ok().and_then(|mut v| v.pop());
+        let dir = match reused {
+            Some(d) => d,
+            None => tempfile::Builder::new()
+                .prefix("tavern-tool-")
+                .tempdir()
+                .map_err(ConfineError::TempDir)?,
+        };
+        Ok(PooledTmp {
+            dir: Some(dir),
+            pool: self.clone(),
+        })
+    }
+}
+
+/// A temporary directory held by one call; emptied and given back when dropped.
+#[derive(Debug)]
+struct PooledTmp {
+    dir: Option<tempfile::TempDir>,
+    pool: TempPool,
+}
+
+impl PooledTmp {
+    fn path(&self) -> &Path {
+        self.dir
+            .as_ref()
+            .map_or(Path::new("/nonexistent"), |d| d.path())
+    }
+}
+
+impl Drop for PooledTmp {
+    fn drop(&mut self) {
+        let Some(dir) = self.dir.take() else { return };
+        let emptied = std::fs::read_dir(dir.path()).and_then(|entries| {
+            for e in entries {
+                let p = e?.path();
+                match std::fs::symlink_metadata(&p) {
+                    Ok(m) if m.is_dir() => std::fs::remove_dir_all(&p)?,
+                    _ => std::fs::remove_file(&p)?,
+                }
+            }
+            Ok(())
+        });
+        // A directory that could not be emptied is removed (TempDir's drop) instead.
+        if emptied.is_ok() {
+            if let Ok(mut v) = self.pool.0.lock() {
+                if v.len() < POOL_MAX {
+                    v.push(dir);
+                }
+            }
+        }
+    }
+}
+
 /// How one process tool is confined (resolved at load).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Confinement {
     /// The plugin's directory: readable, and the working directory. `None` runs the child in
     /// its private temporary directory.
@@ -377,6 +442,8 @@ pub struct Confinement {
     pub limits: ProcessLimits,
     /// False when the host allowed running without a mechanism the kernel lacks.
     pub complete: bool,
+    /// The tool's private temporary directories.
+    pub temp_dirs: TempPool,
 }
 
 /// Why a call could not be confined.
@@ -421,10 +488,7 @@ impl Confinement {
     /// (its installation becomes readable when it is outside the system paths).
     pub fn prepare(&self, program: &Path) -> Result<Prepared, ConfineError> {
         let s = support();
-        let tmp = tempfile::Builder::new()
-            .prefix("tavern-tool-")
-            .tempdir()
-            .map_err(ConfineError::TempDir)?;
+        let tmp = self.temp_dirs.take()?;
         let landlock_fd = if s.landlock_abi >= 1 {
             self.ruleset(program, tmp.path())?
         } else {
@@ -687,7 +751,7 @@ pub struct Prepared {
     seccomp: Option<&'static seccompiler::BpfProgram>,
     cgroup: Option<CallCgroup>,
     rlimits: [(Resource, u64, u64); 5],
-    tmp: Option<tempfile::TempDir>,
+    tmp: Option<PooledTmp>,
 }
 
 /// What the child does between fork and exec: plain values only.
@@ -845,13 +909,7 @@ pub fn for_tool(
     tool_limits: &PartialProcessLimits,
     allow_unconfined: bool,
 ) -> Result<Confinement, String> {
-    let missing = support().missing(network);
-    if !missing.is_empty() && !allow_unconfined {
-        return Err(format!(
-            "cannot be confined here: the kernel lacks {}",
-            missing.join(", ")
-        ));
-    }
+    let complete = decide(support(), network, allow_unconfined)?;
     let limits = ProcessLimits::DEFAULT
         .capped_by(host_caps)
         .lowered_by(plugin_limits)
@@ -862,8 +920,26 @@ pub fn for_tool(
         write: write.to_vec(),
         network,
         limits,
-        complete: missing.is_empty(),
+        complete,
+        temp_dirs: TempPool::default(),
     })
+}
+
+/// Whether a tool (with or without network) may run on a kernel offering `s`: `Ok(true)`
+/// fully confined, `Ok(false)` partly (the host allowed it), `Err` refused, naming what is
+/// missing.
+pub fn decide(s: &Support, network: bool, allow_unconfined: bool) -> Result<bool, String> {
+    let missing = s.missing(network);
+    if missing.is_empty() {
+        Ok(true)
+    } else if allow_unconfined {
+        Ok(false)
+    } else {
+        Err(format!(
+            "cannot be confined here: the kernel lacks {}",
+            missing.join(", ")
+        ))
+    }
 }
 
 /// Confines a plugin's process tool `spec`: the plugin's roots, network permission and
@@ -993,6 +1069,7 @@ pub fn bare(limits: ProcessLimits) -> Arc<Confinement> {
         network: false,
         limits,
         complete: support().missing(false).is_empty(),
+        temp_dirs: TempPool::default(),
     })
 }
 
@@ -1043,6 +1120,24 @@ mod tests {
         assert!(
             user.missing(true).is_empty(),
             "RLIMIT_NPROC holds for a user"
+        );
+        // A tool is refused unless the host opts out; then it runs marked incomplete.
+        let err = decide(&s, false, false).unwrap_err();
+        assert!(
+            err.contains("cannot be confined here") && err.contains("Landlock"),
+            "{err}"
+        );
+        assert_eq!(decide(&s, false, true), Ok(false));
+        assert_eq!(decide(&full, false, false), Ok(true));
+        let no_seccomp = Support {
+            seccomp: false,
+            ..full.clone()
+        };
+        assert!(decide(&no_seccomp, false, false).is_err());
+        assert_eq!(
+            decide(&no_seccomp, true, false),
+            Ok(true),
+            "with network allowed, no socket filter is needed"
         );
     }
 
