@@ -193,9 +193,10 @@ impl EngineBuilder {
         }
         let mut problems = Vec::new();
         // The node registry exists before plugins load, so plugins can add node types.
+        let registry = NodeRegistry::with_builtins();
+        crate::agent::register_nodes(&registry, &settings);
         let workflows = Arc::new(
-            Workflows::new(Arc::new(NodeRegistry::with_builtins()))
-                .with_defaults(RunDefaults::from_settings(&settings)),
+            Workflows::new(Arc::new(registry)).with_defaults(RunDefaults::from_settings(&settings)),
         );
         let plugins = if self.plugins {
             let report = crate::plugins::Loader::new(

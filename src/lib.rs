@@ -6,6 +6,7 @@
 //! facade the CLI and hosts use.
 #![warn(missing_docs)]
 
+pub mod agent;
 pub mod config;
 pub mod engine;
 pub mod hooks;

@@ -70,6 +70,7 @@ subcommands! {
     Plugin => plugin,
     Workflow => workflow,
     Nodes => nodes,
+    Agent => agent,
 }
 
 /// tavern: one protocol for models, scripts and people to call tools.

@@ -115,6 +115,7 @@ fn run_check(globals: &Globals, dir: Option<PathBuf>, json: bool) -> u8 {
             "ok": problems.is_empty(),
             "problems": problems,
             "permissions": report.permissions,
+            "confinement": tavern::plugins::confine::check_lines(&report),
             "plugins": report.plugins.iter().map(|p| p.name()).collect::<Vec<_>>(),
             "tools": tools,
         });
@@ -127,6 +128,9 @@ fn run_check(globals: &Globals, dir: Option<PathBuf>, json: bool) -> u8 {
         // declared-beside-used table is for the reader, on stderr with the summary.
         for text in &report.permissions {
             eprint!("{text}");
+        }
+        for line in tavern::plugins::confine::check_lines(&report) {
+            println!("{line}");
         }
         eprintln!(
             "{} plugin(s), {} tool(s), {} problem(s)",

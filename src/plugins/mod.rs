@@ -11,6 +11,7 @@
 pub mod check;
 pub mod code_execute;
 pub mod config;
+pub mod confine;
 pub mod host_services;
 pub mod isolation;
 pub mod loader;

@@ -23,6 +23,10 @@ pub struct ResolvedPermissions {
     pub processes: bool,
     /// Tools it may call through `api.tools.call` (globs).
     pub tools: Vec<String>,
+    /// Whether its process tools may use the network.
+    pub network: bool,
+    /// Host environment variables its process tools receive.
+    pub env: Vec<String>,
 }
 
 /// Why a permission could not be resolved.
@@ -155,6 +159,8 @@ pub fn resolve(
         fs_write,
         processes: spec.processes,
         tools: spec.tools.clone(),
+        network: spec.network,
+        env: spec.env.clone(),
     })
 }
 

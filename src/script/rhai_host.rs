@@ -725,6 +725,14 @@ fn hooks_on(
                 "api::hooks::on: options must be a map #{ priority: n, once: true, id: \"name\" }",
             ));
         };
+        if let Some(k) = m
+            .keys()
+            .find(|k| !matches!(k.as_str(), "priority" | "once" | "id"))
+        {
+            return Err(rhai_err(format!(
+                "api::hooks::on: unknown option '{k}' (options: priority, once, id)"
+            )));
+        }
         o.priority = m.get("priority").and_then(|v| v.as_int().ok()).unwrap_or(0);
         o.once = m
             .get("once")

@@ -127,6 +127,12 @@ impl CallContext {
 pub trait ToolHandler: Send + Sync + 'static {
     /// Runs the tool. `args` is a JSON object that passed the tool's schema.
     fn invoke(&self, ctx: CallContext, args: Value) -> ToolFuture;
+
+    /// What the handler's sandbox allows (roots, network, limits), for `tavern plugin
+    /// check`; `None` for handlers that run no external process.
+    fn describe_sandbox(&self) -> Option<Value> {
+        None
+    }
 }
 
 struct SyncFn<F>(F);

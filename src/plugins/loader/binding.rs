@@ -188,13 +188,15 @@ impl Loader<'_> {
                 "service tool '{}' needs `script` and `function` (a Lua/Rhai function) or `function` naming a host service",
                 def.id
             ))),
-            Implementation::Script { command, timeout_ms } => {
+            Implementation::Script { command, timeout_ms, limits } => {
                 if !perms.processes {
                     return Err(at(format!("tool '{}' starts a process, but the plugin lacks permission `processes`", def.id))
                         .hint("add `permissions: { processes: true }` to plugin.yaml"));
                 }
                 let mut spec = ProcessSpec::new(command, dir, cfg, *timeout_ms).map_err(|e| at(format!("command '{command}': {e}")))?;
                 spec.extra_args = extra.clone();
+                super::super::confine::confine_spec(&mut spec, self.settings, &self.process_caps, bind, perms, limits.as_ref())
+                    .map_err(|(msg, hint)| at(format!("tool '{}' {msg}", def.id)).hint(hint))?;
                 Ok(Arc::new(ProcessToolHandler::new(spec)))
             }
             // Bound in `bind_deferred`, once every node and workflow is registered.

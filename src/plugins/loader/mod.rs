@@ -128,6 +128,7 @@ pub struct Loader<'a> {
     names: HashMap<String, PathBuf>,
     node_files: HashMap<String, PathBuf>,
     host_limits: Limits,
+    process_caps: super::confine::ProcessLimits,
     workflows: Arc<Workflows>,
     /// Where declared fs roots go instead (`plugin test`; see `isolation.rs`), and whether
     /// missing write roots are created (not by `plugin check`).
@@ -167,6 +168,7 @@ impl<'a> Loader<'a> {
             names: HashMap::new(),
             node_files: HashMap::new(),
             host_limits: Limits::engine_default(),
+            process_caps: super::confine::ProcessLimits::DEFAULT,
             workflows: Arc::new(Workflows::new(Arc::new(NodeRegistry::with_builtins()))),
             roots: super::isolation::RootPolicy::default(),
         }
@@ -193,6 +195,13 @@ impl<'a> Loader<'a> {
     /// Caps every plugin's script limits (default: the engine defaults).
     pub fn host_limits(mut self, limits: Limits) -> Self {
         self.host_limits = limits;
+        self
+    }
+
+    /// Caps every process tool's limits (default: [`super::confine::ProcessLimits::DEFAULT`];
+    /// `process.<limit>` settings replace single caps).
+    pub fn process_caps(mut self, caps: super::confine::ProcessLimits) -> Self {
+        self.process_caps = caps;
         self
     }
 
@@ -371,6 +380,7 @@ impl<'a> Loader<'a> {
             dir: dir.clone(),
             config: cfg.clone(),
             limits: src.manifest.limits.clone(),
+            process_limits: src.manifest.process_limits.clone(),
         };
         for decl in defs {
             if matches!(
@@ -381,12 +391,20 @@ impl<'a> Loader<'a> {
                 continue;
             }
             let Decl {
-                def,
+                mut def,
                 file,
                 text,
                 extra,
                 ..
             } = decl;
+            if let Implementation::Service {
+                script: None,
+                function: Some(f),
+            } = &def.implementation
+            {
+                let f = f.clone();
+                self.host.adjust(&f, &mut def);
+            }
             let handler = match self.bind(
                 &def, &file, &text, &dir, &cfg, &perms, &bind, &extra, &scripts,
             ) {

@@ -731,6 +731,16 @@ fn hooks_on(
     };
     let mut o = crate::hooks::HookOptions::default();
     if let Some(t) = opts {
+        for pair in t.clone().pairs::<LuaValue, LuaValue>() {
+            let (k, _) = pair?;
+            let known = matches!(&k, LuaValue::String(s) if matches!(s.to_str().as_deref(), Ok("priority" | "once" | "id")));
+            if !known {
+                return Err(mlua::Error::runtime(format!(
+                    "api.hooks.on: unknown option {} (options: priority, once, id)",
+                    k.to_string().unwrap_or_else(|_| "?".into())
+                )));
+            }
+        }
         o.priority = t.raw_get::<Option<i64>>("priority")?.unwrap_or(0);
         o.once = t.raw_get::<Option<bool>>("once")?.unwrap_or(false);
         o.id = t.raw_get::<Option<String>>("id")?;
