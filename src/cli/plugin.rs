@@ -115,7 +115,7 @@ fn run_check(globals: &Globals, dir: Option<PathBuf>, json: bool) -> u8 {
             "ok": problems.is_empty(),
             "problems": problems,
             "permissions": report.permissions,
-            "process_tools": tavern::plugins::confine::check_lines(&report),
+            "confinement": tavern::plugins::confine::check_lines(&report),
             "plugins": report.plugins.iter().map(|p| p.name()).collect::<Vec<_>>(),
             "tools": tools,
         });
