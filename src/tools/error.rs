@@ -92,6 +92,14 @@ pub enum ToolError {
         /// The closest inventory id, if one is close.
         suggestion: Option<String>,
     },
+    /// The tool exists on disk but failed to load (its plugin, file or script is broken).
+    #[error("Tool {tool} is unavailable: failed to load: {reason}")]
+    Unavailable {
+        /// The id as written.
+        tool: String,
+        /// The load problem, `file:line:column: message`.
+        reason: String,
+    },
     /// A hook handler refused the call (a `before` point returned `false` or `{veto = …}`,
     /// or failed), or hooks nested past their limit.
     #[error("Tool {tool} was vetoed: {reason}")]
@@ -134,6 +142,7 @@ impl ToolError {
             ToolError::NotInInventory { .. } => "not_in_inventory",
             ToolError::Vetoed { .. } => "vetoed",
             ToolError::Registration { .. } => "registration",
+            ToolError::Unavailable { .. } => "tool_unavailable",
         }
     }
 
