@@ -22,6 +22,17 @@ pub enum EngineError {
     /// A host tool could not be registered.
     #[error(transparent)]
     Tool(#[from] ToolError),
+    /// A host hook could not be registered (unknown point).
+    #[error("host hook: {0}")]
+    Hook(#[from] crate::hooks::HookError),
+    /// The audit file (`--audit`, setting `audit.file`) cannot be opened.
+    #[error("cannot open the audit file {path}: {message}")]
+    Audit {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
 }
 
 /// Configures and builds an [`Engine`].
@@ -33,6 +44,11 @@ pub struct EngineBuilder {
     workflows: bool,
     host_tools: Vec<(ToolDefinition, Arc<dyn ToolHandler>)>,
     script_limits: crate::script::Limits,
+    /// Hooks and overrides (host closures registered before `build` live here too).
+    hooks: Arc<crate::hooks::Hooks>,
+    hook_errors: Vec<crate::hooks::HookError>,
+    audit: Option<PathBuf>,
+    user_scripts: bool,
 }
 
 impl Default for EngineBuilder {
@@ -45,6 +61,10 @@ impl Default for EngineBuilder {
             workflows: true,
             host_tools: Vec::new(),
             script_limits: crate::script::Limits::engine_default(),
+            hooks: crate::hooks::Hooks::new(),
+            hook_errors: Vec::new(),
+            audit: None,
+            user_scripts: true,
         }
     }
 }
@@ -93,6 +113,51 @@ impl EngineBuilder {
         self
     }
 
+    /// Whether to load the power-user hook scripts `<home>/scripts/*.lua|*.rhai` (default yes).
+    pub fn user_scripts(mut self, yes: bool) -> Self {
+        self.user_scripts = yes;
+        self
+    }
+
+    /// Writes the audit trail (every call, veto and override decision) to `file` as JSON
+    /// lines (overrides the `audit.file` setting).
+    pub fn audit(mut self, file: impl Into<PathBuf>) -> Self {
+        self.audit = Some(file.into());
+        self
+    }
+
+    /// The engine's hook registry, to register host hooks and overrides before plugins load.
+    pub fn hooks(&self) -> &Arc<crate::hooks::Hooks> {
+        &self.hooks
+    }
+
+    /// Registers a synchronous host hook on `point` (see `docs/hooks.md`).
+    pub fn hook<F>(mut self, point: &str, f: F) -> Self
+    where
+        F: Fn(&str, &serde_json::Value) -> crate::hooks::HookReturn + Send + Sync + 'static,
+    {
+        if let Err(e) = self.hooks.on_fn(point, Default::default(), f) {
+            self.hook_errors.push(e);
+        }
+        self
+    }
+
+    /// Registers an async host hook on `point`.
+    pub fn hook_async<F, Fut>(mut self, point: &str, f: F) -> Self
+    where
+        F: Fn(&'static str, serde_json::Value, crate::tools::CallContext) -> Fut
+            + Send
+            + Sync
+            + 'static,
+        Fut:
+            std::future::Future<Output = Result<crate::hooks::HookReturn, String>> + Send + 'static,
+    {
+        if let Err(e) = self.hooks.on_async(point, Default::default(), f) {
+            self.hook_errors.push(e);
+        }
+        self
+    }
+
     /// Builds the engine: reads settings, registers tools, loads plugins and workflows.
     /// Broken plugins or workflows do not fail the build; they are listed in
     /// [`Engine::problems`].
@@ -101,7 +166,24 @@ impl EngineBuilder {
         for o in &self.overrides {
             settings.set_override(o).map_err(EngineError::Override)?;
         }
+        if let Some(e) = self.hook_errors.into_iter().next() {
+            return Err(EngineError::Hook(e));
+        }
         let tools = ToolManager::new();
+        tools.set_interceptor(self.hooks.clone());
+        let audit = self.audit.clone().or_else(|| {
+            settings
+                .get("audit.file")
+                .and_then(|v| v.as_str())
+                .map(|f| self.home.join(f))
+        });
+        if let Some(path) = audit {
+            let sink = crate::hooks::AuditSink::file(&path).map_err(|e| EngineError::Audit {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+            self.hooks.set_audit(sink);
+        }
         if self.builtins {
             crate::tools::builtin::register(&tools)?;
         }
@@ -135,6 +217,16 @@ impl EngineBuilder {
             problems.extend(workflows.load_dir(&self.home.join("workflows")));
         }
         problems.extend(workflows.register_tools(&tools));
+        let user_scripts = crate::plugins::user_scripts::after_load(
+            &self.hooks,
+            &tools,
+            &plugins,
+            &workflows,
+            &self.home,
+            &settings,
+            self.user_scripts.then_some(self.script_limits),
+            &mut problems,
+        );
         Ok(Engine {
             home: self.home,
             settings,
@@ -142,6 +234,8 @@ impl EngineBuilder {
             workflows,
             problems,
             plugins,
+            hooks: self.hooks,
+            user_scripts,
         })
     }
 }
@@ -155,6 +249,9 @@ pub struct Engine {
     problems: Vec<Problem>,
     /// Loaded plugins; holding them keeps their script states alive.
     plugins: crate::plugins::PluginSet,
+    hooks: Arc<crate::hooks::Hooks>,
+    /// Power-user scripts; holding them keeps their script states alive.
+    user_scripts: Vec<crate::plugins::user_scripts::UserScript>,
 }
 
 impl Engine {
@@ -186,6 +283,16 @@ impl Engine {
     /// The loaded workflows and the node registry behind them.
     pub fn workflows(&self) -> &Arc<Workflows> {
         &self.workflows
+    }
+
+    /// Hooks and overrides (register host hooks here, or on the builder).
+    pub fn hooks(&self) -> &Arc<crate::hooks::Hooks> {
+        &self.hooks
+    }
+
+    /// The power-user scripts loaded from `<home>/scripts`.
+    pub fn user_scripts(&self) -> &[crate::plugins::user_scripts::UserScript] {
+        &self.user_scripts
     }
 
     /// Problems found while loading plugins and workflows.

@@ -79,6 +79,9 @@ pub struct Cli {
     /// Override a setting, e.g. --set extensions.FileOperator.root=/tmp/ws (repeatable).
     #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
+    /// Append the audit trail (every call, veto and override decision) to FILE as JSON lines.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub audit: Option<PathBuf>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -90,6 +93,7 @@ impl Cli {
         let globals = Globals {
             home: self.home,
             sets: self.sets,
+            audit: self.audit,
         };
         self.command.run(&globals).await
     }
@@ -101,6 +105,8 @@ pub struct Globals {
     pub home: PathBuf,
     /// `--set KEY=VALUE`, in order.
     pub sets: Vec<String>,
+    /// `--audit FILE`.
+    pub audit: Option<PathBuf>,
 }
 
 impl Globals {
@@ -110,6 +116,9 @@ impl Globals {
         let mut b = Engine::builder().home(&self.home);
         for s in &self.sets {
             b = b.set(s.clone());
+        }
+        if let Some(a) = &self.audit {
+            b = b.audit(a);
         }
         match b.build() {
             Ok(engine) => {

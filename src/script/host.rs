@@ -31,6 +31,9 @@ pub struct ScriptEnv {
     pub limits: Limits,
     /// The manager `api.tools.call` goes through when the call itself does not carry one.
     pub tools: Option<Weak<ToolManager>>,
+    /// Who owns hooks and overrides these scripts register, as listings and errors name it
+    /// (`plugin:<name>`, or `script:<name>` for a power-user script).
+    pub owner: String,
 }
 
 impl std::fmt::Debug for ScriptEnv {
@@ -47,8 +50,10 @@ impl std::fmt::Debug for ScriptEnv {
 impl ScriptEnv {
     /// An environment with no permissions, no settings and default limits.
     pub fn new(plugin: impl Into<String>, dir: impl Into<PathBuf>) -> Self {
+        let plugin = plugin.into();
         ScriptEnv {
-            plugin: plugin.into(),
+            owner: format!("plugin:{plugin}"),
+            plugin,
             dir: dir.into(),
             permissions: Permissions::none(),
             config: Map::new(),
@@ -153,6 +158,8 @@ pub(crate) struct HostCore {
     pub output: Output,
     /// Panics caught in Rust code called from this plugin's scripts (each one logged).
     pub panics: std::sync::atomic::AtomicU64,
+    /// Hooks and overrides the scripts registered.
+    pub hooks: super::hooks_api::ScriptHooks,
 }
 
 /// One running script call on this thread.
@@ -251,6 +258,7 @@ impl HostCore {
             env,
             output,
             panics: std::sync::atomic::AtomicU64::new(0),
+            hooks: Default::default(),
         }
     }
 
@@ -346,9 +354,17 @@ impl HostCore {
                 };
                 self.call_tool(&id, a)
             }
-            ToolsRegister => Err(ScriptError::Internal(
-                "api.tools.register is handled by the language host".into(),
-            )),
+            HooksOff => {
+                let n = arg(args, 0).as_u64().ok_or_else(|| {
+                    ScriptError::runtime(
+                        "api.hooks.off: parameter 1 ('handle') must be what api.hooks.on returned",
+                    )
+                })?;
+                Ok(Value::Bool(self.hooks.off(&self.env, n)))
+            }
+            ToolsRegister | HooksOn | ServicesOverride => Err(ScriptError::Internal(format!(
+                "{op:?} is handled by the language host"
+            ))),
         }
     }
 
@@ -357,9 +373,9 @@ impl HostCore {
     /// `ScriptToolHandler`), so a plugin calling itself does not deadlock.
     pub fn call_tool(&self, id: &str, args: Value) -> Result<Value, ScriptError> {
         let cur = current_call();
-        let (info, handle) = match &cur {
-            Some(c) => (c.info.clone(), c.handle.clone()),
-            None => (CallInfo::host(id), None),
+        let info = match &cur {
+            Some(c) => c.info.clone(),
+            None => CallInfo::host(id),
         };
         let manager = match info
             .manager
@@ -373,6 +389,16 @@ impl HostCore {
                 ))
             }
         };
+        // `permissions.tools`: a plugin borrows another plugin's powers only when it says so.
+        if let Ok(tool) = manager.get(id) {
+            if !self.env.permissions.may_call(&self.env.plugin, tool.id()) {
+                tracing::info!(target: "tavern::audit", caller = %self.env.owner, tool = %tool.id(),
+                    outcome = "refused", "api.tools.call refused: not in permissions.tools");
+                return Err(ScriptError::PermissionDenied {
+                    permission: format!("tools: {}", tool.id()),
+                });
+            }
+        }
         let fut = manager.invoke_nested(
             id,
             args,
@@ -380,7 +406,33 @@ impl HostCore {
             info.depth + 1,
             info.cancel.clone(),
         );
-        let handle = handle
+        self.block_on_tool(id, fut)
+    }
+
+    /// `next(args)` of a running override (`token` from its payload), blocking.
+    pub fn call_next(&self, token: u64, mut args: Value) -> Result<Value, ScriptError> {
+        // An empty Lua table reads as `[]`; arguments are an object.
+        if args.as_array().is_some_and(|a| a.is_empty()) || args.is_null() {
+            args = Value::Object(Map::new());
+        }
+        let Some((next, ctx)) = self.hooks.take_next(token) else {
+            return Err(ScriptError::runtime(
+                "next: the override call it belongs to has ended",
+            ));
+        };
+        let id = next.tool_id().to_string();
+        let fut = next.call(args, ctx);
+        self.block_on_tool(&id, fut)
+    }
+
+    /// Runs a tool future to completion on this (script) thread.
+    fn block_on_tool(
+        &self,
+        id: &str,
+        fut: impl std::future::Future<Output = Result<Value, crate::tools::ToolError>>,
+    ) -> Result<Value, ScriptError> {
+        let handle = current_call()
+            .and_then(|c| c.handle)
             .or_else(|| HANDLE.with(|h| h.borrow().clone()))
             .or_else(|| tokio::runtime::Handle::try_current().ok());
         let run = std::panic::AssertUnwindSafe(|| match handle {

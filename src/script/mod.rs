@@ -16,6 +16,7 @@ mod big_stack;
 mod budget;
 mod error;
 pub mod fs;
+mod hooks_api;
 mod host;
 mod limits;
 mod lock;

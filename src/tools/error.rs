@@ -82,6 +82,15 @@ pub enum ToolError {
         /// The nesting limit.
         limit: u32,
     },
+    /// A hook handler refused the call (a `before` point returned `false` or `{veto = …}`,
+    /// or failed), or hooks nested past their limit.
+    #[error("Tool {tool} was vetoed: {reason}")]
+    Vetoed {
+        /// Canonical tool id (or `workflow:<id>` for a workflow run).
+        tool: String,
+        /// Why, as the handler gave it (names the script when a handler failed).
+        reason: String,
+    },
     /// A definition could not be registered (bad id, duplicate, bad schema).
     #[error("Cannot register tool '{id}': {message}")]
     Registration {
@@ -112,6 +121,7 @@ impl ToolError {
             ToolError::Cancelled { .. } => "cancelled",
             ToolError::Skipped { .. } => "skipped",
             ToolError::RecursionLimit { .. } => "recursion_limit",
+            ToolError::Vetoed { .. } => "vetoed",
             ToolError::Registration { .. } => "registration",
         }
     }

@@ -26,19 +26,21 @@ pub mod builtin;
 mod definition;
 mod error;
 pub mod id;
+mod intercept;
 mod listing;
 mod schema;
 pub mod vcp;
 
 pub use definition::{empty_object_schema, Implementation, ToolDefinition};
 pub use error::ToolError;
+pub use intercept::Interceptor;
 pub use listing::success_observation;
 pub use schema::{normalize_key, KeyMatching};
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -125,6 +127,12 @@ impl CallContext {
 pub trait ToolHandler: Send + Sync + 'static {
     /// Runs the tool. `args` is a JSON object that passed the tool's schema.
     fn invoke(&self, ctx: CallContext, args: Value) -> ToolFuture;
+
+    /// What the handler's sandbox allows (roots, network, limits), for `tavern plugin
+    /// check`; `None` for handlers that run no external process.
+    fn describe_sandbox(&self) -> Option<Value> {
+        None
+    }
 }
 
 struct SyncFn<F>(F);
@@ -333,6 +341,8 @@ impl Registry {
 pub struct ToolManager {
     registry: RwLock<Registry>,
     max_depth: u32,
+    /// Hooks and overrides around every call (set once, by the engine).
+    interceptor: OnceLock<Arc<dyn Interceptor>>,
 }
 
 impl Default for ToolManager {
@@ -340,6 +350,7 @@ impl Default for ToolManager {
         ToolManager {
             registry: RwLock::new(Registry::default()),
             max_depth: DEFAULT_MAX_DEPTH,
+            interceptor: OnceLock::new(),
         }
     }
 }
@@ -366,9 +377,20 @@ impl ToolManager {
     /// An empty manager whose tools may nest calls at most `max_depth` levels deep.
     pub fn with_max_depth(max_depth: u32) -> Arc<Self> {
         Arc::new(ToolManager {
-            registry: RwLock::new(Registry::default()),
             max_depth,
+            ..ToolManager::default()
         })
+    }
+
+    /// Installs what runs around every validated call (the engine's hooks and overrides).
+    /// Set once; returns false when one is already installed.
+    pub fn set_interceptor(&self, interceptor: Arc<dyn Interceptor>) -> bool {
+        self.interceptor.set(interceptor).is_ok()
+    }
+
+    /// The installed interceptor, if any.
+    pub fn interceptor(&self) -> Option<&Arc<dyn Interceptor>> {
+        self.interceptor.get()
     }
 
     /// The nesting limit for tools calling tools.
@@ -578,6 +600,12 @@ impl ToolManager {
             depth,
             cancel,
         };
+        // Hot path: one atomic load when nothing is hooked, overridden or audited.
+        if let Some(i) = self.interceptor.get() {
+            if i.wants(tool.id()) {
+                return i.intercept(tool, ctx, args).await;
+            }
+        }
         let result = tool.handler.invoke(ctx, args).await;
         if let Err(e) = &result {
             tracing::debug!(tool = tool.id(), code = e.code(), "tool call failed: {e}");

@@ -344,6 +344,8 @@ struct State<'p> {
     events: Option<UnboundedSender<WorkflowEvent>>,
     node_timeout: Option<Duration>,
     track_time: bool,
+    /// Whether node hook points have handlers (checked once per run).
+    node_hooks: bool,
 }
 
 impl State<'_> {
@@ -485,6 +487,26 @@ impl Plan {
         args: Map<String, Value>,
         opts: RunOptions,
     ) -> Result<RunReport, WorkflowError> {
+        // The registry is borrowed from a clone of the manager, so `opts` can move on.
+        let manager = opts.tools.clone();
+        if let Some(hooks) = super::hooks::hooked(
+            manager.as_ref(),
+            &[
+                crate::hooks::points::WORKFLOW_BEFORE,
+                crate::hooks::points::WORKFLOW_AFTER,
+            ],
+        ) {
+            return super::hooks::run_hooked(self, hooks, args, opts).await;
+        }
+        self.run_unhooked(args, opts).await
+    }
+
+    /// [`Plan::run`] without the workflow hook points.
+    pub(crate) async fn run_unhooked(
+        &self,
+        args: Map<String, Value>,
+        opts: RunOptions,
+    ) -> Result<RunReport, WorkflowError> {
         let args = bind_arguments(self, args)?;
         Ok(self.run_bound(args, opts).await)
     }
@@ -514,6 +536,14 @@ impl Plan {
             events: opts.events.clone(),
             node_timeout: opts.node_timeout,
             track_time: opts.events.is_some() || opts.node_report,
+            node_hooks: super::hooks::hooked(
+                opts.tools.as_ref(),
+                &[
+                    crate::hooks::points::NODE_BEFORE,
+                    crate::hooks::points::NODE_AFTER,
+                ],
+            )
+            .is_some(),
         };
         st.emit(|| WorkflowEvent::WorkflowStarted {
             workflow: self.workflow_id.clone(),
@@ -727,6 +757,15 @@ impl Plan {
                     node_id: node.id.clone(),
                 };
                 let config = node.config.clone();
+                if st.node_hooks {
+                    return Some(super::hooks::hooked_node(
+                        exec.clone(),
+                        ctx,
+                        inputs,
+                        config,
+                        node.node_type.clone(),
+                    ));
+                }
                 if *mode == ExecMode::Async {
                     return Some(exec.execute(ctx, inputs, config));
                 }
