@@ -131,9 +131,6 @@ fn remaining() -> usize {
 /// otherwise on this thread's kept segment (mapped on first use). A panic in `f` is carried
 /// back to the caller's stack and resumed there.
 pub(crate) fn on_big_stack<T>(f: impl FnOnce() -> T) -> T {
-    if std::env::var_os("NO_GUARD_EXPERIMENT").is_some() {
-        return f();
-    }
     if remaining() >= RED_ZONE {
         return f();
     }
