@@ -163,6 +163,7 @@ impl EngineBuilder {
     /// [`Engine::problems`].
     pub fn build(self) -> Result<Engine, EngineError> {
         let mut settings = Settings::load(&self.home).map_err(EngineError::Config)?;
+        settings.apply_env().map_err(EngineError::Override)?;
         for o in &self.overrides {
             settings.set_override(o).map_err(EngineError::Override)?;
         }
@@ -192,9 +193,10 @@ impl EngineBuilder {
         }
         let mut problems = Vec::new();
         // The node registry exists before plugins load, so plugins can add node types.
+        let registry = NodeRegistry::with_builtins();
+        crate::agent::register_nodes(&registry, &settings);
         let workflows = Arc::new(
-            Workflows::new(Arc::new(NodeRegistry::with_builtins()))
-                .with_defaults(RunDefaults::from_settings(&settings)),
+            Workflows::new(Arc::new(registry)).with_defaults(RunDefaults::from_settings(&settings)),
         );
         let plugins = if self.plugins {
             let report = crate::plugins::Loader::new(
@@ -206,7 +208,18 @@ impl EngineBuilder {
             .with_workflows(workflows.clone())
             .host_limits(self.script_limits)
             .load_dir(&self.home.join("plugins"));
+            crate::plugins::unavailable::mark(
+                &tools,
+                &self.home.join("plugins"),
+                report.plugins.list(),
+                &report.problems,
+            );
             problems.extend(report.problems);
+            problems.extend(crate::plugins::config::undeclared_all(
+                report.plugins.list(),
+                &settings,
+                &self.home.join("tavern.toml"),
+            ));
             report.plugins
         } else {
             crate::plugins::PluginSet::default()
@@ -217,6 +230,14 @@ impl EngineBuilder {
             problems.extend(workflows.load_dir(&self.home.join("workflows")));
         }
         problems.extend(workflows.register_tools(&tools));
+        if self.workflows {
+            problems.extend(crate::workflow::config_tools::load(
+                &self.home, &workflows, &tools,
+            ));
+            problems.extend(crate::workflow::node_tools::register_all(
+                &workflows, &tools,
+            ));
+        }
         let user_scripts = crate::plugins::user_scripts::after_load(
             &self.hooks,
             &tools,

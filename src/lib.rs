@@ -6,6 +6,7 @@
 //! facade the CLI and hosts use.
 #![warn(missing_docs)]
 
+pub mod agent;
 pub mod config;
 pub mod engine;
 pub mod hooks;
@@ -13,6 +14,9 @@ pub mod plugins;
 pub mod problem;
 pub mod protocol;
 pub mod script;
+pub mod server;
+pub mod strict;
+pub mod suggest;
 pub mod tools;
 pub mod workflow;
 

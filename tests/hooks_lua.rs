@@ -256,3 +256,78 @@ async fn a_plugin_may_override_a_tool_of_a_plugin_that_loads_later() {
         json!("aa:z")
     );
 }
+
+const SHOUT: &str = r#"{"id": "shout",
+ "interfaceInputs": {"text": {"dataFlowType": "STRING", "required": true}},
+ "interfaceOutputs": {"result": {"dataFlowType": "STRING"}},
+ "nodes": [{"id": "in", "type": "core:GroupInput"},
+           {"id": "up", "type": "core:RegexReplace", "inputValues": {"pattern": "a", "replacement": "A"}},
+           {"id": "out", "type": "core:GroupOutput"}],
+ "edges": [{"source": "in", "sourceHandle": "text", "target": "up", "targetHandle": "text"},
+           {"source": "up", "sourceHandle": "text", "target": "out", "targetHandle": "result"}]}"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn workflow_node_plugin_and_engine_points_in_lua() {
+    let points = [
+        "workflow:before-execute",
+        "workflow:after-execute",
+        "node:before-execute",
+        "node:after-execute",
+        "plugin:loaded",
+        "engine:ready",
+    ];
+    let h = home(&[
+        ("workflows/shout.json", SHOUT),
+        ("plugins/Wf/plugin.yaml", &manifest("Wf", &points, "")),
+        (
+            "plugins/Wf/main.lua",
+            r#"
+local seen = {}
+local function log(s) seen[#seen + 1] = s end
+api.hooks.on("plugin:loaded", function(ev) log("loaded:" .. ev.plugin) end)
+api.hooks.on("engine:ready", function(ev) log("ready") end)
+api.hooks.on("workflow:before-execute", function(ev)
+  log("wb:" .. ev.workflow .. ":" .. ev.caller)
+  if ev.inputs.text == "veto" then return false, "workflow refused" end
+  if ev.inputs.text == "swap" then return {inputs = {text = "banana"}} end
+end)
+api.hooks.on("node:before-execute", function(ev)
+  log("nb:" .. ev.node .. ":" .. ev.type)
+  if ev.inputs.text == "nodeveto" then return {veto = "node refused"} end
+end)
+api.hooks.on("node:after-execute", function(ev)
+  log("na:" .. ev.node)
+  return {outputs = {text = ev.outputs.text .. "~"}}
+end)
+api.hooks.on("workflow:after-execute", function(ev)
+  log("wa:" .. ev.status)
+  return {outputs = {result = "[" .. ev.outputs.result .. "]"}}
+end)
+api.tools.register{ id = "seen", description = "d", handler = function()
+  local out = table.concat(seen, ","); seen = {}; return out end }
+"#,
+        ),
+    ]);
+    let e = clean_engine(h.path());
+    let boot = call(&e, "Wf:seen", json!({})).await.unwrap();
+    assert_eq!(boot, json!("loaded:Echo,loaded:Wf,ready"));
+    assert_eq!(
+        call(&e, "workflow:shout", json!({"text": "swap"}))
+            .await
+            .unwrap(),
+        json!("[bAnAnA~]")
+    );
+    assert_eq!(
+        call(&e, "Wf:seen", json!({})).await.unwrap(),
+        json!("wb:shout:cli,nb:up:core:RegexReplace,na:up,wa:succeeded")
+    );
+    let err = call(&e, "workflow:shout", json!({"text": "veto"}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "vetoed");
+    assert!(err.to_string().contains("workflow refused"), "{err}");
+    let err = call(&e, "workflow:shout", json!({"text": "nodeveto"}))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("node refused"), "{err}");
+}

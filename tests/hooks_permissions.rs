@@ -34,6 +34,22 @@ async fn undeclared_hook_and_override_are_refused_at_load() {
             "plugins/RNoHook/main.rhai",
             "api::hooks::on(\"tool:before-invoke\", |ev| false);\n",
         ),
+        (
+            "plugins/BadOpt/plugin.yaml",
+            "name: BadOpt\npermissions:\n  hooks: [tool:after-invoke]\n",
+        ),
+        (
+            "plugins/BadOpt/main.lua",
+            "api.hooks.on('tool:after-invoke', function() end, {prio = 1})\n",
+        ),
+        (
+            "plugins/BadPoint/plugin.yaml",
+            "name: BadPoint\npermissions:\n  hooks: [\"*\"]\n",
+        ),
+        (
+            "plugins/BadPoint/main.rhai",
+            "api::hooks::on(\"tool:sometime\", |ev| ());\n",
+        ),
     ]);
     let e = engine(h.path());
     let problems: Vec<String> = e.problems().iter().map(ToString::to_string).collect();
@@ -48,6 +64,8 @@ async fn undeclared_hook_and_override_are_refused_at_load() {
     find("NoHook/main.lua", "hooks: tool:before-invoke");
     find("NoOver/main.lua", "services.override: Echo:echo");
     find("RNoHook/main.rhai", "hooks: tool:before-invoke");
+    find("BadOpt/main.lua", "unknown option prio");
+    find("BadPoint/main.rhai", "unknown hook point 'tool:sometime'");
     // Nothing they tried is in effect; the rest of the engine serves.
     assert_eq!(
         call(&e, "Echo:echo", json!({"text": "hi"})).await.unwrap(),

@@ -193,3 +193,97 @@ fn audit_option_writes_every_call_and_veto_as_json_lines() {
         .filter(|r| r["event"] == "call")
         .all(|r| r["duration_ms"].is_number()));
 }
+
+#[test]
+fn tavern_tools_shows_who_overrides_a_tool() {
+    let h = home(&[(
+        "scripts/loud.lua",
+        "api.services.override('system:echo', function(args, ctx, next) return string.upper(next()) end)\n",
+    )]);
+    let run = cli_support::tavern(h.path(), &["tools"], b"");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let at = run
+        .stdout
+        .find("- Tool ID: system:echo")
+        .expect("system:echo listed");
+    let rest = &run.stdout[at..];
+    let end = rest[1..].find("- Tool ID:").map_or(rest.len(), |i| i + 1);
+    assert!(
+        rest[..end].contains("Overridden by: script:loud"),
+        "{}",
+        run.stdout
+    );
+    let run = cli_support::tavern(h.path(), &["tools", "--json"], b"");
+    let list = run.json();
+    let echo = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == "system:echo")
+        .unwrap();
+    assert_eq!(echo["overriddenBy"], json!(["script:loud"]));
+    let plain = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == "system:uuid")
+        .unwrap();
+    assert!(plain.get("overriddenBy").is_none());
+    let text = "<|[REQUEST_TOOL]|>\ncommand:「始」system:echo「末」\ntext:「始」quiet「末」\n<|[END_TOOL]|>\n";
+    let run = cli_support::tavern(h.path(), &["call"], text.as_bytes());
+    assert_eq!(
+        run.json()["results"][0]["value"],
+        json!("QUIET"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn workflow_points_fire_for_cli_runs() {
+    let wf = r#"{"id": "shout",
+ "interfaceInputs": {"text": {"dataFlowType": "STRING", "required": true}},
+ "interfaceOutputs": {"result": {"dataFlowType": "STRING"}},
+ "nodes": [{"id": "in", "type": "core:GroupInput"},
+           {"id": "up", "type": "core:RegexReplace", "inputValues": {"pattern": "a", "replacement": "A"}},
+           {"id": "out", "type": "core:GroupOutput"}],
+ "edges": [{"source": "in", "sourceHandle": "text", "target": "up", "targetHandle": "text"},
+           {"source": "up", "sourceHandle": "text", "target": "out", "targetHandle": "result"}]}"#;
+    let h = home(&[
+        ("workflows/shout.json", wf),
+        (
+            "scripts/wf.rhai",
+            r#"
+api::hooks::on("workflow:before-execute", |ev| {
+    if ev.caller != "cli" { return #{ veto: "expected the cli caller" }; }
+    if ev.inputs.text == "veto" { return #{ veto: "not from the cli" }; }
+});
+api::hooks::on("node:after-execute", |ev| #{ outputs: #{ text: ev.outputs.text + "!" } });
+"#,
+        ),
+    ]);
+    let run = cli_support::tavern(
+        h.path(),
+        &["workflow", "run", "shout", "-i", "text=banana", "--json"],
+        b"",
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(
+        run.json()["outputs"]["result"],
+        json!("bAnAnA!"),
+        "{}",
+        run.stdout
+    );
+    let run = cli_support::tavern(
+        h.path(),
+        &["workflow", "run", "shout", "-i", "text=veto", "--json"],
+        b"",
+    );
+    assert_ne!(run.code, 0);
+    assert!(
+        run.stdout.contains("not from the cli") || run.stderr.contains("not from the cli"),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+}

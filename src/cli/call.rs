@@ -2,11 +2,10 @@
 
 use std::path::PathBuf;
 
-use serde_json::{json, Map, Value};
 use tavern::protocol::Format;
-use tavern::tools::{CallOutcome, Caller};
+use tavern::tools::Caller;
 
-use super::{diagnostics_json, parse_format, print_json, read_input, Globals, FAILED, OK};
+use super::{parse_format, print_json, read_input, Globals, FAILED, OK};
 
 /// Run the tool calls in model output (FILE or stdin) and print the results as JSON.
 #[derive(clap::Args)]
@@ -16,30 +15,6 @@ pub struct Args {
     pub format: Format,
     /// File to read; `-` or nothing reads standard input.
     pub file: Option<PathBuf>,
-}
-
-/// One result as `tavern call` prints it.
-pub fn outcome_json(o: &CallOutcome, step: Option<u32>) -> Value {
-    let mut m = Map::new();
-    m.insert("tool".into(), json!(o.tool));
-    if let Some(s) = step {
-        m.insert("step".into(), json!(s));
-    }
-    match &o.result {
-        Ok(v) => {
-            m.insert("ok".into(), json!(true));
-            m.insert("value".into(), v.clone());
-        }
-        Err(e) => {
-            m.insert("ok".into(), json!(false));
-            m.insert(
-                "error".into(),
-                json!({"code": e.code(), "message": e.to_string()}),
-            );
-        }
-    }
-    m.insert("observation".into(), json!(o.observation()));
-    Value::Object(m)
 }
 
 /// Runs `tavern call`.
@@ -52,25 +27,9 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
         Ok(e) => e,
         Err(code) => return code,
     };
-    let (parsed, outcomes) = engine.call_text(&text, args.format, Caller::Cli).await;
-    let results: Vec<Value> = outcomes
-        .iter()
-        .enumerate()
-        .map(|(i, o)| {
-            let call = parsed.calls.get(i);
-            let mut v = outcome_json(o, call.and_then(|c| c.step));
-            // Which VCP dispatch rule chose the tool (tools::vcp), when one did.
-            if let (Some(d), Some(m)) = (call.and_then(|c| c.dispatch.as_ref()), v.as_object_mut()) {
-                m.insert("dispatch".into(), json!(d));
-            }
-            v
-        })
-        .collect();
-    print_json(&json!({
-        "results": results,
-        "diagnostics": diagnostics_json(&parsed.diagnostics),
-    }));
-    if parsed.has_errors() || outcomes.iter().any(|o| o.result.is_err()) {
+    let report = engine.call_report(&text, args.format, Caller::Cli).await;
+    print_json(&report.json);
+    if report.failed {
         FAILED
     } else {
         OK

@@ -82,6 +82,24 @@ pub enum ToolError {
         /// The nesting limit.
         limit: u32,
     },
+    /// An agent called a tool that exists but is not in its profile's inventory.
+    #[error("Tool '{tool}' is not in the inventory of agent '{agent}' (call only the tools and skills in your manual){}", did_you_mean(suggestion))]
+    NotInInventory {
+        /// The tool id as written.
+        tool: String,
+        /// The agent's id.
+        agent: String,
+        /// The closest inventory id, if one is close.
+        suggestion: Option<String>,
+    },
+    /// The tool exists on disk but failed to load (its plugin, file or script is broken).
+    #[error("Tool {tool} is unavailable: failed to load: {reason}")]
+    Unavailable {
+        /// The id as written.
+        tool: String,
+        /// The load problem, `file:line:column: message`.
+        reason: String,
+    },
     /// A hook handler refused the call (a `before` point returned `false` or `{veto = …}`,
     /// or failed), or hooks nested past their limit.
     #[error("Tool {tool} was vetoed: {reason}")]
@@ -121,8 +139,10 @@ impl ToolError {
             ToolError::Cancelled { .. } => "cancelled",
             ToolError::Skipped { .. } => "skipped",
             ToolError::RecursionLimit { .. } => "recursion_limit",
+            ToolError::NotInInventory { .. } => "not_in_inventory",
             ToolError::Vetoed { .. } => "vetoed",
             ToolError::Registration { .. } => "registration",
+            ToolError::Unavailable { .. } => "tool_unavailable",
         }
     }
 

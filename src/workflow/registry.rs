@@ -149,6 +149,7 @@ pub(crate) struct RunShared {
     pub(crate) caller: Caller,
     pub(crate) depth: u32,
     pub(crate) cancel: CancellationToken,
+    pub(crate) host_data: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// What a node knows about its run.
@@ -177,6 +178,7 @@ impl NodeContext {
                 caller: Caller::Host,
                 depth: 0,
                 cancel: CancellationToken::new(),
+                host_data: None,
             }),
             node_id: Arc::from(node_id),
         }
@@ -205,6 +207,12 @@ impl NodeContext {
     /// Tool-call nesting depth of the run (0 for a run started by the host).
     pub fn depth(&self) -> u32 {
         self.run.depth
+    }
+
+    /// The host's data for this run ([`RunOptions::host_data`](super::RunOptions::host_data)),
+    /// when it is a `T`.
+    pub fn host_data<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.run.host_data.as_deref()?.downcast_ref::<T>()
     }
 
     /// The tool registry, when the run has one.
@@ -395,14 +403,6 @@ impl NodeRegistry {
 
     /// The registered type closest to `node_type`, if one is close (for "did you mean").
     pub fn suggest(&self, node_type: &str) -> Option<String> {
-        let inner = self.read();
-        let wanted = node_type.to_ascii_lowercase();
-        inner
-            .order
-            .iter()
-            .map(|t| (strsim::jaro_winkler(&wanted, &t.to_ascii_lowercase()), t))
-            .filter(|(s, _)| *s > 0.85)
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(_, t)| t.clone())
+        crate::suggest::closest(node_type, &self.read().order)
     }
 }

@@ -48,6 +48,10 @@ pub struct RunOptions {
     pub depth: u32,
     /// Whether [`RunReport::nodes`] is filled in.
     pub node_report: bool,
+    /// Data the host hands to every node of this run (the agent runtime passes its LLM
+    /// overrides and stream sink this way); nodes read it with
+    /// [`NodeContext::host_data`](super::NodeContext::host_data).
+    pub host_data: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Default for RunOptions {
@@ -62,6 +66,7 @@ impl Default for RunOptions {
             caller: Caller::Host,
             depth: 0,
             node_report: false,
+            host_data: None,
         }
     }
 }
@@ -277,14 +282,7 @@ pub(crate) fn bind_arguments(
         out.push(v);
     }
     for k in args.keys() {
-        let hint = plan
-            .interface_inputs
-            .keys()
-            .map(|c| (strsim::jaro_winkler(k, c), c))
-            .filter(|(s, _)| *s > 0.8)
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(_, c)| format!(", did you mean '{c}'?"))
-            .unwrap_or_default();
+        let hint = crate::suggest::did_you_mean(k, plan.interface_inputs.keys());
         problems.push(format!("unknown argument '{k}'{hint}"));
     }
     if problems.is_empty() {
@@ -520,6 +518,7 @@ impl Plan {
             caller: opts.caller.clone(),
             depth: opts.depth,
             cancel: cancel.clone(),
+            host_data: opts.host_data.clone(),
         });
         let n = self.nodes.len();
         let mut st = State {
@@ -757,21 +756,18 @@ impl Plan {
                     node_id: node.id.clone(),
                 };
                 let config = node.config.clone();
-                if st.node_hooks {
-                    return Some(super::hooks::hooked_node(
-                        exec.clone(),
-                        ctx,
-                        inputs,
-                        config,
-                        node.node_type.clone(),
-                    ));
-                }
+                // With node hooks the node runs inside the hooked future; an inline node
+                // stays inline when its hooks finish at once (script hooks run in place).
+                let hooked = st.node_hooks.then(|| node.node_type.clone());
+                let make = move || match hooked {
+                    Some(t) => super::hooks::hooked_node(exec.clone(), ctx, inputs, config, t),
+                    None => exec.execute(ctx, inputs, config),
+                };
                 if *mode == ExecMode::Async {
-                    return Some(exec.execute(ctx, inputs, config));
+                    return Some(make());
                 }
-                let polled = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    poll_once(exec.execute(ctx, inputs, config))
-                }));
+                // A synchronous executor runs when called: the panic guard covers the call.
+                let polled = std::panic::catch_unwind(AssertUnwindSafe(|| poll_once(make())));
                 match polled {
                     Ok(Ok(Ok(out))) => st.succeed(i, out, took()),
                     Ok(Ok(Err(e))) => st.fail(i, e, took()),
