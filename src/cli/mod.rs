@@ -239,9 +239,3 @@ pub fn init_logging() {
 pub fn parse_format(s: &str) -> Result<tavern::protocol::Format, String> {
     s.parse()
 }
-
-/// The JSON form of diagnostics: `severity`, `message`, `line`, `column`, `hint` (if any).
-pub fn diagnostics_json(d: &[tavern::protocol::Diagnostic]) -> Value {
-    // A Diagnostic is plain data; serializing it cannot fail.
-    serde_json::to_value(d).unwrap_or(Value::Array(Vec::new()))
-}

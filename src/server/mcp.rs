@@ -27,7 +27,7 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::export::{tool_json, ExportFormat};
 use super::Served;
@@ -210,7 +210,7 @@ impl ServerHandler for TavernMcp {
             return Err(unknown_tool(&e));
         }
         drop(engine);
-        let args = Value::Object(request.arguments.unwrap_or_else(Map::new));
+        let args = Value::Object(request.arguments.unwrap_or_default());
         let ct = context.ct.clone();
         let call = self
             .served
