@@ -49,8 +49,37 @@ fn bench(c: &mut Criterion) {
     g.bench_function("lua_call_direct", |b| {
         b.iter(|| lua.call("echo", args.clone(), &info).unwrap())
     });
+    // From the main thread (8 MiB): the call runs on this thread's kept 64 MiB segment.
     g.bench_function("rhai_call_direct", |b| {
         b.iter(|| rhai.call("echo", args.clone(), &info).unwrap())
+    });
+    // What the guarantee cost before (issue 13): a fresh 64 MiB segment mapped per call
+    // (`stacker::maybe_grow`); the call inside then finds enough stack and runs in place.
+    g.bench_function("rhai_call_fresh_segment", |b| {
+        b.iter(|| {
+            stacker::maybe_grow(48 << 20, 64 << 20, || {
+                rhai.call("echo", args.clone(), &info).unwrap()
+            })
+        })
+    });
+    // The floor: a thread whose own stack is big enough (no switch at all).
+    g.bench_function("rhai_call_on_big_thread", |b| {
+        b.iter_custom(|n| {
+            std::thread::scope(|s| {
+                std::thread::Builder::new()
+                    .stack_size(64 << 20)
+                    .spawn_scoped(s, || {
+                        let t = Instant::now();
+                        for _ in 0..n {
+                            std::hint::black_box(rhai.call("echo", args.clone(), &info).unwrap());
+                        }
+                        t.elapsed()
+                    })
+                    .unwrap()
+                    .join()
+                    .unwrap()
+            })
+        })
     });
 
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -340,7 +340,9 @@ impl Engine {
         format: Format,
         caller: Caller,
     ) -> (Parsed, Vec<CallOutcome>) {
-        let parsed = protocol::parse(text, format);
+        let mut parsed = protocol::parse(text, format);
+        // VCP dispatch first, so `parsed.calls` pairs one-to-one with the outcomes.
+        parsed.calls = self.tools.resolve_vcp(std::mem::take(&mut parsed.calls));
         let outcomes = self.tools.execute(&parsed.calls, caller).await;
         (parsed, outcomes)
     }

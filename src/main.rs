@@ -2,6 +2,11 @@
 
 mod cli;
 
+/// Opt-in (`--features mimalloc`); see BENCHMARKS.md, whole-process figures.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::process::ExitCode;
 use std::time::Duration;
 

@@ -185,6 +185,18 @@ pub fn print_json(v: &Value) {
     print_text(&format!("{text}\n"));
 }
 
+/// Writes any serializable value as pretty JSON (the same text as [`print_json`] of its
+/// `Value`) straight to a buffered stdout, without building a `Value` or a `String` first.
+/// A closed pipe is not an error.
+pub fn write_json<T: serde::Serialize>(v: &T) {
+    let out = std::io::stdout().lock();
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, out);
+    let _ = serde_json::to_writer_pretty(&mut w, v)
+        .map_err(std::io::Error::from)
+        .and_then(|_| w.write_all(b"\n"))
+        .and_then(|_| w.flush());
+}
+
 /// Prints text on stdout, ignoring a closed pipe (`tavern tools | head`).
 pub fn print_text(text: &str) {
     let mut out = std::io::stdout().lock();
@@ -226,10 +238,4 @@ pub fn init_logging() {
 /// `--format` values: auto, tam, action (or xml), vcp, json.
 pub fn parse_format(s: &str) -> Result<tavern::protocol::Format, String> {
     s.parse()
-}
-
-/// The JSON form of diagnostics: `severity`, `message`, `line`, `column`, `hint` (if any).
-pub fn diagnostics_json(d: &[tavern::protocol::Diagnostic]) -> Value {
-    // A Diagnostic is plain data; serializing it cannot fail.
-    serde_json::to_value(d).unwrap_or(Value::Array(Vec::new()))
 }

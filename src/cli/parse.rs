@@ -1,11 +1,13 @@
-//! `tavern parse [--format F] [FILE]`: read tool calls and print them as one JSON object.
+//! `tavern parse [--format F] [--reader fast|grammar] [FILE]`: read tool calls and print them
+//! as one JSON object.
 
 use std::path::PathBuf;
 
-use serde_json::{json, Map, Value};
-use tavern::protocol::{self, Call, Format, OnError};
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+use tavern::protocol::{self, Call, Diagnostic, Format, OnError};
 
-use super::{diagnostics_json, parse_format, print_json, read_input, Globals, FAILED, OK};
+use super::{parse_format, read_input, Globals, FAILED, INTERNAL, OK};
 
 /// Read tool calls from model output (FILE or stdin) and print them as JSON.
 #[derive(clap::Args)]
@@ -13,27 +15,55 @@ pub struct Args {
     /// Call format to look for: auto, tam, action, vcp or json.
     #[arg(long, default_value = "auto", value_parser = parse_format)]
     pub format: Format,
+    /// Which reader: `fast` (the production scanner) or `grammar` (the pest grammar in
+    /// grammar/tam.pest: slow, the reference definition; prints the same JSON shape).
+    #[arg(long, default_value = "fast", value_parser = ["fast", "grammar"])]
+    pub reader: String,
     /// File to read; `-` or nothing reads standard input.
     pub file: Option<PathBuf>,
 }
 
-/// One call as `tavern parse` prints it: `tool`, `args`, and where it came from.
-pub fn call_json(c: &Call) -> Value {
-    let mut m = Map::new();
-    m.insert("tool".into(), json!(c.tool));
-    m.insert("args".into(), Value::Object(c.args.clone()));
-    m.insert("block".into(), json!(c.block));
-    if let Some(step) = c.step {
-        m.insert("step".into(), json!(step));
-        let on_error = match c.on_error {
-            OnError::Stop => "stop",
-            OnError::Continue => "continue",
-        };
-        m.insert("on_error".into(), json!(on_error));
+fn on_error_name(o: OnError) -> &'static str {
+    match o {
+        OnError::Stop => "stop",
+        OnError::Continue => "continue",
     }
-    m.insert("line".into(), json!(c.span.line));
-    m.insert("column".into(), json!(c.span.column));
-    Value::Object(m)
+}
+
+/// One call as `tavern parse` prints it: `tool`, `args`, `block`, `source` (the form it was
+/// read in: tam, vcp, action or json), `step` and `on_error` for chain steps, `line`,
+/// `column`; serialized straight from the call (no copy of the arguments).
+struct CallView<'a>(&'a Call);
+
+impl Serialize for CallView<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let c = self.0;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("tool", &c.tool)?;
+        m.serialize_entry("args", &c.args)?;
+        m.serialize_entry("block", &c.block)?;
+        m.serialize_entry("source", &c.source)?;
+        if let Some(step) = c.step {
+            m.serialize_entry("step", &step)?;
+            m.serialize_entry("on_error", on_error_name(c.on_error))?;
+        }
+        m.serialize_entry("line", &c.span.line)?;
+        m.serialize_entry("column", &c.span.column)?;
+        m.end()
+    }
+}
+
+/// The printed object: `response_text`, `calls`, `diagnostics`.
+#[derive(Serialize)]
+struct Output<'a> {
+    response_text: &'a str,
+    #[serde(serialize_with = "calls_view")]
+    calls: &'a [Call],
+    diagnostics: &'a [Diagnostic],
+}
+
+fn calls_view<S: Serializer>(calls: &&[Call], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(calls.iter().map(CallView))
 }
 
 /// Runs `tavern parse`.
@@ -42,15 +72,26 @@ pub async fn run(_globals: &Globals, args: Args) -> u8 {
         Ok(t) => t,
         Err(code) => return code,
     };
-    let parsed = protocol::parse(&text, args.format);
-    print_json(&json!({
-        "response_text": parsed.response_text,
-        "calls": parsed.calls.iter().map(call_json).collect::<Vec<_>>(),
-        "diagnostics": diagnostics_json(&parsed.diagnostics),
-    }));
-    if parsed.has_errors() {
-        FAILED
+    let parsed = if args.reader == "grammar" {
+        match protocol::grammar::parse_reference(&text, args.format) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("tavern: the grammar reader could not read the input: {e}");
+                return INTERNAL;
+            }
+        }
     } else {
-        OK
-    }
+        protocol::parse(&text, args.format)
+    };
+    super::write_json(&Output {
+        response_text: &parsed.response_text,
+        calls: &parsed.calls,
+        diagnostics: &parsed.diagnostics,
+    });
+    let code = if parsed.has_errors() { FAILED } else { OK };
+    // The process ends right after this: let the OS take back the input and the calls
+    // instead of freeing them one by one (milliseconds for megabytes of calls).
+    std::mem::forget(parsed);
+    std::mem::forget(text);
+    code
 }

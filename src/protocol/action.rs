@@ -340,6 +340,7 @@ fn close_frame(
                 step: None,
                 on_error: OnError::Stop,
                 source: Format::Action,
+                dispatch: None,
             });
         }
         Some(parent) => {

@@ -91,6 +91,12 @@ pub(crate) fn build_calls(
     diags: &mut Vec<RawDiag>,
     out: &mut Vec<Call>,
 ) {
+    if kind == BlockKind::Vcp {
+        if let Some(call) = build_vcp(s, pairs, block, span, diags) {
+            out.push(call);
+        }
+        return;
+    }
     let is_chain = pairs
         .iter()
         .any(|p| matches!(split_step(text(s, p.key)), Some((base, _)) if is_tool_key(base)));
@@ -99,6 +105,83 @@ pub(crate) fn build_calls(
     } else if let Some(call) = build_plain(s, pairs, block, span, kind, diags) {
         out.push(call);
     }
+}
+
+/// Rule 16: a VCP block as VCP reads it. `tool_name` names the tool; every other key
+/// (`command`, `command1`, `filePath1`, …) is an argument passed through with its name
+/// unchanged; no chain rules. Resolving `tool_name` + `command` to a tool, and numbered
+/// batches to chains, is the ToolManager's business (it knows which tools exist).
+fn build_vcp(
+    s: &str,
+    pairs: &[RawPair],
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+) -> Option<Call> {
+    let mut tool: Option<(&str, usize)> = None;
+    let mut args = Map::with_capacity(pairs.len().saturating_sub(1));
+    let mut failed = false;
+    for p in pairs {
+        let key = text(s, p.key);
+        let value = text(s, p.value);
+        if key_is(key, "toolname") {
+            if let Some((first, _)) = tool {
+                diags.push(RawDiag::error(
+                    p.key.0,
+                    format!("'{key}' names a second tool in one VCP block (the first was '{first}'); this block's call does not run"),
+                    "Write one tool_name per <<<[TOOL_REQUEST]>>> block.".into(),
+                ));
+                failed = true;
+            } else {
+                tool = Some((value.trim(), p.key.0));
+            }
+            continue;
+        }
+        if args
+            .insert(key.to_string(), Value::String(value.to_string()))
+            .is_some()
+        {
+            diags.push(RawDiag::warning(
+                p.key.0,
+                format!("'{key}' is given twice in one block; the last value is used"),
+                "Give each parameter once per call.".into(),
+            ));
+        }
+    }
+    let Some((tool, at)) = tool else {
+        let hint = if args.keys().any(|k| key_is(k, "command")) {
+            "In a <<<[TOOL_REQUEST]>>> block the tool is named by tool_name:「始」ToolName「末」 and 'command' is the tool's sub-command argument; add tool_name, or use a <|[REQUEST_TOOL]|> block where command names the tool."
+        } else {
+            "Add tool_name:「始」ToolName「末」 as the first line of the block."
+        };
+        diags.push(RawDiag::error(
+            span.start,
+            "VCP block has no 'tool_name' key, so it names no tool; it was not executed".into(),
+            hint.into(),
+        ));
+        return None;
+    };
+    if tool.is_empty() {
+        diags.push(RawDiag::error(
+            at,
+            "'tool_name' is empty, so the block names no tool; it was not executed".into(),
+            "Write the tool name between 「始」 and 「末」, e.g. tool_name:「始」FileOperator「末」.".into(),
+        ));
+        return None;
+    }
+    if failed {
+        return None;
+    }
+    Some(Call {
+        tool: tool.to_string(),
+        args,
+        span,
+        block,
+        step: None,
+        on_error: OnError::Stop,
+        source: crate::protocol::Format::Vcp,
+        dispatch: None,
+    })
 }
 
 fn build_plain(
@@ -169,6 +252,7 @@ fn build_plain(
         step: None,
         on_error: OnError::Stop,
         source: kind.format(),
+        dispatch: None,
     })
 }
 
@@ -340,6 +424,7 @@ fn build_chain(
                 step: Some(st.number),
                 on_error: on_errors[i],
                 source: kind.format(),
+                dispatch: None,
             }
         })
         .collect()

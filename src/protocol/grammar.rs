@@ -1,24 +1,176 @@
 //! `grammar/tam.pest` as a reference reader, and the production scanner's view of the
-//! same text, so tests can prove the two agree.
+//! same text, so tests (and users, with `tavern parse --reader grammar`) can check that
+//! the two agree.
 //!
 //! The production reader does not run pest (pest over whole model outputs is slow, see
-//! `ARCHITECTURE.md`); it implements the same grammar as a resumable scanner. These two
-//! functions expose both readings in one shape, block by block and pair by pair.
+//! `ARCHITECTURE.md`); it implements the same grammar as a resumable scanner.
+//! [`reference_blocks_in`] and [`scanned_blocks_in`] expose both readings in one shape,
+//! block by block and pair by pair; [`reference_key`] splits a key the grammar's way and
+//! [`reference_key_kind`] classifies it; [`parse_reference`] is a whole reader built on the
+//! grammar that returns the same [`Parsed`] shape as [`parse`](super::parse): the grammar
+//! finds reasoning regions, blocks, pairs, values, key structure (chain step numbers) and
+//! `<ACTION>` extents; the meaning of a block's keys (calls, chains) and the XML inside
+//! `<ACTION>` are then read by the same code as the fast reader.
 
-use pest::Parser;
+use pest::iterators::Pairs;
+use pest::{Parser, RuleType};
 
+use super::scan::{Region, Scanner};
 pub use super::tam::RawPair;
+use super::tam::{BlockKind, BodyEnd};
+use super::{Format, Parsed};
 
-#[allow(missing_docs)]
-mod generated {
-    /// The parser pest derives from `grammar/tam.pest`.
-    #[derive(pest_derive::Parser)]
-    #[grammar = "grammar/tam.pest"]
-    pub struct TamGrammar;
+/// The rules of `grammar/tam.pest` that readings are built from (the four generated
+/// parsers each have their own `Rule` type with these names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    TamStart,
+    VcpStart,
+    EndMarker,
+    Block,
+    Pair,
+    Key,
+    KeyBase,
+    StepNumber,
+    ValuePlain,
+    ValueMarked,
+    ValueOpen,
+    Stray,
+    Think,
+    ThinkClose,
+    ThinkStray,
+    Action,
+    ActionContent,
+    ActionClose,
+    ToolKey,
+    OnErrorKey,
+    CommonKey,
+    MetaKey,
+    KeyClass,
+    Document,
 }
-use generated::{Rule, TamGrammar};
 
-/// One TAM block as read by the grammar or the scanner (byte offsets into the text).
+macro_rules! grammar_parser {
+    ($module:ident, $inline:tt) => {
+        #[allow(missing_docs, clippy::all)]
+        mod $module {
+            #[derive(pest_derive::Parser)]
+            #[grammar = "grammar/tam.pest"]
+            #[grammar_inline = $inline]
+            pub struct P;
+
+            pub fn kind(r: Rule) -> Option<super::Kind> {
+                use super::Kind::*;
+                Some(match r {
+                    Rule::tam_start => TamStart,
+                    Rule::vcp_start => VcpStart,
+                    Rule::end_marker => EndMarker,
+                    Rule::block => Block,
+                    Rule::pair => Pair,
+                    Rule::key => Key,
+                    Rule::key_base => KeyBase,
+                    Rule::step_number => StepNumber,
+                    Rule::value_plain => ValuePlain,
+                    Rule::value_marked => ValueMarked,
+                    Rule::value_open => ValueOpen,
+                    Rule::stray => Stray,
+                    Rule::think => Think,
+                    Rule::think_close => ThinkClose,
+                    Rule::think_stray => ThinkStray,
+                    Rule::action => Action,
+                    Rule::action_content => ActionContent,
+                    Rule::action_close => ActionClose,
+                    Rule::tool_key => ToolKey,
+                    Rule::on_error_key => OnErrorKey,
+                    Rule::common_key => CommonKey,
+                    Rule::meta_key => MetaKey,
+                    Rule::key_kind => KeyClass,
+                    Rule::document => Document,
+                    _ => return None,
+                })
+            }
+
+            pub fn rule(k: super::Kind) -> Rule {
+                match k {
+                    super::Kind::Key => Rule::key,
+                    super::Kind::KeyClass => Rule::key_kind,
+                    _ => Rule::document,
+                }
+            }
+        }
+    };
+}
+
+grammar_parser!(
+    tam_only,
+    "block_start = _{ tam_start }\nany_start = _{ tam_start_text }\nitem = _{ !ANY ~ ANY }\n"
+);
+grammar_parser!(
+    vcp_only,
+    "block_start = _{ vcp_start }\nany_start = _{ vcp_start_text }\nitem = _{ !ANY ~ ANY }\n"
+);
+grammar_parser!(
+    auto_all,
+    "block_start = _{ tam_start | vcp_start }\nany_start = _{ tam_start_text | vcp_start_text }\nitem = _{ action }\n"
+);
+grammar_parser!(
+    action_only,
+    "block_start = _{ !ANY ~ ANY }\nany_start = _{ !ANY ~ ANY }\nitem = _{ action }\n"
+);
+
+/// A node of a grammar reading: a rule of interest and its byte range.
+#[derive(Debug, Clone)]
+struct Node {
+    kind: Kind,
+    start: usize,
+    end: usize,
+    children: Vec<Node>,
+}
+
+fn nodes<R: RuleType>(pairs: Pairs<'_, R>, kind: fn(R) -> Option<Kind>, out: &mut Vec<Node>) {
+    for p in pairs {
+        let span = p.as_span();
+        match kind(p.as_rule()) {
+            Some(k) => {
+                let mut children = Vec::new();
+                nodes(p.into_inner(), kind, &mut children);
+                out.push(Node {
+                    kind: k,
+                    start: span.start(),
+                    end: span.end(),
+                    children,
+                });
+            }
+            None => nodes(p.into_inner(), kind, out),
+        }
+    }
+}
+
+/// Reads `text` from rule `start` with the grammar for `format`.
+fn read(format: Format, start: Kind, text: &str) -> Result<Vec<Node>, String> {
+    fn go<R: RuleType, P: Parser<R>>(
+        rule: R,
+        kind: fn(R) -> Option<Kind>,
+        text: &str,
+    ) -> Result<Vec<Node>, String> {
+        let pairs = P::parse(rule, text).map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        nodes(pairs, kind, &mut out);
+        Ok(out)
+    }
+    match format {
+        Format::Tam => go::<_, tam_only::P>(tam_only::rule(start), tam_only::kind, text),
+        Format::Vcp => go::<_, vcp_only::P>(vcp_only::rule(start), vcp_only::kind, text),
+        Format::Action => {
+            go::<_, action_only::P>(action_only::rule(start), action_only::kind, text)
+        }
+        Format::Auto | Format::Json => {
+            go::<_, auto_all::P>(auto_all::rule(start), auto_all::kind, text)
+        }
+    }
+}
+
+/// One TAM/VCP block as read by the grammar or the scanner (byte offsets into the text).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlockReading {
     /// Offset of the start marker.
@@ -31,62 +183,183 @@ pub struct BlockReading {
     pub pairs: Vec<RawPair>,
 }
 
-/// Reads `text` with the pest grammar (TAM markers only, as `Format::Tam` does).
-/// Returns the blocks found outside reasoning regions, in order.
-pub fn reference_blocks(text: &str) -> Result<Vec<BlockReading>, String> {
-    let doc = TamGrammar::parse(Rule::document, text).map_err(|e| e.to_string())?;
-    let mut out = Vec::new();
-    for top in doc.flatten() {
-        if top.as_rule() != Rule::block {
-            continue;
-        }
-        let span = top.as_span();
-        let mut b = BlockReading {
-            start: span.start(),
-            end: span.end(),
-            terminated: false,
-            pairs: Vec::new(),
-        };
-        for inner in top.into_inner() {
-            match inner.as_rule() {
-                Rule::end_marker => b.terminated = true,
-                Rule::pair => {
-                    let mut key = (0, 0);
-                    let mut value = (0, 0);
-                    let mut recovered = false;
-                    for part in inner.into_inner() {
-                        let sp = part.as_span();
-                        match part.as_rule() {
-                            Rule::key => key = (sp.start(), sp.end()),
-                            Rule::value_plain | Rule::value_marked => {
-                                value = (sp.start(), sp.end())
-                            }
-                            Rule::value_open => {
-                                value = (sp.start(), sp.end());
-                                recovered = true;
-                            }
-                            _ => {}
-                        }
-                    }
-                    b.pairs.push(RawPair {
-                        key,
-                        value,
-                        recovered,
-                    });
+fn block_pairs(block: &Node) -> Vec<RawPair> {
+    let mut pairs = Vec::new();
+    for p in block.children.iter().filter(|n| n.kind == Kind::Pair) {
+        let mut key = (0, 0);
+        let mut value = (0, 0);
+        let mut recovered = false;
+        for part in &p.children {
+            match part.kind {
+                Kind::Key => key = (part.start, part.end),
+                Kind::ValuePlain | Kind::ValueMarked => value = (part.start, part.end),
+                Kind::ValueOpen => {
+                    value = (part.start, part.end);
+                    recovered = true;
                 }
                 _ => {}
             }
         }
-        out.push(b);
+        pairs.push(RawPair {
+            key,
+            value,
+            recovered,
+        });
     }
-    Ok(out)
+    pairs
 }
 
-/// Reads `text` with the production scanner in `Format::Tam` and reports its blocks in
-/// the same shape as [`reference_blocks`].
-pub fn scanned_blocks(text: &str) -> Vec<BlockReading> {
-    let mut sc = super::scan::Scanner::new(super::Format::Tam);
+fn top_level(format: Format, text: &str) -> Result<Vec<Node>, String> {
+    let doc = read(format, Kind::Document, text)?;
+    Ok(doc
+        .into_iter()
+        .find(|n| n.kind == Kind::Document)
+        .map(|d| d.children)
+        .unwrap_or_default())
+}
+
+/// Reads `text` with the pest grammar for `format` (TAM, VCP or both for `Auto`); returns
+/// the TAM/VCP blocks found outside reasoning regions, in order.
+pub fn reference_blocks_in(text: &str, format: Format) -> Result<Vec<BlockReading>, String> {
+    Ok(top_level(format, text)?
+        .iter()
+        .filter(|n| n.kind == Kind::Block)
+        .map(|b| BlockReading {
+            start: b.start,
+            end: b.end,
+            terminated: b.children.iter().any(|c| c.kind == Kind::EndMarker),
+            pairs: block_pairs(b),
+        })
+        .collect())
+}
+
+/// [`reference_blocks_in`] with TAM markers only (`Format::Tam`).
+pub fn reference_blocks(text: &str) -> Result<Vec<BlockReading>, String> {
+    reference_blocks_in(text, Format::Tam)
+}
+
+/// Reads `text` with the production scanner in `format` and reports its blocks in the
+/// same shape as [`reference_blocks_in`].
+pub fn scanned_blocks_in(text: &str, format: Format) -> Vec<BlockReading> {
+    let mut sc = Scanner::new(format);
     sc.record_blocks();
     sc.run(text, true);
     sc.take_recorded()
+}
+
+/// [`scanned_blocks_in`] in `Format::Tam`.
+pub fn scanned_blocks(text: &str) -> Vec<BlockReading> {
+    scanned_blocks_in(text, Format::Tam)
+}
+
+/// A key split the grammar's way (`key = key_base? ~ step_suffix?`): the base name and the
+/// step number's digits, if the key ends in one. `None` when `key` is not a key.
+pub fn reference_key(key: &str) -> Option<(String, Option<String>)> {
+    let nodes = read(Format::Tam, Kind::Key, key).ok()?;
+    let k = nodes.iter().find(|n| n.kind == Kind::Key)?;
+    if k.end != key.len() {
+        return None;
+    }
+    let base = k
+        .children
+        .iter()
+        .find(|n| n.kind == Kind::KeyBase)
+        .map(|n| key[n.start..n.end].to_string())
+        .unwrap_or_default();
+    let step = k
+        .children
+        .iter()
+        .find(|n| n.kind == Kind::StepNumber)
+        .map(|n| key[n.start..n.end].to_string());
+    Some((base, step))
+}
+
+/// The kind of a key by the grammar's `key_kind` rule: `"tool"` (`command`, `tool_name`),
+/// `"on_error"`, `"common"`, `"meta"` (`request_id`, `comment`) or `"param"`.
+pub fn reference_key_kind(key: &str) -> Option<&'static str> {
+    let nodes = read(Format::Tam, Kind::KeyClass, key).ok()?;
+    let kk = nodes.iter().find(|n| n.kind == Kind::KeyClass)?;
+    Some(match kk.children.first().map(|n| n.kind) {
+        Some(Kind::ToolKey) => "tool",
+        Some(Kind::OnErrorKey) => "on_error",
+        Some(Kind::CommonKey) => "common",
+        Some(Kind::MetaKey) => "meta",
+        _ => "param",
+    })
+}
+
+/// Reads every call in `text` with the grammar (the reference reader behind
+/// `tavern parse --reader grammar`): slow and exact. The result has the shape of
+/// [`parse`](super::parse)'s; a JSON call text is read by the JSON reader, as there.
+/// Fails only if the grammar cannot read the text at all (it reads any text).
+pub fn parse_reference(text: &str, format: Format) -> Result<Parsed, String> {
+    if format == Format::Json
+        || (format == Format::Auto
+            && super::looks_like_json(text)
+            && matches!(super::json::read(text), super::json::JsonOutcome::Calls(_)))
+    {
+        return Ok(super::parse(text, format));
+    }
+    let mut regions = Vec::new();
+    for n in top_level(format, text)? {
+        match n.kind {
+            Kind::Think => regions.push(Region::Think {
+                start: n.start,
+                end: n.end,
+                closed: n.children.iter().any(|c| c.kind == Kind::ThinkClose),
+            }),
+            Kind::ThinkStray => regions.push(Region::StrayThinkClose {
+                start: n.start,
+                end: n.end,
+            }),
+            Kind::Block => {
+                let kind = if n.children.iter().any(|c| c.kind == Kind::VcpStart) {
+                    BlockKind::Vcp
+                } else {
+                    BlockKind::Tam
+                };
+                let end = if n.children.iter().any(|c| c.kind == Kind::EndMarker) {
+                    BodyEnd::Terminated(n.end)
+                } else if n.end == text.len() {
+                    BodyEnd::Eof(n.end)
+                } else {
+                    BodyEnd::AtStart(n.end)
+                };
+                let strays = n
+                    .children
+                    .iter()
+                    .filter(|c| c.kind == Kind::Stray)
+                    .map(|c| c.start)
+                    .collect();
+                regions.push(Region::Block {
+                    kind,
+                    start: n.start,
+                    end,
+                    pairs: block_pairs(&n),
+                    strays,
+                });
+            }
+            Kind::Action => {
+                let content = n
+                    .children
+                    .iter()
+                    .find(|c| c.kind == Kind::ActionContent)
+                    .map_or(n.end, |c| c.start);
+                let close = n
+                    .children
+                    .iter()
+                    .find(|c| c.kind == Kind::ActionClose)
+                    .map(|c| (c.start, c.end));
+                regions.push(Region::Action {
+                    start: n.start,
+                    content,
+                    close,
+                });
+            }
+            _ => {}
+        }
+    }
+    let mut sc = Scanner::new(format);
+    sc.replay(text, regions);
+    Ok(super::finish_scanner(sc, text))
 }

@@ -61,6 +61,7 @@ pub(crate) fn read(text: &str) -> JsonOutcome {
                 step: None,
                 on_error: OnError::Stop,
                 source: Format::Json,
+                dispatch: None,
             }),
             Err(msg) => diags.push(RawDiag::error(
                 0,

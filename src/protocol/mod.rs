@@ -7,16 +7,27 @@
 //! # Formats
 //! - **TAM** (`<|[REQUEST_TOOL]|>` … `<|[END_TOOL]|>`) and **VCP**
 //!   (`<<<[TOOL_REQUEST]>>>` … `<<<[END_TOOL_REQUEST]>>>`): `key:「始」value「末」` pairs,
-//!   defined formally by `grammar/tam.pest` and read by a resumable scanner that the
-//!   tests prove equal to the grammar ([`grammar`]).
-//! - **`<ACTION>` XML**, read with quick-xml.
+//!   defined formally by `grammar/tam.pest` (markers, pairs, values, and the key structure
+//!   chains use: base name, optional `_`, step number) and read by a resumable scanner that
+//!   the tests prove equal to the grammar ([`grammar`]; [`grammar::parse_reference`] is
+//!   the grammar as a whole reader, `tavern parse --reader grammar`).
+//! - **VCP blocks mean what VCP means** (rule 16): `tool_name` names the tool and every
+//!   other key — `command` (the plugin's sub-command), `command1`, `filePath1`, … — is an
+//!   argument with its name unchanged; chain rules do not apply, so a VCP block is always
+//!   one [`Call`] with [`Format::Vcp`] as its `source`. Which tool finally runs
+//!   (`tool_name`, `tool_name:command`, or a numbered batch as a chain) is decided by the
+//!   ToolManager, which knows the tools (`tools::vcp`; the rule is in `Call::dispatch`).
+//! - **`<ACTION>` XML**, read with quick-xml. Only the first `<ACTION>` block of a text
+//!   runs (seed 002 §3.2.1, §3.3 step 4); a later one is a warning ("only the first
+//!   <ACTION> block runs") and its calls are not returned.
 //! - **JSON**: MCP `tools/call` params or request, OpenAI function call(s).
 //!
 //! [`Format::Auto`] finds TAM, VCP and `<ACTION>` blocks in one text; a text whose first
 //! non-blank character is `{` or `[` and that is a JSON call is read as JSON.
 //!
 //! # Response text
-//! `response_text` is the prose outside blocks and outside `<think>` regions (rule 11a).
+//! `response_text` is the prose outside blocks and outside `<think>` regions (rule 11a);
+//! when the text has an `<ACTION>` block, only the prose before the first one (rule 17).
 //! Each stretch of prose between two removed regions is trimmed; non-empty stretches
 //! are joined with one `\n`. A Markdown fence line that directly wraps a block
 //! (```` ``` ```` before it and after it) is removed with the block. For JSON input it
@@ -32,8 +43,10 @@
 //!   of the text a last line break is not part of it.
 //! - `<think>` regions are recognised only in prose, never inside block values. A
 //!   `</think>` without an opening tag is dropped from the prose with a warning.
-//! - `command` and `tool_name` both name the tool, in TAM and VCP blocks alike. In a
-//!   plain block every other key is an argument (`request_id` and `comment` included).
+//! - In TAM blocks `command` and `tool_name` both name the tool; in VCP blocks only
+//!   `tool_name` does. In a plain block every other key is an argument (`request_id`
+//!   and `comment` included). A VCP block without `tool_name` is an error (its hint says
+//!   that `command` is an argument there).
 //! - A duplicated tool key is an error; a duplicated parameter is a warning (last wins).
 //!   An `on_error_N` value other than `stop`/`continue` is a warning and means `stop`;
 //!   `common_on_error` sets the default for every step.
@@ -63,6 +76,14 @@ pub use tam::BlockKind;
 pub use types::{Call, Diagnostic, Format, OnError, Parsed, Severity, Span};
 
 use scan::Scanner;
+
+/// Splits a chain step number off a key: `content2` → (`content`, `Some(2)`), `command_10`
+/// → (`command`, `Some(10)`); `None` when the key does not end in ASCII digits, and
+/// `Some((base, None))` when the number does not fit a `u32`. Used by the ToolManager to
+/// run VCP batches (rule 16) with the same numbering as TAM chains (rule 13).
+pub fn split_step_key(key: &str) -> Option<(&str, Option<u32>)> {
+    chain::split_step(key)
+}
 
 /// Reads every call in `text` in the given format.
 ///

@@ -43,6 +43,35 @@ impl RawDiag {
     }
 }
 
+/// A region the reference reader (the pest grammar, [`super::grammar`]) found, in text
+/// order; [`Scanner::replay`] turns them into the same [`Parsed`](super::Parsed) the
+/// scanner builds.
+#[derive(Debug)]
+pub(crate) enum Region {
+    /// `<think>…</think>` (or unclosed to the end of the text).
+    Think {
+        start: usize,
+        end: usize,
+        closed: bool,
+    },
+    /// A `</think>` with no opening tag.
+    StrayThinkClose { start: usize, end: usize },
+    /// A TAM or VCP block, its pairs and the offsets of its stray lines.
+    Block {
+        kind: BlockKind,
+        start: usize,
+        end: BodyEnd,
+        pairs: Vec<super::tam::RawPair>,
+        strays: Vec<usize>,
+    },
+    /// An `<ACTION>` block: content start and, when closed, the closing tag's range.
+    Action {
+        start: usize,
+        content: usize,
+        close: Option<(usize, usize)>,
+    },
+}
+
 /// A stretch of prose and whether a block follows it directly.
 #[derive(Debug, Clone, Copy)]
 struct Piece {
@@ -98,6 +127,9 @@ pub(crate) struct Scanner {
     loc: Locator,
     close_finder: Finder<'static>,
     recorded: Option<Vec<super::grammar::BlockReading>>,
+    /// Where the first `<ACTION>` block ended: only that block runs, and the response text
+    /// is the prose before it (seed 002 §3.2.1, §3.3 step 4).
+    first_action_end: Option<usize>,
     spare_pairs: Vec<super::tam::RawPair>,
 }
 
@@ -158,6 +190,7 @@ impl Scanner {
             blocks: 0,
             loc: Locator::default(),
             close_finder: Finder::new(CLOSE),
+            first_action_end: None,
             recorded: None,
             spare_pairs: Vec::new(),
         }
@@ -255,16 +288,7 @@ impl Scanner {
                                 self.mode = Mode::Think { start: p };
                                 self.pos = e;
                             }
-                            Lt::ThinkClose(e) => {
-                                self.diags.push(RawDiag::warning(
-                                    p,
-                                    "closing reasoning tag without an opening <think>; the text before it was read as normal output".into(),
-                                    "Open reasoning with <think> and close it with </think>.".into(),
-                                ));
-                                self.end_piece(p, false);
-                                self.piece_start = e;
-                                self.pos = e;
-                            }
+                            Lt::ThinkClose(e) => self.stray_think_close(p, e),
                             Lt::Block(kind, e) => {
                                 let mut pairs = std::mem::take(&mut self.spare_pairs);
                                 pairs.clear();
@@ -337,37 +361,126 @@ impl Scanner {
                     match find_action_end(s, &mut self.pos, xmode, eof) {
                         None => return,
                         Some(Some((end_tag, end))) => {
-                            let block = self.blocks;
-                            self.blocks += 1;
-                            let span = self.span(s, start, end);
-                            let calls = action::parse_action(
-                                text,
-                                content,
-                                end_tag,
-                                block,
-                                span,
-                                &mut self.diags,
-                            );
-                            self.calls.extend(calls);
-                            self.piece_start = end;
-                            self.pos = end;
-                            self.mode = Mode::Prose;
+                            self.action_closed(text, start, content, end_tag, end);
                         }
-                        Some(None) => {
-                            self.blocks += 1;
-                            self.diags.push(RawDiag::error(
-                                start,
-                                "Malformed XML in ACTION block: <ACTION> is never closed; nothing in it was executed".into(),
-                                "End the block with </ACTION> after the last call.".into(),
-                            ));
-                            self.piece_start = len;
-                            self.pos = len;
-                            self.mode = Mode::Done;
-                        }
+                        Some(None) => self.action_unclosed(start, len),
                     }
                 }
             }
         }
+    }
+
+    fn stray_think_close(&mut self, p: usize, e: usize) {
+        self.diags.push(RawDiag::warning(
+            p,
+            "closing reasoning tag without an opening <think>; the text before it was read as normal output".into(),
+            "Open reasoning with <think> and close it with </think>.".into(),
+        ));
+        self.end_piece(p, false);
+        self.piece_start = e;
+        self.pos = e;
+    }
+
+    /// An `<ACTION>` block from `start` whose closing tag is `end_tag..end`.
+    fn action_closed(
+        &mut self,
+        text: &str,
+        start: usize,
+        content: usize,
+        end_tag: usize,
+        end: usize,
+    ) {
+        let block = self.blocks;
+        self.blocks += 1;
+        if self.first_action_end.is_some() {
+            self.later_action(start, block, false);
+        } else {
+            self.first_action_end = Some(end);
+            let span = self.span(text.as_bytes(), start, end);
+            let calls = action::parse_action(text, content, end_tag, block, span, &mut self.diags);
+            self.calls.extend(calls);
+        }
+        self.piece_start = end;
+        self.pos = end;
+        self.mode = Mode::Prose;
+    }
+
+    /// An `<ACTION>` block from `start` that the text ends inside.
+    fn action_unclosed(&mut self, start: usize, len: usize) {
+        let block = self.blocks;
+        self.blocks += 1;
+        if self.first_action_end.is_some() {
+            self.later_action(start, block, true);
+        } else {
+            self.diags.push(RawDiag::error(
+                start,
+                "Malformed XML in ACTION block: <ACTION> is never closed; nothing in it was executed".into(),
+                "End the block with </ACTION> after the last call.".into(),
+            ));
+        }
+        self.piece_start = len;
+        self.pos = len;
+        self.mode = Mode::Done;
+    }
+
+    /// Builds the result from regions found by the reference reader instead of scanning:
+    /// the same prose, block, call and diagnostic logic as [`Scanner::run`] with `eof`.
+    pub(crate) fn replay(&mut self, text: &str, regions: Vec<Region>) {
+        let len = text.len();
+        for r in regions {
+            match r {
+                Region::Think { start, end, closed } => {
+                    self.end_piece(start, false);
+                    if !closed {
+                        self.unclosed_think(start, len);
+                        return;
+                    }
+                    self.piece_start = end;
+                }
+                Region::StrayThinkClose { start, end } => self.stray_think_close(start, end),
+                Region::Block {
+                    kind,
+                    start,
+                    end,
+                    pairs,
+                    strays,
+                } => {
+                    let body = Body::replayed(kind, start, pairs, &strays, text.as_bytes());
+                    self.finish_block(text, body, end, true);
+                }
+                Region::Action {
+                    start,
+                    content,
+                    close: Some((tag, end)),
+                } => {
+                    self.end_piece(start, true);
+                    self.action_closed(text, start, content, tag, end);
+                }
+                Region::Action {
+                    start, close: None, ..
+                } => {
+                    self.end_piece(start, true);
+                    self.action_unclosed(start, len);
+                    return;
+                }
+            }
+        }
+        self.end_piece(len, false);
+        self.mode = Mode::Done;
+    }
+
+    /// A second (or later) `<ACTION>` block: a warning, and none of its calls run.
+    fn later_action(&mut self, start: usize, block: usize, unclosed: bool) {
+        let what = if unclosed {
+            " (it is never closed)"
+        } else {
+            ""
+        };
+        self.diags.push(RawDiag::warning(
+            start,
+            format!("only the first <ACTION> block runs; this <ACTION> block (block {block}){what} was not executed"),
+            "Put every call of one answer in a single <ACTION> block, then wait for the Observation before the next action.".into(),
+        ));
     }
 
     fn unclosed_think(&mut self, start: usize, len: usize) {
@@ -463,6 +576,10 @@ impl Scanner {
                     "key:「始」value「末」 pair outside any block; it was not executed".into(),
                     "Put calls between <|[REQUEST_TOOL]|> and <|[END_TOOL]|>.".into(),
                 ));
+            }
+            if self.first_action_end.is_some_and(|e| piece.start >= e) {
+                // After the one <ACTION> block: not part of the response text.
+                continue;
             }
             let mut t = &text[piece.start..piece.end];
             if fenced {

@@ -231,6 +231,32 @@ impl Body {
         }
     }
 
+    /// A block as the reference reader (the pest grammar) read it: its pairs and the
+    /// offsets of its stray lines, with the same warnings the scanner gives.
+    pub(crate) fn replayed(
+        kind: BlockKind,
+        start: usize,
+        pairs: Vec<RawPair>,
+        strays: &[usize],
+        s: &[u8],
+    ) -> Self {
+        let mut b = Body::new(kind, start, start, Vec::new());
+        let mut strays = strays.iter().copied().peekable();
+        for p in pairs {
+            while let Some(at) = strays.next_if(|&at| at < p.key.0) {
+                b.stray_warning(at);
+            }
+            if p.recovered {
+                b.cut_warning(s, p.key);
+            }
+            b.pairs.push(p);
+        }
+        for at in strays {
+            b.stray_warning(at);
+        }
+        b
+    }
+
     fn key_str<'a>(&self, s: &'a [u8], key: (usize, usize)) -> &'a str {
         // Keys are whole characters matched by `match_pair_start`.
         std::str::from_utf8(&s[key.0..key.1]).unwrap_or("?")
@@ -258,16 +284,20 @@ impl Body {
             value: (v.start, end),
             recovered: true,
         });
-        let key = self.key_str(s, v.key).to_string();
+        self.cut_warning(s, v.key);
+        self.pos = end;
+        self.sub = Sub::MidLine;
+    }
+
+    fn cut_warning(&mut self, s: &[u8], k: (usize, usize)) {
+        let key = self.key_str(s, k).to_string();
         self.diags.push(RawDiag::warning(
-            v.key.0,
+            k.0,
             format!("value of '{key}' has no closing 「末」; it was read up to the end of its last line"),
             format!(
                 "End every value with 「末」 on the same line as its last character or on a line of its own, e.g. {key}:「始」…「末」."
             ),
         ));
-        self.pos = end;
-        self.sub = Sub::MidLine;
     }
 
     /// Advances over `s` (all text so far); `eof` says no more text will come.

@@ -133,6 +133,11 @@ pub struct Call {
     /// The ToolManager matches `<ACTION>` parameter names exactly (seed 002 §5.5) and the
     /// others case- and underscore-insensitively (rule 3).
     pub source: Format,
+    /// How the tool was chosen when that took more than reading the text: set by the
+    /// ToolManager's VCP dispatch (`tool_name`, `tool_name+command` or `tool_name+commandN`,
+    /// see `tools::vcp`); `None` for calls not dispatched that way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dispatch: Option<String>,
 }
 
 impl Call {
@@ -146,6 +151,7 @@ impl Call {
             step: None,
             on_error: OnError::Stop,
             source: Format::Auto,
+            dispatch: None,
         }
     }
 }

@@ -12,6 +12,7 @@
 //! Threats handled are listed in the Lua host's docs (`lua` module) and in `rhai_host`.
 
 pub mod api;
+mod big_stack;
 mod budget;
 mod error;
 pub mod fs;

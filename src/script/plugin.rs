@@ -32,9 +32,9 @@ pub enum ExecMode {
     /// tasks to another thread first, so the executor keeps running); falls back to
     /// `spawn_blocking` on a current-thread runtime. The cheapest (see benches/script.rs).
     InPlace,
-    /// The default: `InPlace` for Lua functions, `Dedicated` for Rhai functions. Rhai frees
-    /// deeply nested values recursively; the dedicated thread's 64 MiB stack holds any
-    /// nesting a script can build within its budget, a 2 MiB blocking thread may not.
+    /// The default: `InPlace`. (Rhai frees deeply nested values recursively; every Rhai
+    /// evaluation gets a 48 MiB stack on whatever thread runs it, from a segment the thread
+    /// maps once and reuses, so Rhai needs no thread of its own; see BENCHMARKS.md.)
     #[default]
     Auto,
 }
@@ -262,37 +262,14 @@ impl PluginScripts {
     /// A tool handler running `function` of this plugin.
     pub fn handler(&self, function: impl Into<String>) -> ScriptToolHandler {
         let function = function.into();
-        let rhai_only = self
-            .inner
-            .rhai
-            .as_ref()
-            .is_some_and(|r| r.has_function(&function))
-            && !self
-                .inner
-                .lua
-                .as_ref()
-                .is_some_and(|_| self.has_function_in_lua(&function));
         ScriptToolHandler {
             scripts: self.clone(),
             function,
             mode: ExecMode::Auto,
-            auto: if rhai_only {
-                ExecMode::Dedicated
-            } else {
-                ExecMode::InPlace
-            },
+            // Lua and Rhai alike: a Rhai call finds its big stack on the worker thread's
+            // kept segment (big_stack.rs), so it needs no dedicated thread.
+            auto: ExecMode::InPlace,
         }
-    }
-
-    fn has_function_in_lua(&self, function: &str) -> bool {
-        let inner = &self.inner;
-        inner.lua.as_ref().is_some_and(|l| {
-            let deadline = Instant::now() + Duration::from_millis(inner.env.limits.wall_ms);
-            inner
-                .lock
-                .acquire(&inner.env.plugin, deadline)
-                .is_ok_and(|_g| l.has_function(function))
-        })
     }
 
     /// Tools registered by the scripts at load time (`api.tools.register`), each with the
@@ -368,8 +345,8 @@ impl ScriptToolHandler {
         self
     }
 
-    /// The mode calls use: [`ExecMode::Auto`] resolved for this function (`InPlace` for a
-    /// Lua function, `Dedicated` for a Rhai-only one), or the mode set with `with_mode`.
+    /// The mode calls use: [`ExecMode::Auto`] resolved for this function (`InPlace`), or the
+    /// mode set with `with_mode`.
     pub fn effective_mode(&self) -> ExecMode {
         if self.mode == ExecMode::Auto {
             self.auto

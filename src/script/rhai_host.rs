@@ -18,6 +18,7 @@ use rhai::{
 use serde_json::{Map, Value};
 
 use super::api::{namespaces, ApiOp, API};
+use super::big_stack::on_big_stack;
 use super::error::bounded;
 use super::host::HostCore;
 use super::{Limits, ScriptError};
@@ -835,19 +836,4 @@ fn register_tool(
         function,
     });
     Ok(())
-}
-
-/// Stack a Rhai evaluation may use: Rhai evaluates and frees nested values recursively, so a
-/// value a script nests thousands of levels deep within its budget would overflow a 2 MiB
-/// thread when dropped (an abort, not an error). The dedicated plugin threads already have
-/// 64 MiB; elsewhere (blocking pool, snippets, direct calls) a segment of this size is mapped
-/// for the call.
-const RHAI_STACK: usize = 64 << 20;
-/// Below this much remaining stack a call gets a fresh [`RHAI_STACK`] segment.
-const RHAI_RED_ZONE: usize = 48 << 20;
-
-/// Runs `f` — evaluation, conversion and every drop of script values — on a stack of at
-/// least [`RHAI_RED_ZONE`] bytes.
-fn on_big_stack<T>(f: impl FnOnce() -> T) -> T {
-    stacker::maybe_grow(RHAI_RED_ZONE, RHAI_STACK, f)
 }

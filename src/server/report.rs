@@ -46,7 +46,16 @@ pub fn call_report(parsed: &Parsed, outcomes: &[CallOutcome]) -> CallReport {
     let results: Vec<Value> = outcomes
         .iter()
         .enumerate()
-        .map(|(i, o)| outcome_json(o, parsed.calls.get(i).and_then(|c| c.step)))
+        .map(|(i, o)| {
+            let call = parsed.calls.get(i);
+            let mut v = outcome_json(o, call.and_then(|c| c.step));
+            // Which VCP dispatch rule chose the tool (tools::vcp), when one did.
+            if let (Some(d), Some(m)) = (call.and_then(|c| c.dispatch.as_ref()), v.as_object_mut())
+            {
+                m.insert("dispatch".into(), json!(d));
+            }
+            v
+        })
         .collect();
     // A Diagnostic is plain data; serializing it cannot fail.
     let diagnostics = serde_json::to_value(&parsed.diagnostics).unwrap_or(Value::Array(Vec::new()));

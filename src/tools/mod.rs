@@ -30,6 +30,7 @@ mod intercept;
 mod listing;
 mod schema;
 mod unavailable;
+pub mod vcp;
 
 pub use definition::{empty_object_schema, tool_shape, Implementation, ToolDefinition};
 pub use error::ToolError;
@@ -628,6 +629,17 @@ impl ToolManager {
         caller: Caller,
         matching: impl Fn(&Call) -> KeyMatching,
     ) -> Vec<CallOutcome> {
+        // VCP calls not dispatched yet (rule 16, `vcp`); a no-op for everything else.
+        let resolved;
+        let calls = if calls
+            .iter()
+            .any(|c| c.source == Format::Vcp && c.dispatch.is_none())
+        {
+            resolved = self.resolve_vcp(calls.to_vec());
+            &resolved[..]
+        } else {
+            calls
+        };
         let mut out = Vec::with_capacity(calls.len());
         let mut stopped: Option<(usize, String)> = None;
         for call in calls {
