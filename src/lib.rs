@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod embed;
 pub mod engine;
 pub mod plugins;
 pub mod problem;
@@ -15,4 +16,11 @@ pub mod script;
 pub mod tools;
 pub mod workflow;
 
+pub use embed::{CallOptions, CallReport, CancelToken, EmbedError, Ticket};
 pub use engine::{Engine, EngineBuilder, EngineError};
+pub use protocol::{parse, Call, Diagnostic, Format, Parsed, Severity};
+pub use script::{Limits, ScriptError};
+pub use tools::{
+    CallContext, CallOutcome, Caller, CallerPolicy, ToolDefinition, ToolError, ToolFuture,
+    ToolHandler,
+};

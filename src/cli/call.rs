@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use tavern::protocol::Format;
 use tavern::tools::{CallOutcome, Caller};
 
@@ -18,28 +18,9 @@ pub struct Args {
     pub file: Option<PathBuf>,
 }
 
-/// One result as `tavern call` prints it.
+/// One result as `tavern call` prints it (the library's [`tavern::embed::outcome_json`]).
 pub fn outcome_json(o: &CallOutcome, step: Option<u32>) -> Value {
-    let mut m = Map::new();
-    m.insert("tool".into(), json!(o.tool));
-    if let Some(s) = step {
-        m.insert("step".into(), json!(s));
-    }
-    match &o.result {
-        Ok(v) => {
-            m.insert("ok".into(), json!(true));
-            m.insert("value".into(), v.clone());
-        }
-        Err(e) => {
-            m.insert("ok".into(), json!(false));
-            m.insert(
-                "error".into(),
-                json!({"code": e.code(), "message": e.to_string()}),
-            );
-        }
-    }
-    m.insert("observation".into(), json!(o.observation()));
-    Value::Object(m)
+    tavern::embed::outcome_json(o, step)
 }
 
 /// Runs `tavern call`.

@@ -9,6 +9,7 @@ use serde::Serialize;
 /// model.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ToolError {
     /// No tool has this id (or any accepted spelling of it).
     #[error("Unknown tool '{id}'{}", did_you_mean(suggestion))]
@@ -82,6 +83,33 @@ pub enum ToolError {
         /// The nesting limit.
         limit: u32,
     },
+    /// The handler panicked. The panic was contained: the engine and the caller go on.
+    #[error("Tool {tool} failed: it panicked ({message}); this is a bug in the tool")]
+    Panicked {
+        /// Canonical tool id.
+        tool: String,
+        /// The panic message, if it was a string.
+        message: String,
+    },
+    /// The tool's caller policy does not allow this caller (see `CallerPolicy`).
+    #[error("Tool {tool} may not be called by {caller}: its caller policy allows {allowed}")]
+    NotPermitted {
+        /// Canonical tool id.
+        tool: String,
+        /// Who asked (`model`, `plugin:<name>`, …).
+        caller: String,
+        /// The callers the policy allows (`host`, `host, plugin`, …).
+        allowed: String,
+    },
+    /// The call was refused before running because its text had warnings and the call
+    /// options asked to refuse them (`CallOptions::refuse_on_warnings`).
+    #[error("Tool {tool} was not run: the text it came from has warnings ({warnings})")]
+    RefusedWarnings {
+        /// The tool id as written.
+        tool: String,
+        /// The warnings, joined with `; `.
+        warnings: String,
+    },
     /// A definition could not be registered (bad id, duplicate, bad schema).
     #[error("Cannot register tool '{id}': {message}")]
     Registration {
@@ -113,6 +141,9 @@ impl ToolError {
             ToolError::Skipped { .. } => "skipped",
             ToolError::RecursionLimit { .. } => "recursion_limit",
             ToolError::Registration { .. } => "registration",
+            ToolError::Panicked { .. } => "panicked",
+            ToolError::NotPermitted { .. } => "not_permitted",
+            ToolError::RefusedWarnings { .. } => "refused_warnings",
         }
     }
 

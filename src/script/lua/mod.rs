@@ -341,8 +341,14 @@ impl LuaHost {
         let outer = self.depth.fetch_add(1, Ordering::AcqRel) == 0;
         if outer {
             let l = &self.shared.limits;
-            let cancel = super::host::current_call().map(|c| c.info.cancel);
-            self.shared.budget.reset(l.instructions, l.wall_ms, cancel);
+            // The active call's deadline already folds in the per-call deadline, the
+            // enclosing call's and the plugin's own `wall_ms`.
+            let cur = super::host::current_call();
+            let own = std::time::Instant::now() + std::time::Duration::from_millis(l.wall_ms);
+            let deadline = cur.as_ref().map_or(own, |c| c.deadline.min(own));
+            self.shared
+                .budget
+                .reset(l.instructions, deadline, cur.map(|c| c.info.cancel));
         }
         let r = std::panic::catch_unwind(AssertUnwindSafe(f));
         self.depth.fetch_sub(1, Ordering::AcqRel);
@@ -381,7 +387,7 @@ impl LuaHost {
                 limit: self.shared.limits.instructions,
             },
             Abort::Timeout => ScriptError::Timeout {
-                after_ms: self.shared.limits.wall_ms,
+                after_ms: self.shared.budget.wall_ms(),
             },
             Abort::Cancelled => ScriptError::Cancelled,
         }
