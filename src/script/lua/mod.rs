@@ -208,19 +208,30 @@ fn setup(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Handles> {
     }
 }
 
+/// `api.<namespace>.<name>` of entry `i` of [`API`], built once per process (not leaked
+/// per Lua state: every plugin load used to leak these strings).
+fn api_name(i: usize) -> &'static str {
+    static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        API.iter()
+            .map(|f| format!("api.{}.{}", f.namespace, f.name))
+            .collect()
+    })[i]
+        .as_str()
+}
+
 fn install_api(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<()> {
     {
         let api = lua.create_table()?;
         for ns in super::api::namespaces() {
             api.raw_set(ns, lua.create_table()?)?;
         }
-        for f in API {
+        for (i, f) in API.iter().enumerate() {
             let t: Table = api.raw_get(f.namespace)?;
             let func = match f.op {
                 ApiOp::ToolsRegister => guarded(lua, shared, "api.tools.register", register_tool)?,
                 op => {
-                    let name: &'static str =
-                        Box::leak(format!("api.{}.{}", f.namespace, f.name).into_boxed_str());
+                    let name = api_name(i);
                     guarded(
                         lua,
                         shared,
