@@ -26,6 +26,17 @@ pub enum EngineError {
     /// A host tool could not be registered.
     #[error(transparent)]
     Tool(#[from] ToolError),
+    /// A host hook could not be registered (unknown point).
+    #[error("host hook: {0}")]
+    Hook(#[from] crate::hooks::HookError),
+    /// The audit file (`--audit`, setting `audit.file`) cannot be opened.
+    #[error("cannot open the audit file {path}: {message}")]
+    Audit {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
 }
 
 /// Configures and builds an [`Engine`].
@@ -72,6 +83,11 @@ pub struct EngineBuilder {
     services: Vec<(String, crate::plugins::ServiceFactory)>,
     /// The runtime to run async work on (default: a small one the engine owns).
     runtime: Option<tokio::runtime::Handle>,
+    /// Hooks and overrides (host closures registered before `build` live here too).
+    hooks: Arc<crate::hooks::Hooks>,
+    hook_errors: Vec<crate::hooks::HookError>,
+    audit: Option<PathBuf>,
+    user_scripts: bool,
 }
 
 impl Default for EngineBuilder {
@@ -88,6 +104,10 @@ impl Default for EngineBuilder {
             reserved: Vec::new(),
             services: Vec::new(),
             runtime: None,
+            hooks: crate::hooks::Hooks::new(),
+            hook_errors: Vec::new(),
+            audit: None,
+            user_scripts: true,
         }
     }
 }
@@ -194,6 +214,51 @@ impl EngineBuilder {
         self
     }
 
+    /// Whether to load the power-user hook scripts `<home>/scripts/*.lua|*.rhai` (default yes).
+    pub fn user_scripts(mut self, yes: bool) -> Self {
+        self.user_scripts = yes;
+        self
+    }
+
+    /// Writes the audit trail (every call, veto and override decision) to `file` as JSON
+    /// lines (overrides the `audit.file` setting).
+    pub fn audit(mut self, file: impl Into<PathBuf>) -> Self {
+        self.audit = Some(file.into());
+        self
+    }
+
+    /// The engine's hook registry, to register host hooks and overrides before plugins load.
+    pub fn hooks(&self) -> &Arc<crate::hooks::Hooks> {
+        &self.hooks
+    }
+
+    /// Registers a synchronous host hook on `point` (see `docs/hooks.md`).
+    pub fn hook<F>(mut self, point: &str, f: F) -> Self
+    where
+        F: Fn(&str, &serde_json::Value) -> crate::hooks::HookReturn + Send + Sync + 'static,
+    {
+        if let Err(e) = self.hooks.on_fn(point, Default::default(), f) {
+            self.hook_errors.push(e);
+        }
+        self
+    }
+
+    /// Registers an async host hook on `point`.
+    pub fn hook_async<F, Fut>(mut self, point: &str, f: F) -> Self
+    where
+        F: Fn(&'static str, serde_json::Value, crate::tools::CallContext) -> Fut
+            + Send
+            + Sync
+            + 'static,
+        Fut:
+            std::future::Future<Output = Result<crate::hooks::HookReturn, String>> + Send + 'static,
+    {
+        if let Err(e) = self.hooks.on_async(point, Default::default(), f) {
+            self.hook_errors.push(e);
+        }
+        self
+    }
+
     /// Builds the engine: reads settings, registers tools, loads plugins and workflows.
     /// Broken plugins or workflows do not fail the build; they are listed in
     /// [`Engine::problems`].
@@ -202,9 +267,26 @@ impl EngineBuilder {
         for o in &self.overrides {
             settings.set_override(o).map_err(EngineError::Override)?;
         }
+        if let Some(e) = self.hook_errors.into_iter().next() {
+            return Err(EngineError::Hook(e));
+        }
         let tools = ToolManager::new();
         if let Some(h) = self.runtime {
             tools.set_runtime(h);
+        }
+        tools.set_interceptor(self.hooks.clone());
+        let audit = self.audit.clone().or_else(|| {
+            settings
+                .get("audit.file")
+                .and_then(|v| v.as_str())
+                .map(|f| self.home.join(f))
+        });
+        if let Some(path) = audit {
+            let sink = crate::hooks::AuditSink::file(&path).map_err(|e| EngineError::Audit {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+            self.hooks.set_audit(sink);
         }
         if self.builtins {
             crate::tools::builtin::register(&tools)?;
@@ -225,9 +307,10 @@ impl EngineBuilder {
         }
         let mut problems = Vec::new();
         // The node registry exists before plugins load, so plugins can add node types.
+        let registry = NodeRegistry::with_builtins();
+        crate::agent::register_nodes(&registry, &settings);
         let workflows = Arc::new(
-            Workflows::new(Arc::new(NodeRegistry::with_builtins()))
-                .with_defaults(RunDefaults::from_settings(&settings)),
+            Workflows::new(Arc::new(registry)).with_defaults(RunDefaults::from_settings(&settings)),
         );
         let plugins = if self.plugins {
             let report =
@@ -254,6 +337,16 @@ impl EngineBuilder {
                 ));
             }
         }
+        let user_scripts = crate::plugins::user_scripts::after_load(
+            &self.hooks,
+            &tools,
+            &plugins,
+            &workflows,
+            &self.home,
+            &settings,
+            self.user_scripts.then_some(self.script_limits),
+            &mut problems,
+        );
         Ok(Engine {
             home: self.home,
             settings,
@@ -262,6 +355,8 @@ impl EngineBuilder {
             problems,
             plugins,
             pump: crate::embed::Pump::default(),
+            hooks: self.hooks,
+            user_scripts,
         })
     }
 }
@@ -277,6 +372,9 @@ pub struct Engine {
     plugins: crate::plugins::PluginSet,
     /// Submitted calls and their results (`submit`/`pump`/`take`).
     pub(crate) pump: crate::embed::Pump,
+    hooks: Arc<crate::hooks::Hooks>,
+    /// Power-user scripts; holding them keeps their script states alive.
+    user_scripts: Vec<crate::plugins::user_scripts::UserScript>,
 }
 
 // A host shares one engine between its threads.
@@ -314,6 +412,16 @@ impl Engine {
     /// The loaded workflows and the node registry behind them.
     pub fn workflows(&self) -> &Arc<Workflows> {
         &self.workflows
+    }
+
+    /// Hooks and overrides (register host hooks here, or on the builder).
+    pub fn hooks(&self) -> &Arc<crate::hooks::Hooks> {
+        &self.hooks
+    }
+
+    /// The power-user scripts loaded from `<home>/scripts`.
+    pub fn user_scripts(&self) -> &[crate::plugins::user_scripts::UserScript] {
+        &self.user_scripts
     }
 
     /// Problems found while loading plugins and workflows.

@@ -2,13 +2,15 @@
 //!
 //! The crate is layered one way (see `ARCHITECTURE.md`):
 //! [`protocol`] (reading and writing calls) → [`tools`] (registry, validation, dispatch) →
-//! [`script`] (sandboxed Lua and Rhai) → [`plugins`] and [`workflow`] → [`Engine`], the
+//! [`hooks`] (callbacks and overrides around calls) → [`script`] (sandboxed Lua and Rhai) → [`plugins`] and [`workflow`] → [`Engine`], the
 //! facade the CLI and hosts use.
 #![warn(missing_docs)]
 
+pub mod agent;
 pub mod config;
 pub mod embed;
 pub mod engine;
+pub mod hooks;
 pub mod plugins;
 pub mod problem;
 pub mod protocol;

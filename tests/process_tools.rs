@@ -16,7 +16,7 @@ fn plugin(home: &Path, processes: bool, config: &str, timeout_ms: u64, script: &
     std::fs::create_dir_all(dir.join("tools")).unwrap();
     std::fs::write(
         dir.join("plugin.yaml"),
-        format!("name: P\nversion: 1.0.0\n{config}\npermissions:\n  processes: {processes}\n"),
+        format!("name: P\nversion: 1.0.0\n{config}\npermissions:\n  processes: {processes}\n  fs: {{ write: [out] }}\n"),
     )
     .unwrap();
     std::fs::write(
@@ -137,26 +137,31 @@ fn alive(pid: i32) -> bool {
 #[tokio::test]
 async fn timeout_kills_the_whole_process_tree() {
     let t = tempfile::tempdir().unwrap();
-    let script = r#"
+    let out = t.path().join("out");
+    let script = &format!(
+        r#"
 import subprocess, time
 p = subprocess.Popen(["sleep", "60"])
-open("grandchild.pid", "w").write(str(p.pid))
+open("{}/grandchild.pid", "w").write(str(p.pid))
 time.sleep(60)
-"#;
-    plugin(t.path(), true, "", 700, script);
+"#,
+        out.display()
+    );
+    // Long enough for a confined python3 to start and write the pid file on a loaded machine.
+    plugin(t.path(), true, "", 3000, script);
     let e = engine(t.path());
     let start = Instant::now();
     let err = call(&e, json!({})).await.unwrap_err();
     assert!(
-        matches!(err, ToolError::Timeout { after_ms: 700, .. }),
+        matches!(err, ToolError::Timeout { after_ms: 3000, .. }),
         "{err}"
     );
     assert!(
-        start.elapsed() < Duration::from_secs(6),
+        start.elapsed() < Duration::from_secs(10),
         "returned after {:?}",
         start.elapsed()
     );
-    let pid: i32 = std::fs::read_to_string(t.path().join("plugins/P/grandchild.pid"))
+    let pid: i32 = std::fs::read_to_string(out.join("grandchild.pid"))
         .unwrap()
         .trim()
         .parse()
@@ -173,19 +178,23 @@ time.sleep(60)
 #[tokio::test]
 async fn leftover_children_are_killed_when_the_tool_answers() {
     let t = tempfile::tempdir().unwrap();
-    let script = r#"
+    let out = t.path().join("out");
+    let script = &format!(
+        r#"
 import subprocess, json
 p = subprocess.Popen(["sleep", "60"])
-open("grandchild.pid", "w").write(str(p.pid))
-print(json.dumps({"status": "success", "result": "done"}))
-"#;
+open("{}/grandchild.pid", "w").write(str(p.pid))
+print(json.dumps({{"status": "success", "result": "done"}}))
+"#,
+        out.display()
+    );
     plugin(t.path(), true, "", 10_000, script);
     let e = engine(t.path());
     let start = Instant::now();
     assert_eq!(call(&e, json!({})).await.unwrap(), json!("done"));
     // The grandchild held stdout open; the call must not wait for it.
     assert!(start.elapsed() < Duration::from_secs(8));
-    let pid: i32 = std::fs::read_to_string(t.path().join("plugins/P/grandchild.pid"))
+    let pid: i32 = std::fs::read_to_string(out.join("grandchild.pid"))
         .unwrap()
         .trim()
         .parse()
@@ -239,10 +248,16 @@ async fn environment_holds_only_path_and_declared_config() {
     assert_eq!(env["API_KEY"], json!("secret-from-config"));
     assert_eq!(env["retries"], json!("2"));
     assert!(env.contains_key("PATH"));
+    // TMPDIR and HOME name the call's private temporary directory.
+    let tmp = env["TMPDIR"].as_str().unwrap();
+    assert!(
+        tmp.contains("tavern-tool-") && env["HOME"] == env["TMPDIR"],
+        "{tmp}"
+    );
     for k in env.keys() {
         // Python itself sets LC_CTYPE when the locale is unset (PEP 538).
         assert!(
-            ["API_KEY", "retries", "PATH", "LC_CTYPE"].contains(&k.as_str()),
+            ["API_KEY", "retries", "PATH", "LC_CTYPE", "TMPDIR", "HOME"].contains(&k.as_str()),
             "unexpected variable {k}"
         );
     }

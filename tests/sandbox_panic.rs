@@ -18,6 +18,8 @@ async fn panicking_host_tool_called_from_a_script() {
     .unwrap();
     let mut env = ScriptEnv::new("p", std::env::temp_dir());
     env.limits = test_limits();
+    // The script may call the host tool (`permissions.tools`).
+    env.permissions.tools = vec!["host:*".into()];
     let p = PluginScripts::from_sources(
         env,
         vec![

@@ -21,6 +21,8 @@ fn load(m: &Arc<ToolManager>, name: &str, src: &str, tools: &[&str]) -> PluginSc
     env.limits = test_limits();
     env.limits.wall_ms = 3_000;
     env.tools = Some(Arc::downgrade(m));
+    // These plugins call each other on purpose (`permissions.tools`).
+    env.permissions.tools = vec!["*".into()];
     let p = PluginScripts::from_sources(env, vec![ScriptSource::new("main.lua", src).unwrap()])
         .unwrap();
     for t in tools {

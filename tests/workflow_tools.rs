@@ -73,6 +73,7 @@ fn every_bundled_workflow_loads_and_becomes_a_tool() {
         ids,
         vec![
             "workflow:character_intro",
+            "workflow:greet_guest",
             "workflow:greet_with_ticket",
             "workflow:number_summary",
             "workflow:summarize_text",

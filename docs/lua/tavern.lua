@@ -18,6 +18,12 @@
 ---@field config table The plugin's settings.
 ---@field log fun(message: any) Logs a message tagged with the tool id.
 
+---Options of api.hooks.on.
+---@class tavern.HookOptions
+---@field priority? integer Higher runs first (default 0); equal priorities run in registration order.
+---@field once? boolean Run a single time, then remove the handler.
+---@field id? string A name: registering the same id again replaces the handler.
+
 ---An entry of api.fs.list.
 ---@class tavern.DirEntry
 ---@field name string
@@ -133,3 +139,30 @@ function api.fs.exists(path) end
 ---Needs permission `fs.write` in plugin.yaml.
 ---@param path string Path inside the plugin's root; `/a/b` and `a/b` mean the same file
 function api.fs.mkdir(path) end
+
+---@class tavern.api.hooks
+api.hooks = {}
+
+---Registers a hook handler; returns a handle for `api.hooks.off`. The point must be listed in `permissions.hooks`. See docs/hooks.md.
+---(Rhai: `api::hooks::on(point, |ev| …)` or `Fn("name")`, options as a map.)
+---Needs permission `hooks` in plugin.yaml.
+---@param point string Hook point (`tool:before-invoke`, …; `hook:client:<point>` is accepted too)
+---@param handler fun(ev: table, ctx: table): (boolean|table|nil, string?) Gets the event; returns nothing to go on, `false[, why]` or `{veto = why}` to stop a `before` point, or a table of fields to replace
+---@param options? tavern.HookOptions `{priority = n, once = true, id = "name"}`
+---@return integer
+function api.hooks.on(point, handler, options) end
+
+---Removes a hook handler of this plugin; returns whether it was registered.
+---@param handle integer What `api.hooks.on` returned
+---@return boolean
+function api.hooks.off(handle) end
+
+---@class tavern.api.services
+api.services = {}
+
+---Overrides a tool: the handler runs in its place and may wrap it through `next`. Overrides stack. The id must be listed in `permissions.services.override`.
+---(Rhai: `api::services::override(id, |args, ctx| …)`, calling `api::services::next(ctx, args)`.)
+---Needs permission `services.override` in plugin.yaml.
+---@param id string Tool or host service id to replace (`FileOperator:WriteFile`)
+---@param handler fun(args: table, ctx: table, next: fun(args: table?): any): any Runs instead of the tool; `next(args)` calls what was there before
+function api.services.override(id, handler) end

@@ -67,6 +67,7 @@ subcommands! {
     Tools => tools,
     Plugin => plugin,
     Workflow => workflow,
+    Agent => agent,
 }
 
 /// tavern: one protocol for models, scripts and people to call tools.
@@ -79,6 +80,9 @@ pub struct Cli {
     /// Override a setting, e.g. --set extensions.FileOperator.root=/tmp/ws (repeatable).
     #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
+    /// Append the audit trail (every call, veto and override decision) to FILE as JSON lines.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub audit: Option<PathBuf>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -90,6 +94,7 @@ impl Cli {
         let globals = Globals {
             home: self.home,
             sets: self.sets,
+            audit: self.audit,
         };
         self.command.run(&globals).await
     }
@@ -101,6 +106,8 @@ pub struct Globals {
     pub home: PathBuf,
     /// `--set KEY=VALUE`, in order.
     pub sets: Vec<String>,
+    /// `--audit FILE`.
+    pub audit: Option<PathBuf>,
 }
 
 impl Globals {
@@ -116,6 +123,9 @@ impl Globals {
             b = b.set(s.clone());
         }
         b = debug_host_tools(b);
+        if let Some(a) = &self.audit {
+            b = b.audit(a);
+        }
         match b.build() {
             Ok(engine) => {
                 for p in engine.problems() {

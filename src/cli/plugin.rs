@@ -103,6 +103,14 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
                 Ok(r) => r,
                 Err(code) => return code,
             };
+            // stdout stays one problem per line (undeclared uses among them); the
+            // declared-beside-used table is for the reader, on stderr with the summary.
+            for text in &report.permissions {
+                eprint!("{text}");
+            }
+            for line in tavern::plugins::confine::check_lines(&report) {
+                println!("{line}");
+            }
             let tools: usize = report.plugins.iter().map(|p| p.tools.len()).sum();
             eprintln!(
                 "{} plugin(s), {} tool(s), {} problem(s)",

@@ -18,13 +18,28 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
     };
     let tools = engine.tools();
     if args.json {
-        print_json(&tools.list_json());
+        let mut list = tools.list_json();
+        // `overriddenBy`: who replaced the tool (bottom of the stack first).
+        if let serde_json::Value::Array(items) = &mut list {
+            for item in items {
+                let id = item.get("id").and_then(|v| v.as_str()).unwrap_or_default();
+                let by = engine.hooks().overridden_by(id);
+                if !by.is_empty() {
+                    item["overriddenBy"] = serde_json::json!(by);
+                }
+            }
+        }
+        print_json(&list);
     } else {
         let mut text = String::new();
         for t in tools.list() {
             text.push_str(&t.manual_entry());
             if t.wire_name() != t.id() {
                 text.push_str(&format!("  - Wire name: {}\n", t.wire_name()));
+            }
+            let by = engine.hooks().overridden_by(t.id());
+            if !by.is_empty() {
+                text.push_str(&format!("  - Overridden by: {}\n", by.join(", ")));
             }
         }
         if text.is_empty() {

@@ -21,6 +21,8 @@ pub struct CheckReport {
     pub problems: Vec<Problem>,
     /// The registry the plugins were loaded into (with the `system:*` tools).
     pub tools: Arc<ToolManager>,
+    /// Per plugin: declared permissions beside what its scripts use.
+    pub permissions: Vec<String>,
 }
 
 /// True when `dir` is itself a plugin (has a manifest).
@@ -32,6 +34,8 @@ pub fn is_plugin_dir(dir: &Path) -> bool {
 /// the settings of `home`.
 pub fn check(path: &Path, home: &Path, settings: &Settings) -> CheckReport {
     let tools = ToolManager::new();
+    // As in the engine: scripts may register hooks and overrides while they load.
+    tools.set_interceptor(crate::hooks::Hooks::new());
     let mut problems = Vec::new();
     if let Err(e) = crate::tools::builtin::register(&tools) {
         problems.push(Problem::new(
@@ -65,10 +69,17 @@ pub fn check(path: &Path, home: &Path, settings: &Settings) -> CheckReport {
             }
         }
     }
+    let mut permissions = Vec::new();
+    for p in &plugins {
+        let (text, ps) = super::uses::report(p, &tools);
+        permissions.push(text);
+        problems.extend(ps);
+    }
     CheckReport {
         plugins,
         problems,
         tools,
+        permissions,
     }
 }
 

@@ -44,6 +44,10 @@ pub struct PluginManifest {
     /// Script limits, as written (each may only lower the engine's limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Value>,
+    /// Limits of the plugin's process tools, as written (`memoryMb`, `cpuSeconds`,
+    /// `processes`, `openFiles`, `outputBytes`); each may only lower the host's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_limits: Option<Value>,
 }
 
 /// `tools:` — a directory entry (seed 001) or a list of inline definitions (seed 000 §5.2).
@@ -126,6 +130,14 @@ pub struct PermissionsSpec {
     pub fs: FsSpec,
     /// Whether it may start processes (script tools).
     pub processes: bool,
+    /// Tools it may call through `api.tools.call` (globs like `FileOperator:*`); its own
+    /// tools and `system:*` need no entry.
+    pub tools: Vec<String>,
+    /// Whether its process tools may use the network (off: no sockets but Unix ones).
+    pub network: bool,
+    /// Host environment variables passed to its process tools (besides `PATH` and its
+    /// config values).
+    pub env: Vec<String>,
 }
 
 /// `permissions.services`.

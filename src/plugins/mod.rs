@@ -11,6 +11,7 @@
 pub mod check;
 pub mod code_execute;
 pub mod config;
+pub mod confine;
 pub mod host_services;
 pub mod loader;
 pub mod locate;
@@ -23,6 +24,8 @@ pub mod scripts;
 pub mod testing;
 pub mod text_service;
 pub mod tool_file;
+pub mod user_scripts;
+pub mod uses;
 pub mod vcp;
 
 pub use host_services::{BindContext, HostServices, ServiceFactory};

@@ -21,6 +21,12 @@ pub struct ResolvedPermissions {
     pub fs_write: Vec<PathBuf>,
     /// Whether it may start processes.
     pub processes: bool,
+    /// Tools it may call through `api.tools.call` (globs).
+    pub tools: Vec<String>,
+    /// Whether its process tools may use the network.
+    pub network: bool,
+    /// Host environment variables its process tools receive.
+    pub env: Vec<String>,
 }
 
 /// Why a permission could not be resolved.
@@ -152,6 +158,9 @@ pub fn resolve(
         fs_read,
         fs_write,
         processes: spec.processes,
+        tools: spec.tools.clone(),
+        network: spec.network,
+        env: spec.env.clone(),
     })
 }
 

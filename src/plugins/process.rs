@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
+use super::confine::{self, Confinement, Prepared};
 use crate::tools::{CallContext, ToolError, ToolFuture, ToolHandler};
 
 /// Wall-clock limit when a tool gives none.
@@ -134,6 +135,8 @@ pub struct ProcessSpec {
     pub output_cap: usize,
     /// Extra members merged into the arguments object (VCP's `command`), when absent.
     pub extra_args: Map<String, Value>,
+    /// The sandbox the child runs in (see [`super::confine`]); `None` runs it unconfined.
+    pub confine: Option<Arc<Confinement>>,
 }
 
 impl ProcessSpec {
@@ -162,6 +165,7 @@ impl ProcessSpec {
             ),
             output_cap: DEFAULT_OUTPUT_CAP,
             extra_args: Map::new(),
+            confine: None,
         })
     }
 }
@@ -184,6 +188,11 @@ impl ToolHandler for ProcessToolHandler {
     fn invoke(&self, ctx: CallContext, args: Value) -> ToolFuture {
         let spec = self.spec.clone();
         Box::pin(async move { run(&spec, &ctx.tool_id, args, ctx.cancel.clone()).await })
+    }
+
+    fn describe_sandbox(&self) -> Option<Value> {
+        let c = self.spec.confine.as_ref()?;
+        Some(c.describe(self.spec.timeout.as_millis() as u64))
     }
 }
 
@@ -269,14 +278,29 @@ pub async fn run(
 
     let program = &spec.argv[0];
     // A program written with a slash is a file of the plugin; a bare name is looked up on PATH.
+    // A confined child cannot search PATH directories it may not read: resolve it here.
     let program_path = if program.contains('/') {
         spec.dir.join(program)
+    } else if spec.confine.is_some() {
+        confine::which(program, spec.env.get("PATH").map(String::as_str))
+            .unwrap_or_else(|| PathBuf::from(program))
     } else {
         PathBuf::from(program)
     };
+    let prepared: Option<Prepared> = match &spec.confine {
+        Some(c) => Some(
+            c.prepare(&program_path)
+                .map_err(|e| ToolError::failed(tool, e.to_string()))?,
+        ),
+        None => None,
+    };
     let mut cmd = tokio::process::Command::new(&program_path);
+    let cwd = match (&spec.confine, &prepared) {
+        (Some(c), Some(p)) if c.plugin_dir.is_none() => p.tmp().to_path_buf(),
+        _ => spec.dir.clone(),
+    };
     cmd.args(&spec.argv[1..])
-        .current_dir(&spec.dir)
+        .current_dir(&cwd)
         .env_clear()
         .envs(&spec.env)
         .stdin(Stdio::piped())
@@ -284,6 +308,10 @@ pub async fn run(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    if let Some(p) = &prepared {
+        cmd.env("TMPDIR", p.tmp()).env("HOME", p.tmp());
+        p.apply(&mut cmd);
+    }
     let mut child = cmd.spawn().map_err(|e| {
         let why = if e.kind() == std::io::ErrorKind::NotFound {
             "not found (is it installed and on PATH?)".to_string()
@@ -346,8 +374,12 @@ pub async fn run(
         }
     };
     // The leader has exited: whatever it left behind in its group goes too, and that also
-    // closes any pipe a grandchild still held, so the reads below finish.
+    // closes any pipe a grandchild still held, so the reads below finish. The cgroup catches
+    // those that left the group (setsid).
     guard.kill();
+    if let Some(p) = &prepared {
+        p.kill_all();
+    }
     let status = status
         .map_err(|e| ToolError::failed(tool, format!("waiting for the process failed: {e}")))?;
     let out = match out {
@@ -366,7 +398,85 @@ pub async fn run(
             _ => Vec::new(),
         },
     };
-    interpret(tool, status, &out, &err)
+    if let (Some(p), Some(c)) = (&prepared, &spec.confine) {
+        if let Some(e) = limit_failure(tool, &status, &err, p, c) {
+            return Err(e);
+        }
+    }
+    let result = interpret(tool, status, &out, &err);
+    match (result, &prepared, &spec.confine) {
+        // The tool reported the refused fork itself: say which limit refused it.
+        (Err(ToolError::Failed { message, .. }), Some(p), Some(c)) if p.processes_refused() > 0 => {
+            Err(ToolError::LimitExceeded {
+                tool: tool.to_string(),
+                limit: "processes".into(),
+                message: format!(
+                    "a fork was refused: the limit is {} processes or threads at once (processes); the tool said: {message}",
+                    c.limits.processes
+                ),
+            })
+        }
+        (r, _, _) => r,
+    }
+}
+
+/// Text in stderr that means an allocation failed.
+const OUT_OF_MEMORY: &[&str] = &[
+    "MemoryError",
+    "Cannot allocate memory",
+    "out of memory",
+    "Out of memory",
+    "bad_alloc",
+    "Fatal process OOM",
+    "memory allocation of",
+];
+
+/// A failed child that hit one of its confinement limits, as the limit and its value.
+fn limit_failure(
+    tool: &str,
+    status: &std::process::ExitStatus,
+    err: &[u8],
+    prepared: &Prepared,
+    c: &Confinement,
+) -> Option<ToolError> {
+    if status.success() {
+        return None;
+    }
+    let l = &c.limits;
+    let signal = std::os::unix::process::ExitStatusExt::signal(status);
+    let limit = |limit: &str, message: String| {
+        Some(ToolError::LimitExceeded {
+            tool: tool.to_string(),
+            limit: limit.into(),
+            message: with_stderr(message, err),
+        })
+    };
+    if signal == Some(libc::SIGXCPU) {
+        return limit(
+            "cpu",
+            format!(
+                "the process used its {} s of CPU time (cpuSeconds) and was stopped",
+                l.cpu_seconds
+            ),
+        );
+    }
+    if signal == Some(libc::SIGKILL) {
+        return limit("cpu", format!("the process was killed (SIGKILL): it passed its CPU time limit of {} s (cpuSeconds), or the system ran out of memory", l.cpu_seconds));
+    }
+    if prepared.processes_refused() > 0 {
+        return limit("processes", format!("the process tried to run more than {} processes or threads at once (processes) and failed", l.processes));
+    }
+    let text = String::from_utf8_lossy(err);
+    if OUT_OF_MEMORY.iter().any(|m| text.contains(m)) {
+        return limit(
+            "memory",
+            format!(
+                "the process ran out of memory: its limit is {} MiB (memoryMb) and it failed",
+                l.memory_mb
+            ),
+        );
+    }
+    None
 }
 
 fn parse_answer(out: &[u8]) -> Option<Map<String, Value>> {

@@ -79,6 +79,7 @@ configOptions:
 permissions:
   hooks: []
   services: {{ override: [] }}
+  tools: []
   fs: {{ read: [], write: [] }}
   processes: false
 

@@ -50,6 +50,7 @@ impl From<&ResolvedPermissions> for Permissions {
             fs_read: p.fs_read.clone(),
             fs_write: p.fs_write.clone(),
             processes: p.processes,
+            tools: p.tools.clone(),
         }
     }
 }

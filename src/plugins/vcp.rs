@@ -148,8 +148,9 @@ fn option_type(v: &str) -> OptionType {
 
 impl VcpManifest {
     /// The equivalent plugin.yaml. A VCP plugin is a process by nature, so it may start
-    /// processes; it gets no file roots (its process is not sandboxed by tavern beyond the
-    /// process limits).
+    /// processes; it gets no file roots and no network (its process is confined like any
+    /// process tool: it reads its own directory; the host may grant the network with the
+    /// `process.network_plugins` setting).
     pub fn to_manifest(&self) -> PluginManifest {
         let config_options = self
             .config_schema
@@ -194,6 +195,7 @@ impl VcpManifest {
                 ..PermissionsSpec::default()
             },
             limits: None,
+            process_limits: None,
         }
     }
 
@@ -215,6 +217,7 @@ impl VcpManifest {
                 implementation: Implementation::Script {
                     command: self.entry_point.command.clone(),
                     timeout_ms,
+                    limits: None,
                 },
                 annotations: None,
                 examples: c.example.iter().map(|e| Value::String(e.clone())).collect(),
@@ -252,7 +255,7 @@ mod tests {
         assert_eq!(tools[0].parameters, permissive_schema());
         assert_eq!(tools[1].description, "dice");
         assert!(
-            matches!(&tools[0].implementation, Implementation::Script { command, timeout_ms: Some(5000) } if command == "python3 random_tool.py")
+            matches!(&tools[0].implementation, Implementation::Script { command, timeout_ms: Some(5000), .. } if command == "python3 random_tool.py")
         );
         let pm = m.to_manifest();
         assert!(pm.permissions.processes);

@@ -38,6 +38,9 @@ pub enum ApiOp {
     FsRemove,
     FsExists,
     FsMkdir,
+    HooksOn,
+    HooksOff,
+    ServicesOverride,
 }
 
 /// One function of the `api` table.
@@ -262,6 +265,43 @@ pub const API: &[ApiFunction] = &[
         op: ApiOp::FsMkdir,
         rhai_name: None,
     },
+    ApiFunction {
+        namespace: "hooks",
+        name: "on",
+        params: &[
+            p("point", "string", "Hook point (`tool:before-invoke`, …; `hook:client:<point>` is accepted too)"),
+            p("handler", "fun(ev: table, ctx: table): (boolean|table|nil, string?)", "Gets the event; returns nothing to go on, `false[, why]` or `{veto = why}` to stop a `before` point, or a table of fields to replace"),
+            opt("options", "tavern.HookOptions", "`{priority = n, once = true, id = \"name\"}`"),
+        ],
+        returns: "integer",
+        doc: "Registers a hook handler; returns a handle for `api.hooks.off`. The point must be listed in `permissions.hooks`. See docs/hooks.md.\n(Rhai: `api::hooks::on(point, |ev| …)` or `Fn(\"name\")`, options as a map.)",
+        permission: Some("hooks"),
+        op: ApiOp::HooksOn,
+        rhai_name: None,
+    },
+    ApiFunction {
+        namespace: "hooks",
+        name: "off",
+        params: &[p("handle", "integer", "What `api.hooks.on` returned")],
+        returns: "boolean",
+        doc: "Removes a hook handler of this plugin; returns whether it was registered.",
+        permission: None,
+        op: ApiOp::HooksOff,
+        rhai_name: None,
+    },
+    ApiFunction {
+        namespace: "services",
+        name: "override",
+        params: &[
+            p("id", "string", "Tool or host service id to replace (`FileOperator:WriteFile`)"),
+            p("handler", "fun(args: table, ctx: table, next: fun(args: table?): any): any", "Runs instead of the tool; `next(args)` calls what was there before"),
+        ],
+        returns: "nil",
+        doc: "Overrides a tool: the handler runs in its place and may wrap it through `next`. Overrides stack. The id must be listed in `permissions.services.override`.\n(Rhai: `api::services::override(id, |args, ctx| …)`, calling `api::services::next(ctx, args)`.)",
+        permission: Some("services.override"),
+        op: ApiOp::ServicesOverride,
+        rhai_name: None,
+    },
 ];
 
 /// Namespaces in the order they appear in [`API`].
@@ -294,6 +334,12 @@ const PRELUDE: &str = r#"---@meta
 ---@field caller string Who called (`cli`, `model`, `plugin:<name>`, …).
 ---@field config table The plugin's settings.
 ---@field log fun(message: any) Logs a message tagged with the tool id.
+
+---Options of api.hooks.on.
+---@class tavern.HookOptions
+---@field priority? integer Higher runs first (default 0); equal priorities run in registration order.
+---@field once? boolean Run a single time, then remove the handler.
+---@field id? string A name: registering the same id again replaces the handler.
 
 ---An entry of api.fs.list.
 ---@class tavern.DirEntry

@@ -31,6 +31,9 @@ pub struct ScriptEnv {
     pub limits: Limits,
     /// The manager `api.tools.call` goes through when the call itself does not carry one.
     pub tools: Option<Weak<ToolManager>>,
+    /// Who owns hooks and overrides these scripts register, as listings and errors name it
+    /// (`plugin:<name>`, or `script:<name>` for a power-user script).
+    pub owner: String,
 }
 
 impl std::fmt::Debug for ScriptEnv {
@@ -47,8 +50,10 @@ impl std::fmt::Debug for ScriptEnv {
 impl ScriptEnv {
     /// An environment with no permissions, no settings and default limits.
     pub fn new(plugin: impl Into<String>, dir: impl Into<PathBuf>) -> Self {
+        let plugin = plugin.into();
         ScriptEnv {
-            plugin: plugin.into(),
+            owner: format!("plugin:{plugin}"),
+            plugin,
             dir: dir.into(),
             permissions: Permissions::none(),
             config: Map::new(),
@@ -158,6 +163,8 @@ pub(crate) struct HostCore {
     pub output: Output,
     /// Panics caught in Rust code called from this plugin's scripts (each one logged).
     pub panics: std::sync::atomic::AtomicU64,
+    /// Hooks and overrides the scripts registered.
+    pub hooks: super::hooks_api::ScriptHooks,
 }
 
 /// One running script call on this thread.
@@ -280,6 +287,7 @@ impl HostCore {
             env,
             output,
             panics: std::sync::atomic::AtomicU64::new(0),
+            hooks: Default::default(),
         }
     }
 
@@ -375,9 +383,17 @@ impl HostCore {
                 };
                 self.call_tool(&id, a)
             }
-            ToolsRegister => Err(ScriptError::Internal(
-                "api.tools.register is handled by the language host".into(),
-            )),
+            HooksOff => {
+                let n = arg(args, 0).as_u64().ok_or_else(|| {
+                    ScriptError::runtime(
+                        "api.hooks.off: parameter 1 ('handle') must be what api.hooks.on returned",
+                    )
+                })?;
+                Ok(Value::Bool(self.hooks.off(&self.env, n)))
+            }
+            ToolsRegister | HooksOn | ServicesOverride => Err(ScriptError::Internal(format!(
+                "{op:?} is handled by the language host"
+            ))),
         }
     }
 
@@ -388,9 +404,9 @@ impl HostCore {
     /// a script looping on host calls ends at its deadline however few instructions it runs.
     pub fn call_tool(&self, id: &str, args: Value) -> Result<Value, ScriptError> {
         let cur = current_call();
-        let (info, handle, deadline) = match &cur {
-            Some(c) => (c.info.clone(), c.handle.clone(), Some(c.deadline)),
-            None => (CallInfo::host(id), None, None),
+        let (info, deadline) = match &cur {
+            Some(c) => (c.info.clone(), Some(c.deadline)),
+            None => (CallInfo::host(id), None),
         };
         let past = |d: Option<Instant>| d.is_some_and(|d| Instant::now() >= d);
         if past(deadline) {
@@ -408,16 +424,16 @@ impl HostCore {
                 ))
             }
         };
-        // The runtime of the call (or the engine's own): never a throwaway one per call.
-        let handle = match handle
-            .or_else(|| HANDLE.with(|h| h.borrow().clone()))
-            .or_else(|| tokio::runtime::Handle::try_current().ok())
-        {
-            Some(h) => h,
-            None => manager.runtime_handle().map_err(|e| {
-                ScriptError::Tool(crate::tools::ToolError::failed(id, e.to_string()))
-            })?,
-        };
+        // `permissions.tools`: a plugin borrows another plugin's powers only when it says so.
+        if let Ok(tool) = manager.get(id) {
+            if !self.env.permissions.may_call(&self.env.plugin, tool.id()) {
+                tracing::info!(target: "tavern::audit", caller = %self.env.owner, tool = %tool.id(),
+                    outcome = "refused", "api.tools.call refused: not in permissions.tools");
+                return Err(ScriptError::PermissionDenied {
+                    permission: format!("tools: {}", tool.id()),
+                });
+            }
+        }
         let fut = manager.invoke_at(
             id,
             args,
@@ -429,24 +445,7 @@ impl HostCore {
                 matching: crate::tools::KeyMatching::Loose,
             },
         );
-        let run = std::panic::AssertUnwindSafe(|| {
-            // `Handle::block_on` refuses to nest (A → B → A runs nested on one thread), so
-            // poll the future here, parked between wake-ups, inside the runtime's context.
-            let _entered = handle.enter();
-            park_block_on(fut)
-        });
-        let out = match std::panic::catch_unwind(run) {
-            Ok(Err(crate::tools::ToolError::Panicked { .. })) | Err(_) => {
-                self.panics
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                tracing::error!(target: "tavern::script", plugin = %self.env.plugin,
-                    "api.tools.call('{id}') panicked (a Rust tool panicked)");
-                return Err(ScriptError::Internal(format!(
-                    "api.tools.call('{id}'): the tool panicked (logged by the host)"
-                )));
-            }
-            Ok(r) => r.map_err(ScriptError::Tool),
-        };
+        let out = self.block_on_tool(id, Some(&manager), fut);
         // Host time counts: a call that came back after the deadline ends the script now,
         // not at the next instruction-count check.
         if past(deadline) {
@@ -460,6 +459,69 @@ impl HostCore {
             .as_ref()
             .map_or(self.env.limits.wall_ms, |c| c.allowed_ms);
         ScriptError::Timeout { after_ms: ms }
+    }
+
+    /// `next(args)` of a running override (`token` from its payload), blocking.
+    pub fn call_next(&self, token: u64, mut args: Value) -> Result<Value, ScriptError> {
+        // An empty Lua table reads as `[]`; arguments are an object.
+        if args.as_array().is_some_and(|a| a.is_empty()) || args.is_null() {
+            args = Value::Object(Map::new());
+        }
+        let Some((next, ctx)) = self.hooks.take_next(token) else {
+            return Err(ScriptError::runtime(
+                "next: the override call it belongs to has ended",
+            ));
+        };
+        let id = next.tool_id().to_string();
+        let manager = ctx.manager.clone();
+        let fut = next.call(args, ctx);
+        self.block_on_tool(&id, Some(&manager), fut)
+    }
+
+    /// Runs a tool future to completion on this (script) thread, on the runtime of the
+    /// enclosing call, or the engine's own (never a throwaway runtime per call). A panic in
+    /// the tool is counted and logged, and the script sees an error.
+    fn block_on_tool(
+        &self,
+        id: &str,
+        manager: Option<&Arc<ToolManager>>,
+        fut: impl std::future::Future<Output = Result<Value, crate::tools::ToolError>>,
+    ) -> Result<Value, ScriptError> {
+        let handle = current_call()
+            .and_then(|c| c.handle)
+            .or_else(|| HANDLE.with(|h| h.borrow().clone()))
+            .or_else(|| tokio::runtime::Handle::try_current().ok());
+        let handle = match handle {
+            Some(h) => h,
+            None => match manager {
+                Some(m) => m.runtime_handle().map_err(|e| {
+                    ScriptError::Tool(crate::tools::ToolError::failed(id, e.to_string()))
+                })?,
+                None => {
+                    return Err(ScriptError::runtime(format!(
+                        "cannot call '{id}': no runtime and no tool manager"
+                    )))
+                }
+            },
+        };
+        let run = std::panic::AssertUnwindSafe(|| {
+            // `Handle::block_on` refuses to nest (A → B → A runs nested on one thread), so
+            // poll the future here, parked between wake-ups, inside the runtime's context.
+            let _entered = handle.enter();
+            park_block_on(fut)
+        });
+        match std::panic::catch_unwind(run) {
+            Ok(Err(crate::tools::ToolError::Panicked { .. })) | Err(_) => {
+                self.panics
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::error!(target: "tavern::script", plugin = %self.env.plugin,
+                    "api.tools.call('{id}') panicked (a Rust tool panicked)");
+                Err(ScriptError::Internal(format!(
+                    "api.tools.call('{id}'): the tool panicked (logged by the host)"
+                )))
+            }
+            Ok(r) => r.map_err(ScriptError::Tool),
+        }
     }
 }
 

@@ -15,6 +15,7 @@ pub mod api;
 mod budget;
 mod error;
 pub mod fs;
+mod hooks_api;
 mod host;
 mod limits;
 mod lock;

@@ -18,6 +18,9 @@ pub struct Permissions {
     pub fs_write: Vec<PathBuf>,
     /// Whether the plugin may start processes.
     pub processes: bool,
+    /// Tools it may call through `api.tools.call` (globs like `FileOperator:*`; its own
+    /// tools and `system:*` need no entry).
+    pub tools: Vec<String>,
 }
 
 /// Which kind of file access an `api.fs` function needs.
@@ -65,8 +68,84 @@ impl Permissions {
         })
     }
 
-    /// Whether a hook point was declared.
+    /// Whether a hook point was declared, in either written form (`workflow:before-execute`
+    /// or the seed's `hook:client:workflow:before-execute`); `*` allows every point.
     pub fn may_hook(&self, hook: &str) -> bool {
-        self.hooks.iter().any(|h| h == hook)
+        let bare = bare_point(hook);
+        self.hooks.iter().any(|h| h == "*" || bare_point(h) == bare)
+    }
+
+    /// Whether `tool` (a canonical id) may be overridden: listed in
+    /// `permissions.services.override` (globs allowed).
+    pub fn may_override(&self, tool: &str) -> bool {
+        self.services_override.iter().any(|g| glob_match(g, tool))
+    }
+
+    /// Whether `api.tools.call` may call `tool` (a canonical id) for plugin `plugin`: its own
+    /// tools and `system:*` always; others when `permissions.tools` lists them (globs).
+    pub fn may_call(&self, plugin: &str, tool: &str) -> bool {
+        let ns = tool.split_once(':').map(|(n, _)| n);
+        ns == Some(plugin) || ns == Some("system") || self.tools.iter().any(|g| glob_match(g, tool))
+    }
+}
+
+/// `hook:client:<point>` and `hook:<point>` name `<point>`.
+pub fn bare_point(name: &str) -> &str {
+    name.strip_prefix("hook:client:")
+        .or_else(|| name.strip_prefix("hook:"))
+        .unwrap_or(name)
+}
+
+/// Glob match with `*` (any run of characters, `:` included) and `?` (one character).
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_and_hook_forms() {
+        for (pat, text, ok) in [
+            ("FileOperator:*", "FileOperator:WriteFile", true),
+            ("FileOperator:*", "Other:WriteFile", false),
+            ("*", "a:b", true),
+            ("a:?", "a:b", true),
+            ("a:b", "a:bc", false),
+            ("*:Read*", "FileOperator:ReadFile", true),
+        ] {
+            assert_eq!(glob_match(pat, text), ok, "{pat} vs {text}");
+        }
+        let p = Permissions {
+            hooks: vec![
+                "hook:client:workflow:before-execute".into(),
+                "tool:after-invoke".into(),
+            ],
+            ..Default::default()
+        };
+        assert!(p.may_hook("workflow:before-execute"));
+        assert!(p.may_hook("hook:client:tool:after-invoke"));
+        assert!(!p.may_hook("tool:before-invoke"));
+        assert!(p.may_call("me", "me:x") && p.may_call("me", "system:echo"));
+        assert!(!p.may_call("me", "FileOperator:WriteFile"));
     }
 }

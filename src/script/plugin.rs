@@ -156,7 +156,7 @@ impl PluginScripts {
                 }
             }
         }
-        Ok(PluginScripts {
+        let scripts = PluginScripts {
             inner: Arc::new(Inner {
                 env,
                 core,
@@ -165,7 +165,20 @@ impl PluginScripts {
                 lock: Arc::new(PluginLock::default()),
                 worker: Mutex::new(None),
             }),
-        })
+        };
+        // Hooks and overrides registered while loading can run now. The factory holds the
+        // scripts weakly (the registry holds the handlers it builds, as it holds tools).
+        let weak = Arc::downgrade(&scripts.inner);
+        let factory: super::hooks_api::Factory = Box::new(move |key: &str| {
+            let inner = weak.upgrade()?;
+            Some(PluginScripts { inner }.handler(key))
+        });
+        scripts
+            .inner
+            .core
+            .hooks
+            .activate(&scripts.inner.env, factory)?;
+        Ok(scripts)
     }
 
     /// The plugin's name.

@@ -41,6 +41,8 @@ pub(crate) struct RhaiSpec {
 struct RhaiShared {
     loading: std::sync::atomic::AtomicBool,
     registered: Mutex<Vec<RhaiSpec>>,
+    /// Hook and override functions (closures or `Fn("name")`), by key (`hook#<n>`).
+    fn_ptrs: Mutex<std::collections::HashMap<String, FnPtr>>,
 }
 
 /// One plugin's Rhai engine and scripts.
@@ -268,6 +270,7 @@ impl RhaiHost {
         let shared = Arc::new(RhaiShared {
             loading: std::sync::atomic::AtomicBool::new(false),
             registered: Mutex::new(Vec::new()),
+            fn_ptrs: Mutex::new(std::collections::HashMap::new()),
         });
         engine.register_static_module("api", Self::api_module(&core, &shared, &limits).into());
         let config = json_to_dynamic(&Value::Object(core.env.config.clone()))?;
@@ -286,6 +289,36 @@ impl RhaiHost {
             let mut m = Module::new();
             for f in API.iter().filter(|f| f.namespace == ns) {
                 let op = f.op;
+                if op == ApiOp::HooksOn {
+                    let (c, sh) = (core.clone(), shared.clone());
+                    m.set_native_fn("on", move |point: Dynamic, f: Dynamic| {
+                        hooks_on(&c, &sh, point, f, Dynamic::UNIT)
+                    });
+                    let (c, sh) = (core.clone(), shared.clone());
+                    m.set_native_fn("on", move |point: Dynamic, f: Dynamic, opts: Dynamic| {
+                        hooks_on(&c, &sh, point, f, opts)
+                    });
+                    continue;
+                }
+                if op == ApiOp::ServicesOverride {
+                    let (c, sh) = (core.clone(), shared.clone());
+                    m.set_native_fn("override", move |id: Dynamic, f: Dynamic| {
+                        services_override(&c, &sh, id, f)
+                    });
+                    let (c, l) = (core.clone(), *limits);
+                    m.set_native_fn("next", move |ctx: Dynamic, args: Dynamic| {
+                        let token = ctx
+                            .try_cast::<rhai::Map>()
+                            .and_then(|m| m.get("next").and_then(|t| t.as_int().ok()))
+                            .ok_or_else(|| {
+                                rhai_err("api::services::next(ctx, args): ctx must be the ctx an override received")
+                            })?;
+                        let a = dynamic_to_json(&args, &l).map_err(typed_err)?;
+                        let out = c.call_next(token as u64, a).map_err(typed_err)?;
+                        json_to_dynamic(&out).map_err(typed_err)
+                    });
+                    continue;
+                }
                 if op == ApiOp::ToolsRegister {
                     let sh = shared.clone();
                     let plugin = core.env.plugin.clone();
@@ -386,6 +419,14 @@ impl RhaiHost {
 
     /// Whether a script function of this name (or a registered tool id) exists.
     pub fn has_function(&self, name: &str) -> bool {
+        if name.starts_with("hook#") || name.starts_with("override#") {
+            return self
+                .shared
+                .fn_ptrs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains_key(name);
+        }
         let name = self.function_for(name);
         self.ast.iter_functions().any(|f| f.name == name)
     }
@@ -420,6 +461,9 @@ impl RhaiHost {
         tool_id: &str,
         caller: &str,
     ) -> Result<Value, ScriptError> {
+        if function.starts_with("hook#") || function.starts_with("override#") {
+            return self.call_fn_ptr(function, args, tool_id, caller);
+        }
         let fname = self.function_for(function);
         let arity = self
             .ast
@@ -457,6 +501,54 @@ impl RhaiHost {
                 &fname,
                 (a, Dynamic::from_map(ctx)),
             ),
+        });
+        let v = r.map_err(|e| self.map_error(*e, None))?;
+        dynamic_to_json(&v, &self.limits)
+    }
+
+    fn call_fn_ptr(
+        &self,
+        key: &str,
+        args: &Value,
+        tool_id: &str,
+        caller: &str,
+    ) -> Result<Value, ScriptError> {
+        let fp = self
+            .shared
+            .fn_ptrs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned()
+            .ok_or_else(|| ScriptError::UnknownFunction {
+                function: key.to_string(),
+            })?;
+        let mut ctx = rhai::Map::new();
+        ctx.insert("tool_id".into(), tool_id.into());
+        ctx.insert("caller".into(), caller.into());
+        ctx.insert("config".into(), self.config.clone());
+        // Overrides get `{args, token}`: the args go to the function, the token into ctx.
+        let payload = if key.starts_with("override#") {
+            if let Some(t) = args.get("token").and_then(Value::as_i64) {
+                ctx.insert("next".into(), Dynamic::from_int(t));
+            }
+            args.get("args").cloned().unwrap_or(Value::Null)
+        } else {
+            args.clone()
+        };
+        let a = json_to_dynamic(&payload)?;
+        let params = self
+            .ast
+            .iter_functions()
+            .find(|f| f.name == fp.fn_name())
+            .map(|f| f.params.len().saturating_sub(fp.curry().len()))
+            .unwrap_or(1);
+        let r = self.with_deadline(|| {
+            if params >= 2 {
+                fp.call::<Dynamic>(&self.engine, &self.ast, (a, Dynamic::from_map(ctx)))
+            } else {
+                fp.call::<Dynamic>(&self.engine, &self.ast, (a,))
+            }
         });
         let v = r.map_err(|e| self.map_error(*e, None))?;
         dynamic_to_json(&v, &self.limits)
@@ -549,6 +641,99 @@ fn map_rhai_error(e: EvalAltResult, file: Option<&str>, limits: &Limits) -> Scri
             line,
         },
     }
+}
+
+/// A handler argument: a closure, `Fn("name")` or a function name.
+fn fn_ptr(api: &str, f: Dynamic) -> Result<FnPtr, Box<EvalAltResult>> {
+    if f.is_fnptr() {
+        return f
+            .try_cast::<FnPtr>()
+            .ok_or_else(|| rhai_err(format!("{api}: the handler is not a function")));
+    }
+    match f.into_immutable_string() {
+        Ok(name) => FnPtr::new(name.as_str()).map_err(|e| rhai_err(format!("{api}: {e}"))),
+        Err(_) => Err(rhai_err(format!(
+            "{api}: the handler must be a closure |ev| … or Fn(\"name\")"
+        ))),
+    }
+}
+
+fn string_arg(api: &str, what: &str, v: Dynamic) -> Result<String, Box<EvalAltResult>> {
+    v.into_immutable_string()
+        .map(|s| s.to_string())
+        .map_err(|t| rhai_err(format!("{api}: {what} must be a string, got {t}")))
+}
+
+/// `api::hooks::on(point, f[, options])`.
+fn hooks_on(
+    core: &Arc<HostCore>,
+    sh: &RhaiShared,
+    point: Dynamic,
+    f: Dynamic,
+    opts: Dynamic,
+) -> Result<rhai::INT, Box<EvalAltResult>> {
+    const API_NAME: &str = "api::hooks::on";
+    let env = &core.env;
+    let point = string_arg(API_NAME, "the point", point)?;
+    let point =
+        super::hooks_api::ScriptHooks::check_point(env, API_NAME, &point).map_err(typed_err)?;
+    let f = fn_ptr(API_NAME, f)?;
+    let mut o = crate::hooks::HookOptions::default();
+    if !opts.is_unit() {
+        let Some(m) = opts.try_cast::<rhai::Map>() else {
+            return Err(rhai_err(
+                "api::hooks::on: options must be a map #{ priority: n, once: true, id: \"name\" }",
+            ));
+        };
+        if let Some(k) = m
+            .keys()
+            .find(|k| !matches!(k.as_str(), "priority" | "once" | "id"))
+        {
+            return Err(rhai_err(format!(
+                "api::hooks::on: unknown option '{k}' (options: priority, once, id)"
+            )));
+        }
+        o.priority = m.get("priority").and_then(|v| v.as_int().ok()).unwrap_or(0);
+        o.once = m
+            .get("once")
+            .and_then(|v| v.as_bool().ok())
+            .unwrap_or(false);
+        o.id = m.get("id").and_then(|v| v.clone().into_string().ok());
+    }
+    let n = core.hooks.next_key();
+    let key = format!("hook#{n}");
+    sh.fn_ptrs
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key.clone(), f);
+    let h = core
+        .hooks
+        .add_hook(env, n, key, point, o)
+        .map_err(typed_err)?;
+    Ok(h as rhai::INT)
+}
+
+/// `api::services::override(id, f)`.
+fn services_override(
+    core: &Arc<HostCore>,
+    sh: &RhaiShared,
+    id: Dynamic,
+    f: Dynamic,
+) -> Result<(), Box<EvalAltResult>> {
+    const API_NAME: &str = "api::services::override";
+    let env = &core.env;
+    let id = string_arg(API_NAME, "the id", id)?;
+    let tool = super::hooks_api::ScriptHooks::check_override(env, &id).map_err(typed_err)?;
+    let f = fn_ptr(API_NAME, f)?;
+    let n = core.hooks.next_key();
+    let key = format!("override#{n}");
+    sh.fn_ptrs
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key.clone(), f);
+    core.hooks
+        .add_override(env, n, key, tool)
+        .map_err(typed_err)
 }
 
 fn register_tool(

@@ -28,6 +28,10 @@ pub enum Implementation {
             skip_serializing_if = "Option::is_none"
         )]
         timeout_ms: Option<u64>,
+        /// Process limits for this tool (`memoryMb`, `cpuSeconds`, `processes`, `openFiles`,
+        /// `outputBytes`); each may only lower the plugin's and the host's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limits: Option<Value>,
     },
     /// One node run alone as a micro-workflow (seed 001 §4.1.2).
     Node {

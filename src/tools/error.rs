@@ -110,6 +110,25 @@ pub enum ToolError {
         /// The warnings, joined with `; `.
         warnings: String,
     },
+    /// An agent called a tool that exists but is not in its profile's inventory.
+    #[error("Tool '{tool}' is not in the inventory of agent '{agent}' (call only the tools and skills in your manual){}", did_you_mean(suggestion))]
+    NotInInventory {
+        /// The tool id as written.
+        tool: String,
+        /// The agent's id.
+        agent: String,
+        /// The closest inventory id, if one is close.
+        suggestion: Option<String>,
+    },
+    /// A hook handler refused the call (a `before` point returned `false` or `{veto = …}`,
+    /// or failed), or hooks nested past their limit.
+    #[error("Tool {tool} was vetoed: {reason}")]
+    Vetoed {
+        /// Canonical tool id (or `workflow:<id>` for a workflow run).
+        tool: String,
+        /// Why, as the handler gave it (names the script when a handler failed).
+        reason: String,
+    },
     /// A definition could not be registered (bad id, duplicate, bad schema).
     #[error("Cannot register tool '{id}': {message}")]
     Registration {
@@ -140,6 +159,8 @@ impl ToolError {
             ToolError::Cancelled { .. } => "cancelled",
             ToolError::Skipped { .. } => "skipped",
             ToolError::RecursionLimit { .. } => "recursion_limit",
+            ToolError::NotInInventory { .. } => "not_in_inventory",
+            ToolError::Vetoed { .. } => "vetoed",
             ToolError::Registration { .. } => "registration",
             ToolError::Panicked { .. } => "panicked",
             ToolError::NotPermitted { .. } => "not_permitted",

@@ -26,6 +26,7 @@ pub mod builtin;
 mod definition;
 mod error;
 pub mod id;
+mod intercept;
 mod listing;
 mod policy;
 mod runtime;
@@ -33,6 +34,7 @@ mod schema;
 
 pub use definition::{empty_object_schema, Implementation, ToolDefinition};
 pub use error::ToolError;
+pub use intercept::Interceptor;
 pub use listing::success_observation;
 pub use policy::CallerPolicy;
 pub use schema::{normalize_key, KeyMatching};
@@ -40,7 +42,7 @@ pub use schema::{normalize_key, KeyMatching};
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
@@ -135,6 +137,12 @@ impl CallContext {
 pub trait ToolHandler: Send + Sync + 'static {
     /// Runs the tool. `args` is a JSON object that passed the tool's schema.
     fn invoke(&self, ctx: CallContext, args: Value) -> ToolFuture;
+
+    /// What the handler's sandbox allows (roots, network, limits), for `tavern plugin
+    /// check`; `None` for handlers that run no external process.
+    fn describe_sandbox(&self) -> Option<Value> {
+        None
+    }
 }
 
 struct SyncFn<F>(F);
@@ -384,6 +392,8 @@ pub struct ToolManager {
     registry: RwLock<Registry>,
     max_depth: u32,
     runtime: runtime::RuntimeSlot,
+    /// Hooks and overrides around every call (set once, by the engine).
+    interceptor: OnceLock<Arc<dyn Interceptor>>,
 }
 
 impl Default for ToolManager {
@@ -392,6 +402,7 @@ impl Default for ToolManager {
             registry: RwLock::new(Registry::default()),
             max_depth: DEFAULT_MAX_DEPTH,
             runtime: runtime::RuntimeSlot::default(),
+            interceptor: OnceLock::new(),
         }
     }
 }
@@ -474,9 +485,8 @@ impl ToolManager {
     /// An empty manager whose tools may nest calls at most `max_depth` levels deep.
     pub fn with_max_depth(max_depth: u32) -> Arc<Self> {
         Arc::new(ToolManager {
-            registry: RwLock::new(Registry::default()),
             max_depth,
-            runtime: runtime::RuntimeSlot::default(),
+            ..ToolManager::default()
         })
     }
 
@@ -553,6 +563,17 @@ impl ToolManager {
     /// The caller policy of a tool (by canonical id); [`CallerPolicy::ANY`] when none is set.
     pub fn policy(&self, id: &str) -> CallerPolicy {
         self.read().policies.get(id).copied().unwrap_or_default()
+    }
+
+    /// Installs what runs around every validated call (the engine's hooks and overrides).
+    /// Set once; returns false when one is already installed.
+    pub fn set_interceptor(&self, interceptor: Arc<dyn Interceptor>) -> bool {
+        self.interceptor.set(interceptor).is_ok()
+    }
+
+    /// The installed interceptor, if any.
+    pub fn interceptor(&self) -> Option<&Arc<dyn Interceptor>> {
+        self.interceptor.get()
     }
 
     /// The nesting limit for tools calling tools.
@@ -802,9 +823,18 @@ impl ToolManager {
             cancel: inv.cancel,
             deadline: inv.deadline,
         };
+        // Hot path: one atomic load when nothing is hooked, overridden or audited.
+        let hooked = self
+            .interceptor
+            .get()
+            .filter(|i| i.wants(tool.id()))
+            .cloned();
         let handler = tool.handler.clone();
-        let fut =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler.invoke(ctx, args)));
+        let t = tool.clone();
+        let fut = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match hooked {
+            Some(i) => i.intercept(t, ctx, args),
+            None => handler.invoke(ctx, args),
+        }));
         let result = match fut {
             Ok(f) => CatchUnwind(f).await,
             Err(p) => Err(panic_message(p.as_ref())),

@@ -272,6 +272,14 @@ pub enum WorkflowError {
         /// Workflow id.
         workflow: String,
     },
+    /// A `workflow:before-execute` hook refused the run.
+    #[error("workflow '{workflow}' was vetoed: {reason}")]
+    Vetoed {
+        /// Workflow id.
+        workflow: String,
+        /// Why (as the hook gave it).
+        reason: String,
+    },
     /// No workflow with this id or path.
     #[error("no workflow '{0}' (give a file path or the id of a workflow in <home>/workflows)")]
     NotFound(String),
@@ -306,6 +314,10 @@ impl WorkflowError {
             },
             WorkflowError::Cancelled { .. } => ToolError::Cancelled {
                 tool: tool.to_string(),
+            },
+            WorkflowError::Vetoed { reason, .. } => ToolError::Vetoed {
+                tool: tool.to_string(),
+                reason,
             },
             WorkflowError::Arguments { problems, .. } => ToolError::InvalidParameters {
                 tool: tool.to_string(),

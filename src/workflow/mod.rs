@@ -13,6 +13,7 @@ mod compile;
 mod error;
 mod format;
 mod graph;
+mod hooks;
 mod library;
 pub mod nodes;
 mod registry;

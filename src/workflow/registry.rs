@@ -149,6 +149,7 @@ pub(crate) struct RunShared {
     pub(crate) caller: Caller,
     pub(crate) depth: u32,
     pub(crate) cancel: CancellationToken,
+    pub(crate) host_data: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// What a node knows about its run.
@@ -177,6 +178,7 @@ impl NodeContext {
                 caller: Caller::Host,
                 depth: 0,
                 cancel: CancellationToken::new(),
+                host_data: None,
             }),
             node_id: Arc::from(node_id),
         }
@@ -205,6 +207,12 @@ impl NodeContext {
     /// Tool-call nesting depth of the run (0 for a run started by the host).
     pub fn depth(&self) -> u32 {
         self.run.depth
+    }
+
+    /// The host's data for this run ([`RunOptions::host_data`](super::RunOptions::host_data)),
+    /// when it is a `T`.
+    pub fn host_data<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.run.host_data.as_deref()?.downcast_ref::<T>()
     }
 
     /// The tool registry, when the run has one.

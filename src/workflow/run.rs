@@ -48,6 +48,10 @@ pub struct RunOptions {
     pub depth: u32,
     /// Whether [`RunReport::nodes`] is filled in.
     pub node_report: bool,
+    /// Data the host hands to every node of this run (the agent runtime passes its LLM
+    /// overrides and stream sink this way); nodes read it with
+    /// [`NodeContext::host_data`](super::NodeContext::host_data).
+    pub host_data: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Default for RunOptions {
@@ -62,6 +66,7 @@ impl Default for RunOptions {
             caller: Caller::Host,
             depth: 0,
             node_report: false,
+            host_data: None,
         }
     }
 }
@@ -344,6 +349,8 @@ struct State<'p> {
     events: Option<UnboundedSender<WorkflowEvent>>,
     node_timeout: Option<Duration>,
     track_time: bool,
+    /// Whether node hook points have handlers (checked once per run).
+    node_hooks: bool,
 }
 
 impl State<'_> {
@@ -485,6 +492,26 @@ impl Plan {
         args: Map<String, Value>,
         opts: RunOptions,
     ) -> Result<RunReport, WorkflowError> {
+        // The registry is borrowed from a clone of the manager, so `opts` can move on.
+        let manager = opts.tools.clone();
+        if let Some(hooks) = super::hooks::hooked(
+            manager.as_ref(),
+            &[
+                crate::hooks::points::WORKFLOW_BEFORE,
+                crate::hooks::points::WORKFLOW_AFTER,
+            ],
+        ) {
+            return super::hooks::run_hooked(self, hooks, args, opts).await;
+        }
+        self.run_unhooked(args, opts).await
+    }
+
+    /// [`Plan::run`] without the workflow hook points.
+    pub(crate) async fn run_unhooked(
+        &self,
+        args: Map<String, Value>,
+        opts: RunOptions,
+    ) -> Result<RunReport, WorkflowError> {
         let args = bind_arguments(self, args)?;
         Ok(self.run_bound(args, opts).await)
     }
@@ -498,6 +525,7 @@ impl Plan {
             caller: opts.caller.clone(),
             depth: opts.depth,
             cancel: cancel.clone(),
+            host_data: opts.host_data.clone(),
         });
         let n = self.nodes.len();
         let mut st = State {
@@ -514,6 +542,14 @@ impl Plan {
             events: opts.events.clone(),
             node_timeout: opts.node_timeout,
             track_time: opts.events.is_some() || opts.node_report,
+            node_hooks: super::hooks::hooked(
+                opts.tools.as_ref(),
+                &[
+                    crate::hooks::points::NODE_BEFORE,
+                    crate::hooks::points::NODE_AFTER,
+                ],
+            )
+            .is_some(),
         };
         st.emit(|| WorkflowEvent::WorkflowStarted {
             workflow: self.workflow_id.clone(),
@@ -727,12 +763,18 @@ impl Plan {
                     node_id: node.id.clone(),
                 };
                 let config = node.config.clone();
+                // With node hooks the node runs inside the hooked future; an inline node
+                // stays inline when its hooks finish at once (script hooks run in place).
+                let hooked = st.node_hooks.then(|| node.node_type.clone());
+                let make = move || match hooked {
+                    Some(t) => super::hooks::hooked_node(exec.clone(), ctx, inputs, config, t),
+                    None => exec.execute(ctx, inputs, config),
+                };
                 if *mode == ExecMode::Async {
-                    return Some(exec.execute(ctx, inputs, config));
+                    return Some(make());
                 }
-                let polled = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                    poll_once(exec.execute(ctx, inputs, config))
-                }));
+                // A synchronous executor runs when called: the panic guard covers the call.
+                let polled = std::panic::catch_unwind(AssertUnwindSafe(|| poll_once(make())));
                 match polled {
                     Ok(Ok(Ok(out))) => st.succeed(i, out, took()),
                     Ok(Ok(Err(e))) => st.fail(i, e, took()),

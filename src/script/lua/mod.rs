@@ -178,6 +178,34 @@ return function(f, args, tool_id, caller)
 end
 "#;
 
+const HOOK_WRAP_KEY: &str = "tavern.hookwrap";
+const OVERRIDE_WRAP_KEY: &str = "tavern.overridewrap";
+
+/// A hook handler's `return false, "why"` becomes `{veto = "why"}` (one return value).
+const HOOK_WRAP: &str = r#"
+return function(f)
+  return function(ev, ctx)
+    local r, why = f(ev, ctx)
+    if r == false then return {veto = why or ""} end
+    return r
+  end
+end
+"#;
+
+/// An override is called with `{args, token}`; its `next` reaches the continuation by token.
+const OVERRIDE_WRAP: &str = r#"
+local nxt = ...
+return function(f)
+  return function(p, ctx)
+    local token, args = p.token, p.args
+    return f(args, ctx, function(a)
+      if a == nil then a = args end
+      return nxt(token, a)
+    end)
+  end
+end
+"#;
+
 fn setup(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Handles> {
     {
         let sh = shared.clone();
@@ -194,6 +222,14 @@ fn setup(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Handles> {
         install_api(lua, shared)?;
         let handlers = lua.create_table()?;
         lua.set_named_registry_value(HANDLERS_KEY, &handlers)?;
+        let wrap: Function = lua.load(HOOK_WRAP).set_name("=tavern-hook").call(())?;
+        lua.set_named_registry_value(HOOK_WRAP_KEY, wrap)?;
+        let next = guarded(lua, shared, "next", call_next)?;
+        let wrap: Function = lua
+            .load(OVERRIDE_WRAP)
+            .set_name("=tavern-override")
+            .call(next)?;
+        lua.set_named_registry_value(OVERRIDE_WRAP_KEY, wrap)?;
         let config = from_json(lua, &Value::Object(shared.core.env.config.clone()))
             .map_err(|e| mlua::Error::runtime(e.to_string()))?;
         let trampoline: Function = lua
@@ -230,6 +266,10 @@ fn install_api(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<()> {
             let t: Table = api.raw_get(f.namespace)?;
             let func = match f.op {
                 ApiOp::ToolsRegister => guarded(lua, shared, "api.tools.register", register_tool)?,
+                ApiOp::HooksOn => guarded(lua, shared, "api.hooks.on", hooks_on)?,
+                ApiOp::ServicesOverride => {
+                    guarded(lua, shared, "api.services.override", services_override)?
+                }
                 op => {
                     let name = api_name(i);
                     guarded(
@@ -596,4 +636,85 @@ pub(crate) fn ctx_log(_lua: &Lua, sh: &Arc<Shared>, msg: LuaValue) -> mlua::Resu
     let tool = current_call().map(|c| c.info.tool_id).unwrap_or_default();
     tracing::info!(target: "tavern::script", plugin = %sh.core.env.plugin, tool = %tool, "{}", bounded(&text, MAX_ERROR_TEXT));
     Ok(())
+}
+
+fn convert_limits(sh: &Shared) -> ConvertLimits {
+    ConvertLimits {
+        max_depth: sh.limits.max_value_depth,
+        max_bytes: sh.limits.max_value_bytes,
+    }
+}
+
+/// `api.hooks.on(point, handler, options)`.
+fn hooks_on(
+    lua: &Lua,
+    sh: &Arc<Shared>,
+    (point, f, opts): (String, LuaValue, Option<Table>),
+) -> mlua::Result<u64> {
+    let env = &sh.core.env;
+    let point = super::hooks_api::ScriptHooks::check_point(env, "api.hooks.on", &point)
+        .map_err(script_error)?;
+    let LuaValue::Function(f) = f else {
+        return Err(mlua::Error::runtime(
+            "api.hooks.on: parameter 2 ('handler') must be a function(ev, ctx)",
+        ));
+    };
+    let mut o = crate::hooks::HookOptions::default();
+    if let Some(t) = opts {
+        for pair in t.clone().pairs::<LuaValue, LuaValue>() {
+            let (k, _) = pair?;
+            let known = matches!(&k, LuaValue::String(s) if matches!(s.to_str().as_deref(), Ok("priority" | "once" | "id")));
+            if !known {
+                return Err(mlua::Error::runtime(format!(
+                    "api.hooks.on: unknown option {} (options: priority, once, id)",
+                    k.to_string().unwrap_or_else(|_| "?".into())
+                )));
+            }
+        }
+        o.priority = t.raw_get::<Option<i64>>("priority")?.unwrap_or(0);
+        o.once = t.raw_get::<Option<bool>>("once")?.unwrap_or(false);
+        o.id = t.raw_get::<Option<String>>("id")?;
+    }
+    let n = sh.core.hooks.next_key();
+    let key = format!("hook#{n}");
+    let wrap: Function = lua.named_registry_value(HOOK_WRAP_KEY)?;
+    let wrapped: Function = wrap.call(f)?;
+    let handlers: Table = lua.named_registry_value(HANDLERS_KEY)?;
+    handlers.raw_set(key.as_str(), wrapped)?;
+    sh.core
+        .hooks
+        .add_hook(env, n, key, point, o)
+        .map_err(script_error)
+}
+
+/// `api.services.override(id, function(args, ctx, next) … end)`.
+fn services_override(lua: &Lua, sh: &Arc<Shared>, (id, f): (String, LuaValue)) -> mlua::Result<()> {
+    let env = &sh.core.env;
+    let tool = super::hooks_api::ScriptHooks::check_override(env, &id).map_err(script_error)?;
+    let LuaValue::Function(f) = f else {
+        return Err(mlua::Error::runtime(
+            "api.services.override: parameter 2 ('handler') must be a function(args, ctx, next)",
+        ));
+    };
+    let n = sh.core.hooks.next_key();
+    let key = format!("override#{n}");
+    let wrap: Function = lua.named_registry_value(OVERRIDE_WRAP_KEY)?;
+    let wrapped: Function = wrap.call(f)?;
+    let handlers: Table = lua.named_registry_value(HANDLERS_KEY)?;
+    handlers.raw_set(key.as_str(), wrapped)?;
+    sh.core
+        .hooks
+        .add_override(env, n, key, tool)
+        .map_err(script_error)
+}
+
+/// The `next` an override gets: the next override down, or the tool itself.
+fn call_next(
+    lua: &Lua,
+    sh: &Arc<Shared>,
+    (token, args): (u64, LuaValue),
+) -> mlua::Result<LuaValue> {
+    let json = to_json(lua, &args, convert_limits(sh)).map_err(script_error)?;
+    let out = sh.core.call_next(token, json).map_err(script_error)?;
+    from_json(lua, &out).map_err(script_error)
 }

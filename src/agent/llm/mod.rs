@@ -1,0 +1,303 @@
+//! Talking to a model: settings, the chat request, backends (an OpenAI-compatible HTTP
+//! client and a scripted one for offline runs) and the `llm:Chat` workflow node.
+//!
+//! Settings are layered, most specific last: built-in defaults, `tavern.toml` `[llm]`, the
+//! agent profile's `llm`, the node's `configValues`, then the run's overrides (`--llm`,
+//! `--model`, or [`AgentRuntimeBuilder::llm`](crate::agent::AgentRuntimeBuilder::llm)).
+
+mod node;
+mod openai;
+mod scripted;
+
+pub use node::{register_nodes, LlmRunContext, CHAT_NODE};
+pub use openai::OpenAiBackend;
+pub use scripted::ScriptedBackend;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::config::Settings;
+
+/// Model settings; every field optional so layers can overlay each other.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LlmSettings {
+    /// `http(s)://host/v1` of an OpenAI-compatible server (default
+    /// `https://api.openai.com/v1`), or `scripted:FILE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    /// Model name (default `gpt-4o-mini`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    /// Most tokens to generate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// Stream the reply (server-sent events); default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<bool>,
+    /// The environment variable holding the API key (default `OPENAI_API_KEY`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Limit for the whole request, or between two chunks when streaming (default 120000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Limit for opening the connection (default 10000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect_timeout_ms: Option<u64>,
+    /// Retries after a 429, a 5xx, a timeout or a refused connection (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
+    /// First retry delay, doubled each time (default 500; a `Retry-After` header wins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_backoff_ms: Option<u64>,
+}
+
+impl LlmSettings {
+    /// `self` with every field that `over` sets replaced.
+    pub fn overlay(&self, over: &LlmSettings) -> LlmSettings {
+        LlmSettings {
+            base_url: over.base_url.clone().or_else(|| self.base_url.clone()),
+            model: over.model.clone().or_else(|| self.model.clone()),
+            temperature: over.temperature.or(self.temperature),
+            max_tokens: over.max_tokens.or(self.max_tokens),
+            stream: over.stream.or(self.stream),
+            api_key_env: over
+                .api_key_env
+                .clone()
+                .or_else(|| self.api_key_env.clone()),
+            timeout_ms: over.timeout_ms.or(self.timeout_ms),
+            connect_timeout_ms: over.connect_timeout_ms.or(self.connect_timeout_ms),
+            retries: over.retries.or(self.retries),
+            retry_backoff_ms: over.retry_backoff_ms.or(self.retry_backoff_ms),
+        }
+    }
+
+    /// Reads an object of settings (a node's `configValues`, a profile's `llm`); unknown
+    /// keys are ignored, wrongly typed ones are an error naming the key.
+    pub fn from_map(m: &Map<String, Value>) -> Result<LlmSettings, String> {
+        let known = [
+            "base_url",
+            "model",
+            "temperature",
+            "max_tokens",
+            "stream",
+            "api_key_env",
+            "timeout_ms",
+            "connect_timeout_ms",
+            "retries",
+            "retry_backoff_ms",
+        ];
+        let picked: Map<String, Value> = m
+            .iter()
+            .filter(|(k, v)| known.contains(&k.as_str()) && !v.is_null())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        serde_json::from_value(Value::Object(picked)).map_err(|e| format!("llm settings: {e}"))
+    }
+
+    /// Overrides from the command line: `--llm openai:BASE_URL | scripted:FILE | http(s)://…`
+    /// and `--model M`.
+    pub fn from_flags(llm: Option<&str>, model: Option<&str>) -> Result<LlmSettings, String> {
+        let base_url = match llm.map(str::trim) {
+            None | Some("") => None,
+            Some(s) if s.starts_with("scripted:") => Some(s.to_string()),
+            Some(s) if s.starts_with("openai:") => Some(s["openai:".len()..].to_string()),
+            Some(s) if s.starts_with("http://") || s.starts_with("https://") => Some(s.to_string()),
+            Some(s) => {
+                return Err(format!(
+                    "'{s}' is neither openai:BASE_URL (e.g. openai:http://127.0.0.1:8080/v1) nor scripted:FILE"
+                ))
+            }
+        };
+        Ok(LlmSettings {
+            base_url,
+            model: model.map(str::to_string),
+            ..LlmSettings::default()
+        })
+    }
+
+    /// The `[llm]` section of `tavern.toml` (and `--set llm.model=…`).
+    pub fn from_settings(s: &Settings) -> Result<LlmSettings, String> {
+        let m: Map<String, Value> = s.section("llm").into_iter().collect();
+        Self::from_map(&m).map_err(|e| format!("tavern.toml [llm]: {e}"))
+    }
+
+    /// Fills defaults and reads the API key.
+    pub fn resolve(&self) -> Result<ResolvedLlm, LlmError> {
+        let key_var = self.api_key_env.clone();
+        let api_key = match &key_var {
+            Some(var) => match std::env::var(var) {
+                Ok(k) if !k.trim().is_empty() => Some(k.trim().to_string()),
+                _ => {
+                    return Err(LlmError::Config(format!(
+                        "the API key variable {var} (llm.api_key_env) is not set; export {var}=… or remove api_key_env"
+                    )))
+                }
+            },
+            None => std::env::var("OPENAI_API_KEY")
+                .ok()
+                .map(|k| k.trim().to_string())
+                .filter(|k| !k.is_empty()),
+        };
+        Ok(ResolvedLlm {
+            base_url: self
+                .base_url
+                .clone()
+                .unwrap_or_else(|| "https://api.openai.com/v1".into())
+                .trim_end_matches('/')
+                .to_string(),
+            model: self.model.clone().unwrap_or_else(|| "gpt-4o-mini".into()),
+            temperature: self.temperature,
+            max_tokens: self.max_tokens,
+            stream: self.stream.unwrap_or(true),
+            api_key,
+            timeout: Duration::from_millis(self.timeout_ms.unwrap_or(120_000).max(1)),
+            connect_timeout: Duration::from_millis(
+                self.connect_timeout_ms.unwrap_or(10_000).max(1),
+            ),
+            retries: self.retries.unwrap_or(3),
+            backoff: Duration::from_millis(self.retry_backoff_ms.unwrap_or(500)),
+        })
+    }
+}
+
+/// Settings with defaults filled in.
+#[derive(Clone, PartialEq)]
+pub struct ResolvedLlm {
+    /// Base URL without a trailing `/`.
+    pub base_url: String,
+    /// Model name.
+    pub model: String,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Most tokens to generate.
+    pub max_tokens: Option<u64>,
+    /// Whether to stream.
+    pub stream: bool,
+    /// Bearer token, when one is set.
+    pub api_key: Option<String>,
+    /// Whole-request limit (non-streaming) or the longest silence (streaming).
+    pub timeout: Duration,
+    /// Connection limit.
+    pub connect_timeout: Duration,
+    /// Retries after retryable failures.
+    pub retries: u32,
+    /// First retry delay.
+    pub backoff: Duration,
+}
+
+impl std::fmt::Debug for ResolvedLlm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the key.
+        f.debug_struct("ResolvedLlm")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("stream", &self.stream)
+            .field("api_key", &self.api_key.as_ref().map(|_| "***"))
+            .finish_non_exhaustive()
+    }
+}
+
+/// One chat request: messages (`{"role", "content"}` objects) and, for native function
+/// calling, OpenAI `tools`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChatRequest {
+    /// The conversation.
+    pub messages: Vec<Value>,
+    /// OpenAI tool definitions (sent as `tools` when non-empty).
+    pub tools: Vec<Value>,
+}
+
+/// Where a streaming backend sends text as it arrives.
+pub type ChunkSink = UnboundedSender<String>;
+
+/// The future a backend returns.
+pub type ChatFuture<'a> = Pin<Box<dyn Future<Output = Result<String, LlmError>> + Send + 'a>>;
+
+/// Produces the model's text for a request.
+pub trait ChatBackend: Send + Sync + 'static {
+    /// Answers `req`. When `settings.stream` and a `sink` is given, text is also sent to the
+    /// sink as it arrives; the returned string is always the whole text.
+    fn chat<'a>(
+        &'a self,
+        req: &'a ChatRequest,
+        settings: &'a ResolvedLlm,
+        sink: Option<&'a ChunkSink>,
+    ) -> ChatFuture<'a>;
+}
+
+/// Picks the backend for a base URL: `scripted:FILE` or an HTTP server.
+pub fn backend_for(base_url: &str) -> Result<Arc<dyn ChatBackend>, LlmError> {
+    match base_url.strip_prefix("scripted:") {
+        Some(file) => Ok(Arc::new(ScriptedBackend::from_file(std::path::Path::new(
+            file,
+        ))?)),
+        None => Ok(Arc::new(OpenAiBackend::new())),
+    }
+}
+
+/// Why the model gave no text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LlmError {
+    /// The settings cannot work (no TLS, missing key variable, bad URL …).
+    #[error("LLM settings: {0}")]
+    Config(String),
+    /// The server could not be reached.
+    #[error("cannot reach the model at {url}: {message} (after {attempts} attempt(s))")]
+    Connect {
+        /// The request URL.
+        url: String,
+        /// What the connection said.
+        message: String,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// The server did not answer in time.
+    #[error(
+        "the model at {url} did not answer within {after_ms} ms (after {attempts} attempt(s))"
+    )]
+    Timeout {
+        /// The request URL.
+        url: String,
+        /// The limit.
+        after_ms: u64,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// The server answered with an error status.
+    #[error("the model at {url} answered HTTP {status}: {body} (after {attempts} attempt(s))")]
+    Status {
+        /// The request URL.
+        url: String,
+        /// HTTP status.
+        status: u16,
+        /// The start of the body (the server's error message).
+        body: String,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// The answer was not a chat completion.
+    #[error("the model at {url} sent an unexpected answer: {message}")]
+    BadResponse {
+        /// The request URL.
+        url: String,
+        /// What was wrong.
+        message: String,
+    },
+    /// The scripted backend has a problem (file, or no reply left).
+    #[error("scripted model {file}: {message}")]
+    Scripted {
+        /// The replies file.
+        file: String,
+        /// What is wrong.
+        message: String,
+    },
+}

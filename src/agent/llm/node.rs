@@ -1,0 +1,165 @@
+//! The `llm:Chat` workflow node.
+//!
+//! Inputs: `messages` (ARRAY of `{"role", "content"}`), or `system` and `prompt` (STRING);
+//! `tools` (ARRAY, OpenAI tool definitions, optional). Config: any [`LlmSettings`] field.
+//! Output: `text`, the model's whole reply.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+
+use super::{backend_for, ChatBackend, ChatRequest, ChunkSink, LlmSettings, OpenAiBackend};
+use crate::config::Settings;
+use crate::workflow::{
+    DataFlowType, NodeContext, NodeDefinition, NodeError, NodeExecutor, NodeFuture, NodeRegistry,
+    SlotDefinition,
+};
+
+/// The node type, `llm:Chat`.
+pub const CHAT_NODE: &str = "llm:Chat";
+
+/// What a run hands its `llm:Chat` nodes through
+/// [`RunOptions::host_data`](crate::workflow::RunOptions::host_data).
+#[derive(Clone, Default)]
+pub struct LlmRunContext {
+    /// The agent profile's settings (below the node's config).
+    pub profile: LlmSettings,
+    /// The run's overrides (above everything: `--llm`, `--model` …).
+    pub overrides: LlmSettings,
+    /// A backend that replaces the HTTP one (`scripted:FILE`, a host's own).
+    pub backend: Option<Arc<dyn ChatBackend>>,
+    /// Where streamed text goes as it arrives.
+    pub sink: Option<ChunkSink>,
+}
+
+struct ChatNode {
+    settings: Result<LlmSettings, String>,
+    http: Arc<OpenAiBackend>,
+}
+
+fn str_slot(desc: &str) -> SlotDefinition {
+    SlotDefinition::new(DataFlowType::String).describe(desc)
+}
+
+/// Registers `llm:Chat` with the `[llm]` settings of `tavern.toml` as its base layer.
+pub fn register_nodes(registry: &NodeRegistry, settings: &Settings) {
+    let def = NodeDefinition::new(
+        CHAT_NODE,
+        "Asks an OpenAI-compatible chat model (or a scripted one) and outputs its reply.",
+    )
+    .category("LLM")
+    .input(
+        "messages",
+        SlotDefinition::new(DataFlowType::Array)
+            .describe("The conversation: objects with `role` and `content`."),
+    )
+    .input(
+        "system",
+        str_slot("A system message (used when `messages` is not given)."),
+    )
+    .input(
+        "prompt",
+        str_slot("A user message (used when `messages` is not given)."),
+    )
+    .input(
+        "tools",
+        SlotDefinition::new(DataFlowType::Array)
+            .describe("OpenAI tool definitions for native function calling."),
+    )
+    .output("text", str_slot("The model's reply."));
+    let exec = ChatNode {
+        settings: LlmSettings::from_settings(settings),
+        http: Arc::new(OpenAiBackend::new()),
+    };
+    if let Err(e) = registry.register(def, Arc::new(exec)) {
+        tracing::error!("cannot register {CHAT_NODE}: {e}");
+    }
+}
+
+fn messages_of(inputs: &Map<String, Value>) -> Result<Vec<Value>, NodeError> {
+    if let Some(m) = inputs.get("messages").filter(|v| !v.is_null()) {
+        let Value::Array(items) = m else {
+            return Err(NodeError::input(
+                "messages",
+                "expected an array of {role, content}",
+            ));
+        };
+        for (i, it) in items.iter().enumerate() {
+            if it.get("role").and_then(Value::as_str).is_none() {
+                return Err(NodeError::input(
+                    "messages",
+                    format!("message {} has no string `role`", i + 1),
+                ));
+            }
+        }
+        return Ok(items.clone());
+    }
+    let mut out = Vec::new();
+    for (slot, role) in [("system", "system"), ("prompt", "user")] {
+        match inputs.get(slot) {
+            Some(Value::String(s)) if !s.is_empty() => {
+                out.push(json!({"role": role, "content": s}))
+            }
+            None | Some(Value::Null) | Some(Value::String(_)) => {}
+            Some(other) => {
+                return Err(NodeError::input(
+                    slot,
+                    format!("expected text, got {other}"),
+                ))
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(NodeError::MissingInput("messages".into()));
+    }
+    Ok(out)
+}
+
+impl NodeExecutor for ChatNode {
+    fn execute(
+        &self,
+        ctx: NodeContext,
+        inputs: Map<String, Value>,
+        config: Map<String, Value>,
+    ) -> NodeFuture {
+        let base = self.settings.clone();
+        let http = self.http.clone();
+        Box::pin(async move {
+            let base = base.map_err(NodeError::Failed)?;
+            let node = LlmSettings::from_map(&config).map_err(NodeError::Failed)?;
+            let run = ctx
+                .host_data::<LlmRunContext>()
+                .cloned()
+                .unwrap_or_default();
+            let merged = base
+                .overlay(&run.profile)
+                .overlay(&node)
+                .overlay(&run.overrides);
+            let resolved = merged
+                .resolve()
+                .map_err(|e| NodeError::Failed(e.to_string()))?;
+            let backend: Arc<dyn ChatBackend> = match (&run.backend, &merged.base_url) {
+                (Some(b), _) => b.clone(),
+                (None, Some(u)) if u.starts_with("scripted:") => {
+                    backend_for(u).map_err(|e| NodeError::Failed(e.to_string()))?
+                }
+                _ => http,
+            };
+            let tools = match inputs.get("tools") {
+                Some(Value::Array(t)) => t.clone(),
+                _ => Vec::new(),
+            };
+            let req = ChatRequest {
+                messages: messages_of(&inputs)?,
+                tools,
+            };
+            let text = tokio::select! {
+                r = backend.chat(&req, &resolved, run.sink.as_ref()) => r.map_err(|e| NodeError::Failed(e.to_string()))?,
+                _ = ctx.cancel().cancelled() => return Err(NodeError::Cancelled),
+            };
+            let mut out = Map::new();
+            out.insert("text".into(), Value::String(text));
+            Ok(out)
+        })
+    }
+}

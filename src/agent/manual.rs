@@ -1,0 +1,284 @@
+//! Manuals generated from the inventory's tool definitions (seed 000 §6.2, seed 002 §4.2):
+//! Tools and Skills apart, each with its parameters and an example call, in TAM,
+//! `<ACTION>`, OpenAI or Anthropic tool-JSON style.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::profile::Inventory;
+use crate::tools::Tool;
+
+/// How a manual is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ManualStyle {
+    /// Seed 002 §4.2: `` `<Tool>` `` entries and `<ACTION>` examples.
+    #[default]
+    Action,
+    /// Seed 000 §6.2: `Tool ID:` entries and TAM examples.
+    Tam,
+    /// OpenAI `tools` (function definitions) as JSON.
+    Openai,
+    /// Anthropic `tools` (`input_schema`) as JSON.
+    Anthropic,
+}
+
+impl std::str::FromStr for ManualStyle {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "action" | "xml" => Ok(ManualStyle::Action),
+            "tam" => Ok(ManualStyle::Tam),
+            "openai" => Ok(ManualStyle::Openai),
+            "anthropic" => Ok(ManualStyle::Anthropic),
+            other => Err(format!(
+                "unknown manual style '{other}': expected tam, action, openai or anthropic"
+            )),
+        }
+    }
+}
+
+impl ManualStyle {
+    /// True for the JSON styles (tool definitions rather than prose).
+    pub fn is_json(self) -> bool {
+        matches!(self, ManualStyle::Openai | ManualStyle::Anthropic)
+    }
+}
+
+struct Param<'a> {
+    name: &'a str,
+    schema: &'a Value,
+    required: bool,
+}
+
+fn params(t: &Tool) -> Vec<Param<'_>> {
+    let p = &t.definition.parameters;
+    let required: Vec<&str> = p
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    p.get("properties")
+        .and_then(Value::as_object)
+        .map(|props| {
+            props
+                .iter()
+                .map(|(name, schema)| Param {
+                    name,
+                    schema,
+                    required: required.contains(&name.as_str()),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn type_label(p: &Value) -> String {
+    if let Some(e) = p.get("enum").and_then(Value::as_array) {
+        let opts: Vec<String> = e.iter().map(Value::to_string).collect();
+        return format!("one of {}", opts.join(", "));
+    }
+    match p.get("type") {
+        Some(Value::String(t)) => match (t.as_str(), p.pointer("/items/type")) {
+            ("array", Some(Value::String(it))) => format!("array of {it}"),
+            _ => t.clone(),
+        },
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" | "),
+        _ => "any".into(),
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// An example value for a parameter: its default, first enum value, first example, or a
+/// placeholder of its type.
+fn example_value(p: &Value) -> Value {
+    if let Some(d) = p.get("default") {
+        return d.clone();
+    }
+    if let Some(e) = p
+        .get("enum")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
+        return e.clone();
+    }
+    if let Some(e) = p
+        .get("examples")
+        .and_then(Value::as_array)
+        .and_then(|e| e.first())
+    {
+        return e.clone();
+    }
+    match p.get("type").and_then(Value::as_str) {
+        Some("integer") => json!(1),
+        Some("number") => json!(1.5),
+        Some("boolean") => json!(true),
+        Some("array") => json!(["..."]),
+        Some("object") => json!({"key": "value"}),
+        _ => json!("..."),
+    }
+}
+
+fn text_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn xml_value(v: &Value) -> String {
+    match v {
+        Value::Array(items) => items
+            .iter()
+            .map(|i| format!("<item>{}</item>", xml_value(i)))
+            .collect(),
+        Value::Object(_) => format!("<![CDATA[{v}]]>"),
+        other => text_of(other),
+    }
+}
+
+fn action_example(t: &Tool) -> String {
+    let mut s = format!("<ACTION>\n    <{}>\n", t.id());
+    for p in params(t) {
+        let _ = writeln!(
+            s,
+            "        <{0}>{1}</{0}>",
+            p.name,
+            xml_value(&example_value(p.schema))
+        );
+    }
+    let _ = write!(s, "    </{}>\n</ACTION>", t.id());
+    s
+}
+
+fn tam_example(t: &Tool) -> String {
+    let mut s = format!("<|[REQUEST_TOOL]|>\ncommand:「始」{}「末」\n", t.id());
+    for p in params(t) {
+        let _ = writeln!(
+            s,
+            "{}:「始」{}「末」",
+            p.name,
+            text_of(&example_value(p.schema))
+        );
+    }
+    s.push_str("<|[END_TOOL]|>");
+    s
+}
+
+fn indent(text: &str, by: &str) -> String {
+    text.lines().map(|l| format!("{by}{l}\n")).collect()
+}
+
+fn action_entry(t: &Tool) -> String {
+    let d = &t.definition;
+    let mut s = format!("*   `<{}>`: {}\n", d.id, one_line(&d.description));
+    let ps = params(t);
+    if ps.is_empty() {
+        s.push_str("    *   Parameters: none\n");
+    } else {
+        s.push_str("    *   Parameters:\n");
+        for p in &ps {
+            let req = if p.required { "required" } else { "optional" };
+            let desc = p
+                .schema
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let _ = write!(
+                s,
+                "        *   `<{}>` ({}, {req})",
+                p.name,
+                type_label(p.schema)
+            );
+            if desc.is_empty() {
+                s.push('\n');
+            } else {
+                let _ = writeln!(s, ": {}", one_line(desc));
+            }
+        }
+    }
+    s.push_str("    *   Example:\n");
+    s.push_str(&indent(&action_example(t), "        "));
+    s
+}
+
+fn tam_entry(t: &Tool) -> String {
+    let mut s = t.manual_entry();
+    s.push_str("  - Example:\n");
+    s.push_str(&indent(&tam_example(t), "    "));
+    s
+}
+
+/// Writes the manual of `inv` in `style`. Text styles follow seed 002 §4.2's layout; JSON
+/// styles are a JSON array of tool definitions (wire names, which the inventory accepts).
+pub fn render(inv: &Inventory, style: ManualStyle) -> String {
+    let tools = inv.manager.list();
+    let (skills, atomic): (Vec<&Arc<Tool>>, Vec<&Arc<Tool>>) =
+        tools.iter().partition(|t| inv.skills.contains(t.id()));
+    match style {
+        ManualStyle::Openai | ManualStyle::Anthropic => {
+            let list = Value::Array(tools.iter().map(|t| tool_json(t, style)).collect());
+            // A `Value` always serializes.
+            serde_json::to_string_pretty(&list).unwrap_or_default()
+        }
+        ManualStyle::Action | ManualStyle::Tam => {
+            let entry = if style == ManualStyle::Action {
+                action_entry
+            } else {
+                tam_entry
+            };
+            let mut s = String::from("You have access to the following tools and skills:\n\n");
+            s.push_str("**Tools (direct function calls):**\n\n");
+            if atomic.is_empty() {
+                s.push_str("(none)\n");
+            }
+            for t in &atomic {
+                s.push_str(&entry(t));
+            }
+            s.push_str("\n**Skills (workflow executions):**\n\n");
+            if skills.is_empty() {
+                s.push_str("(none)\n");
+            }
+            for t in &skills {
+                s.push_str(&entry(t));
+            }
+            s.push('\n');
+            s.push_str(if style == ManualStyle::Action {
+                "When you decide to use a tool or skill, first explain your reasoning, then output the <ACTION> block with the chosen tool/skill ID as the main tag, and its parameters as child tags (use <![CDATA[...]]> for values with <, > or &). If no action is needed, just provide your textual response.\n"
+            } else {
+                "When you decide to use a tool or skill, first explain your reasoning, then output a <|[REQUEST_TOOL]|> block: `command:「始」ToolID「末」` and one `name:「始」value「末」` line per parameter, closed by <|[END_TOOL]|>. If no action is needed, just provide your textual response.\n"
+            });
+            s
+        }
+    }
+}
+
+/// One tool as OpenAI or Anthropic tool JSON.
+pub fn tool_json(t: &Tool, style: ManualStyle) -> Value {
+    let d = &t.definition;
+    match style {
+        ManualStyle::Anthropic => json!({
+            "name": t.wire_name(),
+            "description": d.description,
+            "input_schema": d.parameters,
+        }),
+        _ => json!({
+            "type": "function",
+            "function": {
+                "name": t.wire_name(),
+                "description": d.description,
+                "parameters": d.parameters,
+            }
+        }),
+    }
+}

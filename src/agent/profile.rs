@@ -1,0 +1,284 @@
+//! Agent profiles: `<home>/agents/<id>.json` with seed 002/003's fields, and the inventory
+//! they name.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::llm::LlmSettings;
+use super::manual::ManualStyle;
+use super::tools::{agent_tool_definition, agent_tool_handler, AgentTools, Forward, AGENT_TOOLS};
+use super::AgentError;
+use crate::problem::Problem;
+use crate::protocol::Format;
+use crate::tools::ToolManager;
+
+/// `agent_profile.json` (seed 002 §7, seed 003 §2.2) plus tavern's run settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentProfile {
+    /// The agent's id (default: the file name without `.json`).
+    #[serde(default)]
+    pub id: String,
+    /// Display name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Who the agent is; opens its system prompt.
+    #[serde(default)]
+    pub description: String,
+    /// The workflow that deliberates (its output is the model's text); `None`: the bundled
+    /// default (messages → `llm:Chat` → text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_deliberation_workflow_id: Option<String>,
+    /// The private state the agent starts with.
+    #[serde(default)]
+    pub initial_private_state_values: Map<String, Value>,
+    /// Tools the agent may call: engine tool ids (`system:get_current_time`,
+    /// `FileOperator.ReadFile`), `workflow:<id>`, or an agent tool
+    /// (`ReadPrivateStateTool` …).
+    #[serde(default)]
+    pub tool_ids_inventory: Vec<String>,
+    /// Skills: workflow ids (`greet_guest` or `workflow:greet_guest`).
+    #[serde(default)]
+    pub skill_workflow_ids_inventory: Vec<String>,
+    /// Extra system-prompt text after the description (persona, rules of the scene).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// How the model's output is read: `auto` (default), `action`, `tam`, `vcp`, `json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_format: Option<Format>,
+    /// How the manual is written: `action` (default), `tam`, `openai`, `anthropic`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manual_style: Option<ManualStyle>,
+    /// The model (`base_url`, `model`, `temperature`, `max_tokens`, `stream` …).
+    #[serde(default)]
+    pub llm: LlmSettings,
+    /// Most deliberation turns per run (default 8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+    /// Most tool calls per run (default 32).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tool_calls: Option<u32>,
+    /// How often the same tool with the same arguments may run in one run (default 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat_limit: Option<u32>,
+    /// Other fields of the seed's profile (`avatar_url`, `subscribed_event_types` …), kept.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+    /// The file the profile came from (empty when built in code).
+    #[serde(skip)]
+    pub origin: PathBuf,
+    /// The file's text, for pointing problems at lines.
+    #[serde(skip)]
+    source: String,
+}
+
+impl AgentProfile {
+    /// A profile with an id and nothing else (for hosts building profiles in code).
+    pub fn new(id: impl Into<String>) -> Self {
+        AgentProfile {
+            id: id.into(),
+            name: None,
+            description: String::new(),
+            core_deliberation_workflow_id: None,
+            initial_private_state_values: Map::new(),
+            tool_ids_inventory: Vec::new(),
+            skill_workflow_ids_inventory: Vec::new(),
+            instructions: None,
+            tool_call_format: None,
+            manual_style: None,
+            llm: LlmSettings::default(),
+            max_turns: None,
+            max_tool_calls: None,
+            repeat_limit: None,
+            extra: Map::new(),
+            origin: PathBuf::new(),
+            source: String::new(),
+        }
+    }
+
+    /// Reads a profile from JSON text; `origin` names it in problems.
+    pub fn from_json(text: &str, origin: &Path) -> Result<Self, AgentError> {
+        let mut p: AgentProfile = serde_json::from_str(text).map_err(|e| {
+            AgentError::Load(vec![Problem::new(origin, format!("agent profile: {e}"))
+                .at(e.line() as u32, Some(e.column() as u32))
+                .hint(
+                    "an agent profile is a JSON object with `id`, `tool_ids_inventory` …",
+                )])
+        })?;
+        if p.id.trim().is_empty() {
+            p.id = origin
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "agent".into());
+        }
+        p.origin = origin.to_path_buf();
+        p.source = text.to_string();
+        Ok(p)
+    }
+
+    /// Loads `target`: a profile file, or an id looked up as `<home>/agents/<id>.json`.
+    pub fn load(home: &Path, target: &str) -> Result<Self, AgentError> {
+        let as_path = Path::new(target);
+        let path = if as_path.is_file() {
+            as_path.to_path_buf()
+        } else {
+            home.join("agents").join(format!("{target}.json"))
+        };
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Self::from_json(&text, &path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let known = list_ids(home);
+                let hint = if known.is_empty() {
+                    format!("create {} (see agents/innkeeper.json)", path.display())
+                } else {
+                    format!(
+                        "agents in {}: {}",
+                        home.join("agents").display(),
+                        known.join(", ")
+                    )
+                };
+                Err(AgentError::NotFound {
+                    target: target.to_string(),
+                    hint,
+                })
+            }
+            Err(e) => Err(AgentError::Load(vec![Problem::new(
+                &path,
+                format!("cannot read the agent profile: {e}"),
+            )])),
+        }
+    }
+
+    /// The line (1-based) where `needle` appears quoted in the profile file, if it does.
+    fn line_of(&self, needle: &str) -> Option<u32> {
+        let quoted = format!("\"{needle}\"");
+        let at = self.source.find(&quoted)?;
+        Some(self.source[..at].matches('\n').count() as u32 + 1)
+    }
+}
+
+/// The ids of `<home>/agents/*.json`, sorted.
+pub fn list_ids(home: &Path) -> Vec<String> {
+    let mut ids: Vec<String> = std::fs::read_dir(home.join("agents"))
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+                .collect()
+        })
+        .unwrap_or_default();
+    ids.sort();
+    ids
+}
+
+/// The agent's callable tools: a manager holding exactly the inventory, and which of them
+/// are skills (workflows).
+pub struct Inventory {
+    /// The inventory as a tool manager (engine tools forward to the engine's manager).
+    pub manager: Arc<ToolManager>,
+    /// Canonical ids of the skills (workflow tools).
+    pub skills: HashSet<String>,
+}
+
+fn closest<'a>(want: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    let w = want.to_ascii_lowercase();
+    candidates
+        .map(|c| (strsim::jaro_winkler(&w, &c.to_ascii_lowercase()), c))
+        .filter(|(s, _)| *s >= 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
+}
+
+/// Resolves every inventory id against the engine's tools and the agent tools. Every
+/// unknown id is a problem (with its line in the profile and a did-you-mean); nothing is
+/// built unless all resolve.
+pub fn build_inventory(
+    profile: &AgentProfile,
+    engine: &Arc<ToolManager>,
+    env: &AgentTools,
+) -> Result<Inventory, AgentError> {
+    let manager = ToolManager::with_max_depth(engine.max_depth());
+    let mut skills = HashSet::new();
+    let mut problems = Vec::new();
+    let mut seen = HashSet::new();
+    let entries = profile
+        .tool_ids_inventory
+        .iter()
+        .map(|i| (i.trim().to_string(), false, "tool_ids_inventory"))
+        .chain(profile.skill_workflow_ids_inventory.iter().map(|i| {
+            let i = i.trim();
+            let id = if i.starts_with("workflow:") {
+                i.to_string()
+            } else {
+                format!("workflow:{i}")
+            };
+            (id, true, "skill_workflow_ids_inventory")
+        }));
+    for (id, is_skill, field) in entries {
+        let registered = if let (Some(def), Some(h)) =
+            (agent_tool_definition(&id), agent_tool_handler(&id, env))
+        {
+            if !seen.insert(def.id.clone()) {
+                continue;
+            }
+            manager.register(def, h)
+        } else {
+            match engine.get(&id) {
+                Ok(tool) => {
+                    let def = tool.definition.clone();
+                    if !seen.insert(def.id.clone()) {
+                        continue;
+                    }
+                    if is_skill || def.implementation.kind() == "workflow" {
+                        skills.insert(def.id.clone());
+                    }
+                    let h = Arc::new(Forward {
+                        engine: engine.clone(),
+                        id: def.id.clone(),
+                    });
+                    manager.register(def, h)
+                }
+                Err(_) => {
+                    let ids: Vec<String> =
+                        engine.list().iter().map(|t| t.id().to_string()).collect();
+                    let cands = ids.iter().map(String::as_str).chain(AGENT_TOOLS);
+                    let shown = if is_skill {
+                        id.trim_start_matches("workflow:")
+                    } else {
+                        id.as_str()
+                    };
+                    let mut p = Problem::new(
+                        &profile.origin,
+                        format!(
+                            "agent '{}': {field} names unknown tool '{shown}'",
+                            profile.id
+                        ),
+                    );
+                    if let Some(line) = profile.line_of(shown) {
+                        p = p.at(line, None);
+                    }
+                    p = match closest(&id, cands) {
+                        Some(c) => p.hint(format!("did you mean '{c}'?")),
+                        None => p.hint(
+                            "list the tools with `tavern tools`; workflows need an interface to be `workflow:<id>` tools",
+                        ),
+                    };
+                    problems.push(p);
+                    continue;
+                }
+            }
+        };
+        if let Err(e) = registered {
+            problems.push(Problem::new(&profile.origin, e.to_string()));
+        }
+    }
+    if problems.is_empty() {
+        Ok(Inventory { manager, skills })
+    } else {
+        Err(AgentError::Load(problems))
+    }
+}

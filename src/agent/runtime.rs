@@ -1,0 +1,875 @@
+//! The deliberation loop of seed 002 §3.3: context → deliberation workflow → text →
+//! protocol reader → inventory check → dispatch → Observations → next turn.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+use super::events::{self, EventBus};
+use super::llm::{ChatBackend, LlmRunContext, LlmSettings, ScriptedBackend, CHAT_NODE};
+use super::manual::{render, tool_json, ManualStyle};
+use super::profile::{build_inventory, AgentProfile, Inventory};
+use super::state::{MemoryWorldState, PrivateState, WorldState};
+use super::tools::AgentTools;
+use super::AgentError;
+use crate::protocol::{self, Call, Diagnostic, Format, OnError, Parsed, Severity, StreamReader};
+use crate::tools::{key_matching_for, CallOutcome, Caller, ToolError, ToolManager};
+use crate::workflow::{CompiledWorkflow, RunOptions, Workflow, Workflows};
+
+/// The bundled deliberation workflow (messages → `llm:Chat` → text).
+const DEFAULT_DELIBERATION: &str = include_str!("default_deliberation.json");
+
+/// Where the hooks engine (issue 8) will plug in. Until it lands these are no-ops; once it
+/// does, each fires its hook point with the same arguments, and handlers may change them.
+pub mod hook_seam {
+    use crate::protocol::Parsed;
+    use serde_json::{Map, Value};
+
+    /// `agent:before-deliberate`: called with the workflow inputs (messages, states,
+    /// manual …) just before the deliberation workflow runs.
+    pub fn before_deliberate(_agent: &str, _turn: u32, _inputs: &mut Map<String, Value>) {}
+
+    /// `agent:after-parse`: called with what was read from the model's output, before any
+    /// call of it that has not already started (streaming) runs.
+    pub fn after_parse(_agent: &str, _turn: u32, _parsed: &mut Parsed) {}
+}
+
+/// Run limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most turns per run (default 8).
+    pub max_turns: u32,
+    /// Most tool calls per run (default 32).
+    pub max_tool_calls: u32,
+    /// Most runs of one tool with the same arguments per run (default 3).
+    pub repeat_limit: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_turns: 8,
+            max_tool_calls: 32,
+            repeat_limit: 3,
+        }
+    }
+}
+
+/// Why a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The model answered without calling anything (and without malformed calls).
+    NoCalls,
+    /// The turn limit was reached.
+    MaxTurns,
+    /// The tool-call budget was spent.
+    ToolBudget,
+    /// The same tool with the same arguments ran `repeat_limit` times.
+    RepeatGuard,
+    /// A turn could not finish (the model was unreachable …); see [`AgentRun::error`].
+    Error,
+}
+
+impl StopReason {
+    /// `no_calls`, `max_turns`, `tool_budget`, `repeat_guard` or `error`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::NoCalls => "no_calls",
+            StopReason::MaxTurns => "max_turns",
+            StopReason::ToolBudget => "tool_budget",
+            StopReason::RepeatGuard => "repeat_guard",
+            StopReason::Error => "error",
+        }
+    }
+}
+
+/// One call of a turn and what came of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallRecord {
+    /// The call as parsed.
+    pub call: Call,
+    /// Its value or error (the Observation is `outcome.observation()`).
+    pub outcome: CallOutcome,
+    /// When it started, in ms from the start of the turn (`None`: refused or skipped).
+    pub started_ms: Option<f64>,
+    /// When it ended, in ms from the start of the turn.
+    pub finished_ms: f64,
+}
+
+/// One deliberation turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Turn {
+    /// 1-based within its run.
+    pub index: u32,
+    /// What the model was given as this turn's user message.
+    pub input: String,
+    /// The model's whole output.
+    pub output: String,
+    /// What was read from it (prose, calls, diagnostics).
+    pub parsed: Parsed,
+    /// Each call with its outcome, in order.
+    pub results: Vec<CallRecord>,
+    /// The Observation lines fed to the next turn (malformed output first, then calls).
+    pub observations: Vec<String>,
+    /// Whether the output arrived as a stream (calls then ran as their blocks closed).
+    pub streamed: bool,
+    /// When the model's output ended, in ms from the start of the turn.
+    pub output_ended_ms: f64,
+}
+
+/// A whole run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentRun {
+    /// Every turn taken.
+    pub turns: Vec<Turn>,
+    /// Why it ended.
+    pub stop_reason: StopReason,
+    /// The error that ended it, for [`StopReason::Error`].
+    pub error: Option<AgentError>,
+}
+
+/// Configures an [`AgentRuntime`].
+pub struct AgentRuntimeBuilder<'e> {
+    engine: &'e crate::Engine,
+    profile: AgentProfile,
+    world: Option<Arc<dyn WorldState>>,
+    bus: Option<EventBus>,
+    llm: LlmSettings,
+    backend: Option<Arc<dyn ChatBackend>>,
+    max_turns: Option<u32>,
+    max_tool_calls: Option<u32>,
+    repeat_limit: Option<u32>,
+}
+
+impl<'e> AgentRuntimeBuilder<'e> {
+    /// The world-state store (default: an empty [`MemoryWorldState`]).
+    pub fn world_state(mut self, world: Arc<dyn WorldState>) -> Self {
+        self.world = Some(world);
+        self
+    }
+
+    /// The event bus (default: a new one; share one between agents to let them hear each
+    /// other's `PublishEventTool` events).
+    pub fn event_bus(mut self, bus: EventBus) -> Self {
+        self.bus = Some(bus);
+        self
+    }
+
+    /// Model settings that win over the node, the profile and `tavern.toml`. A `base_url`
+    /// of `scripted:FILE` selects the scripted backend.
+    pub fn llm(mut self, overrides: LlmSettings) -> Self {
+        self.llm = overrides;
+        self
+    }
+
+    /// A backend used instead of the HTTP one.
+    pub fn backend(mut self, backend: Arc<dyn ChatBackend>) -> Self {
+        self.backend = Some(backend);
+        self
+    }
+
+    /// Overrides the profile's `max_turns`.
+    pub fn max_turns(mut self, n: u32) -> Self {
+        self.max_turns = Some(n);
+        self
+    }
+
+    /// Overrides the profile's `max_tool_calls`.
+    pub fn max_tool_calls(mut self, n: u32) -> Self {
+        self.max_tool_calls = Some(n);
+        self
+    }
+
+    /// Overrides the profile's `repeat_limit`.
+    pub fn repeat_limit(mut self, n: u32) -> Self {
+        self.repeat_limit = Some(n);
+        self
+    }
+
+    /// Resolves the inventory, compiles the deliberation workflow and writes the manual.
+    pub fn build(self) -> Result<AgentRuntime, AgentError> {
+        let engine = self.engine;
+        let profile = self.profile;
+        let world = self
+            .world
+            .unwrap_or_else(|| MemoryWorldState::new(Value::Object(Map::new())));
+        let bus = self.bus.unwrap_or_default();
+        let private = PrivateState::new(profile.initial_private_state_values.clone());
+        let env = AgentTools {
+            agent: profile.id.clone(),
+            private: private.clone(),
+            world: world.clone(),
+            bus: bus.clone(),
+        };
+        let inventory = build_inventory(&profile, engine.tools(), &env)?;
+        let deliberation = deliberation_workflow(engine.workflows(), &profile)?;
+        let chat_nodes = deliberation
+            .workflow
+            .nodes
+            .iter()
+            .filter(|n| n.node_type == CHAT_NODE)
+            .count();
+        let base = LlmSettings::from_settings(engine.settings()).map_err(AgentError::Config)?;
+        let merged = base.overlay(&profile.llm).overlay(&self.llm);
+        let backend = match (self.backend, merged.base_url.as_deref()) {
+            (Some(b), _) => Some(b),
+            // One scripted backend per runtime, so its replies go one per turn.
+            (None, Some(u)) if u.starts_with("scripted:") => {
+                let file = &u["scripted:".len()..];
+                Some(Arc::new(
+                    ScriptedBackend::from_file(Path::new(file))
+                        .map_err(|e| AgentError::Config(e.to_string()))?,
+                ) as Arc<dyn ChatBackend>)
+            }
+            _ => None,
+        };
+        let style = profile
+            .manual_style
+            .unwrap_or(match profile.tool_call_format {
+                Some(Format::Tam) | Some(Format::Vcp) => ManualStyle::Tam,
+                Some(Format::Json) => ManualStyle::Openai,
+                _ => ManualStyle::Action,
+            });
+        let format = profile.tool_call_format.unwrap_or(Format::Auto);
+        let manual = render(&inventory, style);
+        let native_tools = if style == ManualStyle::Openai {
+            inventory
+                .manager
+                .list()
+                .iter()
+                .map(|t| tool_json(t, style))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let limits = Limits {
+            max_turns: self.max_turns.or(profile.max_turns).unwrap_or(8).max(1),
+            max_tool_calls: self.max_tool_calls.or(profile.max_tool_calls).unwrap_or(32),
+            repeat_limit: self
+                .repeat_limit
+                .or(profile.repeat_limit)
+                .unwrap_or(3)
+                .max(1),
+        };
+        let inputs: Vec<String> = deliberation
+            .plan
+            .interface_inputs()
+            .keys()
+            .map(str::to_string)
+            .collect();
+        Ok(AgentRuntime {
+            llm: LlmRunContext {
+                profile: profile.llm.clone(),
+                overrides: self.llm,
+                backend,
+                sink: None,
+            },
+            dispatch: Dispatcher {
+                agent: profile.id.clone(),
+                tools: inventory.manager.clone(),
+                engine: engine.tools().clone(),
+                bus: bus.clone(),
+                limits,
+                used: 0,
+                seen: HashMap::new(),
+                budget_hit: false,
+                repeat_hit: false,
+            },
+            profile,
+            inventory,
+            deliberation,
+            stream_ok: chat_nodes == 1,
+            inputs,
+            run_defaults: engine.workflows().defaults().options(),
+            manual,
+            style,
+            native_tools,
+            format,
+            private,
+            world,
+            bus,
+            history: Vec::new(),
+            pending: Vec::new(),
+        })
+    }
+}
+
+fn deliberation_workflow(
+    workflows: &Arc<Workflows>,
+    profile: &AgentProfile,
+) -> Result<Arc<CompiledWorkflow>, AgentError> {
+    match profile.core_deliberation_workflow_id.as_deref() {
+        Some(id) if !id.trim().is_empty() => {
+            let id = id.trim();
+            // A path is taken relative to the profile's directory first.
+            let near = profile.origin.parent().map(|d| d.join(id));
+            let target = match &near {
+                Some(p) if p.is_file() => p.to_string_lossy().into_owned(),
+                _ => id.to_string(),
+            };
+            workflows.resolve(&target).map_err(|e| {
+                let msg = format!(
+                    "agent '{}': core_deliberation_workflow_id '{id}': {e}",
+                    profile.id
+                );
+                AgentError::Load(vec![crate::problem::Problem::new(&profile.origin, msg)
+                    .hint("name a workflow in workflows/ (its id) or a workflow file; leave the field out to use the bundled default")])
+            })
+        }
+        _ => {
+            let wf = Workflow::from_json(
+                DEFAULT_DELIBERATION,
+                Path::new("<bundled default deliberation>"),
+            )
+            .map_err(AgentError::Load)?;
+            CompiledWorkflow::new(wf, workflows.registry())
+                .map(Arc::new)
+                .map_err(|e| AgentError::Config(format!("the bundled deliberation workflow: {e}")))
+        }
+    }
+}
+
+/// Runs one agent: its inventory, states, history and limits.
+pub struct AgentRuntime {
+    profile: AgentProfile,
+    inventory: Inventory,
+    deliberation: Arc<CompiledWorkflow>,
+    /// Whether streamed text can be read while the workflow runs (exactly one `llm:Chat`).
+    stream_ok: bool,
+    /// The deliberation workflow's interface inputs.
+    inputs: Vec<String>,
+    run_defaults: RunOptions,
+    manual: String,
+    style: ManualStyle,
+    native_tools: Vec<Value>,
+    format: Format,
+    private: Arc<PrivateState>,
+    world: Arc<dyn WorldState>,
+    bus: EventBus,
+    llm: LlmRunContext,
+    dispatch: Dispatcher,
+    /// The conversation so far (user inputs and model outputs).
+    history: Vec<Value>,
+    /// Observations waiting for the next turn.
+    pending: Vec<String>,
+}
+
+impl std::fmt::Debug for AgentRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentRuntime")
+            .field("agent", &self.profile.id)
+            .field("style", &self.style)
+            .field("format", &self.format)
+            .finish_non_exhaustive()
+    }
+}
+
+fn ms(d: std::time::Duration) -> f64 {
+    (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
+}
+
+impl AgentRuntime {
+    /// Starts configuring a runtime for `profile` on `engine`.
+    pub fn builder(engine: &crate::Engine, profile: AgentProfile) -> AgentRuntimeBuilder<'_> {
+        AgentRuntimeBuilder {
+            engine,
+            profile,
+            world: None,
+            bus: None,
+            llm: LlmSettings::default(),
+            backend: None,
+            max_turns: None,
+            max_tool_calls: None,
+            repeat_limit: None,
+        }
+    }
+
+    /// The profile.
+    pub fn profile(&self) -> &AgentProfile {
+        &self.profile
+    }
+
+    /// The inventory's tool manager (exactly the tools the agent may call).
+    pub fn inventory(&self) -> &Arc<ToolManager> {
+        &self.inventory.manager
+    }
+
+    /// The manual the model is given.
+    pub fn manual(&self) -> &str {
+        &self.manual
+    }
+
+    /// The manual in another style.
+    pub fn manual_in(&self, style: ManualStyle) -> String {
+        if style == self.style {
+            self.manual.clone()
+        } else {
+            render(&self.inventory, style)
+        }
+    }
+
+    /// The event bus (subscribe here for `agent:*` events).
+    pub fn events(&self) -> &EventBus {
+        &self.bus
+    }
+
+    /// The agent's private state.
+    pub fn private_state(&self) -> &Arc<PrivateState> {
+        &self.private
+    }
+
+    /// The world state.
+    pub fn world_state(&self) -> &Arc<dyn WorldState> {
+        &self.world
+    }
+
+    /// The run limits.
+    pub fn limits(&self) -> Limits {
+        self.dispatch.limits
+    }
+
+    /// Forgets the conversation and pending Observations (states are kept).
+    pub fn reset(&mut self) {
+        self.history.clear();
+        self.pending.clear();
+    }
+
+    fn system_prompt(&self) -> String {
+        let p = &self.profile;
+        let mut s = String::new();
+        if !p.description.trim().is_empty() {
+            s.push_str(p.description.trim());
+        } else {
+            s.push_str(&format!("You are {}.", p.name.as_deref().unwrap_or(&p.id)));
+        }
+        if let Some(i) = p.instructions.as_deref().filter(|i| !i.trim().is_empty()) {
+            s.push_str("\n\n");
+            s.push_str(i.trim());
+        }
+        s.push_str("\n\n");
+        match self.style {
+            ManualStyle::Openai => s.push_str(
+                "Call tools through the function-calling interface; each result comes back as an Observation.",
+            ),
+            ManualStyle::Anthropic => {
+                s.push_str("You have access to these tools (JSON definitions):\n");
+                s.push_str(&self.manual);
+                s.push_str("\nTo call one, answer with only a JSON object {\"type\": \"tool_use\", \"name\": \"<name>\", \"input\": {…}}. If no action is needed, answer in plain text.");
+            }
+            _ => s.push_str(&self.manual),
+        }
+        s.push_str("\n\nYour private state: ");
+        s.push_str(&self.private.snapshot().to_string());
+        if let Some(w) = self.world.snapshot() {
+            s.push_str("\nWorld state: ");
+            s.push_str(&w.to_string());
+        }
+        s
+    }
+
+    /// The inputs the deliberation workflow may take (only those it declares are passed).
+    fn context(&self, turn: u32, input: &str) -> Map<String, Value> {
+        let mut all = Map::new();
+        let want = |k: &str| self.inputs.iter().any(|i| i == k);
+        let system = self.system_prompt();
+        if want("messages") {
+            let mut msgs = Vec::with_capacity(self.history.len() + 2);
+            msgs.push(json!({"role": "system", "content": system}));
+            msgs.extend(self.history.iter().cloned());
+            msgs.push(json!({"role": "user", "content": input}));
+            all.insert("messages".into(), Value::Array(msgs));
+        }
+        if want("tools") && !self.native_tools.is_empty() {
+            all.insert("tools".into(), Value::Array(self.native_tools.clone()));
+        }
+        let mut put = |k: &str, v: &dyn Fn() -> Value| {
+            if want(k) {
+                all.insert(k.into(), v());
+            }
+        };
+        put("system", &|| json!(system));
+        put("message", &|| json!(input));
+        put("manual", &|| json!(self.manual));
+        put("private_state", &|| self.private.snapshot());
+        put("world_state", &|| {
+            self.world.snapshot().unwrap_or(Value::Null)
+        });
+        put("history", &|| Value::Array(self.history.clone()));
+        put("observations", &|| json!(self.pending.join("\n")));
+        put("turn", &|| json!(turn));
+        put("agent_id", &|| json!(self.profile.id));
+        all
+    }
+
+    /// Runs one turn. `message` is the user's message; `None` continues with the pending
+    /// Observations of the last turn.
+    pub async fn turn(&mut self, message: Option<&str>) -> Result<Turn, AgentError> {
+        let index = (self.history.len() / 2) as u32 + 1;
+        self.turn_numbered(message, index).await
+    }
+
+    async fn turn_numbered(
+        &mut self,
+        message: Option<&str>,
+        index: u32,
+    ) -> Result<Turn, AgentError> {
+        let agent = self.profile.id.clone();
+        let input = match message {
+            Some(m) => {
+                if self.pending.is_empty() {
+                    m.to_string()
+                } else {
+                    format!("{}\n{m}", self.pending.join("\n"))
+                }
+            }
+            None if !self.pending.is_empty() => self.pending.join("\n"),
+            None => "Begin.".to_string(),
+        };
+        let mut args = self.context(index, &input);
+        hook_seam::before_deliberate(&agent, index, &mut args);
+        let (chunk_tx, mut chunk_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let mut llm = self.llm.clone();
+        if self.stream_ok {
+            llm.sink = Some(chunk_tx);
+        } else {
+            drop(chunk_tx);
+        }
+        let opts = RunOptions {
+            tools: Some(self.dispatch.engine.clone()),
+            caller: Caller::Model(Some(agent.clone())),
+            host_data: Some(Arc::new(llm)),
+            ..self.run_defaults.clone()
+        };
+        let t0 = Instant::now();
+        let (batch_tx, mut batch_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<Call>>();
+        let format = self.format;
+        let plan = &self.deliberation.plan;
+        let dispatch = &mut self.dispatch;
+        let workflow = async move { plan.run(args, opts).await.and_then(|r| r.into_outputs()) };
+        // Reads streamed text as it arrives and hands over each call as its block closes.
+        let reader = async move {
+            let mut sr = StreamReader::new(format);
+            let mut emitted = 0usize;
+            let mut ended = None;
+            let mut any = false;
+            while let Some(chunk) = chunk_rx.recv().await {
+                any = true;
+                ended = Some(t0.elapsed());
+                let calls = sr.push(&chunk);
+                if !calls.is_empty() {
+                    emitted += calls.len();
+                    let _ = batch_tx.send(calls);
+                }
+            }
+            (any.then_some(sr), emitted, ended)
+        };
+        let runner = async {
+            let mut out = Vec::new();
+            while let Some(batch) = batch_rx.recv().await {
+                out.extend(dispatch.run_batch(batch, index, t0).await);
+            }
+            out
+        };
+        let (outputs, (reader, emitted, stream_end), mut results) =
+            tokio::join!(workflow, reader, runner);
+        let deliberation_failed = |message: String| AgentError::Deliberation {
+            agent: agent.clone(),
+            turn: index,
+            workflow: self.deliberation.workflow.id.clone(),
+            message,
+        };
+        let outputs = outputs.map_err(|e| deliberation_failed(e.to_string()))?;
+        let output = output_text(outputs).map_err(deliberation_failed)?;
+        let streamed = reader.is_some();
+        let output_ended_ms = ms(stream_end.unwrap_or_else(|| t0.elapsed()));
+        let mut parsed = match reader {
+            Some(sr) => {
+                let p = sr.finish();
+                if p.response_text.is_empty() && p.calls.is_empty() && !output.trim().is_empty() {
+                    protocol::parse(&output, format)
+                } else {
+                    p
+                }
+            }
+            None => protocol::parse(&output, format),
+        };
+        hook_seam::after_parse(&agent, index, &mut parsed);
+        let done = emitted.min(parsed.calls.len());
+        if parsed.calls.len() > done {
+            let rest = parsed.calls[done..].to_vec();
+            results.extend(self.dispatch.run_batch(rest, index, t0).await);
+        }
+        let mut observations: Vec<String> = parsed
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .map(Diagnostic::observation)
+            .collect();
+        observations.extend(results.iter().map(|r| r.outcome.observation()));
+        tracing::info!(agent = %agent, turn = index, output = %output, "agent turn: model output");
+        for r in &results {
+            let call_args = Value::Object(r.call.args.clone());
+            tracing::info!(
+                agent = %agent,
+                turn = index,
+                tool = %r.call.tool,
+                args = %call_args,
+                ok = r.outcome.result.is_ok(),
+                "agent turn: {}",
+                r.outcome.observation()
+            );
+        }
+        if !parsed.response_text.is_empty() {
+            self.bus.emit(
+                events::RESPONSE,
+                &agent,
+                || json!({"turn": index, "text": parsed.response_text}),
+            );
+        }
+        self.history.push(json!({"role": "user", "content": input}));
+        self.history
+            .push(json!({"role": "assistant", "content": output}));
+        self.pending = observations.clone();
+        let turn = Turn {
+            index,
+            input,
+            output,
+            parsed,
+            results,
+            observations,
+            streamed,
+            output_ended_ms,
+        };
+        self.bus.emit(events::TURN_FINISHED, &agent, || {
+            json!({
+                "turn": turn.index,
+                "input": turn.input,
+                "output": turn.output,
+                "response_text": turn.parsed.response_text,
+                "calls": turn.results.iter().map(|r| json!({
+                    "tool": r.call.tool,
+                    "ok": r.outcome.result.is_ok(),
+                    "started_ms": r.started_ms,
+                    "finished_ms": r.finished_ms,
+                })).collect::<Vec<_>>(),
+                "observations": turn.observations,
+                "streamed": turn.streamed,
+                "output_ended_ms": turn.output_ended_ms,
+            })
+        });
+        Ok(turn)
+    }
+
+    /// Runs turns from `message` until a turn has no calls, or a limit stops the run.
+    pub async fn run(&mut self, message: Option<&str>) -> AgentRun {
+        self.dispatch.start_run();
+        let mut turns = Vec::new();
+        let mut message = message;
+        let limits = self.dispatch.limits;
+        loop {
+            let index = turns.len() as u32 + 1;
+            let turn = match self.turn_numbered(message.take(), index).await {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!(agent = %self.profile.id, "agent run stopped: {e}");
+                    return AgentRun {
+                        turns,
+                        stop_reason: StopReason::Error,
+                        error: Some(e),
+                    };
+                }
+            };
+            let malformed = turn.parsed.has_errors();
+            let no_calls = turn.parsed.calls.is_empty() && !malformed;
+            turns.push(turn);
+            let stop = if self.dispatch.budget_hit {
+                Some(StopReason::ToolBudget)
+            } else if self.dispatch.repeat_hit {
+                Some(StopReason::RepeatGuard)
+            } else if no_calls {
+                Some(StopReason::NoCalls)
+            } else if turns.len() as u32 >= limits.max_turns {
+                Some(StopReason::MaxTurns)
+            } else {
+                None
+            };
+            if let Some(stop_reason) = stop {
+                tracing::info!(agent = %self.profile.id, turns = turns.len(), stop = stop_reason.as_str(), "agent run finished");
+                return AgentRun {
+                    turns,
+                    stop_reason,
+                    error: None,
+                };
+            }
+        }
+    }
+}
+
+/// The deliberation workflow's text: output `text`, `full_text` or `output`, or its only
+/// output.
+fn output_text(mut outputs: Map<String, Value>) -> Result<String, String> {
+    let v = ["text", "full_text", "output"]
+        .iter()
+        .find_map(|k| outputs.remove(*k))
+        .or_else(|| {
+            if outputs.len() == 1 {
+                outputs.into_iter().next().map(|(_, v)| v)
+            } else {
+                None
+            }
+        });
+    match v {
+        Some(Value::String(s)) => Ok(s),
+        Some(Value::Null) | None => Err(
+            "it produced no text: give it an interface output named `text` (or exactly one output)"
+                .into(),
+        ),
+        Some(other) => Ok(other.to_string()),
+    }
+}
+
+/// Runs calls for one agent: inventory, budget, repeat guard, chains, events, timing.
+struct Dispatcher {
+    agent: String,
+    tools: Arc<ToolManager>,
+    engine: Arc<ToolManager>,
+    bus: EventBus,
+    limits: Limits,
+    used: u32,
+    seen: HashMap<String, u32>,
+    budget_hit: bool,
+    repeat_hit: bool,
+}
+
+impl Dispatcher {
+    fn start_run(&mut self) {
+        self.used = 0;
+        self.seen.clear();
+        self.budget_hit = false;
+        self.repeat_hit = false;
+    }
+
+    async fn run_batch(&mut self, calls: Vec<Call>, turn: u32, t0: Instant) -> Vec<CallRecord> {
+        let mut out = Vec::with_capacity(calls.len());
+        // A failing step with on_error: stop skips the later steps of its block.
+        let mut stopped: Option<(usize, String)> = None;
+        for call in calls {
+            if stopped.as_ref().is_some_and(|(b, _)| *b != call.block) {
+                stopped = None;
+            }
+            let refused = |e: ToolError| (None, Err(e));
+            let (started, result) = if let Some((_, why)) =
+                stopped.as_ref().filter(|(b, _)| *b == call.block)
+            {
+                refused(ToolError::Skipped {
+                    tool: call.tool.clone(),
+                    reason: why.clone(),
+                })
+            } else if self.used >= self.limits.max_tool_calls {
+                self.budget_hit = true;
+                refused(ToolError::LimitExceeded {
+                    tool: call.tool.clone(),
+                    limit: "tool_calls".into(),
+                    message: format!(
+                        "this run's budget of {} tool calls is spent; the call was not run",
+                        self.limits.max_tool_calls
+                    ),
+                })
+            } else {
+                let sig = format!("{}\u{0}{}", call.tool, Value::Object(call.args.clone()));
+                let n = self.seen.entry(sig).or_insert(0);
+                *n += 1;
+                if *n > self.limits.repeat_limit {
+                    self.repeat_hit = true;
+                    refused(ToolError::LimitExceeded {
+                        tool: call.tool.clone(),
+                        limit: "repeat".into(),
+                        message: format!(
+                            "the same call already ran {} times in this run; the call was not run",
+                            self.limits.repeat_limit
+                        ),
+                    })
+                } else {
+                    if *n == self.limits.repeat_limit {
+                        self.repeat_hit = true;
+                    }
+                    self.used += 1;
+                    let started = t0.elapsed();
+                    self.bus.emit(events::TOOL_STARTED, &self.agent, || {
+                        json!({"turn": turn, "tool": call.tool, "args": call.args, "started_ms": ms(started)})
+                    });
+                    let mut r = self
+                        .tools
+                        .execute_with(
+                            std::slice::from_ref(&call),
+                            Caller::Model(Some(self.agent.clone())),
+                            key_matching_for,
+                        )
+                        .await;
+                    let result = r.pop().map(|o| o.result).unwrap_or(Ok(Value::Null));
+                    (Some(started), self.refine(result))
+                }
+            };
+            if result.is_err() && call.on_error == OnError::Stop && stopped.is_none() {
+                let step = call.step.map(|s| format!("step {s} ")).unwrap_or_default();
+                let code = result.as_ref().err().map(ToolError::code).unwrap_or("");
+                stopped = Some((
+                    call.block,
+                    format!(
+                        "{step}({}) failed and its on_error is stop: {code}",
+                        call.tool
+                    ),
+                ));
+            }
+            let outcome = CallOutcome {
+                tool: call.tool.clone(),
+                id: self.tools.canonical_id(&call.tool),
+                result,
+                elapsed: started.map_or(std::time::Duration::ZERO, |s| {
+                    t0.elapsed().saturating_sub(s)
+                }),
+            };
+            let finished = ms(t0.elapsed());
+            self.bus.emit(events::TOOL_FINISHED, &self.agent, || {
+                let mut p = json!({
+                    "turn": turn,
+                    "tool": outcome.tool,
+                    "ok": outcome.result.is_ok(),
+                    "observation": outcome.observation(),
+                    "finished_ms": finished,
+                });
+                if let Ok(v) = &outcome.result {
+                    p["value"] = v.clone();
+                }
+                p
+            });
+            out.push(CallRecord {
+                call,
+                outcome,
+                started_ms: started.map(ms),
+                finished_ms: finished,
+            });
+        }
+        out
+    }
+
+    /// An id the inventory does not know but the engine does is refused as outside the
+    /// inventory (with the closest inventory id), not as unknown.
+    fn refine(&self, result: Result<Value, ToolError>) -> Result<Value, ToolError> {
+        match result {
+            Err(ToolError::UnknownTool { id, suggestion }) if self.engine.get(&id).is_ok() => {
+                Err(ToolError::NotInInventory {
+                    tool: id,
+                    agent: self.agent.clone(),
+                    suggestion,
+                })
+            }
+            other => other,
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! The agent's private state and the shared world state, both addressed by dotted paths
+//! (`environment.weather.current_conditions`).
+
+use std::sync::{Arc, RwLock};
+
+use serde_json::{Map, Value};
+
+/// A world-state store the host can supply (a game's ECS, a database …). Paths are dotted:
+/// `environment.time.current_hour`. Implementations must be cheap to call from async code
+/// (no blocking I/O on the caller's thread).
+pub trait WorldState: Send + Sync + 'static {
+    /// The value at `path`, or `None` when there is none.
+    fn get(&self, path: &str) -> Option<Value>;
+    /// Sets the value at `path`, creating objects on the way.
+    fn set(&self, path: &str, value: Value) -> Result<(), String>;
+    /// The whole state, for the deliberation context; `None` when the store is too large
+    /// or not enumerable (the agent then reads it through `ReadWorldStateTool` only).
+    fn snapshot(&self) -> Option<Value> {
+        None
+    }
+}
+
+/// The default [`WorldState`]: one JSON object in memory.
+#[derive(Debug, Default)]
+pub struct MemoryWorldState {
+    root: RwLock<Value>,
+}
+
+impl MemoryWorldState {
+    /// A store holding `initial` (an object; anything else starts empty).
+    pub fn new(initial: Value) -> Arc<Self> {
+        let root = if initial.is_object() {
+            initial
+        } else {
+            Value::Object(Map::new())
+        };
+        Arc::new(MemoryWorldState {
+            root: RwLock::new(root),
+        })
+    }
+}
+
+impl WorldState for MemoryWorldState {
+    fn get(&self, path: &str) -> Option<Value> {
+        // Writers only replace values in place, so a poisoned lock still holds a whole value.
+        let root = self.root.read().unwrap_or_else(|p| p.into_inner());
+        get_path(&root, path).cloned()
+    }
+
+    fn set(&self, path: &str, value: Value) -> Result<(), String> {
+        let mut root = self.root.write().unwrap_or_else(|p| p.into_inner());
+        set_path(&mut root, path, value)
+    }
+
+    fn snapshot(&self) -> Option<Value> {
+        Some(self.root.read().unwrap_or_else(|p| p.into_inner()).clone())
+    }
+}
+
+/// The value at a dotted `path` in `root` (an empty path is the root). Array elements are
+/// addressed by index (`party.0.name`).
+pub fn get_path<'a>(root: &'a Value, path: &str) -> Option<&'a Value> {
+    let path = path.trim();
+    if path.is_empty() {
+        return Some(root);
+    }
+    let mut cur = root;
+    for part in path.split('.') {
+        cur = match cur {
+            Value::Object(m) => m.get(part)?,
+            Value::Array(a) => a.get(part.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(cur)
+}
+
+/// Sets the value at a dotted `path`, creating objects where parts are missing. Fails when
+/// a part on the way is a value that is not an object (or an array with that index).
+pub fn set_path(root: &mut Value, path: &str, value: Value) -> Result<(), String> {
+    let path = path.trim();
+    if path.is_empty() {
+        return Err("the path is empty; name a key such as `mood` or `quests.active`".into());
+    }
+    let parts: Vec<&str> = path.split('.').collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return Err(format!("path '{path}' has an empty part"));
+    }
+    let mut cur = root;
+    let mut walked = String::new();
+    for (i, part) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        cur = match cur {
+            Value::Object(m) => {
+                if last {
+                    m.insert((*part).to_string(), value);
+                    return Ok(());
+                }
+                m.entry((*part).to_string())
+                    .or_insert_with(|| Value::Object(Map::new()))
+            }
+            Value::Array(a) => {
+                let idx = part.parse::<usize>().ok().filter(|i| *i < a.len());
+                let Some(idx) = idx else {
+                    return Err(format!(
+                        "'{walked}' is a list of {} items; '{part}' is not an index in it",
+                        a.len()
+                    ));
+                };
+                if last {
+                    a[idx] = value;
+                    return Ok(());
+                }
+                &mut a[idx]
+            }
+            other => {
+                return Err(format!(
+                    "'{walked}' holds {other}, not an object, so '{part}' cannot be set in it"
+                ))
+            }
+        };
+        if !walked.is_empty() {
+            walked.push('.');
+        }
+        walked.push_str(part);
+    }
+    Ok(())
+}
+
+/// The agent's private state: a JSON object only its own tools read and write.
+#[derive(Debug, Default)]
+pub struct PrivateState {
+    root: RwLock<Value>,
+}
+
+impl PrivateState {
+    /// A state starting from `initial` (the profile's `initial_private_state_values`).
+    pub fn new(initial: Map<String, Value>) -> Arc<Self> {
+        Arc::new(PrivateState {
+            root: RwLock::new(Value::Object(initial)),
+        })
+    }
+
+    /// The value at a dotted path (empty: the whole state).
+    pub fn get(&self, path: &str) -> Option<Value> {
+        let root = self.root.read().unwrap_or_else(|p| p.into_inner());
+        get_path(&root, path).cloned()
+    }
+
+    /// Sets the value at a dotted path.
+    pub fn set(&self, path: &str, value: Value) -> Result<(), String> {
+        let mut root = self.root.write().unwrap_or_else(|p| p.into_inner());
+        set_path(&mut root, path, value)
+    }
+
+    /// The whole state.
+    pub fn snapshot(&self) -> Value {
+        self.root.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}

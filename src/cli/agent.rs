@@ -1,0 +1,233 @@
+//! `tavern agent run|manual|list`: run an agent's deliberation loop, print its manual.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tavern::agent::llm::LlmSettings;
+use tavern::agent::{AgentError, AgentRun, Event, ManualStyle, MemoryWorldState};
+
+use super::call::outcome_json;
+use super::{print_json, print_text, Globals, FAILED, OK, USAGE};
+
+/// Run an agent (profile in agents/ID.json) or print its manual.
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Sub,
+}
+
+#[derive(clap::Subcommand)]
+enum Sub {
+    /// Run the deliberation loop: model output → tool calls → Observations → next turn.
+    Run(RunArgs),
+    /// Print the manual the model is given (only the agent's inventory).
+    Manual(ManualArgs),
+    /// List the agents in <home>/agents.
+    List,
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Agent id (agents/ID.json) or a profile file.
+    agent: String,
+    /// The model: openai:BASE_URL (an OpenAI-compatible server, e.g.
+    /// openai:http://127.0.0.1:8080/v1) or scripted:FILE (a JSON list of replies).
+    #[arg(long, value_name = "openai:BASE_URL|scripted:FILE")]
+    llm: Option<String>,
+    /// Model name sent to the server.
+    #[arg(long)]
+    model: Option<String>,
+    /// The user's message for the first turn.
+    #[arg(long)]
+    message: Option<String>,
+    /// Most turns.
+    #[arg(long)]
+    max_turns: Option<u32>,
+    /// World state to start from (JSON object; default <home>/world.json when present).
+    #[arg(long, value_name = "FILE")]
+    world: Option<PathBuf>,
+    /// Print one JSON object {"turns": [...], "stop_reason": ...} instead of the conversation.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+struct ManualArgs {
+    /// Agent id (agents/ID.json) or a profile file.
+    agent: String,
+    /// tam, action, openai or anthropic (default: the profile's style).
+    #[arg(long, value_parser = parse_style)]
+    style: Option<ManualStyle>,
+}
+
+fn parse_style(s: &str) -> Result<ManualStyle, String> {
+    s.parse()
+}
+
+/// Runs `tavern agent`.
+pub async fn run(globals: &Globals, args: Args) -> u8 {
+    match args.command {
+        Sub::Run(a) => run_agent(globals, a).await,
+        Sub::Manual(a) => manual(globals, a),
+        Sub::List => {
+            let ids = tavern::agent::list_ids(&globals.home);
+            print_text(&ids.iter().map(|i| format!("{i}\n")).collect::<String>());
+            OK
+        }
+    }
+}
+
+fn report(e: &AgentError) -> u8 {
+    eprintln!("tavern: {e}");
+    match e {
+        AgentError::NotFound { .. } => USAGE,
+        _ => FAILED,
+    }
+}
+
+fn manual(globals: &Globals, a: ManualArgs) -> u8 {
+    let engine = match globals.engine() {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    let rt = match engine.agent(&a.agent).and_then(|b| b.build()) {
+        Ok(rt) => rt,
+        Err(e) => return report(&e),
+    };
+    let text = match a.style {
+        Some(s) => rt.manual_in(s),
+        None => rt.manual().to_string(),
+    };
+    print_text(&format!("{}\n", text.trim_end()));
+    OK
+}
+
+fn load_world(globals: &Globals, file: Option<&PathBuf>) -> Result<Option<Value>, u8> {
+    let default = globals.home.join("world.json");
+    let path = match file {
+        Some(f) => f.clone(),
+        None if default.is_file() => default,
+        None => return Ok(None),
+    };
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        eprintln!("tavern: cannot read {}: {e}", path.display());
+        USAGE
+    })?;
+    match serde_json::from_str::<Value>(&text) {
+        Ok(v @ Value::Object(_)) => Ok(Some(v)),
+        Ok(_) => {
+            eprintln!("tavern: {}: the world state must be a JSON object", path.display());
+            Err(USAGE)
+        }
+        Err(e) => {
+            eprintln!(
+                "tavern: {}:{}:{}: not JSON: {e}",
+                path.display(),
+                e.line(),
+                e.column()
+            );
+            Err(USAGE)
+        }
+    }
+}
+
+async fn run_agent(globals: &Globals, a: RunArgs) -> u8 {
+    let overrides = match LlmSettings::from_flags(a.llm.as_deref(), a.model.as_deref()) {
+        Ok(o) => o,
+        Err(m) => {
+            eprintln!("tavern: --llm: {m}");
+            return USAGE;
+        }
+    };
+    let world = match load_world(globals, a.world.as_ref()) {
+        Ok(w) => w,
+        Err(code) => return code,
+    };
+    let engine = match globals.engine() {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    let mut b = match engine.agent(&a.agent) {
+        Ok(b) => b.llm(overrides),
+        Err(e) => return report(&e),
+    };
+    if let Some(n) = a.max_turns {
+        b = b.max_turns(n);
+    }
+    if let Some(w) = world {
+        b = b.world_state(MemoryWorldState::new(w) as Arc<dyn tavern::agent::WorldState>);
+    }
+    let mut rt = match b.build() {
+        Ok(rt) => rt,
+        Err(e) => return report(&e),
+    };
+    if !a.json {
+        // The conversation, each turn as it ends.
+        rt.events().subscribe(tavern::agent::TURN_FINISHED, |e| print_text(&turn_text(e)));
+    }
+    let result = rt.run(a.message.as_deref()).await;
+    if a.json {
+        print_json(&run_json(&result));
+    } else {
+        let mut line = format!(
+            "── stop: {} after {} turn(s)\n",
+            result.stop_reason.as_str(),
+            result.turns.len()
+        );
+        if let Some(e) = &result.error {
+            line.push_str(&format!("── error: {e}\n"));
+        }
+        print_text(&line);
+    }
+    if let Some(e) = &result.error {
+        eprintln!("tavern: {e}");
+        FAILED
+    } else {
+        OK
+    }
+}
+
+fn turn_text(e: &Event) -> String {
+    let p = &e.payload;
+    let get = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or("");
+    let mut s = format!("── {} · turn {} ──\n", e.agent, p["turn"]);
+    for l in get("input").lines() {
+        s.push_str(&format!("> {l}\n"));
+    }
+    s.push_str(get("output").trim_end());
+    s.push('\n');
+    let ended = p["output_ended_ms"].as_f64().unwrap_or(0.0);
+    for c in p["calls"].as_array().into_iter().flatten() {
+        let when = match c["started_ms"].as_f64() {
+            Some(ms) => format!("started at {ms:.1} ms, model output ended at {ended:.1} ms"),
+            None => "not run".into(),
+        };
+        s.push_str(&format!("  · {} [{when}]\n", c["tool"].as_str().unwrap_or("")));
+    }
+    for o in p["observations"].as_array().into_iter().flatten() {
+        s.push_str(&format!("  {}\n", o.as_str().unwrap_or("")));
+    }
+    s
+}
+
+/// `{"turns": [{"output", "calls", "results"}], "stop_reason"}` (plus `error` when a turn
+/// failed); results as `tavern call` prints them.
+fn run_json(r: &AgentRun) -> Value {
+    let turns: Vec<Value> = r
+        .turns
+        .iter()
+        .map(|t| {
+            json!({
+                "output": t.output,
+                "calls": t.parsed.calls.iter().map(|c| json!({"tool": c.tool, "args": c.args})).collect::<Vec<_>>(),
+                "results": t.results.iter().map(|c| outcome_json(&c.outcome, c.call.step)).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let mut v = json!({"turns": turns, "stop_reason": r.stop_reason.as_str()});
+    if let Some(e) = &r.error {
+        v["error"] = json!(e.to_string());
+    }
+    v
+}

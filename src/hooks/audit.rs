@@ -1,0 +1,101 @@
+//! The audit trail: every call, veto and override decision as a `tracing` event (target
+//! `tavern::audit`) and, when a sink is set (`--audit FILE`, setting `audit.file`), as a JSON
+//! line.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use serde_json::json;
+
+use super::Hooks;
+use crate::tools::CallContext;
+
+/// Where audit records go: one JSON object per line.
+#[derive(Clone)]
+pub struct AuditSink(Arc<Mutex<Box<dyn Write + Send>>>);
+
+impl std::fmt::Debug for AuditSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AuditSink")
+    }
+}
+
+impl AuditSink {
+    /// Appends to `path` (created when missing).
+    pub fn file(path: &Path) -> std::io::Result<Self> {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        Ok(Self::writer(f))
+    }
+
+    /// Writes to any writer.
+    pub fn writer(w: impl Write + Send + 'static) -> Self {
+        AuditSink(Arc::new(Mutex::new(Box::new(w))))
+    }
+
+    fn write(&self, record: &serde_json::Value) {
+        let mut w = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        // A full disk must not fail the call being audited; it is logged instead.
+        if let Err(e) = writeln!(w, "{record}").and_then(|_| w.flush()) {
+            tracing::warn!(target: "tavern::audit", "cannot write the audit file: {e}");
+        }
+    }
+}
+
+#[derive(Default)]
+pub(super) struct Audit {
+    sink: OnceLock<AuditSink>,
+}
+
+impl Audit {
+    pub(super) fn set(&self, sink: AuditSink) {
+        let _ = self.sink.set(sink);
+    }
+
+    /// Whether calls must be timed and recorded (a sink, or a subscriber for the target).
+    pub(super) fn enabled(&self) -> bool {
+        self.sink.get().is_some()
+            || tracing::enabled!(target: "tavern::audit", tracing::Level::INFO)
+    }
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+impl Hooks {
+    pub(super) fn audit_call(
+        &self,
+        ctx: &CallContext,
+        caller: &str,
+        outcome: &str,
+        started: Instant,
+        overridden_by: Option<&str>,
+    ) {
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        tracing::info!(target: "tavern::audit", caller, tool = %ctx.tool_id, outcome,
+            duration_ms = ms, overridden_by, "call");
+        if let Some(s) = self.audit.sink.get() {
+            let mut r = json!({"ts": now(), "event": "call", "caller": caller,
+                "tool": ctx.tool_id, "outcome": outcome, "duration_ms": ms, "depth": ctx.depth});
+            if let Some(o) = overridden_by {
+                r["overridden_by"] = json!(o);
+            }
+            s.write(&r);
+        }
+    }
+
+    pub(super) fn audit_decision(&self, ctx: &CallContext, outcome: &str, reason: &str) {
+        let caller = ctx.caller.to_string();
+        tracing::info!(target: "tavern::audit", caller = %caller, tool = %ctx.tool_id, outcome,
+            reason, "decision");
+        if let Some(s) = self.audit.sink.get() {
+            s.write(&json!({"ts": now(), "event": "decision", "caller": caller,
+                "tool": ctx.tool_id, "outcome": outcome, "reason": reason}));
+        }
+    }
+}

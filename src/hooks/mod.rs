@@ -1,0 +1,331 @@
+//! Hooks: script and host callbacks around the ToolManager and the workflow runner, and
+//! overrides that replace or wrap a tool (seed 001 §7.2–7.3).
+//!
+//! - **Points** are a table ([`points::POINTS`]); firing a point with no handlers costs one
+//!   atomic load ([`Hooks::active`]) before any event is built.
+//! - **Handlers** run by priority (higher first), then registration order, over a snapshot of
+//!   the list taken when the point fires (a handler added or removed while it fires takes
+//!   effect next time). `once` handlers run a single time; `id` names a handler so that
+//!   registering the same owner and id again replaces it.
+//! - **The contract** ([`HookReturn`]): nothing lets the work go on; `false` or `{veto = why}`
+//!   stops a `before` point (the caller gets [`ToolError::Vetoed`]); a table of fields
+//!   replaces those fields (`args`, `result`, `inputs`, `outputs`, see
+//!   [`points::PointSpec::replaceable`]). A handler that fails vetoes a `before` point (the
+//!   reason names its owner) and is skipped, with a warning, at an `after` point.
+//! - **Nesting**: a handler runs with the depth of the call it observes and its own tool calls
+//!   go one level deeper; a point fired more than [`MAX_HOOK_DEPTH`] calls deep is cut off.
+
+mod audit;
+mod fire;
+mod overrides;
+pub mod points;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+
+use serde_json::{Map, Value};
+
+pub use audit::AuditSink;
+pub use overrides::{Next, OverrideHandler, OverrideInfo};
+pub use points::{point, PointSpec, POINTS};
+
+use crate::tools::{CallContext, ToolError};
+
+/// Tool-call depth past which hook points are cut off (a handler that triggers its own
+/// point through a tool call ends here with a clear error instead of looping).
+pub const MAX_HOOK_DEPTH: u32 = 8;
+
+/// What a handler asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HookReturn {
+    /// Go on unchanged.
+    Continue,
+    /// Stop the work (only at a `before` point), with a reason.
+    Veto(String),
+    /// Replace these event fields.
+    Replace(Map<String, Value>),
+}
+
+impl HookReturn {
+    /// Reads a script's return value: `nil`/`true` go on, `false` vetoes, a table with
+    /// `veto` vetoes with that reason, any other table replaces fields.
+    pub fn from_value(v: Value) -> Self {
+        match v {
+            Value::Bool(false) => HookReturn::Veto(String::new()),
+            Value::Object(mut m) => match m.remove("veto") {
+                Some(Value::String(s)) => HookReturn::Veto(s),
+                Some(Value::Bool(false)) | Some(Value::Null) if m.is_empty() => {
+                    HookReturn::Continue
+                }
+                Some(Value::Bool(false)) | Some(Value::Null) => HookReturn::Replace(m),
+                Some(other) => HookReturn::Veto(match other {
+                    Value::Bool(true) => String::new(),
+                    o => o.to_string(),
+                }),
+                None if m.is_empty() => HookReturn::Continue,
+                None => HookReturn::Replace(m),
+            },
+            _ => HookReturn::Continue,
+        }
+    }
+}
+
+/// The future a handler returns: what it asked for, or why it failed.
+pub type HookFuture = Pin<Box<dyn Future<Output = Result<HookReturn, String>> + Send>>;
+
+/// A hook handler (a Lua or Rhai function, or a Rust closure).
+pub trait HookHandler: Send + Sync + 'static {
+    /// Handles one event. `ctx.tool_id` is the point's subject (tool or workflow id);
+    /// tool calls the handler makes go through `ctx` one level deeper.
+    fn call(&self, point: &'static str, event: Value, ctx: CallContext) -> HookFuture;
+}
+
+struct SyncHook<F>(F);
+
+impl<F> HookHandler for SyncHook<F>
+where
+    F: Fn(&str, &Value) -> HookReturn + Send + Sync + 'static,
+{
+    fn call(&self, point: &'static str, event: Value, _ctx: CallContext) -> HookFuture {
+        let r = (self.0)(point, &event);
+        Box::pin(std::future::ready(Ok(r)))
+    }
+}
+
+struct AsyncHook<F>(F);
+
+impl<F, Fut> HookHandler for AsyncHook<F>
+where
+    F: Fn(&'static str, Value, CallContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<HookReturn, String>> + Send + 'static,
+{
+    fn call(&self, point: &'static str, event: Value, ctx: CallContext) -> HookFuture {
+        Box::pin((self.0)(point, event, ctx))
+    }
+}
+
+/// Options of [`Hooks::on`].
+#[derive(Debug, Clone, Default)]
+pub struct HookOptions {
+    /// Higher runs first (default 0); equal priorities run in registration order.
+    pub priority: i64,
+    /// Run a single time, then drop the handler.
+    pub once: bool,
+    /// A name: registering the same owner and id again replaces the handler.
+    pub id: Option<String>,
+}
+
+/// What [`Hooks::on`] returns; give it to [`Hooks::off`] to remove the handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct HookHandle(pub u64);
+
+/// Why a handler could not be registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HookError {
+    /// No such point.
+    #[error("unknown hook point '{0}' (points: {points})", points = points::names())]
+    UnknownPoint(String),
+    /// The owner did not declare the point in `permissions.hooks`.
+    #[error(
+        "plugin '{owner}' may not hook '{point}': add it to `permissions.hooks` in plugin.yaml"
+    )]
+    NotPermitted {
+        /// The plugin or script.
+        owner: String,
+        /// The point.
+        point: String,
+    },
+}
+
+/// One registered handler, as listings show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookInfo {
+    /// The point.
+    pub point: &'static str,
+    /// Who registered it (`plugin:<name>`, `script:<name>`, `host`).
+    pub owner: String,
+    /// Its id, if it has one.
+    pub id: Option<String>,
+    /// Its priority.
+    pub priority: i64,
+    /// Its handle.
+    pub handle: HookHandle,
+}
+
+struct Entry {
+    handle: u64,
+    owner: String,
+    id: Option<String>,
+    priority: i64,
+    once: bool,
+    spent: AtomicBool,
+    handler: Arc<dyn HookHandler>,
+}
+
+/// The engine's hook registry and override stacks. Installed in the engine's ToolManager
+/// as its [`crate::tools::Interceptor`].
+#[derive(Default)]
+pub struct Hooks {
+    lists: RwLock<HashMap<&'static str, Arc<[Arc<Entry>]>>>,
+    /// Handlers registered over all points: the hot path's "nothing to do" check.
+    count: AtomicUsize,
+    next: AtomicU64,
+    overrides: overrides::Overrides,
+    audit: audit::Audit,
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hooks")
+            .field("handlers", &self.count.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Hooks {
+    /// An empty registry.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// The registry installed in `manager`, if any.
+    pub fn of(manager: &crate::tools::ToolManager) -> Option<&Hooks> {
+        manager.interceptor()?.as_any().downcast_ref::<Hooks>()
+    }
+
+    fn lists(&self) -> std::sync::RwLockReadGuard<'_, HashMap<&'static str, Arc<[Arc<Entry>]>>> {
+        // Writers replace whole lists, so a poisoned lock still holds consistent ones.
+        self.lists.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers `handler` for `point` (bare or `hook:client:` form) on behalf of `owner`.
+    /// Permission checks are the caller's (see [`crate::script::Permissions::may_hook`]).
+    pub fn on(
+        &self,
+        point: &str,
+        owner: &str,
+        opts: HookOptions,
+        handler: Arc<dyn HookHandler>,
+    ) -> Result<HookHandle, HookError> {
+        let spec = points::point(point).ok_or_else(|| HookError::UnknownPoint(point.into()))?;
+        let handle = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let entry = Arc::new(Entry {
+            handle,
+            owner: owner.to_string(),
+            id: opts.id,
+            priority: opts.priority,
+            once: opts.once,
+            spent: AtomicBool::new(false),
+            handler,
+        });
+        let mut lists = self.lists.write().unwrap_or_else(|p| p.into_inner());
+        let mut list: Vec<Arc<Entry>> =
+            lists.get(spec.name).map(|l| l.to_vec()).unwrap_or_default();
+        let before = list.len();
+        if let Some(id) = &entry.id {
+            list.retain(|e| !(e.owner == entry.owner && e.id.as_deref() == Some(id)));
+        }
+        let removed = before - list.len();
+        // Stable: equal priorities keep registration order.
+        let at = list
+            .iter()
+            .position(|e| e.priority < entry.priority)
+            .unwrap_or(list.len());
+        list.insert(at, entry);
+        lists.insert(spec.name, list.into());
+        self.count.fetch_add(1, Ordering::Release);
+        self.count.fetch_sub(removed, Ordering::Release);
+        Ok(HookHandle(handle))
+    }
+
+    /// Registers a synchronous Rust closure.
+    pub fn on_fn<F>(&self, point: &str, opts: HookOptions, f: F) -> Result<HookHandle, HookError>
+    where
+        F: Fn(&str, &Value) -> HookReturn + Send + Sync + 'static,
+    {
+        self.on(point, "host", opts, Arc::new(SyncHook(f)))
+    }
+
+    /// Registers an async Rust closure.
+    pub fn on_async<F, Fut>(
+        &self,
+        point: &str,
+        opts: HookOptions,
+        f: F,
+    ) -> Result<HookHandle, HookError>
+    where
+        F: Fn(&'static str, Value, CallContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<HookReturn, String>> + Send + 'static,
+    {
+        self.on(point, "host", opts, Arc::new(AsyncHook(f)))
+    }
+
+    /// Removes a handler; returns whether it was registered.
+    pub fn off(&self, handle: HookHandle) -> bool {
+        self.remove_where(|e| e.handle == handle.0) > 0
+    }
+
+    /// Removes every handler of `owner` (a plugin being unloaded); returns how many.
+    pub fn off_owner(&self, owner: &str) -> usize {
+        self.remove_where(|e| e.owner == owner)
+    }
+
+    fn remove_where(&self, pred: impl Fn(&Entry) -> bool) -> usize {
+        let mut lists = self.lists.write().unwrap_or_else(|p| p.into_inner());
+        let mut removed = 0;
+        for list in lists.values_mut() {
+            if list.iter().any(|e| pred(e)) {
+                let kept: Vec<Arc<Entry>> = list.iter().filter(|e| !pred(e)).cloned().collect();
+                removed += list.len() - kept.len();
+                *list = kept.into();
+            }
+        }
+        self.count.fetch_sub(removed, Ordering::Release);
+        removed
+    }
+
+    /// Whether `point` has handlers. One atomic load when no handler is registered at all.
+    #[inline]
+    pub fn active(&self, point: &str) -> bool {
+        self.count.load(Ordering::Acquire) != 0
+            && self.lists().get(point).is_some_and(|l| !l.is_empty())
+    }
+
+    /// Every registered handler, by point then running order.
+    pub fn list(&self) -> Vec<HookInfo> {
+        let lists = self.lists();
+        let mut out = Vec::new();
+        for p in POINTS {
+            for e in lists.get(p.name).iter().flat_map(|l| l.iter()) {
+                out.push(HookInfo {
+                    point: p.name,
+                    owner: e.owner.clone(),
+                    id: e.id.clone(),
+                    priority: e.priority,
+                    handle: HookHandle(e.handle),
+                });
+            }
+        }
+        out
+    }
+
+    fn snapshot(&self, point: &str) -> Option<Arc<[Arc<Entry>]>> {
+        self.lists().get(point).cloned()
+    }
+
+    /// Writes audit records (JSON lines) to `sink` from now on.
+    pub fn set_audit(&self, sink: AuditSink) {
+        self.audit.set(sink);
+    }
+}
+
+/// The veto a failing or vetoing `before` handler turns into, as a tool error.
+pub(crate) fn vetoed(subject: &str, reason: String) -> ToolError {
+    ToolError::Vetoed {
+        tool: subject.to_string(),
+        reason,
+    }
+}

@@ -1,0 +1,222 @@
+//! Power-user scripts: `<home>/scripts/*.lua` and `*.rhai`, loaded after plugins. They are
+//! the home owner's own, so they may use every hook point and override; files, processes and
+//! tools beyond `system:*` only when `tavern.toml` grants them under
+//! `[scripts.NAME.permissions]` (the shape of a plugin's `permissions:`). Their other
+//! `[scripts.NAME]` keys are their settings (`api.config.get`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::manifest::PermissionsSpec;
+use super::permissions;
+use crate::config::Settings;
+use crate::problem::Problem;
+use crate::script::{Limits, Permissions, PluginScripts, ScriptEnv};
+use crate::tools::ToolManager;
+
+/// One loaded power-user script.
+#[derive(Debug, Clone)]
+pub struct UserScript {
+    /// Its name (the file stem).
+    pub name: String,
+    /// Its file.
+    pub file: PathBuf,
+    /// Its loaded state (holding it keeps its hooks' state alive).
+    pub scripts: PluginScripts,
+}
+
+/// Rebuilds `{a: {b: v}}` from dotted keys `a.b = v`.
+fn nest(flat: impl IntoIterator<Item = (String, Value)>) -> Value {
+    fn put(m: &mut Map<String, Value>, parts: &[&str], v: Value) {
+        match parts {
+            [] => {}
+            [last] => {
+                m.insert(last.to_string(), v);
+            }
+            [first, rest @ ..] => {
+                let e = m
+                    .entry(first.to_string())
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if !e.is_object() {
+                    *e = Value::Object(Map::new());
+                }
+                if let Value::Object(inner) = e {
+                    put(inner, rest, v);
+                }
+            }
+        }
+    }
+    let mut root = Map::new();
+    for (k, v) in flat {
+        let parts: Vec<&str> = k.split('.').collect();
+        put(&mut root, &parts, v);
+    }
+    Value::Object(root)
+}
+
+/// Loads every script in `<home>/scripts` (sorted by name). Problems never stop the others.
+pub fn load(
+    home: &Path,
+    settings: &Settings,
+    tools: &Arc<ToolManager>,
+    limits: Limits,
+) -> (Vec<UserScript>, Vec<Problem>) {
+    let dir = home.join("scripts");
+    let mut problems = Vec::new();
+    let mut files = Vec::new();
+    for ext in [".lua", ".rhai"] {
+        match super::files_ending_with(&dir, ext) {
+            Ok(f) => files.extend(f),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (Vec::new(), problems),
+            Err(e) => {
+                problems.push(Problem::new(&dir, format!("cannot read: {e}")));
+                return (Vec::new(), problems);
+            }
+        }
+    }
+    files.sort();
+    let settings_file = home.join("tavern.toml");
+    let mut out = Vec::new();
+    for file in files {
+        let Some(name) = file
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .map(str::to_string)
+        else {
+            continue;
+        };
+        let section = settings.section(&format!("scripts.{name}"));
+        let (perm_keys, config_keys): (Vec<_>, Vec<_>) = section
+            .into_iter()
+            .partition(|(k, _)| k.starts_with("permissions."));
+        let spec_json = nest(
+            perm_keys
+                .into_iter()
+                .map(|(k, v)| (k["permissions.".len()..].to_string(), v)),
+        );
+        let spec: PermissionsSpec = match serde_json::from_value(spec_json) {
+            Ok(s) => s,
+            Err(e) => {
+                problems.push(Problem::new(
+                    &settings_file,
+                    format!("[scripts.{name}.permissions] is not a permissions table: {e}"),
+                ));
+                continue;
+            }
+        };
+        let config: Map<String, Value> = config_keys.into_iter().collect();
+        let resolved = match permissions::resolve(&spec, &config, home) {
+            Ok(r) => r,
+            Err(errs) => {
+                for e in errs {
+                    problems.push(Problem::new(
+                        &settings_file,
+                        format!("[scripts.{name}.permissions]: {e}"),
+                    ));
+                }
+                continue;
+            }
+        };
+        for root in &resolved.fs_write {
+            let _ = std::fs::create_dir_all(root);
+        }
+        let mut perms = Permissions::from(&resolved);
+        // The home owner's own scripts: every hook point and every override.
+        perms.hooks = vec!["*".into()];
+        perms.services_override = vec!["*".into()];
+        let mut env = ScriptEnv::new(format!("script-{name}"), &dir);
+        env.owner = format!("script:{name}");
+        env.permissions = perms;
+        env.config = config;
+        env.limits = limits;
+        env.tools = Some(Arc::downgrade(tools));
+        let rel = PathBuf::from(file.file_name().unwrap_or_default());
+        match PluginScripts::load(env, &[rel]) {
+            Ok(scripts) => out.push(UserScript {
+                name,
+                file,
+                scripts,
+            }),
+            Err(e) => problems.push(super::scripts::load_problem(&dir, &file, &e)),
+        }
+    }
+    (out, problems)
+}
+
+/// What the engine does once plugins and workflows are in: fires `plugin:loaded` for each
+/// plugin, loads the power-user scripts (when `limits` is given), then fires `engine:ready`.
+#[allow(clippy::too_many_arguments)]
+pub fn after_load(
+    hooks: &Arc<crate::hooks::Hooks>,
+    tools: &Arc<ToolManager>,
+    plugins: &super::PluginSet,
+    workflows: &Arc<crate::workflow::Workflows>,
+    home: &Path,
+    settings: &Settings,
+    limits: Option<Limits>,
+    problems: &mut Vec<Problem>,
+) -> Vec<UserScript> {
+    use crate::hooks::points::{ENGINE_READY, PLUGIN_LOADED};
+    if hooks.active(PLUGIN_LOADED) {
+        for p in plugins.list() {
+            let mut ev = Map::new();
+            ev.insert("plugin".into(), Value::String(p.name().to_string()));
+            ev.insert("tools".into(), serde_json::json!(p.tools));
+            ev.insert("nodes".into(), serde_json::json!(p.nodes));
+            ev.insert("workflows".into(), serde_json::json!(p.workflows));
+            fire_blocking(hooks, tools, PLUGIN_LOADED, ev);
+        }
+    }
+    let scripts = match limits {
+        Some(l) => {
+            let (s, ps) = load(home, settings, tools, l);
+            problems.extend(ps);
+            s
+        }
+        None => Vec::new(),
+    };
+    if hooks.active(ENGINE_READY) {
+        let mut ev = Map::new();
+        ev.insert("tools".into(), serde_json::json!(tools.len()));
+        ev.insert(
+            "plugins".into(),
+            serde_json::json!(plugins.list().iter().map(|p| p.name()).collect::<Vec<_>>()),
+        );
+        ev.insert("workflows".into(), serde_json::json!(workflows.ids()));
+        fire_blocking(hooks, tools, ENGINE_READY, ev);
+    }
+    scripts
+}
+
+/// Fires a point from synchronous code (the engine's build): on a thread of its own with
+/// its own runtime, so it works inside or outside an async runtime.
+fn fire_blocking(
+    hooks: &Arc<crate::hooks::Hooks>,
+    tools: &Arc<ToolManager>,
+    point: &'static str,
+    ev: Map<String, Value>,
+) {
+    let ctx = crate::tools::CallContext {
+        tool_id: point.to_string(),
+        caller: crate::tools::Caller::Host,
+        manager: tools.clone(),
+        depth: 0,
+        cancel: Default::default(),
+        deadline: None,
+    };
+    let hooks = hooks.clone();
+    let run = move || match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => {
+            let _ = rt.block_on(hooks.fire(point, ev, &ctx));
+        }
+        Err(e) => tracing::warn!(target: "tavern::hooks", "cannot fire {point}: {e}"),
+    };
+    if std::thread::scope(|s| s.spawn(run).join()).is_err() {
+        tracing::error!(target: "tavern::hooks", "a {point} handler panicked");
+    }
+}

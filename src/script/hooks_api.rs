@@ -1,0 +1,310 @@
+//! `api.hooks` and `api.services` for scripts: handlers registered by Lua or Rhai code are
+//! script functions kept under a key (`hook#<n>`, `override#<n>`), run through the same
+//! [`ScriptToolHandler`] as tools, so they run under their owner's budgets and off the async
+//! executor. Handlers registered while the scripts load wait until the scripts are built.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use serde_json::{json, Value};
+
+use super::host::ScriptEnv;
+use super::plugin::ScriptToolHandler;
+use super::ScriptError;
+use crate::hooks::OverrideHandler;
+use crate::hooks::{HookFuture, HookHandle, HookHandler, HookOptions, HookReturn, Hooks, Next};
+use crate::tools::{CallContext, ToolError, ToolFuture, ToolHandler, ToolManager};
+
+/// Builds the handler for a stored function key (set once the scripts are built).
+pub(crate) type Factory = Box<dyn Fn(&str) -> Option<ScriptToolHandler> + Send + Sync>;
+
+enum Kind {
+    Hook {
+        point: &'static str,
+        opts: HookOptions,
+    },
+    Override {
+        tool: String,
+    },
+}
+
+struct Pending {
+    n: u64,
+    key: String,
+    kind: Kind,
+}
+
+#[derive(Default)]
+struct State {
+    factory: Option<Factory>,
+    pending: Vec<Pending>,
+    live: HashMap<u64, HookHandle>,
+}
+
+/// One plugin's (or power-user script's) hook registrations.
+#[derive(Default)]
+pub(crate) struct ScriptHooks {
+    next: AtomicU64,
+    state: Mutex<State>,
+    /// Pending `next` continuations of running overrides, by token.
+    nexts: Arc<NextTable>,
+}
+
+/// Continuations of running overrides, by token.
+#[derive(Default)]
+struct NextTable {
+    next: AtomicU64,
+    map: Mutex<HashMap<u64, (Next, CallContext)>>,
+}
+
+impl NextTable {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<u64, (Next, CallContext)>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn manager(env: &ScriptEnv) -> Option<Arc<ToolManager>> {
+    env.tools.as_ref().and_then(Weak::upgrade)
+}
+
+impl ScriptHooks {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A fresh key number.
+    pub fn next_key(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Checks `point` and the permission for it; returns the canonical point name.
+    pub fn check_point(
+        env: &ScriptEnv,
+        api: &str,
+        point: &str,
+    ) -> Result<&'static str, ScriptError> {
+        let spec = crate::hooks::point(point).ok_or_else(|| {
+            ScriptError::runtime(format!(
+                "{api}: unknown hook point '{point}' (points: {})",
+                crate::hooks::points::names()
+            ))
+        })?;
+        if !env.permissions.may_hook(spec.name) {
+            return Err(ScriptError::PermissionDenied {
+                permission: format!("hooks: {}", spec.name),
+            });
+        }
+        Ok(spec.name)
+    }
+
+    /// Resolves and checks an override target; returns the canonical tool id. A
+    /// `plugin:tool` id that is not registered yet (its plugin loads later) is kept as
+    /// written; any other unknown id is an error.
+    pub fn check_override(env: &ScriptEnv, id: &str) -> Result<String, ScriptError> {
+        let canonical = match manager(env).map(|m| m.get(id)) {
+            Some(Ok(t)) => t.id().to_string(),
+            Some(Err(_)) | None if id.contains(':') => id.to_string(),
+            Some(Err(e)) => {
+                return Err(ScriptError::runtime(format!("api.services.override: {e}")))
+            }
+            None => id.to_string(),
+        };
+        if !env.permissions.may_override(&canonical) {
+            return Err(ScriptError::PermissionDenied {
+                permission: format!("services.override: {canonical}"),
+            });
+        }
+        Ok(canonical)
+    }
+
+    /// Registers a hook whose function is stored under `key`; returns the script's handle.
+    pub fn add_hook(
+        &self,
+        env: &ScriptEnv,
+        n: u64,
+        key: String,
+        point: &'static str,
+        opts: HookOptions,
+    ) -> Result<u64, ScriptError> {
+        self.add(
+            env,
+            Pending {
+                n,
+                key,
+                kind: Kind::Hook { point, opts },
+            },
+        )?;
+        Ok(n)
+    }
+
+    /// Registers an override whose function is stored under `key`.
+    pub fn add_override(
+        &self,
+        env: &ScriptEnv,
+        n: u64,
+        key: String,
+        tool: String,
+    ) -> Result<(), ScriptError> {
+        self.add(
+            env,
+            Pending {
+                n,
+                key,
+                kind: Kind::Override { tool },
+            },
+        )
+    }
+
+    fn add(&self, env: &ScriptEnv, p: Pending) -> Result<(), ScriptError> {
+        let mut st = self.state();
+        match &st.factory {
+            None => {
+                st.pending.push(p);
+                Ok(())
+            }
+            Some(f) => match f(&p.key) {
+                Some(h) => {
+                    let State { live, .. } = &mut *st;
+                    self.install(env, live, p, h)
+                }
+                None => Err(ScriptError::runtime(
+                    "the plugin's scripts are being unloaded",
+                )),
+            },
+        }
+    }
+
+    fn install(
+        &self,
+        env: &ScriptEnv,
+        live: &mut HashMap<u64, HookHandle>,
+        p: Pending,
+        handler: ScriptToolHandler,
+    ) -> Result<(), ScriptError> {
+        let Some(m) = manager(env) else {
+            return Err(ScriptError::runtime(
+                "api.hooks: no engine is attached to this script (hooks need an engine)",
+            ));
+        };
+        let Some(hooks) = Hooks::of(&m) else {
+            return Err(ScriptError::runtime(
+                "api.hooks: this engine has no hook registry",
+            ));
+        };
+        match p.kind {
+            Kind::Hook { point, opts } => {
+                let h = hooks
+                    .on(point, &env.owner, opts, Arc::new(ScriptHook { handler }))
+                    .map_err(|e| ScriptError::runtime(e.to_string()))?;
+                live.insert(p.n, h);
+            }
+            Kind::Override { tool } => hooks.override_tool(
+                &tool,
+                &env.owner,
+                Arc::new(ScriptOverride {
+                    handler,
+                    nexts: self.nexts.clone(),
+                }),
+            ),
+        }
+        Ok(())
+    }
+
+    /// The scripts are built: handlers can run now. Registers what waited.
+    pub fn activate(&self, env: &ScriptEnv, factory: Factory) -> Result<(), ScriptError> {
+        let mut st = self.state();
+        let pending = std::mem::take(&mut st.pending);
+        let mut first_err = None;
+        let State {
+            factory: slot,
+            live,
+            ..
+        } = &mut *st;
+        for p in pending {
+            let Some(h) = factory(&p.key) else { continue };
+            if let Err(e) = self.install(env, live, p, h) {
+                first_err.get_or_insert(e);
+            }
+        }
+        *slot = Some(factory);
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// `api.hooks.off(handle)`.
+    pub fn off(&self, env: &ScriptEnv, n: u64) -> bool {
+        let mut st = self.state();
+        let before = st.pending.len();
+        st.pending.retain(|p| p.n != n);
+        if st.pending.len() != before {
+            return true;
+        }
+        match st.live.remove(&n) {
+            Some(h) => manager(env)
+                .and_then(|m| Hooks::of(&m).map(|hk| hk.off(h)))
+                .unwrap_or(false),
+            None => false,
+        }
+    }
+
+    /// Runs the `next` of a running override (`token` from its payload), blocking.
+    pub fn take_next(&self, token: u64) -> Option<(Next, CallContext)> {
+        self.nexts.map().get(&token).cloned()
+    }
+}
+
+/// A script function as a hook handler.
+struct ScriptHook {
+    handler: ScriptToolHandler,
+}
+
+impl HookHandler for ScriptHook {
+    fn call(&self, point: &'static str, event: Value, ctx: CallContext) -> HookFuture {
+        let fut = self.handler.invoke(ctx, event);
+        Box::pin(async move {
+            match fut.await {
+                Ok(v) => Ok(HookReturn::from_value(v)),
+                Err(e) => Err(hook_error(point, e)),
+            }
+        })
+    }
+}
+
+fn hook_error(point: &str, e: ToolError) -> String {
+    match e {
+        ToolError::Failed { message, .. } => message,
+        ToolError::LimitExceeded { limit, message, .. } => {
+            format!("the {point} handler exceeded the {limit} limit: {message}")
+        }
+        ToolError::Timeout { after_ms, .. } => {
+            format!("the {point} handler ran past its {after_ms} ms limit")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A script function as an override: called with `{args, token}`; `next` reaches the
+/// continuation stored under `token` while the call runs.
+struct ScriptOverride {
+    handler: ScriptToolHandler,
+    nexts: Arc<NextTable>,
+}
+
+impl OverrideHandler for ScriptOverride {
+    fn call(&self, args: Value, ctx: CallContext, next: Next) -> ToolFuture {
+        let token = self.nexts.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let nexts = self.nexts.clone();
+        nexts.map().insert(token, (next, ctx.clone()));
+        let fut = self
+            .handler
+            .invoke(ctx, json!({"args": args, "token": token}));
+        Box::pin(async move {
+            let r = fut.await;
+            nexts.map().remove(&token);
+            r
+        })
+    }
+}
