@@ -290,13 +290,18 @@ impl Engine {
             .tools()
             .runtime_handle()
             .map_err(|e| EmbedError::Runtime(e.to_string()))?;
-        let token = opts.cancel.clone().unwrap_or_default();
+        // A child of the host's token (firing the host's token still stops the calls), so
+        // stopping these calls when this future is dropped never fires the host's token.
+        let token = opts
+            .cancel
+            .as_ref()
+            .map_or_else(CancellationToken::new, |c| c.0.child_token());
         let opts = CallOptions {
-            cancel: Some(token.clone()),
+            cancel: Some(CancelToken(token.clone())),
             ..opts
         };
         // Stop the calls if the caller stops waiting.
-        let _stop = token.0.clone().drop_guard();
+        let _stop = token.drop_guard();
         let task = handle.spawn(run_text(self.tools().clone(), text.to_string(), opts));
         task.await.map_err(|e| EmbedError::Lost(e.to_string()))
     }

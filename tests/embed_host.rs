@@ -367,6 +367,17 @@ end})
         "{err}"
     );
 
+    // A host's token survives the calls it was given to (it is never fired for them).
+    let keep = CancelToken::new();
+    for _ in 0..2 {
+        let r = one(&engine, &text, CallOptions::new().cancel(keep.clone()));
+        assert_eq!(r, Ok(json!("s3cret")));
+    }
+    assert!(!keep.is_cancelled());
+    let r = block_on_plain(engine.call(&text, CallOptions::new().cancel(keep.clone())));
+    assert!(r.unwrap().ok());
+    assert!(!keep.is_cancelled());
+
     // A fired cancel token stops the calls before they run.
     let stop = CancelToken::new();
     stop.cancel();
