@@ -9,10 +9,48 @@ use serde_json::Value;
 
 use crate::problem::Problem;
 
+/// Environment variable with settings, `KEY=VALUE;KEY=VALUE` (like repeated `--set`).
+pub const ENV_SET: &str = "TAVERN_SET";
+
 /// Flat map of dotted keys to values.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Settings {
     values: BTreeMap<String, Value>,
+    /// Where each value came from, so a problem with it points there.
+    origins: BTreeMap<String, Origin>,
+}
+
+/// Where a setting came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A line of a `tavern.toml`.
+    File {
+        /// The file.
+        path: std::path::PathBuf,
+        /// 1-based line of the key, when found.
+        line: Option<u32>,
+    },
+    /// `--set KEY=VALUE` on the command line.
+    Set,
+    /// An environment variable (its name).
+    Env(String),
+}
+
+impl Origin {
+    /// A problem about the setting `key`, placed where it came from.
+    pub fn problem(&self, key: &str, message: impl Into<String>) -> Problem {
+        match self {
+            Origin::File { path, line } => {
+                let p = Problem::new(path, message);
+                match line {
+                    Some(l) => p.at(*l, None),
+                    None => p,
+                }
+            }
+            Origin::Set => Problem::new(format!("--set {key}"), message),
+            Origin::Env(var) => Problem::new(format!("environment {var} ({key})"), message),
+        }
+    }
 }
 
 impl Settings {
@@ -24,13 +62,55 @@ impl Settings {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Settings::default()),
             Err(e) => return Err(Problem::new(&path, format!("cannot read: {e}"))),
         };
-        Self::from_toml(&text).map_err(|(msg, line)| {
+        let mut s = Self::from_toml(&text).map_err(|(msg, line)| {
             let p = Problem::new(&path, msg);
             match line {
                 Some(l) => p.at(l, None),
                 None => p,
             }
-        })
+        })?;
+        let lines = key_lines(&text);
+        for k in s.values.keys() {
+            s.origins.insert(
+                k.clone(),
+                Origin::File {
+                    path: path.clone(),
+                    line: lines.get(k).copied(),
+                },
+            );
+        }
+        Ok(s)
+    }
+
+    /// Where `key`'s value came from (`None` for values set through the API).
+    pub fn origin(&self, key: &str) -> Option<&Origin> {
+        self.origins.get(key)
+    }
+
+    /// Applies the assignments of environment variable [`ENV_SET`] (`KEY=VALUE`, several
+    /// separated by `;`), each remembered as coming from the environment. Between
+    /// `tavern.toml` and `--set` in precedence.
+    pub fn apply_env(&mut self) -> Result<(), String> {
+        let Some(v) = std::env::var_os(ENV_SET) else {
+            return Ok(());
+        };
+        let v = v.to_string_lossy().into_owned();
+        for a in v.split(';').map(str::trim).filter(|a| !a.is_empty()) {
+            self.set_from_env(ENV_SET, a)
+                .map_err(|e| format!("{ENV_SET}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Like [`Settings::set_override`], recording that the value came from environment
+    /// variable `var`.
+    pub fn set_from_env(&mut self, var: &str, assignment: &str) -> Result<(), String> {
+        self.set_override(assignment)?;
+        if let Some((k, _)) = assignment.split_once('=') {
+            self.origins
+                .insert(k.trim().to_string(), Origin::Env(var.to_string()));
+        }
+        Ok(())
     }
 
     /// Parses TOML text; errors carry the 1-based line when known.
@@ -65,6 +145,7 @@ impl Settings {
             None => Value::String(v.to_string()),
         };
         self.values.insert(k.to_string(), value);
+        self.origins.insert(k.to_string(), Origin::Set);
         Ok(())
     }
 
@@ -86,6 +167,40 @@ impl Settings {
             .filter_map(|(k, v)| k.strip_prefix(&p).map(|r| (r.to_string(), v.clone())))
             .collect()
     }
+}
+
+/// The 1-based line of every `key = value` of TOML `text`, by full dotted key (table headers
+/// applied). A plain line scan: enough to point at a setting.
+fn key_lines(text: &str) -> BTreeMap<String, u32> {
+    let mut out = BTreeMap::new();
+    let mut table = String::new();
+    let unquote = |s: &str| -> String {
+        s.split('.')
+            .map(|p| p.trim().trim_matches('"').trim_matches('\''))
+            .collect::<Vec<_>>()
+            .join(".")
+    };
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if let Some(h) = t.strip_prefix('[') {
+            table = unquote(h.trim_start_matches('[').split(']').next().unwrap_or(""));
+            continue;
+        }
+        let Some((k, _)) = t.split_once('=') else {
+            continue;
+        };
+        if t.starts_with('#') || k.trim().is_empty() {
+            continue;
+        }
+        let k = unquote(k);
+        let full = if table.is_empty() {
+            k
+        } else {
+            format!("{table}.{k}")
+        };
+        out.entry(full).or_insert(i as u32 + 1);
+    }
+    out
 }
 
 fn flatten(prefix: &str, v: &toml::Value, out: &mut BTreeMap<String, Value>) {
@@ -145,6 +260,36 @@ mod tests {
         assert_eq!(s.get("a.b"), Some(&Value::from(42)));
         assert_eq!(s.get("a.c"), Some(&Value::String("hello world".into())));
         assert!(s.set_override("novalue").is_err());
+    }
+
+    #[test]
+    fn origins_are_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("tavern.toml"),
+            "top = 1\n\n[extensions.P]\n# c\nroot = \"x\"\n",
+        )
+        .unwrap();
+        let mut s = Settings::load(dir.path()).unwrap();
+        let file = dir.path().join("tavern.toml");
+        assert_eq!(
+            s.origin("extensions.P.root"),
+            Some(&Origin::File {
+                path: file.clone(),
+                line: Some(5)
+            })
+        );
+        assert_eq!(
+            s.origin("top"),
+            Some(&Origin::File {
+                path: file,
+                line: Some(1)
+            })
+        );
+        s.set_override("extensions.P.root=y").unwrap();
+        assert_eq!(s.origin("extensions.P.root"), Some(&Origin::Set));
+        s.set_from_env("TAVERN_X", "a.b=1").unwrap();
+        assert_eq!(s.origin("a.b"), Some(&Origin::Env("TAVERN_X".into())));
     }
 
     #[test]

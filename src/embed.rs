@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::protocol::{self, Format, Parsed, Severity};
@@ -143,44 +143,14 @@ impl CallReport {
 
     /// The JSON `tavern call` prints: `{"results": [...], "diagnostics": [...]}`.
     pub fn to_json(&self) -> Value {
-        let results: Vec<Value> = self
-            .outcomes
-            .iter()
-            .enumerate()
-            .map(|(i, o)| outcome_json(o, self.parsed.calls.get(i).and_then(|c| c.step)))
-            .collect();
-        json!({
-            "results": results,
-            // A Diagnostic is plain data; serializing it cannot fail.
-            "diagnostics": serde_json::to_value(&self.parsed.diagnostics)
-                .unwrap_or(Value::Array(Vec::new())),
-        })
+        crate::server::report::call_report(&self.parsed, &self.outcomes).json
     }
 }
 
 /// One result as `tavern call` prints it: `tool`, `step` (in a chain), `ok`, then `value`
-/// or `error` {`code`, `message`}, and `observation`.
+/// or `error` {`code`, `message`}, and `observation` (the one shape, from `server::report`).
 pub fn outcome_json(o: &CallOutcome, step: Option<u32>) -> Value {
-    let mut m = Map::new();
-    m.insert("tool".into(), json!(o.tool));
-    if let Some(s) = step {
-        m.insert("step".into(), json!(s));
-    }
-    match &o.result {
-        Ok(v) => {
-            m.insert("ok".into(), json!(true));
-            m.insert("value".into(), v.clone());
-        }
-        Err(e) => {
-            m.insert("ok".into(), json!(false));
-            m.insert(
-                "error".into(),
-                json!({"code": e.code(), "message": e.to_string()}),
-            );
-        }
-    }
-    m.insert("observation".into(), json!(o.observation()));
-    Value::Object(m)
+    crate::server::report::outcome_json(o, step)
 }
 
 /// Why an embedding entry point could not run the calls at all (a call that ran and failed

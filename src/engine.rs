@@ -264,6 +264,7 @@ impl EngineBuilder {
     /// [`Engine::problems`].
     pub fn build(self) -> Result<Engine, EngineError> {
         let mut settings = Settings::load(&self.home).map_err(EngineError::Config)?;
+        settings.apply_env().map_err(EngineError::Override)?;
         for o in &self.overrides {
             settings.set_override(o).map_err(EngineError::Override)?;
         }
@@ -318,7 +319,18 @@ impl EngineBuilder {
                     .with_workflows(workflows.clone())
                     .host_limits(self.script_limits)
                     .load_dir(&self.home.join("plugins"));
+            crate::plugins::unavailable::mark(
+                &tools,
+                &self.home.join("plugins"),
+                report.plugins.list(),
+                &report.problems,
+            );
             problems.extend(report.problems);
+            problems.extend(crate::plugins::config::undeclared_all(
+                report.plugins.list(),
+                &settings,
+                &self.home.join("tavern.toml"),
+            ));
             report.plugins
         } else {
             crate::plugins::PluginSet::default()
@@ -336,6 +348,14 @@ impl EngineBuilder {
                     format!("caller policy for unknown tool '{id}'"),
                 ));
             }
+        }
+        if self.workflows {
+            problems.extend(crate::workflow::config_tools::load(
+                &self.home, &workflows, &tools,
+            ));
+            problems.extend(crate::workflow::node_tools::register_all(
+                &workflows, &tools,
+            ));
         }
         let user_scripts = crate::plugins::user_scripts::after_load(
             &self.hooks,

@@ -15,6 +15,9 @@ pub mod plugins;
 pub mod problem;
 pub mod protocol;
 pub mod script;
+pub mod server;
+pub mod strict;
+pub mod suggest;
 pub mod tools;
 pub mod workflow;
 

@@ -82,7 +82,7 @@ fn cases() -> Vec<Case> {
             name: "bad schema",
             files: &[("Bad/plugin.yaml", "name: Bad\n"), ("Bad/tools/t.tool.json", BAD_SCHEMA)],
             sets: &[],
-            want: &[("Bad/tools/t.tool.json", "not a valid JSON Schema", Some(4))],
+            want: &[("Bad/tools/t.tool.json", "schema type 'strng' is not a JSON Schema type", Some(4))],
         },
         Case {
             name: "bad tool JSON",
@@ -112,7 +112,7 @@ fn cases() -> Vec<Case> {
             name: "config of the wrong type",
             files: &[("Bad/plugin.yaml", "name: Bad\nconfigOptions:\n  - id: n\n    type: integer\n    default: 1\n")],
             sets: &["extensions.Bad.n=many"],
-            want: &[("tavern.toml", "extensions.Bad.n: expected integer, got \"many\"", None)],
+            want: &[("--set extensions.Bad.n", "extensions.Bad.n: expected integer, got \"many\"", None)],
         },
         Case {
             name: "default of the wrong type",
@@ -175,7 +175,7 @@ fn cases() -> Vec<Case> {
             name: "a limit that does not exist",
             files: &[("Bad/plugin.yaml", "name: Bad\nlimits:\n  instrutions: 5\n")],
             sets: &[],
-            want: &[("Bad/plugin.yaml", "invalid limits", Some(2))],
+            want: &[("Bad/plugin.yaml", "unknown key `instrutions` in plugin.yaml `limits`", Some(3))],
         },
         Case {
             name: "fs root naming an undeclared option",

@@ -45,8 +45,8 @@ api.tools = {}
 ---@param spec tavern.ToolSpec The tool: id, description, parameters, handler
 function api.tools.register(spec) end
 
----Calls another tool through the engine and returns its result; raises the tool's error.
----(Rhai: `api::tools::invoke(id, args)`, since `call` is a Rhai keyword.)
+---Calls another tool through the engine and returns its result. A failed call raises a table `{code, message}` (catch it with `pcall` and read `e.code`); let through, it fails your tool with that same error.
+---(Rhai: `api::tools::invoke(id, args)`, since `call` is a Rhai keyword; it throws a map `#{code, message}`.)
 ---@param id string Tool id (`plugin:tool` or `plugin.tool`)
 ---@param args? table Arguments object (validated against the tool's schema)
 ---@return any

@@ -37,6 +37,8 @@ pub const USAGE: u8 = 2;
 /// A bug in tavern (a panic); the message asks to report it.
 pub const INTERNAL: u8 = 70;
 
+mod colour;
+
 /// Declares the subcommand modules, the `Command` enum and its dispatcher from one list.
 macro_rules! subcommands {
     ($($variant:ident => $module:ident,)*) => {
@@ -68,7 +70,12 @@ subcommands! {
     Plugin => plugin,
     Workflow => workflow,
     Agent => agent,
+    Mcp => mcp,
+    Serve => serve,
+    Nodes => nodes,
 }
+
+pub mod serve_opts;
 
 /// tavern: one protocol for models, scripts and people to call tools.
 #[derive(Parser)]
@@ -236,6 +243,7 @@ pub fn init_logging() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(colour::stderr_colour())
         .with_env_filter(filter)
         .try_init();
 }

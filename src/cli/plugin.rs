@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use tavern::config::Settings;
 use tavern::plugins::check;
+use tavern::plugins::isolation::RootPolicy;
 use tavern::plugins::scaffold::{self, Lang};
 
 use super::{Globals, FAILED, OK, USAGE};
@@ -30,13 +31,19 @@ pub enum Action {
         #[arg(long)]
         dir: Option<PathBuf>,
     },
-    /// Validate manifests, tool schemas, scripts and test files; print every problem as
+    /// Validate everything the home holds (plugins, workflows/, scripts/, agents/,
+    /// tavern.toml) without changing anything on disk; print every problem as
     /// file:line:column: message (exit 1 when there is any).
     Check {
-        /// A plugin directory, or a directory of plugins (default: <home>/plugins).
+        /// Only this plugin directory, or directory of plugins (default: the whole home).
         dir: Option<PathBuf>,
+        /// Print one JSON object (`ok`, `problems`, `plugins`, `tools`) for editors and CI.
+        #[arg(long)]
+        json: bool,
     },
-    /// Load plugins and run the cases in their tests/*.test.json files.
+    /// Load plugins and run the cases in their tests/*.test.json files. Declared fs roots
+    /// are mapped to fresh temporary directories (seeded from tests/fixtures/), so every
+    /// run starts from the same state and the real roots are never touched.
     Test {
         /// A plugin directory, or a directory of plugins (default: <home>/plugins).
         dir: Option<PathBuf>,
@@ -48,25 +55,95 @@ fn settings(globals: &Globals) -> Result<Settings, u8> {
         eprintln!("{p}");
         FAILED
     })?;
+    apply_sets(globals, &mut s)?;
+    Ok(s)
+}
+
+fn apply_sets(globals: &Globals, s: &mut Settings) -> Result<(), u8> {
+    s.apply_env().map_err(|e| {
+        eprintln!("tavern: {e}");
+        USAGE
+    })?;
     for o in &globals.sets {
         s.set_override(o).map_err(|e| {
             eprintln!("tavern: {e}");
             USAGE
         })?;
     }
-    Ok(s)
+    Ok(())
 }
 
-/// Loads the plugins under `dir` (default `<home>/plugins`) the way the engine would and
-/// prints every problem as `file:line:column: message`.
-fn check_and_print(globals: &Globals, dir: Option<PathBuf>) -> Result<check::CheckReport, u8> {
+/// Loads the plugins under `dir` (default `<home>/plugins`) the way the engine would, with
+/// fs roots mapped to `temp_roots`, and prints every problem as `file:line:column: message`.
+fn load_for_tests(
+    globals: &Globals,
+    dir: Option<PathBuf>,
+    temp_roots: &std::path::Path,
+) -> Result<check::CheckReport, u8> {
     let s = settings(globals)?;
     let path = dir.unwrap_or_else(|| check::default_dir(&globals.home));
-    let report = check::check(&path, &globals.home, &s);
+    let report = check::check_with(
+        &path,
+        &globals.home,
+        &s,
+        RootPolicy::MapTo(temp_roots.to_path_buf()),
+    );
     for p in &report.problems {
         println!("{p}");
     }
     Ok(report)
+}
+
+/// `tavern plugin check [DIR] [--json]`.
+fn run_check(globals: &Globals, dir: Option<PathBuf>, json: bool) -> u8 {
+    // A broken tavern.toml is one more problem, not a reason to stop checking.
+    let (mut s, mut problems) = match Settings::load(&globals.home) {
+        Ok(s) => (s, Vec::new()),
+        Err(p) => (Settings::default(), vec![p]),
+    };
+    if let Err(code) = apply_sets(globals, &mut s) {
+        return code;
+    }
+    let report = match dir {
+        Some(d) => check::check(&d, &globals.home, &s),
+        None => check::check_home(&globals.home, &s),
+    };
+    problems.extend(report.problems.iter().cloned());
+    let tools: usize = report.plugins.iter().map(|p| p.tools.len()).sum();
+    if json {
+        let out = serde_json::json!({
+            "ok": problems.is_empty(),
+            "problems": problems,
+            "permissions": report.permissions,
+            "process_tools": tavern::plugins::confine::check_lines(&report),
+            "plugins": report.plugins.iter().map(|p| p.name()).collect::<Vec<_>>(),
+            "tools": tools,
+        });
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+    } else {
+        for p in &problems {
+            println!("{p}");
+        }
+        // stdout stays one problem per line (undeclared uses among them); the
+        // declared-beside-used table is for the reader, on stderr with the summary.
+        for text in &report.permissions {
+            eprint!("{text}");
+        }
+        for line in tavern::plugins::confine::check_lines(&report) {
+            println!("{line}");
+        }
+        eprintln!(
+            "{} plugin(s), {} tool(s), {} problem(s)",
+            report.plugins.len(),
+            tools,
+            problems.len()
+        );
+    }
+    if problems.is_empty() {
+        OK
+    } else {
+        FAILED
+    }
 }
 
 /// Runs `tavern plugin …`; returns the exit status.
@@ -98,34 +175,17 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
                 }
             }
         }
-        Action::Check { dir } => {
-            let report = match check_and_print(globals, dir) {
-                Ok(r) => r,
-                Err(code) => return code,
-            };
-            // stdout stays one problem per line (undeclared uses among them); the
-            // declared-beside-used table is for the reader, on stderr with the summary.
-            for text in &report.permissions {
-                eprint!("{text}");
-            }
-            for line in tavern::plugins::confine::check_lines(&report) {
-                println!("{line}");
-            }
-            let tools: usize = report.plugins.iter().map(|p| p.tools.len()).sum();
-            eprintln!(
-                "{} plugin(s), {} tool(s), {} problem(s)",
-                report.plugins.len(),
-                tools,
-                report.problems.len()
-            );
-            if report.problems.is_empty() {
-                OK
-            } else {
-                FAILED
-            }
-        }
+        Action::Check { dir, json } => run_check(globals, dir, json),
         Action::Test { dir } => {
-            let report = match check_and_print(globals, dir) {
+            // Fresh roots for this run, removed when it ends.
+            let roots = match tempfile::tempdir() {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("tavern: cannot create temporary roots for the tests: {e}");
+                    return FAILED;
+                }
+            };
+            let report = match load_for_tests(globals, dir, roots.path()) {
                 Ok(r) => r,
                 Err(code) => return code,
             };

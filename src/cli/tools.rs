@@ -1,5 +1,7 @@
 //! `tavern tools [--json]`: list the registered tools.
 
+use tavern::server::export::{tools_json, ExportFormat};
+
 use super::{print_json, print_text, Globals, OK};
 
 /// List the registered tools with their parameters (or as JSON).
@@ -8,6 +10,10 @@ pub struct Args {
     /// Print the list as JSON (id, wireName, displayName, description, parameters, …).
     #[arg(long)]
     pub json: bool,
+    /// Print the list as a client expects it: openai, anthropic or mcp (or tavern, the
+    /// `GET /api/tools` shape).
+    #[arg(long, value_parser = |s: &str| s.parse::<ExportFormat>())]
+    pub format: Option<ExportFormat>,
 }
 
 /// Runs `tavern tools`.
@@ -17,7 +23,9 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
         Err(code) => return code,
     };
     let tools = engine.tools();
-    if args.json {
+    if let Some(format) = args.format {
+        print_json(&tools_json(&tools.list(), format));
+    } else if args.json {
         let mut list = tools.list_json();
         // `overriddenBy`: who replaced the tool (bottom of the stack first).
         if let serde_json::Value::Array(items) = &mut list {

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::host_services::HostServices;
+use super::isolation::RootPolicy;
 use super::loader::{Loader, Plugin};
 use super::manifest::MANIFEST_FILE;
 use super::testing::{self, CaseOutcome};
@@ -21,6 +22,8 @@ pub struct CheckReport {
     pub problems: Vec<Problem>,
     /// The registry the plugins were loaded into (with the `system:*` tools).
     pub tools: Arc<ToolManager>,
+    /// The workflows and node types the plugins loaded into.
+    pub workflows: Arc<crate::workflow::Workflows>,
     /// Per plugin: declared permissions beside what its scripts use.
     pub permissions: Vec<String>,
 }
@@ -31,8 +34,103 @@ pub fn is_plugin_dir(dir: &Path) -> bool {
 }
 
 /// Loads `path` — one plugin directory, or a directory of plugins — as the engine would, with
-/// the settings of `home`.
+/// the settings of `home`, changing nothing on disk (write roots are not created).
 pub fn check(path: &Path, home: &Path, settings: &Settings) -> CheckReport {
+    check_with(path, home, settings, RootPolicy::LeaveAlone)
+}
+
+/// Everything a home holds, as the engine would load it, changing nothing on disk:
+/// `plugins/`, `workflows/`, `scripts/*.tam`, power-user `scripts/*.lua|rhai`,
+/// `agents/*.json` and the settings (the caller
+/// loads `tavern.toml`; its problem, if any, is the caller's to report).
+pub fn check_home(home: &Path, settings: &Settings) -> CheckReport {
+    let plugins = default_dir(home);
+    // A home without plugins/ is fine: only the rest is checked.
+    let path = if plugins.exists() {
+        plugins
+    } else {
+        PathBuf::new()
+    };
+    let mut report = load(&path, home, settings, RootPolicy::LeaveAlone, true);
+    report.problems.extend(check_scripts(&home.join("scripts")));
+    // Power-user scripts (`scripts/*.lua`, `*.rhai`) load as the engine loads them.
+    let (_scripts, ps) = super::user_scripts::load_with(
+        home,
+        settings,
+        &report.tools,
+        crate::script::Limits::engine_default(),
+        false,
+    );
+    report.problems.extend(ps);
+    report.problems.extend(check_agents(&home.join("agents")));
+    report
+}
+
+/// TAM scripts (`*.tam`): every parse diagnostic, errors and recoveries alike (a script a
+/// modder keeps should read cleanly), at its line.
+fn check_scripts(dir: &Path) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for f in super::files_ending_with(dir, ".tam").unwrap_or_default() {
+        let text = match std::fs::read_to_string(&f) {
+            Ok(t) => t,
+            Err(e) => {
+                problems.push(Problem::new(&f, format!("cannot read: {e}")));
+                continue;
+            }
+        };
+        let parsed = crate::protocol::parse(&text, crate::protocol::Format::Auto);
+        for d in &parsed.diagnostics {
+            let message = match d.severity {
+                crate::protocol::Severity::Error => d.message.clone(),
+                _ => format!("warning: {}", d.message),
+            };
+            let mut p = Problem::new(&f, message).at(d.line, Some(d.column));
+            if let Some(h) = &d.hint {
+                p = p.hint(h.clone());
+            }
+            problems.push(p);
+        }
+    }
+    problems
+}
+
+/// Agent profiles (`agents/*.json`): valid JSON objects. The agent module checks their keys
+/// (it calls [`crate::strict::check_json`] with its own shape) when it is present.
+fn check_agents(dir: &Path) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    for f in super::files_ending_with(dir, ".json").unwrap_or_default() {
+        match std::fs::read_to_string(&f) {
+            Ok(text) => {
+                if let Err(e) =
+                    serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&text)
+                {
+                    problems.push(
+                        Problem::new(&f, format!("invalid agent profile: {e}"))
+                            .at(e.line() as u32, Some(e.column() as u32)),
+                    );
+                }
+            }
+            Err(e) => problems.push(Problem::new(&f, format!("cannot read: {e}"))),
+        }
+    }
+    problems
+}
+
+/// [`check`] with a choice of what happens to declared fs roots (`plugin test` maps them to
+/// temporary directories).
+pub fn check_with(path: &Path, home: &Path, settings: &Settings, roots: RootPolicy) -> CheckReport {
+    load(path, home, settings, roots, false)
+}
+
+/// Loads plugins from `path` (none when empty) and, with `home_workflows`, the home's
+/// `workflows/` too, before workflow tools are registered (as the engine does).
+fn load(
+    path: &Path,
+    home: &Path,
+    settings: &Settings,
+    roots: RootPolicy,
+    home_workflows: bool,
+) -> CheckReport {
     let tools = ToolManager::new();
     // As in the engine: scripts may register hooks and overrides while they load.
     tools.set_interceptor(crate::hooks::Hooks::new());
@@ -44,12 +142,14 @@ pub fn check(path: &Path, home: &Path, settings: &Settings) -> CheckReport {
         ));
     }
     let host = HostServices::with_defaults();
-    let mut loader = Loader::new(home, settings, tools.clone(), &host);
+    let mut loader = Loader::new(home, settings, tools.clone(), &host).roots(roots);
     let mut plugins = Vec::new();
     if is_plugin_dir(path) {
         let (p, ps) = loader.load_plugin(path);
         problems.extend(ps);
         plugins.extend(p.map(Arc::new));
+    } else if path.as_os_str().is_empty() {
+        // No plugins to load (see `check_home`).
     } else if path.is_dir() {
         let report = loader.load_dir(path);
         problems.extend(report.problems);
@@ -60,8 +160,24 @@ pub fn check(path: &Path, home: &Path, settings: &Settings) -> CheckReport {
                 .hint("give a plugin directory or a plugins directory"),
         );
     }
-    // Plugin workflows with an interface are tools too (`workflow:<id>`), as in the engine.
+    // As in the engine: failed tools are `tool_unavailable`, stray settings are reported.
+    let plugins_dir = if is_plugin_dir(path) {
+        path.parent().unwrap_or(path)
+    } else {
+        path
+    };
+    super::unavailable::mark(&tools, plugins_dir, &plugins, &problems);
+    problems.extend(super::config::undeclared_all(
+        &plugins,
+        settings,
+        &home.join("tavern.toml"),
+    ));
+    if home_workflows {
+        problems.extend(loader.workflows().load_dir(&home.join("workflows")));
+    }
+    // Workflows with an interface are tools too (`workflow:<id>`), as in the engine.
     problems.extend(loader.workflows().register_tools(&tools));
+    let workflows = loader.workflows().clone();
     for p in &plugins {
         for f in testing::test_files(&p.dir) {
             if let Err(prob) = testing::read(&f) {
@@ -79,6 +195,7 @@ pub fn check(path: &Path, home: &Path, settings: &Settings) -> CheckReport {
         plugins,
         problems,
         tools,
+        workflows,
         permissions,
     }
 }

@@ -97,14 +97,17 @@ pub fn resolve(
                     out.insert(id, v);
                 }
                 None => problems.push(
-                    Problem::new(
-                        settings_file,
-                        format!(
+                    {
+                        let msg = format!(
                             "setting {key}: expected {}, got {}",
                             opt.kind.name(),
                             describe(v)
-                        ),
-                    )
+                        );
+                        match settings.origin(&key) {
+                            Some(o) => o.problem(&key, msg),
+                            None => Problem::new(settings_file, msg),
+                        }
+                    }
                     .hint(format!(
                         "set a {} value in tavern.toml or with --set {key}=…",
                         opt.kind.name()
@@ -136,31 +139,71 @@ pub fn resolve(
             }
         }
     }
-    // A setting for an option the plugin does not declare is almost always a typo.
-    for (k, _) in settings.section(&format!("extensions.{plugin}")) {
-        if !declared.iter().any(|d| d == &k) {
-            let best = declared
-                .iter()
-                .map(|d| (strsim::jaro_winkler(d, &k), d))
-                .filter(|(s, _)| *s > 0.8)
-                .max_by(|a, b| a.0.total_cmp(&b.0));
-            let mut p = Problem::new(
-                settings_file,
-                format!(
-                    "setting extensions.{plugin}.{k}: plugin {plugin} declares no option '{k}'"
-                ),
-            );
-            if let Some((_, d)) = best {
-                p = p.hint(format!("did you mean extensions.{plugin}.{d}?"));
-            }
-            problems.push(p);
-        }
-    }
+    // Settings for undeclared options are reported by `undeclared` and ignored here: a
+    // typo disables only itself, never the plugin.
+    let _ = &declared;
     if problems.is_empty() {
         Ok(out)
     } else {
         Err(problems)
     }
+}
+
+/// [`undeclared`] for every loaded plugin.
+pub fn undeclared_all(
+    plugins: &[std::sync::Arc<super::Plugin>],
+    settings: &Settings,
+    settings_file: &Path,
+) -> Vec<Problem> {
+    plugins
+        .iter()
+        .flat_map(|p| {
+            undeclared(
+                p.name(),
+                &p.manifest.config_options,
+                settings,
+                settings_file,
+            )
+        })
+        .collect()
+}
+
+/// A problem for every setting under `extensions.<plugin>.` that names no option the plugin
+/// declares, placed where the setting came from (`--set`, environment, `tavern.toml:line`)
+/// with a did-you-mean. Such a setting is ignored; the plugin loads without it.
+pub fn undeclared(
+    plugin: &str,
+    options: &[ConfigOption],
+    settings: &Settings,
+    settings_file: &Path,
+) -> Vec<Problem> {
+    let declared: Vec<String> = options
+        .iter()
+        .filter_map(|o| option_id(plugin, o).ok())
+        .collect();
+    let mut problems = Vec::new();
+    for (k, _) in settings.section(&format!("extensions.{plugin}")) {
+        if declared.iter().any(|d| d == &k) {
+            continue;
+        }
+        let key = format!("extensions.{plugin}.{k}");
+        let message = format!(
+            "setting {key}: plugin {plugin} declares no option '{k}'; the setting is ignored"
+        );
+        let mut p = match settings.origin(&key) {
+            Some(o) => o.problem(&key, message),
+            None => Problem::new(settings_file, message),
+        };
+        if let Some(d) = crate::suggest::closest(&k, &declared) {
+            p = p.hint(format!("did you mean extensions.{plugin}.{d}?"));
+        } else if declared.is_empty() {
+            p = p.hint(format!("plugin {plugin} declares no configOptions"));
+        } else {
+            p = p.hint(format!("its options: {}", declared.join(", ")));
+        }
+        problems.push(p);
+    }
+    problems
 }
 
 #[cfg(test)]
@@ -231,10 +274,19 @@ mod tests {
         let opts = vec![opt("root", OptionType::String, None)];
         let mut s = Settings::default();
         s.set_override("extensions.P.roots=x").unwrap();
-        let probs = resolve("P", &opts, &s, Path::new("p"), "", Path::new("t")).unwrap_err();
+        // The plugin still resolves (the typo disables only itself) …
+        assert!(resolve("P", &opts, &s, Path::new("p"), "", Path::new("t")).is_ok());
+        // … and the typo is reported against `--set`, with a suggestion.
+        let probs = undeclared("P", &opts, &s, Path::new("t"));
+        assert_eq!(probs.len(), 1);
         assert_eq!(
             probs[0].hint.as_deref(),
             Some("did you mean extensions.P.root?")
+        );
+        assert!(
+            probs[0].to_string().starts_with("--set extensions.P.roots: setting extensions.P.roots: plugin P declares no option 'roots'"),
+            "{}",
+            probs[0]
         );
     }
 

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::problem::Problem;
+use crate::strict::Shape;
 
 /// File name of the manifest.
 pub const MANIFEST_FILE: &str = "plugin.yaml";
@@ -159,9 +160,57 @@ pub struct FsSpec {
     pub write: Vec<String>,
 }
 
+/// Keys of seed 001's plugin.yaml that belong to ComfyTavern's frontend: accepted (so a seed
+/// manifest loads) and ignored.
+pub const FRONTEND_KEYS: &[&str] = &["frontend"];
+/// `permissions` keys for the frontend (`ui: {wrap, inject}`), accepted and ignored.
+pub const FRONTEND_PERMISSIONS: &[&str] = &["ui"];
+
+/// The keys plugin.yaml may hold, from the structs above (see [`crate::strict`]).
+pub fn shape() -> Shape {
+    let entry = Shape::of::<Entry>();
+    Shape::of::<PluginManifest>()
+        .also(FRONTEND_KEYS)
+        .child(
+            "tools",
+            Shape::Either(
+                Box::new(crate::tools::tool_shape().seq()),
+                Box::new(entry.clone()),
+            ),
+        )
+        .child("nodes", entry.clone())
+        .child("workflows", entry)
+        .child("configOptions", Shape::of::<ConfigOption>().seq())
+        .child(
+            "permissions",
+            Shape::of::<PermissionsSpec>()
+                .also(FRONTEND_PERMISSIONS)
+                .child("services", Shape::of::<ServicesSpec>())
+                .child("fs", Shape::of::<FsSpec>()),
+        )
+        .child("limits", Shape::of::<crate::script::PartialLimits>())
+}
+
 /// Parses plugin.yaml text; a YAML or shape error becomes a [`Problem`] with line and column.
+/// Unknown keys are problems at their own line (the first, with the others in its hint); a
+/// key indented one space off is reported as that, not as what YAML then makes of it.
 pub fn parse(text: &str, file: &Path) -> Result<PluginManifest, Problem> {
-    serde_saphyr::from_str::<PluginManifest>(text).map_err(|e| yaml_problem(&e, file))
+    if let Some(doc) = crate::strict::locate_yaml(text) {
+        let ps: Vec<Problem> = crate::strict::unknown_keys(&doc, &shape())
+            .iter()
+            .map(|u| u.problem(file, MANIFEST_FILE))
+            .collect();
+        if let Some(p) = crate::strict::merge(ps) {
+            return Err(p);
+        }
+    }
+    serde_saphyr::from_str::<PluginManifest>(text).map_err(|e| {
+        let p = yaml_problem(&e, file);
+        match crate::strict::yaml_indent_slip(text) {
+            Some(slip) => slip.problem(file, &p.message),
+            None => p,
+        }
+    })
 }
 
 /// A serde-saphyr error as a [`Problem`].
@@ -219,6 +268,102 @@ limits:
         assert_eq!(m.permissions.fs.write, vec!["{config.root}".to_string()]);
         assert_eq!(m.permissions.hooks, vec!["tool:before-invoke".to_string()]);
         assert!(matches!(m.tools, Some(ToolsSection::Entry(_))));
+    }
+
+    #[test]
+    fn unknown_keys_point_at_themselves() {
+        let cases = [
+            (
+                "name: x\nconfigOption:\n  - id: a\n    type: string\n",
+                2,
+                1,
+                "configOption",
+                Some("configOptions"),
+            ),
+            (
+                "name: x\npermissions:\n  proceses: true\n",
+                3,
+                3,
+                "proceses",
+                Some("processes"),
+            ),
+            (
+                "name: x\nconfigOptions:\n  - id: a\n    typ: string\n",
+                4,
+                5,
+                "typ",
+                Some("type"),
+            ),
+            (
+                "name: x\ntools:\n  - id: t\n    params: {}\n    implementation: {type: service}\n",
+                4,
+                5,
+                "params",
+                Some("parameters"),
+            ),
+            (
+                "name: x\ntools:\n  - id: t\n    implementation: {type: service, fuction: f}\n",
+                4,
+                37,
+                "fuction",
+                Some("function"),
+            ),
+            (
+                "name: x\ntools: {entyr: ./t}\n",
+                2,
+                9,
+                "entyr",
+                Some("entry"),
+            ),
+            (
+                "name: x\nlimits:\n  instuctions: 5\n",
+                3,
+                3,
+                "instuctions",
+                Some("instructions"),
+            ),
+            ("name: x\nzebra: 1\n", 2, 1, "zebra", None),
+        ];
+        for (y, line, col, key, sugg) in cases {
+            let p = parse(y, Path::new("plugin.yaml")).unwrap_err();
+            assert_eq!((p.line, p.column), (Some(line), Some(col)), "{y}: {p}");
+            assert!(p.message.contains(&format!("unknown key `{key}`")), "{p}");
+            match sugg {
+                Some(s) => assert!(
+                    p.to_string().contains(&format!("did you mean `{s}`?")),
+                    "{p}"
+                ),
+                None => assert!(!p.to_string().contains("did you mean"), "{p}"),
+            }
+        }
+        // A manifest for a newer format is read tolerantly.
+        let m = parse(
+            "formatVersion: 2\nname: x\nzebra: 1\n",
+            Path::new("plugin.yaml"),
+        )
+        .unwrap();
+        assert_eq!(m.name, "x");
+    }
+
+    #[test]
+    fn the_seed_manifest_is_accepted() {
+        let y = "name: my-awesome-plugin\ndisplayName: x\nversion: 1.0.0\ndescription: d\nnodes:\n  entry: ./nodes\ntools:\n  entry: ./tools\nfrontend:\n  build:\n    entry: dist/index.js\n    styles: [dist/style.css]\npermissions:\n  hooks: [\"hook:client:workflow:before-execute\"]\n  ui:\n    wrap: [\"ui:BaseNode\"]\n    inject: [\"node:header:right\"]\n  services:\n    override: []\n";
+        let m = parse(y, Path::new("plugin.yaml")).unwrap();
+        assert_eq!(m.name, "my-awesome-plugin");
+    }
+
+    #[test]
+    fn a_one_space_slip_is_named_as_such() {
+        let y = "name: x\nconfigOptions:\n  - id: root\n   type: string\n";
+        let p = parse(y, Path::new("plugin.yaml")).unwrap_err();
+        let text = p.to_string();
+        assert_eq!((p.line, p.column), (Some(4), Some(4)), "{text}");
+        assert!(
+            p.message
+                .starts_with("`type` is indented 3 spaces but the keys beside it are indented 4"),
+            "{text}"
+        );
+        assert!(!p.message.contains("missing field"), "{text}");
     }
 
     #[test]

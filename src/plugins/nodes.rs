@@ -22,6 +22,18 @@ use crate::workflow::{NodeContext, NodeDefinition, NodeError, NodeExecutor, Node
 /// Suffix of node definition files.
 pub const NODE_SUFFIX: &str = ".node.json";
 
+/// The keys a node file may hold: a [`NodeDefinition`] (slots by their struct) plus
+/// `script` and `function` (see [`crate::strict`]).
+pub fn shape() -> crate::strict::Shape {
+    use crate::strict::Shape;
+    let slots = Shape::Values(Box::new(crate::workflow::slot_shape()));
+    Shape::of::<NodeDefinition>()
+        .also(&["script", "function"])
+        .child("inputs", slots.clone())
+        .child("outputs", slots.clone())
+        .child("configSchema", slots)
+}
+
 /// A node file as read from disk: the definition (type already `Plugin:Type`) and the
 /// function behind it.
 #[derive(Debug, Clone)]
@@ -54,6 +66,15 @@ pub fn read(plugin: &str, path: &Path) -> Result<NodeFile, Problem> {
 /// Parses node file text (see [`read`]).
 pub fn parse(plugin: &str, text: &str, path: &Path) -> Result<NodeFile, Problem> {
     let at = |key: &str, msg: String| problem_at_key(path, text, key, msg);
+    if let Some(doc) = crate::strict::locate_json(text) {
+        let ps: Vec<Problem> = crate::strict::unknown_keys(&doc, &shape())
+            .iter()
+            .map(|u| u.problem(path, "node definition"))
+            .collect();
+        if let Some(p) = crate::strict::merge(ps) {
+            return Err(p);
+        }
+    }
     let doc: Value = serde_json::from_str(text).map_err(|e| {
         let mut msg = e.to_string();
         if let Some(i) = msg.find(" at line ") {

@@ -60,7 +60,7 @@ pub enum ScaffoldError {
 pub fn files(name: &str, lang: Lang) -> Vec<(String, String)> {
     let ext = lang.ext();
     let manifest = format!(
-        r#"# {name}: a tavern plugin. See docs/plugins.md for every field.
+        r#"# {name}: a tavern plugin. See docs/plugins.md for every field (unknown keys are errors).
 name: {name}
 displayName: {name}
 version: 0.1.0
@@ -116,8 +116,9 @@ end
             .to_string()
         }
         Lang::Rhai => {
-            r#"// Tool handlers get the validated arguments and a context (tool id, caller, the
-// plugin's config, a logger). Return a value, or `throw "..."` to fail the call.
+            r#"// Tool handlers get the validated arguments and a context map (tool_id, caller, the
+// plugin's config; log with api::log::info). Return a value, or `throw "..."` to fail the
+// call. The whole Rhai API: docs/rhai.md.
 fn greet(args, ctx) {
     let word = ctx.config.greeting ?? "Hello";
     `${word}, ${args.name}!`

@@ -70,11 +70,26 @@ pub fn load_problem(dir: &Path, first_file: &Path, e: &ScriptError) -> Problem {
         ScriptError::Syntax { .. } => "script does not compile",
         _ => "script failed while loading",
     };
-    let p = Problem::new(path, format!("{what}: {e}"));
+    let message = format!("{what}: {e}");
+    let column = line.and_then(|l| near_column(&path, l, &message));
+    let p = Problem::new(path, message);
     match line {
-        Some(l) if l > 0 => p.at(l, None),
+        Some(l) if l > 0 => p.at(l, column),
         _ => p,
     }
+}
+
+/// The column of the token Lua names in `… near 'token'` on line `line` of `path`, when it
+/// is there (Lua reports a line and the token, not a column).
+fn near_column(path: &Path, line: u32, message: &str) -> Option<u32> {
+    let token = message.split("near '").nth(1)?.split('\'').next()?;
+    if token.is_empty() || token == "<eof>" {
+        return None;
+    }
+    let text = std::fs::read_to_string(path).ok()?;
+    let l = text.lines().nth(line.checked_sub(1)? as usize)?;
+    let at = l.find(token)?;
+    Some(l[..at].chars().count() as u32 + 1)
 }
 
 /// The loaded scripts of one plugin (kept alive as long as the plugin).

@@ -7,8 +7,12 @@
 //!   { "name": "needs a name", "call": "Hello:greet", "args": {}, "expectError": "invalid_parameters" }
 //! ] }
 //! ```
-//! `expect` compares the whole result; `expectError` the error code, and `expectMessage` (when
-//! given) a part of the error message.
+//! `expect` compares the whole result; `expectSubset` only what it lists (object keys, list
+//! items by position, recursively); `expectType` the JSON type of the result (`"integer"`)
+//! or of its parts (`{"roll": "integer", "note": "string"}`), for results that are random;
+//! `expectError` the error code, and `expectMessage` (when given) a part of the error message.
+//! `plugin test` runs the cases with the plugin's fs roots mapped to fresh temporary
+//! directories seeded from `tests/fixtures/` (see `isolation.rs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -44,6 +48,12 @@ pub struct TestCase {
     /// The expected result.
     #[serde(default)]
     pub expect: Option<Value>,
+    /// Values the result must contain (object keys and list items, recursively).
+    #[serde(default)]
+    pub expect_subset: Option<Value>,
+    /// The JSON type of the result (a type name) or of its parts (an object of them).
+    #[serde(default)]
+    pub expect_type: Option<Value>,
     /// The expected error code (`execution_failed`, `invalid_parameters`, …).
     #[serde(default)]
     pub expect_error: Option<String>,
@@ -127,6 +137,10 @@ pub async fn run_file(tools: &Arc<ToolManager>, path: &Path, file: &TestFile) ->
                 Some("a case gives `expect` or `expectError`, not both".into())
             }
         };
+        let failure = failure.or_else(|| match &result {
+            Ok(v) => shape_failure(case, v),
+            Err(_) => None,
+        });
         let failure = failure.map(|f| match find_case_line(&text, &case.name) {
             Some(l) => format!("line {l}: {f}"),
             None => f,
@@ -138,6 +152,78 @@ pub async fn run_file(tools: &Arc<ToolManager>, path: &Path, file: &TestFile) ->
         });
     }
     out
+}
+
+/// Why `v` does not meet the case's `expectSubset` / `expectType`, if it does not.
+fn shape_failure(case: &TestCase, v: &Value) -> Option<String> {
+    if let Some(want) = &case.expect_subset {
+        if let Some(at) = subset_mismatch(want, v, "result") {
+            return Some(format!("expectSubset: {at}"));
+        }
+    }
+    if let Some(want) = &case.expect_type {
+        if let Some(at) = type_mismatch(want, v, "result") {
+            return Some(format!("expectType: {at}"));
+        }
+    }
+    None
+}
+
+/// Where `got` lacks something of `want` (objects: listed keys; lists: items by position).
+pub fn subset_mismatch(want: &Value, got: &Value, at: &str) -> Option<String> {
+    match (want, got) {
+        (Value::Object(w), Value::Object(g)) => w.iter().find_map(|(k, wv)| match g.get(k) {
+            Some(gv) => subset_mismatch(wv, gv, &format!("{at}.{k}")),
+            None => Some(format!("{at} has no key '{k}'")),
+        }),
+        (Value::Array(w), Value::Array(g)) => {
+            if g.len() < w.len() {
+                return Some(format!(
+                    "{at} has {} items, expected at least {}",
+                    g.len(),
+                    w.len()
+                ));
+            }
+            w.iter()
+                .zip(g)
+                .enumerate()
+                .find_map(|(i, (wv, gv))| subset_mismatch(wv, gv, &format!("{at}[{i}]")))
+        }
+        (w, g) if w == g => None,
+        (w, g) => Some(format!("{at} is {g}, expected {w}")),
+    }
+}
+
+/// The JSON type name of a value (`integer` for whole numbers).
+pub fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Where `got`'s types differ from `want` (a type name, or an object of them by key).
+pub fn type_mismatch(want: &Value, got: &Value, at: &str) -> Option<String> {
+    match (want, got) {
+        (Value::String(t), g) => {
+            let actual = json_type(g);
+            let ok = actual == t || (t == "number" && actual == "integer");
+            (!ok).then(|| format!("{at} is {actual} ({g}), expected {t}"))
+        }
+        (Value::Object(w), Value::Object(g)) => w.iter().find_map(|(k, wv)| match g.get(k) {
+            Some(gv) => type_mismatch(wv, gv, &format!("{at}.{k}")),
+            None => Some(format!("{at} has no key '{k}'")),
+        }),
+        (Value::Object(_), g) => Some(format!("{at} is {}, expected an object", json_type(g))),
+        (w, _) => Some(format!(
+            "expectType {w} is neither a type name nor an object of them"
+        )),
+    }
 }
 
 fn find_case_line(text: &str, name: &str) -> Option<u32> {

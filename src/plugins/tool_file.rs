@@ -124,8 +124,23 @@ pub fn read(path: &Path) -> Result<ToolFile, Problem> {
     })
 }
 
-/// Parses tool.json text.
+/// Parses tool.json text. Unknown keys (strict, see [`crate::strict`]) and misspelt schema
+/// types are reported at their own line before the typed parse.
 pub fn parse(text: &str, path: &Path) -> Result<ToolDefinition, Problem> {
+    if let Some(doc) = crate::strict::locate_json(text) {
+        let mut ps: Vec<Problem> = crate::strict::unknown_keys(&doc, &crate::tools::tool_shape())
+            .iter()
+            .map(|u| u.problem(path, "tool definition"))
+            .collect();
+        ps.extend(crate::strict::schema_type_problems(
+            &doc,
+            &[crate::strict::PathStep::Key("parameters")],
+            path,
+        ));
+        if let Some(p) = crate::strict::merge(ps) {
+            return Err(p);
+        }
+    }
     serde_json::from_str::<ToolDefinition>(text).map_err(|e| {
         let mut msg = e.to_string();
         if let Some(i) = msg.find(" at line ") {

@@ -63,6 +63,18 @@ pub fn load(
     tools: &Arc<ToolManager>,
     limits: Limits,
 ) -> (Vec<UserScript>, Vec<Problem>) {
+    load_with(home, settings, tools, limits, true)
+}
+
+/// [`load`], creating granted write roots only when `create_roots` (`plugin check` writes
+/// nothing).
+pub fn load_with(
+    home: &Path,
+    settings: &Settings,
+    tools: &Arc<ToolManager>,
+    limits: Limits,
+    create_roots: bool,
+) -> (Vec<UserScript>, Vec<Problem>) {
     let dir = home.join("scripts");
     let mut problems = Vec::new();
     let mut files = Vec::new();
@@ -119,7 +131,7 @@ pub fn load(
                 continue;
             }
         };
-        for root in &resolved.fs_write {
+        for root in resolved.fs_write.iter().filter(|_| create_roots) {
             let _ = std::fs::create_dir_all(root);
         }
         let mut perms = Permissions::from(&resolved);

@@ -120,7 +120,7 @@ pub const API: &[ApiFunction] = &[
             opt("args", "table", "Arguments object (validated against the tool's schema)"),
         ],
         returns: "any",
-        doc: "Calls another tool through the engine and returns its result; raises the tool's error.\n(Rhai: `api::tools::invoke(id, args)`, since `call` is a Rhai keyword.)",
+        doc: "Calls another tool through the engine and returns its result. A failed call raises a table `{code, message}` (catch it with `pcall` and read `e.code`); let through, it fails your tool with that same error.\n(Rhai: `api::tools::invoke(id, args)`, since `call` is a Rhai keyword; it throws a map `#{code, message}`.)",
         permission: None,
         op: ApiOp::ToolsCall,
         rhai_name: Some("invoke"),

@@ -163,6 +163,9 @@ pub(crate) struct HostCore {
     pub output: Output,
     /// Panics caught in Rust code called from this plugin's scripts (each one logged).
     pub panics: std::sync::atomic::AtomicU64,
+    /// Errors of nested `api.tools.call`s handed to scripts as values (see `nested_error.rs`),
+    /// so one a script lets through is reported with its own code again.
+    pub nested: std::sync::Mutex<Vec<crate::tools::ToolError>>,
     /// Hooks and overrides the scripts registered.
     pub hooks: super::hooks_api::ScriptHooks,
 }
@@ -287,6 +290,7 @@ impl HostCore {
             env,
             output,
             panics: std::sync::atomic::AtomicU64::new(0),
+            nested: std::sync::Mutex::new(Vec::new()),
             hooks: Default::default(),
         }
     }

@@ -20,8 +20,10 @@ mod host;
 mod limits;
 mod lock;
 mod lua;
+mod nested_error;
 mod permissions;
 mod plugin;
+mod rhai_docs;
 mod rhai_host;
 mod snippet;
 
@@ -33,6 +35,7 @@ pub use host::{CallInfo, ScriptEnv};
 pub use limits::{Limits, PartialLimits};
 pub use permissions::{FsAccess, Permissions};
 pub use plugin::{ExecMode, PluginScripts, ScriptSource, ScriptToolHandler};
+pub use rhai_docs::rhai_api_markdown;
 pub use snippet::{run_snippet, SnippetOutput};
 
 /// A script language.

@@ -53,6 +53,8 @@ pub(crate) struct RhaiHost {
     limits: Limits,
     /// The plugin's settings, converted once (`ctx.config`).
     config: Dynamic,
+    /// For nested tool errors thrown as maps (see `nested_error.rs`).
+    core: Arc<HostCore>,
 }
 
 /// `import` resolver confined to one directory.
@@ -280,6 +282,7 @@ impl RhaiHost {
             shared,
             limits,
             config,
+            core,
         })
     }
 
@@ -337,7 +340,16 @@ impl RhaiHost {
                         for a in &args {
                             json.push(dynamic_to_json(a, &l).map_err(typed_err)?);
                         }
-                        let out = c.invoke(op, &json).map_err(typed_err)?;
+                        let out = match c.invoke(op, &json) {
+                            Ok(out) => out,
+                            // A failed nested call is thrown as a `#{code, message}` map the
+                            // script can catch and inspect.
+                            Err(ScriptError::Tool(e)) if op == ApiOp::ToolsCall => {
+                                let v = json_to_dynamic(&c.nested_value(e)).map_err(typed_err)?;
+                                return Err(EvalAltResult::ErrorRuntime(v, Position::NONE).into());
+                            }
+                            Err(e) => return Err(typed_err(e)),
+                        };
                         json_to_dynamic(&out).map_err(typed_err)
                     };
                     match arity {
@@ -564,9 +576,35 @@ impl RhaiHost {
     }
 
     fn map_error(&self, e: EvalAltResult, file: Option<&str>) -> ScriptError {
-        map_rhai_error(e, file, &self.limits)
+        match map_rhai_error(e, file, &self.limits) {
+            // A thrown map keeps its content; a nested tool error's map its own code.
+            ScriptError::Runtime {
+                message,
+                file,
+                line,
+            } if message.starts_with(THROWN_MAP) => {
+                let json: Value =
+                    serde_json::from_str(&message[THROWN_MAP.len()..]).unwrap_or(Value::Null);
+                if let (Some(Value::String(c)), Some(Value::String(m))) =
+                    (json.get("code"), json.get("message"))
+                {
+                    if let Some(te) = self.core.nested_error(c, m) {
+                        return ScriptError::Tool(te);
+                    }
+                }
+                ScriptError::Runtime {
+                    message: bounded(&super::nested_error::error_text(&json), 4096),
+                    file,
+                    line,
+                }
+            }
+            other => other,
+        }
     }
 }
+
+/// Prefix of the runtime message of a thrown map, before its JSON.
+const THROWN_MAP: &str = "\u{0}thrown-map:";
 
 fn map_rhai_error(e: EvalAltResult, file: Option<&str>, limits: &Limits) -> ScriptError {
     let line = e.position().line().map(|l| l as u32);
@@ -619,6 +657,10 @@ fn map_rhai_error(e: EvalAltResult, file: Option<&str>, limits: &Limits) -> Scri
             }
             let msg = if v.is_string() {
                 v.clone().into_string().unwrap_or_default()
+            } else if v.is_map() {
+                // Marked for `RhaiHost::map_error`, which keeps the map's content.
+                let json = rhai::serde::from_dynamic::<Value>(&v).unwrap_or(Value::Null);
+                format!("{THROWN_MAP}{json}")
             } else {
                 v.to_string()
             };

@@ -48,6 +48,15 @@ pub enum Implementation {
 }
 
 impl Implementation {
+    /// Each `type` and the keys it reads besides `type` (aliases included), for the strict
+    /// manifest check. Kept next to the enum; `implementation_keys_parse` tests it.
+    pub const KEYS: &'static [(&'static str, &'static [&'static str])] = &[
+        ("service", &["script", "function"]),
+        ("script", &["command", "timeout_ms", "timeoutMs"]),
+        ("node", &["nodeType", "node_type"]),
+        ("workflow", &["workflowId", "workflow_id"]),
+    ];
+
     /// The `type` string as written in tool.json.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -65,6 +74,22 @@ impl Implementation {
             function: None,
         }
     }
+}
+
+/// The keys a tool definition may hold (`*.tool.json`, inline `tools:` items), for
+/// [`crate::strict`]: the struct's fields, `implementation` by its `type`.
+pub fn tool_shape() -> crate::strict::Shape {
+    use crate::strict::Shape;
+    Shape::of::<ToolDefinition>().child(
+        "implementation",
+        Shape::Tagged {
+            tag: "type",
+            variants: Implementation::KEYS
+                .iter()
+                .map(|(t, k)| (*t, k.to_vec()))
+                .collect(),
+        },
+    )
 }
 
 /// Everything a caller needs to know to call a tool, and the engine to run it.

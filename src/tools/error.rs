@@ -120,6 +120,14 @@ pub enum ToolError {
         /// The closest inventory id, if one is close.
         suggestion: Option<String>,
     },
+    /// The tool exists on disk but failed to load (its plugin, file or script is broken).
+    #[error("Tool {tool} is unavailable: failed to load: {reason}")]
+    Unavailable {
+        /// The id as written.
+        tool: String,
+        /// The load problem, `file:line:column: message`.
+        reason: String,
+    },
     /// A hook handler refused the call (a `before` point returned `false` or `{veto = …}`,
     /// or failed), or hooks nested past their limit.
     #[error("Tool {tool} was vetoed: {reason}")]
@@ -165,6 +173,7 @@ impl ToolError {
             ToolError::Panicked { .. } => "panicked",
             ToolError::NotPermitted { .. } => "not_permitted",
             ToolError::RefusedWarnings { .. } => "refused_warnings",
+            ToolError::Unavailable { .. } => "tool_unavailable",
         }
     }
 

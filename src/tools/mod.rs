@@ -31,8 +31,9 @@ mod listing;
 mod policy;
 mod runtime;
 mod schema;
+mod unavailable;
 
-pub use definition::{empty_object_schema, Implementation, ToolDefinition};
+pub use definition::{empty_object_schema, tool_shape, Implementation, ToolDefinition};
 pub use error::ToolError;
 pub use intercept::Interceptor;
 pub use listing::success_observation;
@@ -270,6 +271,8 @@ struct Registry {
     policies: HashMap<String, CallerPolicy>,
     /// Namespaces only [`ToolManager::register_reserved`] may put tools in (host tools).
     reserved: Vec<String>,
+    /// Tools and namespaces that failed to load, with why (see `unavailable.rs`).
+    unavailable: Vec<(unavailable::Pattern, String)>,
 }
 
 impl Registry {
@@ -279,6 +282,10 @@ impl Registry {
         }
         if let Some(t) = self.by_wire.get(id).and_then(|c| self.by_id.get(c)) {
             return Some(t);
+        }
+        // `node:core:Math` is the spoken form of the node tool `node:core.Math`.
+        if let Some(t) = id.strip_prefix("node:").filter(|r| r.contains(':')) {
+            return self.by_id.get(&format!("node:{}", t.replacen(':', ".", 1)));
         }
         // `plugin.tool` is the form the seeds' examples use for `plugin:tool`.
         if !id.contains(':') && id.contains('.') {
@@ -292,23 +299,17 @@ impl Registry {
     }
 
     fn unknown(&self, id: &str) -> ToolError {
-        let flat = |s: &str| normalize_key(&s.replace('.', ":"));
-        let want = flat(id.trim());
+        if let Some(e) = self.unavailable_error(id) {
+            return e;
+        }
+        // A tool is matched by its full id or its bare name, `.` standing for `:`.
+        let want = id.trim().replace('.', ":");
         let mut best: Option<(f64, &str)> = None;
         for t in &self.order {
             let name = t.rsplit_once(':').map_or(t.as_str(), |(_, n)| n);
-            let score = [flat(t), flat(name)]
-                .iter()
-                .map(|c| {
-                    if *c == want {
-                        2.0
-                    } else {
-                        strsim::jaro_winkler(&want, c)
-                            .max(strsim::normalized_damerau_levenshtein(&want, c))
-                    }
-                })
-                .fold(0.0, f64::max);
-            if score >= 0.8 && best.is_none_or(|(b, _)| score > b) {
+            let score =
+                crate::suggest::similarity(&want, t).max(crate::suggest::similarity(&want, name));
+            if score >= crate::suggest::THRESHOLD && best.is_none_or(|(b, _)| score > b) {
                 best = Some((score, t));
             }
         }

@@ -620,21 +620,9 @@ fn fill_defaults(map: &mut Map<String, Value>, spec: &ObjectSpec) {
 }
 
 /// The candidate closest to `key`, if one is close enough to be worth suggesting.
+/// (The crate-wide rule lives in [`crate::suggest`].)
 pub fn suggest<'a>(key: &str, candidates: impl Iterator<Item = &'a str>) -> Option<String> {
-    let nk = normalize_key(key);
-    let mut best: Option<(f64, &str)> = None;
-    for c in candidates {
-        let nc = normalize_key(c);
-        let score = if nc == nk {
-            2.0
-        } else {
-            strsim::jaro_winkler(&nk, &nc).max(strsim::normalized_damerau_levenshtein(&nk, &nc))
-        };
-        if score >= 0.8 && best.is_none_or(|(b, _)| score > b) {
-            best = Some((score, c));
-        }
-    }
-    best.map(|(_, c)| c.to_string())
+    crate::suggest::closest(key, candidates)
 }
 
 fn problem_type(value: &Value, shape: &Shape, path: &Path<'_>, cx: &mut Cx) {

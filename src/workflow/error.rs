@@ -283,6 +283,14 @@ pub enum WorkflowError {
     /// No workflow with this id or path.
     #[error("no workflow '{0}' (give a file path or the id of a workflow in <home>/workflows)")]
     NotFound(String),
+    /// The workflow's file exists but failed to load.
+    #[error("workflow '{workflow}' is unavailable: failed to load: {reason}")]
+    Unavailable {
+        /// The id as asked for.
+        workflow: String,
+        /// The first load problem, `file:line:column: message`.
+        reason: String,
+    },
     /// A workflow file could not be read.
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
     Load(Vec<crate::problem::Problem>),

@@ -187,7 +187,22 @@ impl Workflow {
                 "a workflow must be a JSON object",
             )]);
         };
-        let mut problems = Vec::new();
+        let located = crate::strict::locate_json(text);
+        let mut problems: Vec<Problem> = match &located {
+            Some(doc) => crate::strict::unknown_keys(doc, &shape())
+                .iter()
+                .map(|u| u.problem(origin, "workflow"))
+                .collect(),
+            None => Vec::new(),
+        };
+        use crate::strict::PathStep;
+        // Line of item `i` of list `list` (its first key), for problems about a node or edge.
+        let item_line = |list: &str, i: usize| {
+            located
+                .as_ref()
+                .and_then(|d| d.place(&[PathStep::Key(list), PathStep::Index(i)]))
+                .map(|(l, _)| l)
+        };
         let mut p = |msg: String, line: Option<u32>| {
             let pr = Problem::new(origin, msg);
             problems.push(match line {
@@ -241,8 +256,11 @@ impl Workflow {
             Some(Value::Array(items)) => {
                 for (i, item) in items.iter().enumerate() {
                     match read_node(item, i, text) {
-                        Ok(n) => wf.nodes.push(n),
-                        Err((msg, line)) => p(msg, line),
+                        Ok(mut n) => {
+                            n.line = item_line("nodes", i).or(n.line);
+                            wf.nodes.push(n)
+                        }
+                        Err((msg, line)) => p(msg, item_line("nodes", i).or(line)),
                     }
                 }
             }
@@ -257,13 +275,7 @@ impl Workflow {
                 for (i, item) in items.iter().enumerate() {
                     match read_edge(item, i) {
                         Ok(e) => wf.edges.push(e),
-                        Err(msg) => {
-                            let line = item
-                                .get("id")
-                                .and_then(Value::as_str)
-                                .and_then(|id| find_line(text, &format!("\"{id}\"")));
-                            p(msg, line)
-                        }
+                        Err(msg) => p(msg, item_line("edges", i)),
                     }
                 }
             }
@@ -304,6 +316,83 @@ impl Workflow {
             Err(problems)
         }
     }
+}
+
+/// Top-level keys of a workflow file: tavern's (`id`, `name`, `description`, `nodes`,
+/// `edges`, the interface) and the ones ComfyTavern's editor stores, which tavern ignores.
+pub const WORKFLOW_KEYS: &[&str] = &[
+    "id",
+    "name",
+    "description",
+    "nodes",
+    "edges",
+    "interfaceInputs",
+    "interfaceOutputs",
+    // Editor state, kept by ComfyTavern and ignored here.
+    "viewport",
+    "groups",
+    "referencedWorkflows",
+    "createdAt",
+    "updatedAt",
+    "version",
+    "creatorId",
+    "tags",
+    "previewTarget",
+];
+
+/// Keys of a node: tavern reads `id`, `type`, `inputValues`, `configValues`,
+/// `inputConnectionOrders`; the rest is editor state.
+pub const NODE_KEYS: &[&str] = &[
+    "id",
+    "type",
+    "inputValues",
+    "configValues",
+    "inputConnectionOrders",
+    "position",
+    "displayName",
+    "customDescription",
+    "customSlotDescriptions",
+    "width",
+    "height",
+    "size",
+    "label",
+    "data",
+];
+
+/// Keys of an edge: tavern reads `id`, `source`, `sourceHandle`, `target`, `targetHandle`;
+/// the rest is editor state.
+pub const EDGE_KEYS: &[&str] = &[
+    "id",
+    "source",
+    "sourceHandle",
+    "target",
+    "targetHandle",
+    "type",
+    "data",
+    "label",
+    "animated",
+    "markerEnd",
+];
+
+/// The keys a slot definition may hold: [`SlotDefinition`]'s fields plus the editor-only
+/// ones ComfyTavern writes beside them.
+pub fn slot_shape() -> crate::strict::Shape {
+    crate::strict::Shape::of::<SlotDefinition>().also(&[
+        "allowDynamicType",
+        "hideHandle",
+        "showReceivedValue",
+    ])
+}
+
+/// The keys a workflow file may hold (see [`crate::strict`]).
+pub fn shape() -> crate::strict::Shape {
+    use crate::strict::Shape;
+    let slots = Shape::Values(Box::new(slot_shape()));
+    Shape::keys(WORKFLOW_KEYS)
+        .child("nodes", Shape::keys(NODE_KEYS).seq())
+        .child("edges", Shape::keys(EDGE_KEYS).seq())
+        .child("interfaceInputs", slots.clone())
+        .child("interfaceOutputs", slots)
 }
 
 /// Whether `s` is acceptable as a workflow id.

@@ -85,6 +85,8 @@ pub struct Workflows {
     registry: Arc<NodeRegistry>,
     by_id: RwLock<BTreeMap<String, Arc<CompiledWorkflow>>>,
     defaults: RunDefaults,
+    /// Workflows whose file exists but failed to load: id (file stem) → first problem.
+    failed: RwLock<BTreeMap<String, String>>,
 }
 
 impl std::fmt::Debug for Workflows {
@@ -98,6 +100,10 @@ impl std::fmt::Debug for Workflows {
 /// Turns a validation problem into a load problem pointing at the node's line.
 pub fn invalid_problem(wf: &Workflow, inv: &Invalid) -> Problem {
     let mut p = Problem::new(wf.origin(), format!("workflow '{}': {inv}", wf.id));
+    // A problem with an edge points at the edge's offending key, not at a node.
+    if let Some((line, column)) = edge_place(wf, inv) {
+        return p.at(line, Some(column));
+    }
     if let Some(line) = inv
         .node()
         .and_then(|id| wf.nodes.iter().find(|n| n.id == id))
@@ -106,6 +112,24 @@ pub fn invalid_problem(wf: &Workflow, inv: &Invalid) -> Problem {
         p = p.at(line, None);
     }
     p
+}
+
+/// Line and column of the key of the edge `inv` is about (`sourceHandle` of a missing
+/// handle, `target` of a missing node, the edge itself otherwise), read from the file.
+fn edge_place(wf: &Workflow, inv: &Invalid) -> Option<(u32, u32)> {
+    use crate::strict::PathStep;
+    let (label, key) = match inv {
+        Invalid::MissingNode { edge, end, .. } => (edge, Some(*end)),
+        Invalid::MissingHandle { edge, end, .. } => (edge, Some(*end)),
+        Invalid::TypeMismatch { edge, .. } => (edge, None),
+        _ => return None,
+    };
+    let index = wf.edges.iter().position(|e| e.label() == *label)?;
+    let text = std::fs::read_to_string(wf.source.as_ref()?).ok()?;
+    let doc = crate::strict::locate_json(&text)?;
+    let item = [PathStep::Key("edges"), PathStep::Index(index)];
+    key.and_then(|k| doc.place(&[item[0], item[1], PathStep::Key(k)]))
+        .or_else(|| doc.place(&item))
 }
 
 fn problems_of(wf: &Workflow, e: &WorkflowError) -> Vec<Problem> {
@@ -125,6 +149,7 @@ impl Workflows {
             registry,
             by_id: RwLock::new(BTreeMap::new()),
             defaults: RunDefaults::default(),
+            failed: RwLock::new(BTreeMap::new()),
         }
     }
 
@@ -178,6 +203,7 @@ impl Workflows {
             let wf = match Workflow::load(&path) {
                 Ok(wf) => wf,
                 Err(p) => {
+                    self.record_failure(&path, None, &p);
                     problems.extend(p);
                     continue;
                 }
@@ -198,7 +224,9 @@ impl Workflows {
             }
             let snapshot = wf.clone();
             if let Err(e) = self.add(wf) {
-                problems.extend(problems_of(&snapshot, &e));
+                let ps = problems_of(&snapshot, &e);
+                self.record_failure(&path, Some(&snapshot.id), &ps);
+                problems.extend(ps);
             }
         }
         problems
@@ -235,14 +263,46 @@ impl Workflows {
                     other => other,
                 });
         }
-        self.get(target)
-            .ok_or_else(|| WorkflowError::NotFound(target.to_string()))
+        self.get(target).ok_or_else(|| match self.failure(target) {
+            Some(reason) => WorkflowError::Unavailable {
+                workflow: target.to_string(),
+                reason,
+            },
+            None => WorkflowError::NotFound(target.to_string()),
+        })
+    }
+
+    /// Remembers that the workflow in `path` (id `id`, else the file stem) failed to load.
+    fn record_failure(&self, path: &Path, id: Option<&str>, problems: &[Problem]) {
+        let stem = path.file_stem().map(|s| {
+            s.to_string_lossy()
+                .trim_end_matches(".workflow")
+                .to_string()
+        });
+        let Some(first) = problems.first() else {
+            return;
+        };
+        let mut failed = self.failed.write().unwrap_or_else(|e| e.into_inner());
+        for key in [stem.as_deref(), id].into_iter().flatten() {
+            failed.insert(key.to_string(), first.to_string());
+        }
+    }
+
+    /// Why workflow `id` failed to load, if its file exists and did.
+    pub fn failure(&self, id: &str) -> Option<String> {
+        let id = id.strip_prefix("workflow:").unwrap_or(id);
+        let failed = self.failed.read().unwrap_or_else(|e| e.into_inner());
+        failed.get(id).cloned()
     }
 
     /// Registers `workflow:<id>` for every workflow with an interface. Returns a problem
     /// per tool that could not be registered (e.g. the id is taken).
     pub fn register_tools(self: &Arc<Self>, tools: &ToolManager) -> Vec<Problem> {
         let mut problems = Vec::new();
+        // A workflow whose file failed to load is `tool_unavailable`, not unknown.
+        for (id, reason) in self.failed.read().unwrap_or_else(|e| e.into_inner()).iter() {
+            tools.mark_unavailable(format!("workflow:{id}"), reason.clone());
+        }
         for c in self.list() {
             if !c.workflow.has_interface() {
                 continue;

@@ -9,12 +9,15 @@
 //! [`Workflows`] holds the loaded set and turns each workflow with an interface into tool
 //! `workflow:<id>`; [`Workflows::node_tool_handler`] runs one node as a tool.
 
+pub mod catalogue;
 mod compile;
+pub mod config_tools;
 mod error;
 mod format;
 mod graph;
 mod hooks;
 mod library;
+pub mod node_tools;
 pub mod nodes;
 mod registry;
 mod run;
@@ -23,7 +26,9 @@ mod types;
 
 pub use compile::{compile, Plan};
 pub use error::{Invalid, NodeError, WorkflowError};
-pub use format::{is_valid_id, Workflow, WorkflowEdge, WorkflowNode, GROUP_INPUT, GROUP_OUTPUT};
+pub use format::{
+    is_valid_id, slot_shape, Workflow, WorkflowEdge, WorkflowNode, GROUP_INPUT, GROUP_OUTPUT,
+};
 pub use graph::{render as render_graph, GraphFormat};
 pub use library::{invalid_problem, CompiledWorkflow, RunDefaults, Workflows};
 pub use registry::{

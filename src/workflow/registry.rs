@@ -403,14 +403,6 @@ impl NodeRegistry {
 
     /// The registered type closest to `node_type`, if one is close (for "did you mean").
     pub fn suggest(&self, node_type: &str) -> Option<String> {
-        let inner = self.read();
-        let wanted = node_type.to_ascii_lowercase();
-        inner
-            .order
-            .iter()
-            .map(|t| (strsim::jaro_winkler(&wanted, &t.to_ascii_lowercase()), t))
-            .filter(|(s, _)| *s > 0.85)
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(_, t)| t.clone())
+        crate::suggest::closest(node_type, &self.read().order)
     }
 }

@@ -282,14 +282,7 @@ pub(crate) fn bind_arguments(
         out.push(v);
     }
     for k in args.keys() {
-        let hint = plan
-            .interface_inputs
-            .keys()
-            .map(|c| (strsim::jaro_winkler(k, c), c))
-            .filter(|(s, _)| *s > 0.8)
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(_, c)| format!(", did you mean '{c}'?"))
-            .unwrap_or_default();
+        let hint = crate::suggest::did_you_mean(k, plan.interface_inputs.keys());
         problems.push(format!("unknown argument '{k}'{hint}"));
     }
     if problems.is_empty() {

@@ -26,7 +26,9 @@ impl Loader<'_> {
         };
         // Write roots are created on load, so a fresh workspace works on the first call; then
         // every root is made canonical (symlinks resolved) for the sandbox's containment checks.
-        for root in &perms.fs_write {
+        let dir = src.file.parent().unwrap_or(&self.home).to_path_buf();
+        self.roots.apply(&mut perms, &dir);
+        for root in perms.fs_write.iter().filter(|_| self.roots.creates()) {
             if let Err(e) = std::fs::create_dir_all(root) {
                 problems.push(src.key_at(
                     "write",

@@ -130,6 +130,9 @@ pub struct Loader<'a> {
     host_limits: Limits,
     process_caps: super::confine::ProcessLimits,
     workflows: Arc<Workflows>,
+    /// Where declared fs roots go instead (`plugin test`; see `isolation.rs`), and whether
+    /// missing write roots are created (not by `plugin check`).
+    roots: super::isolation::RootPolicy,
 }
 
 /// What a plugin still needs once every plugin's nodes are registered: its workflow files,
@@ -167,7 +170,14 @@ impl<'a> Loader<'a> {
             host_limits: Limits::engine_default(),
             process_caps: super::confine::ProcessLimits::DEFAULT,
             workflows: Arc::new(Workflows::new(Arc::new(NodeRegistry::with_builtins()))),
+            roots: super::isolation::RootPolicy::default(),
         }
+    }
+
+    /// How declared fs roots are treated (created, left alone, or mapped to a temp dir).
+    pub fn roots(mut self, policy: super::isolation::RootPolicy) -> Self {
+        self.roots = policy;
+        self
     }
 
     /// Loads plugin nodes and workflows into `workflows` (and its node registry) instead of

@@ -171,10 +171,35 @@ pub(crate) struct Handles {
     trampoline: Function,
 }
 
+// A table raised by the handler (not one with its own `__tostring`) goes to `raise`, which
+// keeps its content (see `nested_error.rs`); every other error value passes through as is.
 const TRAMPOLINE: &str = r#"
-local config, log = ...
+local config, log, raise = ...
+local pcall, type, getmetatable, error = pcall, type, getmetatable, error
+local function fail(e)
+  if type(e) == "table" then
+    local mt = getmetatable(e)
+    if not (type(mt) == "table" and mt.__tostring) then return raise(e) end
+  end
+  error(e, 0)
+end
+local function finish(ok, ...)
+  if ok then return ... end
+  return fail((...))
+end
 return function(f, args, tool_id, caller)
-  return f(args, {tool_id = tool_id, caller = caller, config = config, log = log})
+  return finish(pcall(f, args, {tool_id = tool_id, caller = caller, config = config, log = log}))
+end
+"#;
+
+// `api.tools.call` raises a failed call's `{code, message}` table (the Rust side returns
+// `ok, value`).
+const TOOLS_CALL: &str = r#"
+local raw, error = api.tools.call, error
+api.tools.call = function(id, args)
+  local ok, v = raw(id, args)
+  if ok then return v end
+  error(v, 0)
 end
 "#;
 
@@ -232,10 +257,11 @@ fn setup(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Handles> {
         lua.set_named_registry_value(OVERRIDE_WRAP_KEY, wrap)?;
         let config = from_json(lua, &Value::Object(shared.core.env.config.clone()))
             .map_err(|e| mlua::Error::runtime(e.to_string()))?;
-        let trampoline: Function = lua
-            .load(TRAMPOLINE)
-            .set_name("=tavern-call")
-            .call((config, log))?;
+        let trampoline: Function = lua.load(TRAMPOLINE).set_name("=tavern-call").call((
+            config,
+            log,
+            raise_fn(lua, shared)?,
+        ))?;
         Ok(Handles {
             handlers,
             globals: lua.globals(),
@@ -256,6 +282,42 @@ fn api_name(i: usize) -> &'static str {
         .as_str()
 }
 
+/// `raise(table)`: fails the call with the table's content — the nested tool error it stands
+/// for (same code), or its `message` / JSON as a runtime error.
+fn raise_fn(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Function> {
+    guarded(
+        lua,
+        shared,
+        "error",
+        |lua, sh, v: LuaValue| -> mlua::Result<()> {
+            let limits = ConvertLimits {
+                max_depth: sh.limits.max_value_depth,
+                max_bytes: sh.limits.max_value_bytes,
+            };
+            let json = match to_json(lua, &v, limits) {
+                Ok(j) => j,
+                Err(e) => {
+                    return Err(script_error(ScriptError::runtime(format!(
+                        "a table was raised as an error and cannot be shown: {e}"
+                    ))))
+                }
+            };
+            if let (Some(Value::String(c)), Some(Value::String(m))) =
+                (json.get("code"), json.get("message"))
+            {
+                if let Some(te) = sh.core.nested_error(c, m) {
+                    return Err(script_error(ScriptError::Tool(te)));
+                }
+            }
+            let text = super::nested_error::error_text(&json);
+            Err(script_error(ScriptError::runtime(bounded(
+                &text,
+                MAX_ERROR_TEXT,
+            ))))
+        },
+    )
+}
+
 fn install_api(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<()> {
     {
         let api = lua.create_table()?;
@@ -266,6 +328,30 @@ fn install_api(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<()> {
             let t: Table = api.raw_get(f.namespace)?;
             let func = match f.op {
                 ApiOp::ToolsRegister => guarded(lua, shared, "api.tools.register", register_tool)?,
+                ApiOp::ToolsCall => guarded(
+                    lua,
+                    shared,
+                    "api.tools.call",
+                    |lua, sh, args: mlua::Variadic<LuaValue>| {
+                        let limits = ConvertLimits {
+                            max_depth: sh.limits.max_value_depth,
+                            max_bytes: sh.limits.max_value_bytes,
+                        };
+                        let mut json = Vec::with_capacity(args.len());
+                        for a in args.iter() {
+                            json.push(to_json(lua, a, limits).map_err(script_error)?);
+                        }
+                        match sh.core.invoke(ApiOp::ToolsCall, &json) {
+                            Ok(out) => Ok((true, from_json(lua, &out).map_err(script_error)?)),
+                            // A failed call is a value the script can inspect.
+                            Err(ScriptError::Tool(e)) => {
+                                let v = sh.core.nested_value(e);
+                                Ok((false, from_json(lua, &v).map_err(script_error)?))
+                            }
+                            Err(e) => Err(script_error(e)),
+                        }
+                    },
+                )?,
                 ApiOp::HooksOn => guarded(lua, shared, "api.hooks.on", hooks_on)?,
                 ApiOp::ServicesOverride => {
                     guarded(lua, shared, "api.services.override", services_override)?
@@ -302,6 +388,7 @@ fn install_api(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<()> {
         let json: Table = api.raw_get("json")?;
         json.raw_set("null", LuaValue::NULL)?;
         lua.globals().raw_set("api", api)?;
+        lua.load(TOOLS_CALL).set_name("=tavern-api").exec()?;
         Ok(())
     }
 }

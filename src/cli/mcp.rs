@@ -1,0 +1,31 @@
+//! `tavern mcp [--watch]`: serve the engine's tools over MCP on stdin/stdout.
+
+use tavern::server::{mcp::serve_stdio, Served};
+
+use super::serve_opts::{start_watch, Common};
+use super::{Globals, FAILED, OK};
+
+/// Serve the tools over MCP on stdin/stdout (logs on stderr).
+#[derive(clap::Args)]
+pub struct Args {
+    /// Limits and reload.
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// Runs `tavern mcp`.
+pub async fn run(globals: &Globals, args: Args) -> u8 {
+    let engine = match globals.engine() {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    let served = Served::new(engine, args.common.options());
+    let _watch = start_watch(globals, &args.common, &served);
+    match serve_stdio(served).await {
+        Ok(()) => OK,
+        Err(e) => {
+            eprintln!("tavern: MCP over stdio stopped: {e}");
+            FAILED
+        }
+    }
+}

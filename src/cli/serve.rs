@@ -1,0 +1,70 @@
+//! `tavern serve [--addr 127.0.0.1:8765]`: MCP Streamable HTTP at `/mcp` and the REST API.
+
+use std::net::SocketAddr;
+
+use tavern::server::http::{app, serve, shutdown_signal};
+use tavern::server::Served;
+
+use super::serve_opts::{start_watch, Common};
+use super::{Globals, FAILED, OK, USAGE};
+
+/// Serve MCP (Streamable HTTP at /mcp) and the REST API (/api/tools, /api/invoke).
+#[derive(clap::Args)]
+pub struct Args {
+    /// Address to listen on (loopback by default; another address exposes the tools).
+    #[arg(long, default_value = "127.0.0.1:8765")]
+    pub addr: SocketAddr,
+    /// Require `Authorization: Bearer <TOKEN>` on every request.
+    #[arg(long, env = "TAVERN_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Largest request body in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Allow this browser Origin besides loopback ones (repeatable).
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origins: Vec<String>,
+    /// Limits and reload.
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// Runs `tavern serve`.
+pub async fn run(globals: &Globals, args: Args) -> u8 {
+    let engine = match globals.engine() {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    let mut options = args.common.options();
+    options.token = args.token.filter(|t| !t.is_empty());
+    options.max_body_bytes = args.max_body_bytes;
+    options.allowed_origins = args.allow_origins;
+    let listener = match tokio::net::TcpListener::bind(args.addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("tavern: cannot listen on {}: {e}", args.addr);
+            return USAGE;
+        }
+    };
+    let addr = listener.local_addr().unwrap_or(args.addr);
+    if !addr.ip().is_loopback() {
+        eprintln!(
+            "tavern: warning: listening on {addr}, reachable from other machines{}",
+            if options.token.is_none() {
+                " without a token (set --token or TAVERN_TOKEN)"
+            } else {
+                ""
+            }
+        );
+    }
+    let served = Served::new(engine, options);
+    let _watch = start_watch(globals, &args.common, &served);
+    let app = app(served.clone(), &addr);
+    eprintln!("tavern: serving MCP at http://{addr}/mcp and REST at http://{addr}/api/tools");
+    match serve(served, listener, app, shutdown_signal()).await {
+        Ok(()) => OK,
+        Err(e) => {
+            eprintln!("tavern: server stopped: {e}");
+            FAILED
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! One axum router for `tavern serve`: MCP Streamable HTTP at `/mcp` and the REST API,
+//! behind one guard (Host, `Origin`, bearer token, shutdown), with graceful shutdown.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use tokio_util::sync::CancellationToken;
+
+use super::mcp::http_service;
+use super::rest::{routes, ApiError};
+use super::Served;
+
+/// What the guard checks, fixed when the router is built.
+#[derive(Clone)]
+struct Guard {
+    served: Arc<Served>,
+    hosts: Arc<Vec<String>>,
+    stopping: Arc<AtomicBool>,
+}
+
+/// The host names a loopback server answers to, plus the bound address.
+pub fn allowed_hosts(addr: &SocketAddr) -> Vec<String> {
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1", "[::1]"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let ip = addr.ip();
+    if !ip.is_unspecified() {
+        let h = if ip.is_ipv6() {
+            format!("[{ip}]")
+        } else {
+            ip.to_string()
+        };
+        if !hosts.contains(&h) {
+            hosts.push(h);
+        }
+    }
+    hosts
+}
+
+/// `Origin` is allowed when absent (not a browser), `null` never, a loopback host on any
+/// port, or listed in `--allow-origin`.
+fn origin_ok(origin: &str, extra: &[String]) -> bool {
+    if extra.iter().any(|o| o == origin || o == "*") {
+        return true;
+    }
+    let rest = match origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    {
+        Some(r) => r,
+        None => return false,
+    };
+    let host = if let Some(v6) = rest.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        rest.split(':').next().unwrap_or("")
+    };
+    matches!(host, "localhost" | "127.0.0.1" | "::1")
+}
+
+fn host_ok(headers: &HeaderMap, hosts: &[String]) -> bool {
+    let Some(h) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+        return true;
+    };
+    let name = if h.starts_with('[') {
+        h.split_inclusive(']').next().unwrap_or(h)
+    } else {
+        h.rsplit_once(':').map_or(h, |(n, _)| n)
+    };
+    hosts
+        .iter()
+        .any(|a| a.eq_ignore_ascii_case(name) || a.eq_ignore_ascii_case(h))
+}
+
+/// Compares without an early exit, so timing does not reveal a token prefix.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn guard(State(g): State<Guard>, req: Request, next: Next) -> Response {
+    let headers = req.headers();
+    if !host_ok(headers, &g.hosts) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden_host",
+            "this server answers only to its own host names (DNS rebinding protection)",
+        )
+        .into_response();
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let o = origin.to_str().unwrap_or("");
+        if !origin_ok(o, &g.served.options.allowed_origins) {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden_origin",
+                format!("requests from origin '{o}' are not allowed"),
+            )
+            .suggest(["start the server with --allow-origin <origin> to allow it".to_string()])
+            .into_response();
+        }
+    }
+    if let Some(token) = &g.served.options.token {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        let ok = given.is_some_and(|t| same_secret(t.as_bytes(), token.as_bytes()));
+        if !ok {
+            let mut r = ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                if given.is_some() {
+                    "the bearer token is wrong"
+                } else {
+                    "this server needs `Authorization: Bearer <token>`"
+                },
+            )
+            .into_response();
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+            return r;
+        }
+    }
+    if g.stopping.load(Ordering::Acquire) {
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the server is shutting down",
+        )
+        .into_response();
+    }
+    // A declared body past the limit is refused before it is read.
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > g.served.options.max_body_bytes) {
+        return ApiError::too_large(g.served.options.max_body_bytes).into_response();
+    }
+    next.run(req).await
+}
+
+/// A built router and the switches that stop it.
+pub struct App {
+    /// The router (MCP at `/mcp`, REST elsewhere).
+    pub router: Router,
+    /// Cancels every MCP session.
+    pub mcp_cancel: CancellationToken,
+    stopping: Arc<AtomicBool>,
+}
+
+/// Builds the router for a server bound at `addr`.
+pub fn app(served: Arc<Served>, addr: &SocketAddr) -> App {
+    let hosts = allowed_hosts(addr);
+    let mcp_cancel = CancellationToken::new();
+    let stopping = Arc::new(AtomicBool::new(false));
+    let mcp = http_service(served.clone(), hosts.clone(), mcp_cancel.clone());
+    let g = Guard {
+        served: served.clone(),
+        hosts: Arc::new(hosts),
+        stopping: stopping.clone(),
+    };
+    let router = routes()
+        .route_service("/mcp", mcp)
+        .with_state(served)
+        .layer(middleware::from_fn_with_state(g, guard));
+    App {
+        router,
+        mcp_cancel,
+        stopping,
+    }
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+/// Serves `app` on `listener` until `stop` resolves; then refuses new requests, waits (up
+/// to the drain timeout) for calls in flight, closes the MCP sessions and returns.
+pub async fn serve(
+    served: Arc<Served>,
+    listener: tokio::net::TcpListener,
+    app: App,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let App {
+        router,
+        mcp_cancel,
+        stopping,
+    } = app;
+    let drain = served.options.drain_timeout;
+    let served2 = served.clone();
+    let graceful = async move {
+        stop.await;
+        stopping.store(true, Ordering::Release);
+        let n = served2.in_flight();
+        if n > 0 {
+            tracing::warn!("shutting down: waiting for {n} call(s) in flight");
+        }
+        if !served2.drain(drain).await {
+            tracing::warn!("shutting down with calls still in flight after {drain:?}");
+        }
+        mcp_cancel.cancel();
+    };
+    let server = axum::serve(listener, router).with_graceful_shutdown(graceful);
+    server.await
+}

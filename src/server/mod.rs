@@ -1,0 +1,221 @@
+//! Serving the engine to other programs: MCP over stdio and Streamable HTTP ([`mcp`]), a
+//! REST API ([`rest`]) on the same axum router ([`http`]), the tool-list shapes every
+//! surface shares ([`export`]), and hot reload ([`watch`]).
+//!
+//! This module sits on top of the [`Engine`] facade and uses only its public API: the core
+//! knows nothing of MCP or HTTP. Invariants:
+//! - Every call goes through [`Served::invoke`]: argument size limit, per-call timeout,
+//!   cancellation, in-flight accounting (graceful shutdown waits for it).
+//! - The engine lives behind an [`ArcSwap`]: a reload swaps a whole new engine in; calls
+//!   in flight keep the `Arc<Engine>` they started with, so none is dropped.
+//! - One wire name per tool (built by the registry); the canonical id is the `title` and
+//!   `_meta["tavern/id"]`; either spelling is accepted on input.
+
+pub mod export;
+pub mod http;
+pub mod mcp;
+pub mod report;
+pub mod rest;
+pub mod watch;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::tools::{Caller, ToolError};
+use crate::Engine;
+
+/// Limits and access rules of a served engine.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Bearer token every HTTP request must carry (`Authorization: Bearer …`); none = open.
+    pub token: Option<String>,
+    /// Largest request body accepted over HTTP, in bytes (413 past it).
+    pub max_body_bytes: usize,
+    /// Largest arguments object of one call, in bytes of compact JSON.
+    pub max_args_bytes: usize,
+    /// Wall-clock limit of one call; the call is cancelled when it passes.
+    pub call_timeout: Option<Duration>,
+    /// Tools per `tools/list` page.
+    pub page_size: usize,
+    /// Extra `Origin` values allowed besides loopback ones (`http://localhost:*` …).
+    pub allowed_origins: Vec<String>,
+    /// How long a graceful shutdown waits for calls in flight.
+    pub drain_timeout: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            token: None,
+            max_body_bytes: 4 * 1024 * 1024,
+            max_args_bytes: 1024 * 1024,
+            call_timeout: Some(Duration::from_secs(300)),
+            page_size: 100,
+            allowed_origins: Vec::new(),
+            drain_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The state every connection shares: the current engine, the options, the MCP peers to
+/// notify on reload, and the count of calls in flight.
+pub struct Served {
+    engine: ArcSwap<Engine>,
+    /// The options.
+    pub options: ServeOptions,
+    peers: Mutex<Vec<rmcp::Peer<rmcp::RoleServer>>>,
+    in_flight: AtomicUsize,
+    generation: AtomicUsize,
+}
+
+/// Decrements the in-flight count when a call ends, however it ends.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Served {
+    /// Serves `engine` with `options`.
+    pub fn new(engine: Engine, options: ServeOptions) -> Arc<Self> {
+        Arc::new(Served {
+            engine: ArcSwap::from_pointee(engine),
+            options,
+            peers: Mutex::new(Vec::new()),
+            in_flight: AtomicUsize::new(0),
+            generation: AtomicUsize::new(0),
+        })
+    }
+
+    /// The engine now in service (calls keep the one they started with).
+    pub fn engine(&self) -> Arc<Engine> {
+        self.engine.load_full()
+    }
+
+    /// How many times the engine was replaced.
+    pub fn generation(&self) -> usize {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Puts a new engine in service and tells every MCP client its tool list changed.
+    pub async fn swap(&self, engine: Engine) {
+        self.engine.store(Arc::new(engine));
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        let peers: Vec<_> = self.lock_peers().clone();
+        let mut dead = Vec::new();
+        for (i, p) in peers.iter().enumerate() {
+            if p.is_transport_closed() || p.notify_tool_list_changed().await.is_err() {
+                dead.push(i);
+            }
+        }
+        if !dead.is_empty() {
+            self.lock_peers().retain(|p| !p.is_transport_closed());
+        }
+    }
+
+    fn lock_peers(&self) -> std::sync::MutexGuard<'_, Vec<rmcp::Peer<rmcp::RoleServer>>> {
+        // The list is only pushed to and filtered: a poisoned lock still holds a valid Vec.
+        self.peers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Remembers an MCP client so reloads can notify it.
+    pub fn add_peer(&self, peer: rmcp::Peer<rmcp::RoleServer>) {
+        let mut peers = self.lock_peers();
+        peers.retain(|p| !p.is_transport_closed());
+        peers.push(peer);
+    }
+
+    /// Calls in flight now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Acquire)
+    }
+
+    /// Waits until no call is in flight, or `max` passes; returns whether it drained.
+    pub async fn drain(&self, max: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + max;
+        while self.in_flight() > 0 {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
+    }
+
+    /// Runs one call on the current engine with the server's limits: the arguments size
+    /// limit, the per-call timeout (then the call is cancelled) and `cancel`.
+    pub async fn invoke(
+        &self,
+        tool: &str,
+        args: Value,
+        caller: Caller,
+        cancel: CancellationToken,
+    ) -> Result<Value, ToolError> {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        let _guard = InFlight(&self.in_flight);
+        let engine = self.engine();
+        let size = args_size(&args);
+        if size > self.options.max_args_bytes {
+            return Err(ToolError::LimitExceeded {
+                tool: tool.to_string(),
+                limit: "arguments".into(),
+                message: format!(
+                    "the arguments are {size} bytes; this server accepts at most {} (send less data or raise --max-args-bytes)",
+                    self.options.max_args_bytes
+                ),
+            });
+        }
+        let call = engine
+            .tools()
+            .invoke_nested(tool, args, caller, 0, cancel.clone());
+        match self.options.call_timeout {
+            None => call.await,
+            Some(limit) => match tokio::time::timeout(limit, call).await {
+                Ok(r) => r,
+                Err(_) => {
+                    cancel.cancel();
+                    Err(ToolError::Timeout {
+                        tool: engine
+                            .tools()
+                            .get(tool)
+                            .map(|t| t.id().to_string())
+                            .unwrap_or_else(|_| tool.to_string()),
+                        after_ms: limit.as_millis() as u64,
+                    })
+                }
+            },
+        }
+    }
+
+    /// Marks a batch of calls (REST invoke) in flight while `f` runs.
+    pub async fn track<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        let _guard = InFlight(&self.in_flight);
+        f.await
+    }
+}
+
+/// Bytes of `v` as compact JSON, counted without building the string.
+fn args_size(v: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    // Writing a Value into a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
+}

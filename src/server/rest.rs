@@ -1,0 +1,284 @@
+//! The REST API (seed 000 §6.1, seed 004): `GET /api/tools` (`?format=openai|anthropic|mcp`),
+//! `GET /api/tools/{id}`, `POST /api/invoke` (TAM / `<ACTION>` / VCP text, or a JSON call or
+//! list of calls), with seed 004's `GET /tools` and `POST /invoke` as aliases.
+//!
+//! Errors are JSON: `{"error": {"code", "message", "suggestions": [...]}}`.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::export::{tool_json, tools_json, ExportFormat};
+use super::report::{call_report, CallReport};
+use super::Served;
+use crate::protocol::{self, Format};
+use crate::tools::{Caller, ToolError};
+
+/// A JSON error answer.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Stable machine code (`unknown_tool`, `payload_too_large`, …).
+    pub code: &'static str,
+    /// What went wrong and how to fix it.
+    pub message: String,
+    /// Things to try instead (close tool ids, accepted values).
+    pub suggestions: Vec<String>,
+}
+
+impl ApiError {
+    /// An error with no suggestions.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            suggestions: Vec::new(),
+        }
+    }
+
+    /// Adds suggestions.
+    pub fn suggest(mut self, s: impl IntoIterator<Item = String>) -> Self {
+        self.suggestions.extend(s);
+        self
+    }
+
+    /// 413 for a body past the limit.
+    pub fn too_large(limit: usize) -> Self {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("the request body is larger than this server accepts ({limit} bytes)"),
+        )
+        .suggest([
+            "send fewer or smaller calls, or start the server with a larger --max-body-bytes"
+                .to_string(),
+        ])
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = json!({"error": {
+            "code": self.code,
+            "message": self.message,
+            "suggestions": self.suggestions,
+        }});
+        (self.status, Json(body)).into_response()
+    }
+}
+
+fn tool_error(e: &ToolError) -> ApiError {
+    match e {
+        ToolError::UnknownTool { suggestion, .. } => {
+            ApiError::new(StatusCode::NOT_FOUND, e.code(), e.to_string())
+                .suggest(suggestion.clone())
+        }
+        _ => ApiError::new(StatusCode::BAD_REQUEST, e.code(), e.to_string()),
+    }
+}
+
+/// `?format=` of the tool list routes.
+#[derive(Debug, Deserialize, Default)]
+pub struct FormatQuery {
+    format: Option<String>,
+}
+
+fn export_format(q: &FormatQuery) -> Result<ExportFormat, ApiError> {
+    match &q.format {
+        None => Ok(ExportFormat::Tavern),
+        Some(f) => f.parse().map_err(|m: String| {
+            ApiError::new(StatusCode::BAD_REQUEST, "bad_format", m)
+                .suggest(["openai", "anthropic", "mcp"].map(String::from))
+        }),
+    }
+}
+
+async fn list_tools(
+    State(served): State<Arc<Served>>,
+    Query(q): Query<FormatQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let format = export_format(&q)?;
+    Ok(Json(tools_json(&served.engine().tools().list(), format)))
+}
+
+async fn get_tool(
+    State(served): State<Arc<Served>>,
+    Path(id): Path<String>,
+    Query(q): Query<FormatQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let format = export_format(&q)?;
+    let tool = served
+        .engine()
+        .tools()
+        .get(&id)
+        .map_err(|e| tool_error(&e))?;
+    Ok(Json(tool_json(&tool, format)))
+}
+
+/// `?format=` of invoke: how to read a text body (default auto).
+#[derive(Debug, Deserialize, Default)]
+pub struct InvokeQuery {
+    format: Option<String>,
+}
+
+async fn invoke(
+    State(served): State<Arc<Served>>,
+    Query(q): Query<InvokeQuery>,
+    headers: HeaderMap,
+    req: Request,
+) -> Result<Json<Value>, ApiError> {
+    let limit = served.options.max_body_bytes;
+    let body = read_body(req.into_body(), limit).await?;
+    let text = String::from_utf8_lossy(&body);
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.trim_start().starts_with("application/json"));
+    let format = match &q.format {
+        Some(f) => f.parse::<Format>().map_err(|m| {
+            ApiError::new(StatusCode::BAD_REQUEST, "bad_format", m)
+                .suggest(["auto", "tam", "action", "vcp", "json"].map(String::from))
+        })?,
+        None if is_json => Format::Json,
+        None => Format::Auto,
+    };
+    let run = served.track(run_text(&served, &text, format, is_json));
+    let report = match served.options.call_timeout {
+        None => run.await?,
+        // Dropping the batch on time-out drops (and so stops) the call in progress.
+        Some(limit) => tokio::time::timeout(limit, run).await.map_err(|_| {
+            ApiError::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "timeout",
+                format!("the calls did not finish within {} ms", limit.as_millis()),
+            )
+            .suggest([
+                "send fewer calls per request, or start the server with a larger --call-timeout-ms"
+                    .to_string(),
+            ])
+        })??,
+    };
+    Ok(Json(report.json))
+}
+
+/// Runs a body: a JSON list of calls runs each entry in order; anything else is one text.
+async fn run_text(
+    served: &Served,
+    text: &str,
+    format: Format,
+    is_json: bool,
+) -> Result<CallReport, ApiError> {
+    let docs: Vec<String> = match serde_json::from_str::<Value>(text) {
+        Ok(Value::Array(items)) if is_json && items.iter().all(is_single_call) => items
+            .iter()
+            .map(|v| normalize_call(v).to_string())
+            .collect(),
+        Ok(v) if is_json && is_single_call(&v) => vec![normalize_call(&v).to_string()],
+        Ok(_) | Err(_) if is_json && format == Format::Json => {
+            vec![text.to_string()]
+        }
+        _ => vec![text.to_string()],
+    };
+    let engine = served.engine();
+    let mut parsed_all = protocol::Parsed::default();
+    let mut outcomes_all = Vec::new();
+    for doc in docs {
+        let parsed = protocol::parse(&doc, format);
+        for c in &parsed.calls {
+            let size = c
+                .args
+                .iter()
+                .map(|(k, v)| k.len() + v.to_string().len())
+                .sum::<usize>();
+            if size > served.options.max_args_bytes {
+                return Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "arguments_too_large",
+                    format!(
+                        "the arguments of {} are {size} bytes; this server accepts at most {}",
+                        c.tool, served.options.max_args_bytes
+                    ),
+                ));
+            }
+        }
+        let outcomes = engine
+            .tools()
+            .execute(&parsed.calls, Caller::Remote("rest".into()))
+            .await;
+        parsed_all.calls.extend(parsed.calls);
+        parsed_all.diagnostics.extend(parsed.diagnostics);
+        outcomes_all.extend(outcomes);
+    }
+    Ok(call_report(&parsed_all, &outcomes_all))
+}
+
+/// A JSON object naming one tool: `{"tool"|"name"|"id", "args"|"arguments"|"parameters"}`.
+fn is_single_call(v: &Value) -> bool {
+    v.as_object().is_some_and(|o| {
+        ["tool", "name", "id"]
+            .iter()
+            .any(|k| o.get(*k).is_some_and(Value::is_string))
+    })
+}
+
+/// The MCP `tools/call` params form the JSON reader takes: `{"name", "arguments"}`.
+fn normalize_call(v: &Value) -> Value {
+    let o = v.as_object().cloned().unwrap_or_default();
+    if o.contains_key("name") && !o.contains_key("tool") && !o.contains_key("id") {
+        return v.clone();
+    }
+    let name = ["tool", "name", "id"]
+        .iter()
+        .find_map(|k| o.get(*k).and_then(Value::as_str))
+        .unwrap_or_default();
+    let args = ["args", "arguments", "parameters", "params", "input"]
+        .iter()
+        .find_map(|k| o.get(*k).cloned())
+        .unwrap_or_else(|| json!({}));
+    json!({"name": name, "arguments": args})
+}
+
+/// Reads a body up to `limit` bytes; past it, 413.
+pub async fn read_body(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| ApiError::too_large(limit))
+}
+
+async fn not_found(req: Request) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!("no route {} {}", req.method(), req.uri().path()),
+    )
+    .suggest(
+        [
+            "GET /api/tools",
+            "GET /api/tools/{id}",
+            "POST /api/invoke",
+            "POST /mcp",
+        ]
+        .map(String::from),
+    )
+}
+
+/// The REST routes (state: the served engine).
+pub fn routes() -> Router<Arc<Served>> {
+    Router::new()
+        .route("/api/tools", get(list_tools))
+        .route("/tools", get(list_tools))
+        .route("/api/tools/{id}", get(get_tool))
+        .route("/tools/{id}", get(get_tool))
+        .route("/api/invoke", post(invoke))
+        .route("/invoke", post(invoke))
+        .fallback(not_found)
+}

@@ -1,0 +1,129 @@
+//! Starting the real `tavern` binary as a server for the server tests.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The test-built `tavern` binary.
+pub fn tavern() -> &'static str {
+    env!("CARGO_BIN_EXE_tavern")
+}
+
+/// The fixture home in the repository.
+pub fn fixture_home() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/serve_home")
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create dir");
+    for e in std::fs::read_dir(from).expect("read fixture dir") {
+        let e = e.expect("dir entry");
+        let target = to.join(e.file_name());
+        if e.file_type().expect("file type").is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).expect("copy fixture file");
+        }
+    }
+}
+
+/// A private, writable copy of the fixture home.
+pub fn temp_home() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    copy_dir(&fixture_home(), dir.path());
+    dir
+}
+
+/// A running `tavern serve`; killed on drop.
+pub struct Server {
+    child: Child,
+    /// `http://127.0.0.1:<port>`.
+    pub base: String,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Server {
+    /// Starts `tavern --home <home> serve --addr 127.0.0.1:0 <extra…>` and waits for its
+    /// "serving" line.
+    pub fn start(home: &Path, extra: &[&str]) -> Server {
+        Self::start_env(home, extra, &[])
+    }
+
+    /// [`Server::start`] with extra environment variables.
+    pub fn start_env(home: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut cmd = Command::new(tavern());
+        cmd.arg("--home")
+            .arg(home)
+            .args(["serve", "--addr", "127.0.0.1:0"])
+            .args(extra)
+            .env_remove("TAVERN_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("start tavern serve");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut seen = Vec::new();
+        loop {
+            match rx.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) => {
+                    if let Some(rest) = line.split("serving MCP at ").nth(1) {
+                        let url = rest.split_whitespace().next().unwrap_or("");
+                        let base = url.trim_end_matches("/mcp").to_string();
+                        return Server {
+                            child,
+                            base,
+                            stderr: rx,
+                        };
+                    }
+                    seen.push(line);
+                }
+                Err(_) => panic!("tavern serve did not start; stderr: {seen:?}"),
+            }
+        }
+    }
+
+    /// The server's pid (for signals).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the process to exit; returns its status code.
+    pub fn wait(mut self, max: Duration) -> Option<i32> {
+        let deadline = std::time::Instant::now() + max;
+        loop {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return st.code();
+            }
+            if std::time::Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stderr lines received so far.
+    pub fn stderr_lines(&self) -> Vec<String> {
+        self.stderr.try_iter().collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
