@@ -7,11 +7,15 @@ use std::sync::Arc;
 use crate::config::Settings;
 use crate::problem::Problem;
 use crate::protocol::{self, Format, Parsed};
-use crate::tools::{CallOutcome, Caller, ToolDefinition, ToolError, ToolHandler, ToolManager};
+use crate::tools::{
+    CallContext, CallOutcome, Caller, CallerPolicy, ToolDefinition, ToolError, ToolHandler,
+    ToolManager,
+};
 use crate::workflow::{NodeRegistry, RunDefaults, Workflows};
 
 /// Why an engine could not be built.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum EngineError {
     /// The configuration could not be read.
     #[error("configuration: {0}")]
@@ -36,6 +40,33 @@ pub enum EngineError {
 }
 
 /// Configures and builds an [`Engine`].
+///
+/// Host tools and host services are given here, before [`EngineBuilder::build`] loads any
+/// plugin, and their namespaces are reserved: a mod named like a host namespace cannot take
+/// (or shadow) a host tool's id.
+///
+/// ```
+/// use serde_json::json;
+/// use tavern::{CallOptions, CallerPolicy, Engine, ToolDefinition};
+///
+/// let home = tempfile::tempdir().unwrap();
+/// let engine = Engine::builder()
+///     .home(home.path())
+///     .host_tool(
+///         ToolDefinition::host("world:time", "The game clock.", json!({"type": "object"})),
+///         |_ctx, _args| Ok(json!({"tick": 42})),
+///     )
+///     .policy("world:time", CallerPolicy::ANY)
+///     .build()
+///     .unwrap();
+/// let report = engine
+///     .call_blocking(
+///         "<|[REQUEST_TOOL]|>\ncommand:「始」world:time「末」\n<|[END_TOOL]|>",
+///         CallOptions::new(),
+///     )
+///     .unwrap();
+/// assert_eq!(report.outcomes[0].result, Ok(json!({"tick": 42})));
+/// ```
 pub struct EngineBuilder {
     home: PathBuf,
     overrides: Vec<String>,
@@ -45,6 +76,14 @@ pub struct EngineBuilder {
     host_tools: Vec<(ToolDefinition, Arc<dyn ToolHandler>)>,
     script_limits: crate::script::Limits,
     process_limits: crate::plugins::confine::ProcessLimits,
+    /// Caller policies for host tools, by id.
+    policies: Vec<(String, CallerPolicy)>,
+    /// Namespaces reserved for the host beyond those of its tools.
+    reserved: Vec<String>,
+    /// Host services plugins can bind by name (added to the defaults).
+    services: Vec<(String, crate::plugins::ServiceFactory)>,
+    /// The runtime to run async work on (default: a small one the engine owns).
+    runtime: Option<tokio::runtime::Handle>,
     /// Hooks and overrides (host closures registered before `build` live here too).
     hooks: Arc<crate::hooks::Hooks>,
     hook_errors: Vec<crate::hooks::HookError>,
@@ -63,6 +102,10 @@ impl Default for EngineBuilder {
             host_tools: Vec::new(),
             script_limits: crate::script::Limits::engine_default(),
             process_limits: crate::plugins::confine::ProcessLimits::DEFAULT,
+            policies: Vec::new(),
+            reserved: Vec::new(),
+            services: Vec::new(),
+            runtime: None,
             hooks: crate::hooks::Hooks::new(),
             hook_errors: Vec::new(),
             audit: None,
@@ -117,9 +160,67 @@ impl EngineBuilder {
         self
     }
 
-    /// Registers a host (Rust) tool.
+    /// Registers a host (Rust) tool. It is registered before plugins load, and its
+    /// namespace (`world` for `world:set`, the id itself for a bare id) is reserved.
     pub fn tool(mut self, definition: ToolDefinition, handler: Arc<dyn ToolHandler>) -> Self {
         self.host_tools.push((definition, handler));
+        self
+    }
+
+    /// Registers a host tool from a closure (see [`EngineBuilder::tool`]). A panic in the
+    /// closure is contained: the call fails with [`ToolError::Panicked`].
+    pub fn host_tool<F>(self, definition: ToolDefinition, f: F) -> Self
+    where
+        F: Fn(&CallContext, serde_json::Value) -> Result<serde_json::Value, ToolError>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.tool(definition, crate::tools::fn_handler(f))
+    }
+
+    /// Registers an async host tool from a closure (see [`EngineBuilder::tool`]).
+    pub fn host_tool_async<F, Fut>(self, definition: ToolDefinition, f: F) -> Self
+    where
+        F: Fn(CallContext, serde_json::Value) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<serde_json::Value, ToolError>> + Send + 'static,
+    {
+        self.tool(definition, crate::tools::async_fn_handler(f))
+    }
+
+    /// Who may call tool `id` (default [`CallerPolicy::ANY`]); applied after plugins load,
+    /// so it may name a plugin's tool too. An unknown id is listed in [`Engine::problems`].
+    pub fn policy(mut self, id: impl Into<String>, policy: CallerPolicy) -> Self {
+        self.policies.push((id.into(), policy));
+        self
+    }
+
+    /// Reserves a namespace for the host even before it has tools there.
+    pub fn reserve_namespace(mut self, ns: impl Into<String>) -> Self {
+        self.reserved.push(ns.into());
+        self
+    }
+
+    /// Offers a host service that plugins bind by name in their tool files (beside the
+    /// defaults `code.execute` and `text.regex_replace`; the same name replaces a default).
+    pub fn service<F>(mut self, name: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(&CallContext, serde_json::Value) -> Result<serde_json::Value, ToolError>
+            + Send
+            + Sync
+            + 'static,
+    {
+        let handler = crate::tools::fn_handler(f);
+        let factory: crate::plugins::ServiceFactory = Arc::new(move |_| handler.clone());
+        self.services.push((name.into(), factory));
+        self
+    }
+
+    /// Runs the engine's async work (process, node and workflow tools, nested calls) on the
+    /// host's runtime instead of a small runtime of the engine's own. The runtime must have
+    /// IO and time enabled (`enable_all`).
+    pub fn runtime(mut self, handle: tokio::runtime::Handle) -> Self {
+        self.runtime = Some(handle);
         self
     }
 
@@ -181,6 +282,9 @@ impl EngineBuilder {
             return Err(EngineError::Hook(e));
         }
         let tools = ToolManager::new();
+        if let Some(h) = self.runtime {
+            tools.set_runtime(h);
+        }
         tools.set_interceptor(self.hooks.clone());
         let audit = self.audit.clone().or_else(|| {
             settings
@@ -197,9 +301,20 @@ impl EngineBuilder {
         }
         if self.builtins {
             crate::tools::builtin::register(&tools)?;
+            tools.reserve_namespace("system");
+        }
+        for ns in &self.reserved {
+            tools.reserve_namespace(ns);
+        }
+        for (def, _) in &self.host_tools {
+            tools.reserve_namespace(def.id.split_once(':').map_or(&*def.id, |(n, _)| n));
         }
         for (def, handler) in self.host_tools {
-            tools.register(def, handler)?;
+            tools.register_reserved(def, handler, CallerPolicy::ANY)?;
+        }
+        let mut services = crate::plugins::HostServices::with_defaults();
+        for (name, factory) in self.services {
+            services.register(name, factory);
         }
         let mut problems = Vec::new();
         // The node registry exists before plugins load, so plugins can add node types.
@@ -209,16 +324,12 @@ impl EngineBuilder {
             Workflows::new(Arc::new(registry)).with_defaults(RunDefaults::from_settings(&settings)),
         );
         let plugins = if self.plugins {
-            let report = crate::plugins::Loader::new(
-                &self.home,
-                &settings,
-                tools.clone(),
-                &crate::plugins::HostServices::with_defaults(),
-            )
-            .with_workflows(workflows.clone())
-            .host_limits(self.script_limits)
-            .process_caps(self.process_limits)
-            .load_dir(&self.home.join("plugins"));
+            let report =
+                crate::plugins::Loader::new(&self.home, &settings, tools.clone(), &services)
+                    .with_workflows(workflows.clone())
+                    .host_limits(self.script_limits)
+                    .process_caps(self.process_limits)
+                    .load_dir(&self.home.join("plugins"));
             crate::plugins::unavailable::mark(
                 &tools,
                 &self.home.join("plugins"),
@@ -241,6 +352,14 @@ impl EngineBuilder {
             problems.extend(workflows.load_dir(&self.home.join("workflows")));
         }
         problems.extend(workflows.register_tools(&tools));
+        for (id, policy) in self.policies {
+            if !tools.set_policy(&id, policy) {
+                problems.push(Problem::new(
+                    self.home.clone(),
+                    format!("caller policy for unknown tool '{id}'"),
+                ));
+            }
+        }
         if self.workflows {
             problems.extend(crate::workflow::config_tools::load(
                 &self.home, &workflows, &tools,
@@ -266,6 +385,7 @@ impl EngineBuilder {
             workflows,
             problems,
             plugins,
+            pump: crate::embed::Pump::default(),
             hooks: self.hooks,
             user_scripts,
         })
@@ -281,10 +401,18 @@ pub struct Engine {
     problems: Vec<Problem>,
     /// Loaded plugins; holding them keeps their script states alive.
     plugins: crate::plugins::PluginSet,
+    /// Submitted calls and their results (`submit`/`pump`/`take`).
+    pub(crate) pump: crate::embed::Pump,
     hooks: Arc<crate::hooks::Hooks>,
     /// Power-user scripts; holding them keeps their script states alive.
     user_scripts: Vec<crate::plugins::user_scripts::UserScript>,
 }
+
+// A host shares one engine between its threads.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Engine>();
+};
 
 impl Engine {
     /// Starts configuring an engine.
@@ -334,16 +462,26 @@ impl Engine {
 
     /// Parses `text` and runs every call in it, in order.
     /// Calls from a block with an error diagnostic are never in `parsed.calls`.
+    /// The calls run on the engine's runtime (see [`EngineBuilder::runtime`]), so this
+    /// future may be awaited under any executor.
     pub async fn call_text(
         &self,
         text: &str,
         format: Format,
         caller: Caller,
     ) -> (Parsed, Vec<CallOutcome>) {
-        let mut parsed = protocol::parse(text, format);
-        // VCP dispatch first, so `parsed.calls` pairs one-to-one with the outcomes.
-        parsed.calls = self.tools.resolve_vcp(std::mem::take(&mut parsed.calls));
-        let outcomes = self.tools.execute(&parsed.calls, caller).await;
-        (parsed, outcomes)
+        let opts = crate::embed::CallOptions::new()
+            .format(format)
+            .caller(caller.clone());
+        match self.call(text, opts).await {
+            Ok(r) => (r.parsed, r.outcomes),
+            // No runtime could be started: run here, under whatever runs this future.
+            Err(_) => {
+                let mut parsed = protocol::parse(text, format);
+                parsed.calls = self.tools.resolve_vcp(std::mem::take(&mut parsed.calls));
+                let outcomes = self.tools.execute(&parsed.calls, caller).await;
+                (parsed, outcomes)
+            }
+        }
     }
 }

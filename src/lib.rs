@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod config;
+pub mod embed;
 pub mod engine;
 pub mod hooks;
 pub mod plugins;
@@ -20,4 +21,11 @@ pub mod suggest;
 pub mod tools;
 pub mod workflow;
 
+pub use embed::{CallOptions, CallReport, CancelToken, EmbedError, Ticket};
 pub use engine::{Engine, EngineBuilder, EngineError};
+pub use protocol::{parse, Call, Diagnostic, Format, Parsed, Severity};
+pub use script::{Limits, ScriptError};
+pub use tools::{
+    CallContext, CallOutcome, Caller, CallerPolicy, ToolDefinition, ToolError, ToolFuture,
+    ToolHandler,
+};

@@ -27,7 +27,11 @@ fn main() -> ExitCode {
             return ExitCode::from(cli::INTERNAL);
         }
     };
-    let code = runtime.block_on(args.run());
+    // The panic hook only prints; a panic the containment did not catch ends up here.
+    let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(args.run())
+    }))
+    .unwrap_or(cli::INTERNAL);
     // A stuck plugin task must not keep the process alive after the answer is printed.
     runtime.shutdown_timeout(Duration::from_secs(1));
     ExitCode::from(code)

@@ -22,14 +22,22 @@ const CASES: &[(&str, &str)] = &[
 
 #[test]
 fn lua_budget_cannot_be_evaded() {
+    // `CASE=<name>` runs one case; an unknown name fails instead of running nothing.
     let only = std::env::var("CASE").ok();
+    let mut ran = 0;
     for (f, src) in CASES {
         if only.as_deref().is_some_and(|o| o != *f) {
             continue;
         }
         eprintln!("case {f}");
         assert_contained("main.lua", src, f, "instruction_limit");
+        ran += 1;
     }
+    let names: Vec<&str> = CASES.iter().map(|(f, _)| *f).collect();
+    assert!(
+        ran > 0 && (only.is_some() || ran == CASES.len()),
+        "CASE={only:?} matches no case; cases: {names:?}"
+    );
 }
 
 #[test]

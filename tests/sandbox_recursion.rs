@@ -17,14 +17,22 @@ fn lua_deep_recursion_is_typed() {
     l.instructions = 200_000_000;
     l.memory_bytes = 64 << 20;
     l.wall_ms = 5_000;
+    // `CASE=<name>` runs one case; an unknown name fails instead of running nothing.
     let only = std::env::var("CASE").ok();
+    let mut ran = 0;
     for (f, src) in cases {
         if only.as_deref().is_some_and(|o| o != f) {
             continue;
         }
         let e = assert_contained_with("main.lua", src, f, "value_limit", l);
         assert!(e.to_string().contains("call_depth"), "{f}: {e}");
+        ran += 1;
     }
+    let names: Vec<&str> = cases.iter().map(|(f, _)| *f).collect();
+    assert!(
+        ran > 0 && (only.is_some() || ran == cases.len()),
+        "CASE={only:?} matches no case; cases: {names:?}"
+    );
 }
 
 #[test]

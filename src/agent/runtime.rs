@@ -43,6 +43,7 @@ pub mod hook_seam {
             manager: tools.clone(),
             depth: 0,
             cancel: CancellationToken::new(),
+            deadline: None,
         }
     }
 
@@ -695,6 +696,8 @@ impl AgentRuntime {
                 Some(e) => results.extend(rest.into_iter().map(|call| CallRecord {
                     outcome: CallOutcome {
                         tool: call.tool.clone(),
+                        id: engine_tools.canonical_id(&call.tool),
+                        elapsed: std::time::Duration::ZERO,
                         result: Err(ToolError::Vetoed {
                             tool: call.tool.clone(),
                             reason: match e {
@@ -933,7 +936,11 @@ impl Dispatcher {
             }
             let outcome = CallOutcome {
                 tool: call.tool.clone(),
+                id: self.tools.canonical_id(&call.tool),
                 result,
+                elapsed: started.map_or(std::time::Duration::ZERO, |s| {
+                    t0.elapsed().saturating_sub(s)
+                }),
             };
             let finished = ms(t0.elapsed());
             self.bus.emit(events::TOOL_FINISHED, &self.agent, || {

@@ -122,9 +122,14 @@ impl Globals {
     /// warnings; a build failure is printed and returned as the exit status.
     pub fn engine(&self) -> Result<Engine, u8> {
         let mut b = Engine::builder().home(&self.home);
+        // The CLI's runtime runs the engine's async work too (no second runtime).
+        if let Ok(h) = tokio::runtime::Handle::try_current() {
+            b = b.runtime(h);
+        }
         for s in &self.sets {
             b = b.set(s.clone());
         }
+        b = debug_host_tools(b);
         if let Some(a) = &self.audit {
             b = b.audit(a);
         }
@@ -144,6 +149,24 @@ impl Globals {
                 Err(FAILED)
             }
         }
+    }
+}
+
+/// `TAVERN_DEBUG_PANIC_TOOL=1` (debug builds only) adds a host tool `debug:panic` that
+/// panics, so a test can show on the real binary that a panicking host tool, even one a
+/// script calls, is contained as an error and the process keeps running.
+fn debug_host_tools(b: tavern::EngineBuilder) -> tavern::EngineBuilder {
+    if cfg!(debug_assertions) && std::env::var_os("TAVERN_DEBUG_PANIC_TOOL").is_some() {
+        b.host_tool(
+            tavern::ToolDefinition::host(
+                "debug:panic",
+                "Panics (a test aid of debug builds).",
+                serde_json::json!({"type": "object"}),
+            ),
+            |_, _| panic!("debug:panic was called"),
+        )
+    } else {
+        b
     }
 }
 
@@ -203,7 +226,10 @@ pub fn print_text(text: &str) {
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
 }
 
-/// Replaces Rust's panic message with one line and exit status [`INTERNAL`].
+/// Replaces Rust's multi-line panic message with one line on stderr. The hook only prints:
+/// unwinding goes on, so the `catch_unwind` containment in the tool manager, the script hosts
+/// and the workflow runner turns a panic into a typed error and the process keeps serving.
+/// A panic that reaches `main` ends the process with [`INTERNAL`] there.
 pub fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
         let msg = info
@@ -219,7 +245,6 @@ pub fn install_panic_hook() {
         eprintln!(
             "tavern: internal error: {msg}{place}. This is a bug in tavern; please report it."
         );
-        std::process::exit(INTERNAL as i32);
     }));
 }
 

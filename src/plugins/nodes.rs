@@ -234,6 +234,7 @@ impl NodeExecutor for ScriptNodeExecutor {
                         manager,
                         depth: ctx.depth(),
                         cancel: cancel.clone(),
+                        deadline: None,
                     };
                     handler.invoke(call, args).await
                 }

@@ -216,6 +216,7 @@ fn fire_blocking(
         manager: tools.clone(),
         depth: 0,
         cancel: Default::default(),
+        deadline: None,
     };
     let hooks = hooks.clone();
     let run = move || match tokio::runtime::Builder::new_current_thread()

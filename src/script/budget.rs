@@ -25,6 +25,8 @@ pub(crate) struct Budget {
     used: AtomicU64,
     limit: AtomicU64,
     deadline_ns: AtomicU64,
+    /// The wall-clock allowance of the current call in ms (for the timeout message).
+    wall_ms: AtomicU64,
     abort: AtomicU8,
     cancel: std::sync::Mutex<Option<tokio_util::sync::CancellationToken>>,
 }
@@ -36,25 +38,34 @@ impl Budget {
             used: AtomicU64::new(0),
             limit: AtomicU64::new(u64::MAX),
             deadline_ns: AtomicU64::new(u64::MAX),
+            wall_ms: AtomicU64::new(0),
             abort: AtomicU8::new(0),
             cancel: std::sync::Mutex::new(None),
         }
     }
 
-    /// Starts a new budget of `instructions` and `wall_ms`.
+    /// Starts a new budget of `instructions` ending at `deadline` (wall clock: time spent
+    /// in host functions the script calls counts too).
     pub fn reset(
         &self,
         instructions: u64,
-        wall_ms: u64,
+        deadline: Instant,
         cancel: Option<tokio_util::sync::CancellationToken>,
     ) {
         *self.cancel.lock().unwrap_or_else(|p| p.into_inner()) = cancel;
         self.used.store(0, Ordering::Relaxed);
         self.limit.store(instructions, Ordering::Relaxed);
-        let now = self.epoch.elapsed().as_nanos() as u64;
-        let d = now.saturating_add(wall_ms.saturating_mul(1_000_000));
+        let now = Instant::now();
+        let wall = deadline.saturating_duration_since(now).as_millis() as u64;
+        self.wall_ms.store(wall, Ordering::Relaxed);
+        let d = deadline.saturating_duration_since(self.epoch).as_nanos() as u64;
         self.deadline_ns.store(d, Ordering::Relaxed);
         self.abort.store(0, Ordering::Relaxed);
+    }
+
+    /// The wall-clock allowance (ms) the current call started with.
+    pub fn wall_ms(&self) -> u64 {
+        self.wall_ms.load(Ordering::Relaxed)
     }
 
     /// Why the run was stopped, if it was. Once set, stays set until the next `reset`.

@@ -76,6 +76,9 @@ pub struct CallInfo {
     pub cancel: CancellationToken,
     /// The manager nested `api.tools.call`s go through (falls back to [`ScriptEnv::tools`]).
     pub manager: Option<Arc<ToolManager>>,
+    /// The caller's deadline (wall clock, host time included); the script's own `wall_ms`
+    /// still applies when it is sooner.
+    pub deadline: Option<Instant>,
 }
 
 impl CallInfo {
@@ -87,6 +90,7 @@ impl CallInfo {
             depth: 0,
             cancel: CancellationToken::new(),
             manager: None,
+            deadline: None,
         }
     }
 
@@ -98,6 +102,7 @@ impl CallInfo {
             depth: ctx.depth,
             cancel: ctx.cancel.clone(),
             manager: Some(ctx.manager.clone()),
+            deadline: ctx.deadline,
         }
     }
 }
@@ -171,6 +176,30 @@ pub(crate) struct ActiveCall {
     pub info: CallInfo,
     pub handle: Option<tokio::runtime::Handle>,
     pub deadline: Instant,
+    /// The wall-clock allowance `deadline` stands for, in ms (for error messages).
+    pub allowed_ms: u64,
+}
+
+impl ActiveCall {
+    /// A call of `info` whose deadline is the soonest of the plugin's `wall_ms`, the caller's
+    /// deadline and the enclosing script call's.
+    pub fn new(info: CallInfo, handle: Option<tokio::runtime::Handle>, wall_ms: u64) -> Self {
+        let now = Instant::now();
+        let mut deadline = now + std::time::Duration::from_millis(wall_ms);
+        if let Some(d) = info.deadline {
+            deadline = deadline.min(d);
+        }
+        if let Some(c) = current_call() {
+            deadline = deadline.min(c.deadline);
+        }
+        let allowed_ms = deadline.saturating_duration_since(now).as_millis() as u64;
+        ActiveCall {
+            info,
+            handle,
+            deadline,
+            allowed_ms,
+        }
+    }
 }
 
 thread_local! {
@@ -374,13 +403,19 @@ impl HostCore {
 
     /// `api.tools.call`: runs a tool through the manager, one level deeper, blocking this
     /// (script) thread. A script tool reached this way runs inline on this thread (see
-    /// `ScriptToolHandler`), so a plugin calling itself does not deadlock.
+    /// `ScriptToolHandler`), so a plugin calling itself does not deadlock. The nested call
+    /// inherits this call's deadline, and time spent in it counts against that deadline:
+    /// a script looping on host calls ends at its deadline however few instructions it runs.
     pub fn call_tool(&self, id: &str, args: Value) -> Result<Value, ScriptError> {
         let cur = current_call();
-        let info = match &cur {
-            Some(c) => c.info.clone(),
-            None => CallInfo::host(id),
+        let (info, deadline) = match &cur {
+            Some(c) => (c.info.clone(), Some(c.deadline)),
+            None => (CallInfo::host(id), None),
         };
+        let past = |d: Option<Instant>| d.is_some_and(|d| Instant::now() >= d);
+        if past(deadline) {
+            return Err(self.deadline_error(&cur));
+        }
         let manager = match info
             .manager
             .clone()
@@ -403,14 +438,31 @@ impl HostCore {
                 });
             }
         }
-        let fut = manager.invoke_nested(
+        let fut = manager.invoke_at(
             id,
             args,
-            Caller::Plugin(self.env.plugin.clone()),
-            info.depth + 1,
-            info.cancel.clone(),
+            crate::tools::Invocation {
+                caller: Caller::Plugin(self.env.plugin.clone()),
+                depth: info.depth + 1,
+                cancel: info.cancel.clone(),
+                deadline,
+                matching: crate::tools::KeyMatching::Loose,
+            },
         );
-        self.block_on_tool(id, fut)
+        let out = self.block_on_tool(id, Some(&manager), fut);
+        // Host time counts: a call that came back after the deadline ends the script now,
+        // not at the next instruction-count check.
+        if past(deadline) {
+            return Err(self.deadline_error(&cur));
+        }
+        out
+    }
+
+    fn deadline_error(&self, cur: &Option<ActiveCall>) -> ScriptError {
+        let ms = cur
+            .as_ref()
+            .map_or(self.env.limits.wall_ms, |c| c.allowed_ms);
+        ScriptError::Timeout { after_ms: ms }
     }
 
     /// `next(args)` of a running override (`token` from its payload), blocking.
@@ -425,41 +477,45 @@ impl HostCore {
             ));
         };
         let id = next.tool_id().to_string();
+        let manager = ctx.manager.clone();
         let fut = next.call(args, ctx);
-        self.block_on_tool(&id, fut)
+        self.block_on_tool(&id, Some(&manager), fut)
     }
 
-    /// Runs a tool future to completion on this (script) thread.
+    /// Runs a tool future to completion on this (script) thread, on the runtime of the
+    /// enclosing call, or the engine's own (never a throwaway runtime per call). A panic in
+    /// the tool is counted and logged, and the script sees an error.
     fn block_on_tool(
         &self,
         id: &str,
+        manager: Option<&Arc<ToolManager>>,
         fut: impl std::future::Future<Output = Result<Value, crate::tools::ToolError>>,
     ) -> Result<Value, ScriptError> {
         let handle = current_call()
             .and_then(|c| c.handle)
             .or_else(|| HANDLE.with(|h| h.borrow().clone()))
             .or_else(|| tokio::runtime::Handle::try_current().ok());
-        let run = std::panic::AssertUnwindSafe(|| match handle {
-            Some(h) => {
-                // `Handle::block_on` refuses to nest (A → B → A runs nested on one thread), so
-                // poll the future here, parked between wake-ups, inside the runtime's context.
-                let _entered = h.enter();
-                park_block_on(fut)
-            }
-            None => match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt.block_on(fut),
-                Err(e) => Err(crate::tools::ToolError::failed(
-                    id,
-                    format!("no runtime: {e}"),
-                )),
+        let handle = match handle {
+            Some(h) => h,
+            None => match manager {
+                Some(m) => m.runtime_handle().map_err(|e| {
+                    ScriptError::Tool(crate::tools::ToolError::failed(id, e.to_string()))
+                })?,
+                None => {
+                    return Err(ScriptError::runtime(format!(
+                        "cannot call '{id}': no runtime and no tool manager"
+                    )))
+                }
             },
+        };
+        let run = std::panic::AssertUnwindSafe(|| {
+            // `Handle::block_on` refuses to nest (A → B → A runs nested on one thread), so
+            // poll the future here, parked between wake-ups, inside the runtime's context.
+            let _entered = handle.enter();
+            park_block_on(fut)
         });
         match std::panic::catch_unwind(run) {
-            Ok(r) => r.map_err(ScriptError::Tool),
-            Err(_) => {
+            Ok(Err(crate::tools::ToolError::Panicked { .. })) | Err(_) => {
                 self.panics
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 tracing::error!(target: "tavern::script", plugin = %self.env.plugin,
@@ -468,6 +524,7 @@ impl HostCore {
                     "api.tools.call('{id}'): the tool panicked (logged by the host)"
                 )))
             }
+            Ok(r) => r.map_err(ScriptError::Tool),
         }
     }
 }

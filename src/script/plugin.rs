@@ -4,13 +4,12 @@
 use std::path::Path;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use super::host::{
-    current_call, enter_call, in_script_thread, set_thread_handle, ActiveCall, CallInfo, HostCore,
-    Output, ScriptEnv,
+    enter_call, in_script_thread, set_thread_handle, ActiveCall, CallInfo, HostCore, Output,
+    ScriptEnv,
 };
 use super::lock::PluginLock;
 use super::lua::LuaHost;
@@ -141,11 +140,7 @@ impl PluginScripts {
             }
         }
         let info = CallInfo::host(format!("{}:<load>", env.plugin));
-        let _active = enter_call(ActiveCall {
-            info,
-            handle: None,
-            deadline: Instant::now() + Duration::from_millis(limits.wall_ms),
-        });
+        let _active = enter_call(ActiveCall::new(info, None, limits.wall_ms));
         for s in &sources {
             match s.lang {
                 Lang::Lua => {
@@ -228,30 +223,23 @@ impl PluginScripts {
     pub fn call(&self, function: &str, args: Value, ctx: &CallInfo) -> Result<Value, ScriptError> {
         let inner = &self.inner;
         let limits = inner.env.limits;
-        let own = Instant::now() + Duration::from_millis(limits.wall_ms);
-        // A nested call never waits longer than the call that is waiting for it.
-        let deadline = current_call().map_or(own, |c| c.deadline.min(own));
+        // A nested call never waits longer than the call that is waiting for it, nor past
+        // the caller's own deadline.
+        let active = ActiveCall::new(ctx.clone(), None, limits.wall_ms);
+        let deadline = active.deadline;
         let caller = ctx.caller.to_string();
         if let Some(lua) = &inner.lua {
             // Take the plugin lock before touching the Lua state at all: mlua's own lock
             // would block without deadlock detection.
             let guard = inner.lock.acquire(&inner.env.plugin, deadline)?;
-            let _active = enter_call(ActiveCall {
-                info: ctx.clone(),
-                handle: None,
-                deadline,
-            });
+            let _active = enter_call(active.clone());
             match lua.call(function, &args, &ctx.tool_id, &caller) {
                 Err(ScriptError::UnknownFunction { .. }) if inner.rhai.is_some() => drop(guard),
                 other => return other,
             }
         }
         if let Some(rhai) = inner.rhai.as_ref().filter(|r| r.has_function(function)) {
-            let _active = enter_call(ActiveCall {
-                info: ctx.clone(),
-                handle: None,
-                deadline,
-            });
+            let _active = enter_call(active);
             return rhai.call(function, &args, &ctx.tool_id, &caller);
         }
         Err(ScriptError::UnknownFunction {

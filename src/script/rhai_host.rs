@@ -398,7 +398,9 @@ impl RhaiHost {
     }
 
     fn with_deadline<T>(&self, f: impl FnOnce() -> T) -> T {
-        let deadline = Instant::now() + Duration::from_millis(self.limits.wall_ms);
+        let own = Instant::now() + Duration::from_millis(self.limits.wall_ms);
+        // The active call's deadline folds in the per-call and the enclosing deadlines.
+        let deadline = super::host::current_call().map_or(own, |c| c.deadline.min(own));
         let prev = DEADLINE.with(|d| d.replace(Some(deadline)));
         struct Restore(Option<Instant>);
         impl Drop for Restore {

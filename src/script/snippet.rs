@@ -2,7 +2,6 @@
 //! `core:Script` nodes).
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -36,11 +35,11 @@ pub fn run_snippet(
     let mut env = ScriptEnv::new("snippet", std::env::temp_dir());
     env.limits = *limits;
     let core = Arc::new(HostCore::new(env, Output::Buffer(buf.clone())));
-    let _active = enter_call(ActiveCall {
-        info: CallInfo::host("snippet"),
-        handle: None,
-        deadline: Instant::now() + Duration::from_millis(limits.wall_ms),
-    });
+    let _active = enter_call(ActiveCall::new(
+        CallInfo::host("snippet"),
+        None,
+        limits.wall_ms,
+    ));
     let value = match lang {
         Lang::Lua => {
             let host = LuaHost::new(core, *limits)?;

@@ -9,6 +9,7 @@ use serde::Serialize;
 /// model.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ToolError {
     /// No tool has this id (or any accepted spelling of it).
     #[error("Unknown tool '{id}'{}", did_you_mean(suggestion))]
@@ -82,6 +83,33 @@ pub enum ToolError {
         /// The nesting limit.
         limit: u32,
     },
+    /// The handler panicked. The panic was contained: the engine and the caller go on.
+    #[error("Tool {tool} failed: it panicked ({message}); this is a bug in the tool")]
+    Panicked {
+        /// Canonical tool id.
+        tool: String,
+        /// The panic message, if it was a string.
+        message: String,
+    },
+    /// The tool's caller policy does not allow this caller (see `CallerPolicy`).
+    #[error("Tool {tool} may not be called by {caller}: its caller policy allows {allowed}")]
+    NotPermitted {
+        /// Canonical tool id.
+        tool: String,
+        /// Who asked (`model`, `plugin:<name>`, …).
+        caller: String,
+        /// The callers the policy allows (`host`, `host, plugin`, …).
+        allowed: String,
+    },
+    /// The call was refused before running because its text had warnings and the call
+    /// options asked to refuse them (`CallOptions::refuse_on_warnings`).
+    #[error("Tool {tool} was not run: the text it came from has warnings ({warnings})")]
+    RefusedWarnings {
+        /// The tool id as written.
+        tool: String,
+        /// The warnings, joined with `; `.
+        warnings: String,
+    },
     /// An agent called a tool that exists but is not in its profile's inventory.
     #[error("Tool '{tool}' is not in the inventory of agent '{agent}' (call only the tools and skills in your manual){}", did_you_mean(suggestion))]
     NotInInventory {
@@ -142,6 +170,9 @@ impl ToolError {
             ToolError::NotInInventory { .. } => "not_in_inventory",
             ToolError::Vetoed { .. } => "vetoed",
             ToolError::Registration { .. } => "registration",
+            ToolError::Panicked { .. } => "panicked",
+            ToolError::NotPermitted { .. } => "not_permitted",
+            ToolError::RefusedWarnings { .. } => "refused_warnings",
             ToolError::Unavailable { .. } => "tool_unavailable",
         }
     }

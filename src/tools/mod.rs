@@ -28,6 +28,8 @@ mod error;
 pub mod id;
 mod intercept;
 mod listing;
+mod policy;
+mod runtime;
 mod schema;
 mod unavailable;
 pub mod vcp;
@@ -36,12 +38,14 @@ pub use definition::{empty_object_schema, tool_shape, Implementation, ToolDefini
 pub use error::ToolError;
 pub use intercept::Interceptor;
 pub use listing::success_observation;
+pub use policy::CallerPolicy;
 pub use schema::{normalize_key, KeyMatching};
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock, RwLock};
+use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -97,6 +101,9 @@ pub struct CallContext {
     pub depth: u32,
     /// Cancelled when the caller gives up; long-running handlers should watch it.
     pub cancel: CancellationToken,
+    /// When the caller stops waiting (wall clock, host time included), if it set one.
+    /// Nested calls inherit it; script tools stop at it.
+    pub deadline: Option<Instant>,
 }
 
 impl std::fmt::Debug for CallContext {
@@ -113,12 +120,16 @@ impl CallContext {
     /// Calls another tool from inside a handler, one level deeper.
     pub async fn call(&self, id: &str, args: Value) -> Result<Value, ToolError> {
         self.manager
-            .invoke_nested(
+            .invoke_at(
                 id,
                 args,
-                self.caller.clone(),
-                self.depth + 1,
-                self.cancel.clone(),
+                Invocation {
+                    caller: self.caller.clone(),
+                    depth: self.depth + 1,
+                    cancel: self.cancel.clone(),
+                    deadline: self.deadline,
+                    matching: KeyMatching::Loose,
+                },
             )
             .await
     }
@@ -158,6 +169,23 @@ where
     fn invoke(&self, ctx: CallContext, args: Value) -> ToolFuture {
         Box::pin((self.0)(ctx, args))
     }
+}
+
+/// A handler from a synchronous closure (what [`ToolManager::register_fn`] registers).
+pub fn fn_handler<F>(f: F) -> Arc<dyn ToolHandler>
+where
+    F: Fn(&CallContext, Value) -> Result<Value, ToolError> + Send + Sync + 'static,
+{
+    Arc::new(SyncFn(f))
+}
+
+/// A handler from an async closure (what [`ToolManager::register_async_fn`] registers).
+pub fn async_fn_handler<F, Fut>(f: F) -> Arc<dyn ToolHandler>
+where
+    F: Fn(CallContext, Value) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
+{
+    Arc::new(AsyncFn(f))
 }
 
 /// A registered tool: its definition, its compiled schema, its wire name and what runs it.
@@ -212,8 +240,12 @@ impl Tool {
 pub struct CallOutcome {
     /// The tool id as the caller wrote it.
     pub tool: String,
+    /// The canonical id it resolved to (`None` when no tool matched).
+    pub id: Option<String>,
     /// The value, or why there is none (including [`ToolError::Skipped`]).
     pub result: Result<Value, ToolError>,
+    /// Wall-clock time from the start of validation to the result (zero for skipped calls).
+    pub elapsed: Duration,
 }
 
 impl CallOutcome {
@@ -236,6 +268,10 @@ struct Registry {
     /// Wire name → canonical id.
     by_wire: HashMap<String, String>,
     order: Vec<String>,
+    /// Caller policies that are not [`CallerPolicy::ANY`], by canonical id.
+    policies: HashMap<String, CallerPolicy>,
+    /// Namespaces only [`ToolManager::register_reserved`] may put tools in (host tools).
+    reserved: Vec<String>,
     /// Tools and namespaces that failed to load, with why (see `unavailable.rs`).
     unavailable: Vec<(unavailable::Pattern, String)>,
 }
@@ -298,6 +334,11 @@ impl Registry {
             message,
         };
         id::validate_id(&definition.id).map_err(reg_err)?;
+        if let Some(ns) = self.reserved_namespace_of(&definition.id) {
+            return Err(reg_err(format!(
+                "namespace '{ns}' is reserved for the host's tools; a plugin must use another name"
+            )));
+        }
         if self.by_id.contains_key(&definition.id) && !leaving(&definition.id) {
             return Err(reg_err("a tool with this id is already registered".into()));
         }
@@ -322,6 +363,15 @@ impl Registry {
         })
     }
 
+    /// The reserved namespace `id` falls in (`ns:…`, or a bare id equal to `ns`).
+    fn reserved_namespace_of(&self, id: &str) -> Option<&str> {
+        let ns = id.split_once(':').map_or(id, |(n, _)| n);
+        self.reserved
+            .iter()
+            .find(|r| r.eq_ignore_ascii_case(ns))
+            .map(String::as_str)
+    }
+
     fn insert(&mut self, tool: Tool) {
         let id = tool.definition.id.clone();
         self.by_wire.insert(tool.wire_name.clone(), id.clone());
@@ -331,6 +381,7 @@ impl Registry {
 
     fn remove_where(&mut self, pred: impl Fn(&str) -> bool) -> usize {
         let before = self.order.len();
+        self.policies.retain(|i, _| !pred(i));
         self.order.retain(|i| !pred(i));
         self.by_id.retain(|i, _| !pred(i));
         self.by_wire.retain(|_, owner| !pred(owner));
@@ -342,6 +393,7 @@ impl Registry {
 pub struct ToolManager {
     registry: RwLock<Registry>,
     max_depth: u32,
+    runtime: runtime::RuntimeSlot,
     /// Hooks and overrides around every call (set once, by the engine).
     interceptor: OnceLock<Arc<dyn Interceptor>>,
 }
@@ -351,9 +403,66 @@ impl Default for ToolManager {
         ToolManager {
             registry: RwLock::new(Registry::default()),
             max_depth: DEFAULT_MAX_DEPTH,
+            runtime: runtime::RuntimeSlot::default(),
             interceptor: OnceLock::new(),
         }
     }
+}
+
+/// How one call is made: who asks, how deep, and when the caller stops waiting.
+#[derive(Debug, Clone)]
+pub struct Invocation {
+    /// Who asked.
+    pub caller: Caller,
+    /// Nesting depth (0 for a top-level call).
+    pub depth: u32,
+    /// Cancelled when the caller gives up.
+    pub cancel: CancellationToken,
+    /// When the caller stops waiting; checked before the handler runs and passed to it.
+    pub deadline: Option<Instant>,
+    /// How argument keys are matched.
+    pub matching: KeyMatching,
+}
+
+impl Invocation {
+    /// A top-level call from `caller` with loose key matching, no deadline.
+    pub fn new(caller: Caller) -> Self {
+        Invocation {
+            caller,
+            depth: 0,
+            cancel: CancellationToken::new(),
+            deadline: None,
+            matching: KeyMatching::Loose,
+        }
+    }
+}
+
+/// Polls a handler's future inside `catch_unwind`: a panicking handler becomes
+/// [`ToolError::Panicked`] instead of unwinding into the caller (a game loop, a C host).
+struct CatchUnwind(ToolFuture);
+
+impl Future for CatchUnwind {
+    type Output = Result<Result<Value, ToolError>, String>;
+
+    fn poll(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let fut = &mut self.0;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
+            Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+            Err(p) => std::task::Poll::Ready(Err(panic_message(p.as_ref()))),
+        }
+    }
+}
+
+/// The text of a panic payload (`&str` or `String`), or a placeholder.
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into())
 }
 
 impl std::fmt::Debug for ToolManager {
@@ -381,6 +490,81 @@ impl ToolManager {
             max_depth,
             ..ToolManager::default()
         })
+    }
+
+    /// Runs async work that needs a runtime (process, node and workflow tools, nested
+    /// `api.tools.call`s from script threads) on `handle` instead of a runtime of the
+    /// manager's own. False when a runtime was already chosen (the handle is not used).
+    pub fn set_runtime(&self, handle: tokio::runtime::Handle) -> bool {
+        self.runtime.set(handle)
+    }
+
+    /// The runtime this manager's work runs on: the handle given to
+    /// [`ToolManager::set_runtime`], or a small (2-worker) runtime started on first use and
+    /// shut down when the manager is dropped. Fails only when no thread can be started.
+    pub fn runtime_handle(&self) -> std::io::Result<tokio::runtime::Handle> {
+        self.runtime.handle()
+    }
+
+    /// Whether the manager runs its own runtime (started by [`ToolManager::runtime_handle`]).
+    pub fn owns_runtime(&self) -> bool {
+        self.runtime.owns()
+    }
+
+    /// Reserves namespace `ns` for the host: from now on only
+    /// [`ToolManager::register_reserved`] can add tools `ns:…` (or a bare tool `ns`), so a
+    /// plugin named like a host namespace cannot take the host's ids.
+    pub fn reserve_namespace(&self, ns: &str) {
+        let mut reg = self.write();
+        if !reg.reserved.iter().any(|r| r.eq_ignore_ascii_case(ns)) {
+            reg.reserved.push(ns.to_string());
+        }
+    }
+
+    /// Whether `ns` is reserved for the host.
+    pub fn is_reserved(&self, ns: &str) -> bool {
+        self.read()
+            .reserved
+            .iter()
+            .any(|r| r.eq_ignore_ascii_case(ns))
+    }
+
+    /// Registers a host tool, also in a reserved namespace, with a caller policy.
+    pub fn register_reserved(
+        &self,
+        definition: ToolDefinition,
+        handler: Arc<dyn ToolHandler>,
+        policy: CallerPolicy,
+    ) -> Result<(), ToolError> {
+        let mut reg = self.write();
+        let reserved = std::mem::take(&mut reg.reserved);
+        let id = definition.id.clone();
+        let tool = reg.admit(definition, handler, &|_| false, &[]);
+        reg.reserved = reserved;
+        reg.insert(tool?);
+        if policy != CallerPolicy::ANY {
+            reg.policies.insert(id, policy);
+        }
+        Ok(())
+    }
+
+    /// Sets the caller policy of a registered tool (by canonical id); false when unknown.
+    pub fn set_policy(&self, id: &str, policy: CallerPolicy) -> bool {
+        let mut reg = self.write();
+        if !reg.by_id.contains_key(id) {
+            return false;
+        }
+        if policy == CallerPolicy::ANY {
+            reg.policies.remove(id);
+        } else {
+            reg.policies.insert(id.to_string(), policy);
+        }
+        true
+    }
+
+    /// The caller policy of a tool (by canonical id); [`CallerPolicy::ANY`] when none is set.
+    pub fn policy(&self, id: &str) -> CallerPolicy {
+        self.read().policies.get(id).copied().unwrap_or_default()
     }
 
     /// Installs what runs around every validated call (the engine's hooks and overrides).
@@ -581,33 +765,89 @@ impl ToolManager {
         cancel: CancellationToken,
         matching: KeyMatching,
     ) -> Result<Value, ToolError> {
-        let tool = self.get(id)?;
-        if depth > self.max_depth {
+        let inv = Invocation {
+            caller,
+            depth,
+            cancel,
+            deadline: None,
+            matching,
+        };
+        self.invoke_at(id, args, inv).await
+    }
+
+    /// Validates and runs a call as `inv` describes: id resolution, the caller policy, the
+    /// depth limit, arguments, cancellation and the deadline are checked before the handler
+    /// runs; a handler that panics (when called or while polled) is
+    /// [`ToolError::Panicked`], never an unwinding caller.
+    pub async fn invoke_at(
+        self: &Arc<Self>,
+        id: &str,
+        args: Value,
+        inv: Invocation,
+    ) -> Result<Value, ToolError> {
+        let (tool, policy) = {
+            let reg = self.read();
+            match reg.resolve(id) {
+                Some(t) => (t.clone(), reg.policies.get(t.id()).copied()),
+                None => return Err(reg.unknown(id)),
+            }
+        };
+        if let Some(p) = policy.filter(|p| !p.allows(&inv.caller)) {
+            return Err(ToolError::NotPermitted {
+                tool: tool.id().to_string(),
+                caller: inv.caller.to_string(),
+                allowed: p.describe(),
+            });
+        }
+        if inv.depth > self.max_depth {
             return Err(ToolError::RecursionLimit {
                 tool: tool.id().to_string(),
                 limit: self.max_depth,
             });
         }
-        let args = tool.prepare(args, matching)?;
-        if cancel.is_cancelled() {
+        let args = tool.prepare(args, inv.matching)?;
+        if inv.cancel.is_cancelled() {
             return Err(ToolError::Cancelled {
                 tool: tool.id().to_string(),
             });
         }
+        if inv.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(ToolError::Timeout {
+                tool: tool.id().to_string(),
+                after_ms: 0,
+            });
+        }
         let ctx = CallContext {
             tool_id: tool.id().to_string(),
-            caller,
+            caller: inv.caller,
             manager: self.clone(),
-            depth,
-            cancel,
+            depth: inv.depth,
+            cancel: inv.cancel,
+            deadline: inv.deadline,
         };
         // Hot path: one atomic load when nothing is hooked, overridden or audited.
-        if let Some(i) = self.interceptor.get() {
-            if i.wants(tool.id()) {
-                return i.intercept(tool, ctx, args).await;
-            }
-        }
-        let result = tool.handler.invoke(ctx, args).await;
+        let hooked = self
+            .interceptor
+            .get()
+            .filter(|i| i.wants(tool.id()))
+            .cloned();
+        let handler = tool.handler.clone();
+        let t = tool.clone();
+        let fut = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match hooked {
+            Some(i) => i.intercept(t, ctx, args),
+            None => handler.invoke(ctx, args),
+        }));
+        let result = match fut {
+            Ok(f) => CatchUnwind(f).await,
+            Err(p) => Err(panic_message(p.as_ref())),
+        };
+        let result = result.unwrap_or_else(|message| {
+            tracing::error!(tool = tool.id(), "tool handler panicked: {message}");
+            Err(ToolError::Panicked {
+                tool: tool.id().to_string(),
+                message,
+            })
+        });
         if let Err(e) = &result {
             tracing::debug!(tool = tool.id(), code = e.code(), "tool call failed: {e}");
         }
@@ -629,6 +869,19 @@ impl ToolManager {
         caller: Caller,
         matching: impl Fn(&Call) -> KeyMatching,
     ) -> Vec<CallOutcome> {
+        self.execute_within(calls, caller, matching, None, CancellationToken::new())
+            .await
+    }
+
+    /// [`ToolManager::execute_with`] under one deadline and cancel token for every call.
+    pub async fn execute_within(
+        self: &Arc<Self>,
+        calls: &[Call],
+        caller: Caller,
+        matching: impl Fn(&Call) -> KeyMatching,
+        deadline: Option<Instant>,
+        cancel: CancellationToken,
+    ) -> Vec<CallOutcome> {
         // VCP calls not dispatched yet (rule 16, `vcp`); a no-op for everything else.
         let resolved;
         let calls = if calls
@@ -647,26 +900,28 @@ impl ToolManager {
                 if *block == call.block {
                     out.push(CallOutcome {
                         tool: call.tool.clone(),
+                        id: self.canonical_id(&call.tool),
                         result: Err(ToolError::Skipped {
                             tool: call.tool.clone(),
                             reason: why.clone(),
                         }),
+                        elapsed: Duration::ZERO,
                     });
                     continue;
                 }
                 stopped = None;
             }
             let args = Value::Object(call.args.clone());
-            let result = self
-                .invoke_with(
-                    &call.tool,
-                    args,
-                    caller.clone(),
-                    0,
-                    CancellationToken::new(),
-                    matching(call),
-                )
-                .await;
+            let started = Instant::now();
+            let inv = Invocation {
+                caller: caller.clone(),
+                depth: 0,
+                cancel: cancel.clone(),
+                deadline,
+                matching: matching(call),
+            };
+            let result = self.invoke_at(&call.tool, args, inv).await;
+            let elapsed = started.elapsed();
             if let Err(e) = &result {
                 if call.on_error == OnError::Stop {
                     let step = call.step.map(|s| format!("step {s} ")).unwrap_or_default();
@@ -682,10 +937,17 @@ impl ToolManager {
             }
             out.push(CallOutcome {
                 tool: call.tool.clone(),
+                id: self.canonical_id(&call.tool),
                 result,
+                elapsed,
             });
         }
         out
+    }
+
+    /// The canonical id `written` resolves to, if any.
+    pub fn canonical_id(&self, written: &str) -> Option<String> {
+        self.read().resolve(written).map(|t| t.id().to_string())
     }
 
     /// The tool list as JSON (see [`Tool::to_json`]), in registration order.

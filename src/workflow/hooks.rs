@@ -36,6 +36,7 @@ fn context(
         manager: manager.clone(),
         depth,
         cancel: cancel.clone(),
+        deadline: None,
     }
 }
 

@@ -270,6 +270,18 @@ fn setup(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Handles> {
     }
 }
 
+/// `api.<namespace>.<name>` of entry `i` of [`API`], built once per process (not leaked
+/// per Lua state: every plugin load used to leak these strings).
+fn api_name(i: usize) -> &'static str {
+    static NAMES: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        API.iter()
+            .map(|f| format!("api.{}.{}", f.namespace, f.name))
+            .collect()
+    })[i]
+        .as_str()
+}
+
 /// `raise(table)`: fails the call with the table's content — the nested tool error it stands
 /// for (same code), or its `message` / JSON as a runtime error.
 fn raise_fn(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Function> {
@@ -312,7 +324,7 @@ fn install_api(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<()> {
         for ns in super::api::namespaces() {
             api.raw_set(ns, lua.create_table()?)?;
         }
-        for f in API {
+        for (i, f) in API.iter().enumerate() {
             let t: Table = api.raw_get(f.namespace)?;
             let func = match f.op {
                 ApiOp::ToolsRegister => guarded(lua, shared, "api.tools.register", register_tool)?,
@@ -345,8 +357,7 @@ fn install_api(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<()> {
                     guarded(lua, shared, "api.services.override", services_override)?
                 }
                 op => {
-                    let name: &'static str =
-                        Box::leak(format!("api.{}.{}", f.namespace, f.name).into_boxed_str());
+                    let name = api_name(i);
                     guarded(
                         lua,
                         shared,
@@ -468,8 +479,14 @@ impl LuaHost {
         let outer = self.depth.fetch_add(1, Ordering::AcqRel) == 0;
         if outer {
             let l = &self.shared.limits;
-            let cancel = super::host::current_call().map(|c| c.info.cancel);
-            self.shared.budget.reset(l.instructions, l.wall_ms, cancel);
+            // The active call's deadline already folds in the per-call deadline, the
+            // enclosing call's and the plugin's own `wall_ms`.
+            let cur = super::host::current_call();
+            let own = std::time::Instant::now() + std::time::Duration::from_millis(l.wall_ms);
+            let deadline = cur.as_ref().map_or(own, |c| c.deadline.min(own));
+            self.shared
+                .budget
+                .reset(l.instructions, deadline, cur.map(|c| c.info.cancel));
         }
         let r = std::panic::catch_unwind(AssertUnwindSafe(f));
         self.depth.fetch_sub(1, Ordering::AcqRel);
@@ -508,7 +525,7 @@ impl LuaHost {
                 limit: self.shared.limits.instructions,
             },
             Abort::Timeout => ScriptError::Timeout {
-                after_ms: self.shared.limits.wall_ms,
+                after_ms: self.shared.budget.wall_ms(),
             },
             Abort::Cancelled => ScriptError::Cancelled,
         }

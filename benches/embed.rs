@@ -1,0 +1,114 @@
+//! Embedding costs: `pump` with nothing queued, one host tool call made from a Lua mod, and
+//! how late `pump(1 ms)` returns while a script loops on the engine's threads (the maximum
+//! over every pump is written to `target/bench-figures/embed.json` as
+//! `embed/pump_1ms_max_while_looping`).
+//!
+//! Run: `cargo bench --bench embed -- --warm-up-time 1 --measurement-time 3`
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use serde_json::json;
+use tavern::{CallOptions, Engine, ToolDefinition};
+
+const MOD: &str = r#"
+api.tools.register({id = "calls", description = "calls the host n times", handler = function(args)
+  for i = 1, args.n do api.tools.call("world:get", {}) end
+  return args.n
+end})
+api.tools.register({id = "spin", description = "loops", handler = function()
+  while true do end
+end})
+"#;
+
+fn engine(home: &Path) -> Engine {
+    let dir = home.join("plugins/bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("plugin.yaml"),
+        "name: bench\nlimits:\n  wallMs: 600000\n  instructions: 1000000000000\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("main.lua"), MOD).unwrap();
+    let e = Engine::builder()
+        .home(home)
+        .host_tool(
+            ToolDefinition::host("world:get", "reads", json!({"type": "object"})),
+            |_, _| Ok(json!(1)),
+        )
+        .build()
+        .unwrap();
+    assert!(e.problems().is_empty(), "{:?}", e.problems());
+    e
+}
+
+fn tam(id: &str, n: u64) -> String {
+    format!("<|[REQUEST_TOOL]|>\ncommand:「始」{id}「末」\nn:「始」{n}「末」\n<|[END_TOOL]|>\n")
+}
+
+fn bench(c: &mut Criterion) {
+    let home = tempfile::tempdir().unwrap();
+    let e = engine(home.path());
+    let mut g = c.benchmark_group("embed");
+
+    g.bench_function("pump_idle", |b| {
+        b.iter(|| e.pump(std::hint::black_box(Duration::from_millis(1))))
+    });
+
+    // One `api.tools.call` into a Rust host tool, from inside a Lua mod's loop of 10,000.
+    const N: u64 = 10_000;
+    let text = tam("bench:calls", N);
+    g.bench_function("host_tool_from_lua", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters.div_ceil(N) {
+                let t = Instant::now();
+                let r = e.call_blocking(&text, CallOptions::new()).unwrap();
+                total += t.elapsed();
+                assert!(r.ok(), "{:?}", r.outcomes);
+            }
+            // Scale to the iterations asked for (each call made N host calls).
+            total.mul_f64(iters as f64 / (iters.div_ceil(N) * N) as f64)
+        })
+    });
+
+    // pump(1 ms) while a script spins on the engine's threads.
+    let spin = e
+        .submit_with(
+            &tam("bench:spin", 0),
+            CallOptions::new().timeout(Duration::from_secs(120)),
+        )
+        .unwrap();
+    let mut worst = Duration::ZERO;
+    g.bench_function("pump_1ms_while_looping", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let t = Instant::now();
+                e.pump(Duration::from_millis(1));
+                let d = t.elapsed();
+                worst = worst.max(d);
+                total += d;
+            }
+            total
+        })
+    });
+    g.finish();
+    assert!(e.take(spin).is_none(), "the spinning call is still running");
+    let figures = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-figures");
+    let _ = std::fs::create_dir_all(&figures);
+    let _ = std::fs::write(
+        figures.join("embed.json"),
+        json!({"embed/pump_1ms_max_while_looping": format!("{:.3} ms", worst.as_secs_f64() * 1e3)})
+            .to_string(),
+    );
+    println!("pump(1 ms) while a script loops: max {worst:?}");
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20);
+    targets = bench
+}
+criterion_main!(benches);

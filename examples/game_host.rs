@@ -1,0 +1,144 @@
+//! A small game host: a fixed-step loop (60 ticks a second) that owns a world state, offers
+//! it to models and mods through seed-002-style host tools (`ReadWorldStateTool`,
+//! `PublishEventTool`), loads a Lua mod that adds a tool of its own (`weather:forecast`, which
+//! reads the world through the host tool), and drives model output through
+//! `submit` / `pump` / `take` so no frame waits on a script for more than its budget.
+//!
+//! Run: `cargo run --example game_host`. No tokio runtime in sight: the engine owns its own.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tavern::{CallOptions, Caller, Engine, ToolDefinition, ToolError};
+
+/// The game's state, shared with the host tools.
+#[derive(Default)]
+struct World {
+    state: Value,
+    events: Vec<(String, Value)>,
+}
+
+const WEATHER_MOD: &str = r#"
+api.tools.register({
+  id = "forecast",
+  description = "Tells the weather tomorrow from today's (reads the world state).",
+  handler = function(args)
+    local today = api.tools.call("ReadWorldStateTool",
+      {path = "environment.weather", default_value = "unknown"})
+    local next = ({sunny = "cloudy", cloudy = "rain", rain = "sunny"})[today] or "unknown"
+    api.tools.call("PublishEventTool", {event_type = "weather.forecast", payload = {tomorrow = next}})
+    return {today = today, tomorrow = next}
+  end,
+})
+"#;
+
+fn read_path(state: &Value, path: &str) -> Option<Value> {
+    path.split('.')
+        .try_fold(state, |v, key| v.get(key))
+        .cloned()
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // A home with one Lua mod (a real game would point at its mods directory).
+    let home = tempfile::tempdir()?;
+    let dir = home.path().join("plugins/weather");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("plugin.yaml"), "name: weather\nversion: 1.0.0\n")?;
+    std::fs::write(dir.join("main.lua"), WEATHER_MOD)?;
+
+    let world = Arc::new(Mutex::new(World {
+        state: json!({"environment": {"weather": "sunny", "time": {"current_hour": 9}}}),
+        events: Vec::new(),
+    }));
+    let (w1, w2) = (world.clone(), world.clone());
+    let engine = Engine::builder()
+        .home(home.path())
+        .host_tool(
+            ToolDefinition::host(
+                "ReadWorldStateTool",
+                "Reads a value from the shared world state.",
+                json!({"type": "object",
+                       "properties": {"path": {"type": "string"}, "default_value": {}},
+                       "required": ["path"]}),
+            ),
+            move |_ctx, args| {
+                let w = w1.lock().map_err(|_| ToolError::failed("ReadWorldStateTool", "world lock poisoned"))?;
+                let path = args["path"].as_str().unwrap_or_default();
+                Ok(read_path(&w.state, path)
+                    .unwrap_or_else(|| args.get("default_value").cloned().unwrap_or(Value::Null)))
+            },
+        )
+        .host_tool(
+            ToolDefinition::host(
+                "PublishEventTool",
+                "Publishes an event to the event bus.",
+                json!({"type": "object",
+                       "properties": {"event_type": {"type": "string"}, "payload": {"type": "object"}},
+                       "required": ["event_type"]}),
+            ),
+            move |ctx, args| {
+                let mut w = w2.lock().map_err(|_| ToolError::failed("PublishEventTool", "world lock poisoned"))?;
+                let kind = args["event_type"].as_str().unwrap_or_default().to_string();
+                w.events.push((format!("{kind} (from {})", ctx.caller), args["payload"].clone()));
+                Ok(json!(true))
+            },
+        )
+        .build()?;
+    for p in engine.problems() {
+        eprintln!("warning: {p}");
+    }
+
+    // What a model said this turn (seed 002's <ACTION> form, then a TAM call of the mod's tool).
+    let model_turns = [
+        "Let me look outside.\n<ACTION>\n  <ReadWorldStateTool>\n    <path>environment.weather</path>\n  </ReadWorldStateTool>\n</ACTION>",
+        "<|[REQUEST_TOOL]|>\ncommand:「始」weather:forecast「末」\n<|[END_TOOL]|>",
+    ];
+    let opts = CallOptions::new()
+        .caller(Caller::Model(Some("npc-1".into())))
+        .timeout(Duration::from_secs(2));
+    let mut tickets: Vec<_> = model_turns
+        .iter()
+        .map(|t| engine.submit_with(t, opts.clone()))
+        .collect::<Result<_, _>>()?;
+
+    // The fixed-step loop: simulate, then give the engine at most 1 ms of the frame.
+    let step = Duration::from_micros(16_667);
+    let mut worst_pump = Duration::ZERO;
+    for tick in 0..600u32 {
+        let frame = Instant::now();
+        if let Ok(mut w) = world.lock() {
+            w.state["environment"]["time"]["current_hour"] = json!(9 + tick / 60);
+        }
+        let t0 = Instant::now();
+        engine.pump(Duration::from_millis(1));
+        worst_pump = worst_pump.max(t0.elapsed());
+        tickets.retain(|&t| match engine.take(t) {
+            Some(Ok(report)) => {
+                for o in &report.outcomes {
+                    println!(
+                        "tick {tick}: {} -> {}",
+                        o.id.as_deref().unwrap_or(&o.tool),
+                        o.observation()
+                    );
+                }
+                false
+            }
+            Some(Err(e)) => {
+                eprintln!("tick {tick}: call lost: {e}");
+                false
+            }
+            None => true,
+        });
+        if tickets.is_empty() {
+            break;
+        }
+        std::thread::sleep(step.saturating_sub(frame.elapsed()));
+    }
+    let w = world.lock().map_err(|_| "world lock poisoned")?;
+    for (kind, payload) in &w.events {
+        println!("event {kind}: {payload}");
+    }
+    println!("longest pump: {worst_pump:?}");
+    Ok(())
+}

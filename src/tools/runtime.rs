@@ -1,0 +1,72 @@
+//! The async runtime a [`ToolManager`](super::ToolManager) runs work on when its caller has
+//! none: a handle the host gave, or a small runtime the manager starts on first use and owns.
+//!
+//! Process, node and workflow tools need a tokio reactor and timers; `api.tools.call` from a
+//! script thread needs a runtime to drive the nested call. With this slot none of them
+//! depends on the caller having entered a runtime, and no call builds a throwaway one.
+
+use std::sync::{Mutex, OnceLock};
+
+use tokio::runtime::{Handle, Runtime};
+
+/// Worker threads of a runtime the engine owns (script work runs on them or on the
+/// blocking pool; the host's threads stay free).
+const OWN_WORKERS: usize = 2;
+
+/// A runtime handle, given or owned.
+#[derive(Default)]
+pub(crate) struct RuntimeSlot {
+    handle: OnceLock<Handle>,
+    owned: Mutex<Option<Runtime>>,
+}
+
+impl RuntimeSlot {
+    /// Uses `handle` from now on. False when a runtime was already chosen.
+    pub fn set(&self, handle: Handle) -> bool {
+        self.handle.set(handle).is_ok()
+    }
+
+    /// The handle: the one given, or that of a runtime started now (once) and owned here.
+    pub fn handle(&self) -> std::io::Result<Handle> {
+        if let Some(h) = self.handle.get() {
+            return Ok(h.clone());
+        }
+        let mut owned = self.owned.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(h) = self.handle.get() {
+            return Ok(h.clone());
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(OWN_WORKERS)
+            .thread_name("tavern-engine")
+            .enable_all()
+            .build()?;
+        let h = rt.handle().clone();
+        *owned = Some(rt);
+        // Only this function sets the handle while holding `owned`, and it was unset above.
+        let _ = self.handle.set(h.clone());
+        Ok(h)
+    }
+
+    /// Whether the slot owns a runtime (rather than a handle the host gave, or nothing yet).
+    pub fn owns(&self) -> bool {
+        self.owned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+}
+
+impl Drop for RuntimeSlot {
+    fn drop(&mut self) {
+        // `shutdown_background` never blocks, so dropping the last engine handle is allowed
+        // anywhere, including inside an async task or on one of this runtime's own threads.
+        if let Some(rt) = self
+            .owned
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            rt.shutdown_background();
+        }
+    }
+}
