@@ -13,7 +13,12 @@ fn a_panicking_host_tool_called_by_a_script_does_not_end_the_process() {
     let home = tempfile::tempdir().unwrap();
     let dir = home.path().join("plugins/m");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("plugin.yaml"), "name: m\nversion: 1.0.0\n").unwrap();
+    // Calling a host tool through `api.tools.call` needs `permissions.tools`.
+    std::fs::write(
+        dir.join("plugin.yaml"),
+        "name: m\nversion: 1.0.0\npermissions:\n  tools: [\"debug:*\"]\n",
+    )
+    .unwrap();
     std::fs::write(
         dir.join("main.lua"),
         r#"

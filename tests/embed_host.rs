@@ -25,12 +25,12 @@ fn tam(id: &str, args: &[(&str, &str)]) -> String {
     s
 }
 
-/// A Lua mod `name` with `main.lua`.
+/// A Lua mod `name` with `main.lua`, allowed to call the host's `world:*` tools.
 fn lua_mod(home: &Path, name: &str, lua: &str) {
     let dir = home.join("plugins").join(name);
     write(
         &dir.join("plugin.yaml"),
-        &format!("name: {name}\nversion: 1.0.0\n"),
+        &format!("name: {name}\nversion: 1.0.0\npermissions:\n  tools: [\"world:*\"]\n"),
     );
     write(&dir.join("main.lua"), lua);
 }
@@ -206,7 +206,7 @@ fn a_looping_mod_calling_host_tools_ends_at_its_deadline() {
     let dir = home.path().join("plugins/loop");
     write(
         &dir.join("plugin.yaml"),
-        "name: loop\nlimits:\n  wallMs: 60000\n  instructions: 100000000000\n",
+        "name: loop\npermissions:\n  tools: [\"world:*\"]\nlimits:\n  wallMs: 60000\n  instructions: 100000000000\n",
     );
     write(
         &dir.join("main.lua"),
