@@ -52,7 +52,7 @@ impl Implementation {
     /// manifest check. Kept next to the enum; `implementation_keys_parse` tests it.
     pub const KEYS: &'static [(&'static str, &'static [&'static str])] = &[
         ("service", &["script", "function"]),
-        ("script", &["command", "timeout_ms", "timeoutMs"]),
+        ("script", &["command", "timeout_ms", "timeoutMs", "limits"]),
         ("node", &["nodeType", "node_type"]),
         ("workflow", &["workflowId", "workflow_id"]),
     ];
