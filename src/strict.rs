@@ -597,6 +597,33 @@ pub fn check_json(text: &str, file: &Path, what: &str, shape: &Shape) -> Vec<Pro
     }
 }
 
+/// Every top-level key of an agent profile (`agents/*.json`): tavern's fields and the rest of
+/// seed 002's (`version`, `subscribed_event_types` …, kept but not acted on). Anything else
+/// is a problem with its line, column and a did-you-mean, like a typo in `plugin.yaml`.
+pub const AGENT_PROFILE_KEYS: &[&str] = &[
+    "id",
+    "name",
+    "description",
+    "core_deliberation_workflow_id",
+    "initial_private_state_values",
+    "tool_ids_inventory",
+    "skill_workflow_ids_inventory",
+    "instructions",
+    "tool_call_format",
+    "manual_style",
+    "llm",
+    "max_turns",
+    "max_tool_calls",
+    "repeat_limit",
+    // The seed's profile fields tavern keeps but does not act on.
+    "version",
+    "schema_version",
+    "initial_private_state_schema",
+    "knowledge_base_references",
+    "subscribed_event_types",
+    "initial_goals_reference",
+];
+
 /// The types JSON Schema knows.
 pub const SCHEMA_TYPES: &[&str] = &[
     "array", "boolean", "integer", "null", "number", "object", "string",

@@ -99,8 +99,20 @@ impl AgentProfile {
         }
     }
 
+    /// Every top-level key a profile may have ([`crate::strict::AGENT_PROFILE_KEYS`]).
+    pub const KNOWN_KEYS: &'static [&'static str] = crate::strict::AGENT_PROFILE_KEYS;
+
     /// Reads a profile from JSON text; `origin` names it in problems.
     pub fn from_json(text: &str, origin: &Path) -> Result<Self, AgentError> {
+        let unknown = crate::strict::check_json(
+            text,
+            origin,
+            "agent profile",
+            &crate::strict::Shape::keys(Self::KNOWN_KEYS),
+        );
+        if !unknown.is_empty() {
+            return Err(AgentError::Load(unknown));
+        }
         let mut p: AgentProfile = serde_json::from_str(text).map_err(|e| {
             AgentError::Load(vec![Problem::new(origin, format!("agent profile: {e}"))
                 .at(e.line() as u32, Some(e.column() as u32))

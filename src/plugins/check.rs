@@ -94,8 +94,8 @@ fn check_scripts(dir: &Path) -> Vec<Problem> {
     problems
 }
 
-/// Agent profiles (`agents/*.json`): valid JSON objects. The agent module checks their keys
-/// (it calls [`crate::strict::check_json`] with its own shape) when it is present.
+/// Agent profiles (`agents/*.json`): valid JSON objects with only known keys
+/// ([`crate::strict::AGENT_PROFILE_KEYS`], the same list the agent loader enforces).
 fn check_agents(dir: &Path) -> Vec<Problem> {
     let mut problems = Vec::new();
     for f in super::files_ending_with(dir, ".json").unwrap_or_default() {
@@ -108,6 +108,13 @@ fn check_agents(dir: &Path) -> Vec<Problem> {
                         Problem::new(&f, format!("invalid agent profile: {e}"))
                             .at(e.line() as u32, Some(e.column() as u32)),
                     );
+                } else {
+                    problems.extend(crate::strict::check_json(
+                        &text,
+                        &f,
+                        "agent profile",
+                        &crate::strict::Shape::keys(crate::strict::AGENT_PROFILE_KEYS),
+                    ));
                 }
             }
             Err(e) => problems.push(Problem::new(&f, format!("cannot read: {e}"))),
