@@ -459,3 +459,25 @@ fn check_reports_power_user_scripts_and_the_colourless_log() {
     assert!(!err.is_empty(), "debug logging produced nothing to check");
     assert!(!err.contains('\u{1b}'), "ANSI escape on a pipe: {err}");
 }
+
+#[test]
+fn a_rhai_syntax_error_points_at_its_file_line_and_column() {
+    let tool = GOOD_TOOL.replace("main.lua", "main.rhai");
+    let (code, lines, _h) = check(&[
+        ("plugins/Dice/plugin.yaml", "name: Dice\n"),
+        ("plugins/Dice/tools/roll.tool.json", &tool),
+        // Line 2: `let x = ;` — the parser stops at the `;` in column 13.
+        (
+            "plugins/Dice/main.rhai",
+            "fn roll(args) {\n    let x = ;\n    x\n}\n",
+        ),
+    ]);
+    assert_eq!(code, 1, "{lines:?}");
+    assert_problem(
+        &lines,
+        "Dice/main.rhai",
+        2,
+        13,
+        &["script does not compile"],
+    );
+}

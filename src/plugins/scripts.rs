@@ -57,10 +57,16 @@ impl From<&ResolvedPermissions> for Permissions {
 
 /// A script error at load time as a problem at its file and line.
 pub fn load_problem(dir: &Path, first_file: &Path, e: &ScriptError) -> Problem {
-    let (file, line) = match e {
-        ScriptError::Syntax { file, line, .. } => (Some(file.clone()), Some(*line)),
-        ScriptError::Runtime { file, line, .. } => (file.clone(), *line),
-        _ => (None, None),
+    let (file, line, parser_column) = match e {
+        ScriptError::Syntax {
+            file, line, column, ..
+        } => (
+            Some(file.clone()),
+            Some(*line),
+            Some(*column).filter(|c| *c > 0),
+        ),
+        ScriptError::Runtime { file, line, .. } => (file.clone(), *line, None),
+        _ => (None, None, None),
     };
     let path = match file {
         Some(f) if !f.is_empty() => dir.join(f),
@@ -71,7 +77,8 @@ pub fn load_problem(dir: &Path, first_file: &Path, e: &ScriptError) -> Problem {
         _ => "script failed while loading",
     };
     let message = format!("{what}: {e}");
-    let column = line.and_then(|l| near_column(&path, l, &message));
+    // Rhai's parser gives the column; for Lua it is found from the token it names.
+    let column = parser_column.or_else(|| line.and_then(|l| near_column(&path, l, &message)));
     let p = Problem::new(path, message);
     match line {
         Some(l) if l > 0 => p.at(l, column),

@@ -12,6 +12,8 @@ pub enum ScriptError {
         file: String,
         /// 1-based line (0 when unknown).
         line: u32,
+        /// 1-based column (0 when the parser does not say; Lua's does not).
+        column: u32,
         /// The parser's message.
         message: String,
     },

@@ -84,6 +84,7 @@ impl ScriptSource {
         let lang = Lang::from_path(Path::new(&name)).ok_or_else(|| ScriptError::Syntax {
             file: name.clone(),
             line: 0,
+            column: 0,
             message: "unknown script language: use a .lua or .rhai file".into(),
         })?;
         Ok(ScriptSource {

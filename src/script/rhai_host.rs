@@ -382,6 +382,7 @@ impl RhaiHost {
         let mut ast = self.engine.compile(text).map_err(|e| ScriptError::Syntax {
             file: name.to_string(),
             line: e.1.line().unwrap_or(0) as u32,
+            column: e.1.position().unwrap_or(0) as u32,
             message: e.0.to_string(),
         })?;
         ast.set_source(name);
@@ -421,6 +422,7 @@ impl RhaiHost {
         let ast = self.engine.compile(text).map_err(|e| ScriptError::Syntax {
             file: "<snippet>".into(),
             line: e.1.line().unwrap_or(0) as u32,
+            column: e.1.position().unwrap_or(0) as u32,
             message: e.0.to_string(),
         })?;
         let mut scope = Scope::new();
@@ -650,6 +652,7 @@ fn map_rhai_error(e: EvalAltResult, file: Option<&str>, limits: &Limits) -> Scri
         EvalAltResult::ErrorParsing(p, pos) => ScriptError::Syntax {
             file: file.unwrap_or("<script>").to_string(),
             line: pos.line().unwrap_or(0) as u32,
+            column: pos.position().unwrap_or(0) as u32,
             message: p.to_string(),
         },
         EvalAltResult::ErrorRuntime(v, pos) => {

@@ -588,6 +588,7 @@ pub(crate) fn map_lua_error(e: mlua::Error, limits: &Limits) -> ScriptError {
             ScriptError::Syntax {
                 file: file.unwrap_or_else(|| "<chunk>".into()),
                 line: line.unwrap_or(0),
+                column: 0,
                 message: bounded(&msg, MAX_ERROR_TEXT),
             }
         }
