@@ -44,7 +44,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let home = tempfile::tempdir()?;
     let dir = home.path().join("plugins/weather");
     std::fs::create_dir_all(&dir)?;
-    std::fs::write(dir.join("plugin.yaml"), "name: weather\nversion: 1.0.0\n")?;
+    // The mod may call the two host tools it uses, and nothing else of the host's.
+    std::fs::write(
+        dir.join("plugin.yaml"),
+        "name: weather\nversion: 1.0.0\npermissions:\n  tools: [ReadWorldStateTool, PublishEventTool]\n",
+    )?;
     std::fs::write(dir.join("main.lua"), WEATHER_MOD)?;
 
     let world = Arc::new(Mutex::new(World {

@@ -41,7 +41,12 @@ fn c_host_exercises_every_function_without_leaks() {
     let home = tmp.join("home");
     let quest = home.join("plugins/quest");
     std::fs::create_dir_all(&quest).unwrap();
-    std::fs::write(quest.join("plugin.yaml"), "name: quest\nversion: 1.0.0\n").unwrap();
+    // The mod calls the host's `world:get`: that needs `permissions.tools`.
+    std::fs::write(
+        quest.join("plugin.yaml"),
+        "name: quest\nversion: 1.0.0\npermissions:\n  tools: [\"world:*\"]\n",
+    )
+    .unwrap();
     std::fs::write(quest.join("main.lua"), QUEST_LUA).unwrap();
 
     let lib = lib_dir();
