@@ -27,12 +27,20 @@ fn engine(home: &Path) -> Engine {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
         dir.join("plugin.yaml"),
-        "name: bench\nlimits:\n  wallMs: 600000\n  instructions: 1000000000000\n",
+        "name: bench\npermissions:\n  tools: [\"world:*\"]\nlimits:\n  wallMs: 600000\n  instructions: 1000000000000\n",
     )
     .unwrap();
     std::fs::write(dir.join("main.lua"), MOD).unwrap();
+    // The host raises its own cap so the spinning mod (limits in its plugin.yaml) keeps
+    // looping through the whole `pump_1ms_while_looping` measurement.
+    let limits = tavern::Limits {
+        instructions: 1_000_000_000_000,
+        wall_ms: 600_000,
+        ..tavern::Limits::engine_default()
+    };
     let e = Engine::builder()
         .home(home)
+        .script_limits(limits)
         .host_tool(
             ToolDefinition::host("world:get", "reads", json!({"type": "object"})),
             |_, _| Ok(json!(1)),
@@ -76,7 +84,7 @@ fn bench(c: &mut Criterion) {
     // pump(1 ms) while a script spins on the engine's threads.
     let spin = e
         .submit_with(
-            &tam("bench:spin", 0),
+            "<|[REQUEST_TOOL]|>\ncommand:「始」bench:spin「末」\n<|[END_TOOL]|>\n",
             CallOptions::new().timeout(Duration::from_secs(120)),
         )
         .unwrap();
@@ -95,7 +103,11 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.finish();
-    assert!(e.take(spin).is_none(), "the spinning call is still running");
+    // Only a figure taken while the script was still looping means anything.
+    if let Some(done) = e.take(spin) {
+        eprintln!("the spinning call ended during the measurement ({done:?}): no pump figure");
+        return;
+    }
     let figures = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-figures");
     let _ = std::fs::create_dir_all(&figures);
     let _ = std::fs::write(
