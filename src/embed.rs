@@ -143,14 +143,14 @@ impl CallReport {
 
     /// The JSON `tavern call` prints: `{"results": [...], "diagnostics": [...]}`.
     pub fn to_json(&self) -> Value {
-        crate::server::report::call_report(&self.parsed, &self.outcomes).json
+        crate::report::call_report(&self.parsed, &self.outcomes).json
     }
 }
 
 /// One result as `tavern call` prints it: `tool`, `step` (in a chain), `ok`, then `value`
-/// or `error` {`code`, `message`}, and `observation` (the one shape, from `server::report`).
+/// or `error` {`code`, `message`}, and `observation` (the one shape, from `report`).
 pub fn outcome_json(o: &CallOutcome, step: Option<u32>) -> Value {
-    crate::server::report::outcome_json(o, step)
+    crate::report::outcome_json(o, step)
 }
 
 /// Why an embedding entry point could not run the calls at all (a call that ran and failed

@@ -14,6 +14,7 @@ pub mod hooks;
 pub mod plugins;
 pub mod problem;
 pub mod protocol;
+pub mod report;
 pub mod script;
 pub mod server;
 pub mod strict;

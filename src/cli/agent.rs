@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use tavern::agent::llm::LlmSettings;
 use tavern::agent::{AgentError, AgentRun, Event, ManualStyle, MemoryWorldState};
 
-use tavern::server::report::outcome_json;
+use tavern::report::outcome_json;
 use super::{print_json, print_text, Globals, FAILED, OK, USAGE};
 
 /// Run an agent (profile in agents/ID.json) or print its manual.

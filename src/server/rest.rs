@@ -16,9 +16,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::export::{tool_json, tools_json, ExportFormat};
-use super::report::{call_report, CallReport};
 use super::Served;
 use crate::protocol::{self, Format};
+use crate::report::{call_report, CallReport};
 use crate::tools::{Caller, ToolError};
 
 /// A JSON error answer.
