@@ -107,30 +107,27 @@ pub(crate) fn build_calls(
     }
 }
 
-/// Rule 16: a VCP block as VCP reads it. `tool_name` names the tool; every other key
-/// (`command`, `command1`, `filePath1`, …) is an argument passed through with its name
-/// unchanged; no chain rules. Resolving `tool_name` + `command` to a tool, and numbered
-/// batches to chains, is the ToolManager's business (it knows which tools exist).
-fn build_vcp(
-    s: &str,
+/// The pairs of a one-call block: the tool key (where `is_tool` says so) and the arguments.
+/// A second tool key is an error (`second` words it: message, hint); a repeated argument a
+/// warning, the last value winning. Returns the tool and its place, the arguments, and
+/// whether an error was reported.
+fn read_pairs<'s>(
+    s: &'s str,
     pairs: &[RawPair],
-    block: usize,
-    span: Span,
     diags: &mut Vec<RawDiag>,
-) -> Option<Call> {
+    is_tool: impl Fn(&str) -> bool,
+    second: impl Fn(&str, &str) -> (String, String),
+) -> (Option<(&'s str, usize)>, Map<String, Value>, bool) {
     let mut tool: Option<(&str, usize)> = None;
     let mut args = Map::with_capacity(pairs.len().saturating_sub(1));
     let mut failed = false;
     for p in pairs {
         let key = text(s, p.key);
         let value = text(s, p.value);
-        if key_is(key, "toolname") {
+        if is_tool(key) {
             if let Some((first, _)) = tool {
-                diags.push(RawDiag::error(
-                    p.key.0,
-                    format!("'{key}' names a second tool in one VCP block (the first was '{first}'); this block's call does not run"),
-                    "Write one tool_name per <<<[TOOL_REQUEST]>>> block.".into(),
-                ));
+                let (message, hint) = second(key, first);
+                diags.push(RawDiag::error(p.key.0, message, hint));
                 failed = true;
             } else {
                 tool = Some((value.trim(), p.key.0));
@@ -148,6 +145,32 @@ fn build_vcp(
             ));
         }
     }
+    (tool, args, failed)
+}
+
+/// Rule 16: a VCP block as VCP reads it. `tool_name` names the tool; every other key
+/// (`command`, `command1`, `filePath1`, …) is an argument passed through with its name
+/// unchanged; no chain rules. Resolving `tool_name` + `command` to a tool, and numbered
+/// batches to chains, is the ToolManager's business (it knows which tools exist).
+fn build_vcp(
+    s: &str,
+    pairs: &[RawPair],
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+) -> Option<Call> {
+    let (tool, args, failed) = read_pairs(
+        s,
+        pairs,
+        diags,
+        |k| key_is(k, "toolname"),
+        |key, first| {
+            (
+            format!("'{key}' names a second tool in one VCP block (the first was '{first}'); this block's call does not run"),
+            "Write one tool_name per <<<[TOOL_REQUEST]>>> block.".into(),
+        )
+        },
+    );
     let Some((tool, at)) = tool else {
         let hint = if args.keys().any(|k| key_is(k, "command")) {
             "In a <<<[TOOL_REQUEST]>>> block the tool is named by tool_name:「始」ToolName「末」 and 'command' is the tool's sub-command argument; add tool_name, or use a <|[REQUEST_TOOL]|> block where command names the tool."
@@ -193,36 +216,12 @@ fn build_plain(
     diags: &mut Vec<RawDiag>,
 ) -> Option<Call> {
     let block_name = kind.name();
-    let mut tool: Option<(&str, usize)> = None;
-    let mut args = Map::with_capacity(pairs.len().saturating_sub(1));
-    let mut failed = false;
-    for p in pairs {
-        let key = text(s, p.key);
-        let value = text(s, p.value);
-        if is_tool_key(key) {
-            if let Some((first, _)) = tool {
-                diags.push(RawDiag::error(
-                    p.key.0,
-                    format!("'{key}' names a second tool in one block (the first was '{first}'); none of this block's calls run"),
-                    "Use one command per block, or number them (command1, command2, …) to chain them.".into(),
-                ));
-                failed = true;
-            } else {
-                tool = Some((value.trim(), p.key.0));
-            }
-            continue;
-        }
-        if args
-            .insert(key.to_string(), Value::String(value.to_string()))
-            .is_some()
-        {
-            diags.push(RawDiag::warning(
-                p.key.0,
-                format!("'{key}' is given twice in one block; the last value is used"),
-                "Give each parameter once per call.".into(),
-            ));
-        }
-    }
+    let (tool, args, failed) = read_pairs(s, pairs, diags, is_tool_key, |key, first| {
+        (
+            format!("'{key}' names a second tool in one block (the first was '{first}'); none of this block's calls run"),
+            "Use one command per block, or number them (command1, command2, …) to chain them.".into(),
+        )
+    });
     let Some((tool, at)) = tool else {
         diags.push(RawDiag::error(
             span.start,
