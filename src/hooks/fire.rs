@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-use super::points::{self, TOOL_AFTER, TOOL_BEFORE};
+use super::points::{self, POINTS, TOOL_AFTER_IX, TOOL_BEFORE_IX};
 use super::{vetoed, HookHandle, HookReturn, Hooks, MAX_HOOK_DEPTH};
 use crate::tools::{CallContext, Interceptor, KeyMatching, Tool, ToolError, ToolFuture};
 
@@ -18,17 +18,37 @@ impl Hooks {
     pub async fn fire(
         &self,
         point: &str,
-        mut event: Map<String, Value>,
+        event: Map<String, Value>,
         ctx: &CallContext,
     ) -> Result<Map<String, Value>, ToolError> {
-        let Some(spec) = points::point(point) else {
+        let Some(ix) = points::point(point).and_then(|s| points::index(s.name)) else {
             return Ok(event);
         };
-        let Some(list) = self.snapshot(spec.name) else {
-            return Ok(event);
+        let mut ev = Value::Object(event);
+        self.fire_at(ix, &mut ev, ctx).await?;
+        Ok(match ev {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        })
+    }
+
+    /// [`Hooks::fire`] by point index, over `event` (an object) in place, so the caller can
+    /// move its values in and take them back out without copies. Returns whether a handler
+    /// replaced a field (every point has at most one replaceable field).
+    pub(crate) async fn fire_at(
+        &self,
+        ix: usize,
+        event: &mut Value,
+        ctx: &CallContext,
+    ) -> Result<bool, ToolError> {
+        let Some(spec) = POINTS.get(ix) else {
+            return Ok(false);
+        };
+        let Some(list) = self.snapshot(ix) else {
+            return Ok(false);
         };
         if list.is_empty() {
-            return Ok(event);
+            return Ok(false);
         }
         if ctx.depth > MAX_HOOK_DEPTH {
             let reason = format!(
@@ -40,8 +60,9 @@ impl Hooks {
                 return Err(vetoed(&ctx.tool_id, reason));
             }
             tracing::warn!(target: "tavern::hooks", point = spec.name, "{reason}");
-            return Ok(event);
+            return Ok(false);
         }
+        let mut replaced = false;
         for e in list.iter() {
             if e.once {
                 if e.spent.swap(true, std::sync::atomic::Ordering::AcqRel) {
@@ -49,10 +70,19 @@ impl Hooks {
                 }
                 self.off(HookHandle(e.handle));
             }
-            let r = e
-                .handler
-                .call(spec.name, Value::Object(event.clone()), ctx.clone())
-                .await;
+            // Handlers that can run here and now read the event in place (no copy, no
+            // future); the others get their own copy.
+            let r = match e.handler.call_now(spec.name, event, ctx) {
+                Some(r) => r,
+                None => e.handler.call(spec.name, event.clone(), ctx.clone()).await,
+            };
+            let r = match r {
+                Ok(HookReturn::Replace(fields)) => match misshapen(&fields) {
+                    Some(why) => Err(why),
+                    None => Ok(HookReturn::Replace(fields)),
+                },
+                other => other,
+            };
             match r {
                 Ok(HookReturn::Continue) => {}
                 Ok(HookReturn::Veto(why)) if spec.before => {
@@ -69,8 +99,15 @@ impl Hooks {
                     "a veto at an after point has nothing to stop; ignored"),
                 Ok(HookReturn::Replace(fields)) => {
                     for (k, v) in fields {
+                        if is_object_field(&k) && v.is_null() {
+                            // `{inputs = null}` replaces nothing.
+                            continue;
+                        }
                         if spec.replaceable.contains(&k.as_str()) {
-                            event.insert(k, v);
+                            if let Some(m) = event.as_object_mut() {
+                                m.insert(k, v);
+                                replaced = true;
+                            }
                         } else {
                             tracing::warn!(target: "tavern::hooks", point = spec.name,
                                 owner = %e.owner, field = %k,
@@ -91,13 +128,13 @@ impl Hooks {
                     owner = %e.owner, "hook handler failed and was skipped: {msg}"),
             }
         }
-        Ok(event)
+        Ok(replaced)
     }
 
     /// Whether anything runs around tool calls (tool points, overrides, auditing).
     fn wants_tools(&self, tool_id: &str) -> bool {
-        self.active(TOOL_BEFORE)
-            || self.active(TOOL_AFTER)
+        self.active_at(TOOL_BEFORE_IX)
+            || self.active_at(TOOL_AFTER_IX)
             || self.overrides.has(tool_id)
             || self.audit.enabled()
     }
@@ -110,20 +147,19 @@ impl Hooks {
     ) -> Result<Value, ToolError> {
         let started = Instant::now();
         let caller = ctx.caller.to_string();
-        if self.active(TOOL_BEFORE) {
-            let mut ev = Map::new();
+        if self.active_at(TOOL_BEFORE_IX) {
+            // The arguments move into the event and back out: no copy.
+            let mut ev = Map::with_capacity(3);
             ev.insert("tool".into(), Value::String(tool.id().to_string()));
-            ev.insert("args".into(), args.clone());
+            ev.insert("args".into(), args);
             ev.insert("caller".into(), Value::String(caller.clone()));
-            match self.fire(TOOL_BEFORE, ev, &ctx).await {
-                Ok(mut ev) => {
-                    if let Some(new) = ev.remove("args") {
-                        if new != args {
-                            // Replaced arguments pass the schema again.
-                            args = tool.prepare(new, KeyMatching::Loose)?;
-                        }
-                    }
-                }
+            let mut ev = Value::Object(ev);
+            let fired = self.fire_at(TOOL_BEFORE_IX, &mut ev, &ctx).await;
+            args = take(&mut ev, "args");
+            match fired {
+                // Replaced arguments pass the schema again.
+                Ok(true) => args = tool.prepare(args, KeyMatching::Loose)?,
+                Ok(false) => {}
                 Err(e) => {
                     self.audit_call(&ctx, &caller, "vetoed", started, None);
                     return Err(e);
@@ -131,18 +167,22 @@ impl Hooks {
             }
         }
         let by = self.overrides.top_owner(tool.id());
-        let mut result = self.overrides.run(&tool, ctx.clone(), args.clone()).await;
-        if self.active(TOOL_AFTER) {
-            let mut ev = Map::new();
+        // The after event needs the arguments the tool got: keep a copy only then.
+        let kept = self.active_at(TOOL_AFTER_IX).then(|| args.clone());
+        let mut result = self.overrides.run(&tool, ctx.clone(), args).await;
+        if let Some(args) = kept {
+            let mut ev = Map::with_capacity(7);
             ev.insert("tool".into(), Value::String(tool.id().to_string()));
             ev.insert("args".into(), args);
             ev.insert("caller".into(), Value::String(caller.clone()));
             ev.insert("ok".into(), Value::Bool(result.is_ok()));
-            match &result {
+            let ok = result.is_ok();
+            match result {
                 Ok(v) => {
-                    ev.insert("result".into(), v.clone());
+                    ev.insert("result".into(), v);
+                    result = Ok(Value::Null);
                 }
-                Err(e) => {
+                Err(ref e) => {
                     ev.insert(
                         "error".into(),
                         json!({"code": e.code(), "message": e.to_string()}),
@@ -153,12 +193,11 @@ impl Hooks {
                 "elapsed_ms".into(),
                 json!(started.elapsed().as_secs_f64() * 1000.0),
             );
-            let before = ev.get("result").cloned();
-            if let Ok(mut ev) = self.fire(TOOL_AFTER, ev, &ctx).await {
-                match ev.remove("result") {
-                    Some(r) if Some(&r) != before.as_ref() => result = Ok(r),
-                    _ => {}
-                }
+            let mut ev = Value::Object(ev);
+            let replaced = matches!(self.fire_at(TOOL_AFTER_IX, &mut ev, &ctx).await, Ok(true));
+            // The result moves back out; a replaced one (also for a failed call) wins.
+            if ok || replaced {
+                result = Ok(take(&mut ev, "result"));
             }
         }
         let outcome = match &result {
@@ -168,6 +207,28 @@ impl Hooks {
         self.audit_call(&ctx, &caller, outcome, started, by.as_deref());
         result
     }
+}
+
+/// Fields that hold an object of named values (workflow and node inputs and outputs).
+fn is_object_field(k: &str) -> bool {
+    k == "inputs" || k == "outputs"
+}
+
+/// Why a replacement cannot be taken: inputs or outputs that are not an object (the
+/// handler failed, so the event keeps what it had).
+fn misshapen(fields: &Map<String, Value>) -> Option<String> {
+    fields.iter().find_map(|(k, v)| {
+        (is_object_field(k) && !v.is_object() && !v.is_null())
+            .then(|| format!("it replaced '{k}' with {v}, which is not an object of named values"))
+    })
+}
+
+/// Takes field `key` out of an event object (null when it is missing).
+fn take(ev: &mut Value, key: &str) -> Value {
+    ev.as_object_mut()
+        .and_then(|m| m.get_mut(key))
+        .map(std::mem::take)
+        .unwrap_or(Value::Null)
 }
 
 impl Interceptor for Hooks {

@@ -20,7 +20,6 @@ mod fire;
 mod overrides;
 pub mod points;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -81,6 +80,20 @@ pub trait HookHandler: Send + Sync + 'static {
     /// Handles one event. `ctx.tool_id` is the point's subject (tool or workflow id);
     /// tool calls the handler makes go through `ctx` one level deeper.
     fn call(&self, point: &'static str, event: Value, ctx: CallContext) -> HookFuture;
+
+    /// Handles one event to the end on this thread, reading it in place, when the handler
+    /// can (sync closures; script handlers except on a current-thread runtime, whose only
+    /// thread they must not hold). `None`: the point awaits [`HookHandler::call`] instead.
+    /// The default is `None`.
+    fn call_now(
+        &self,
+        point: &'static str,
+        event: &Value,
+        ctx: &CallContext,
+    ) -> Option<Result<HookReturn, String>> {
+        let _ = (point, event, ctx);
+        None
+    }
 }
 
 struct SyncHook<F>(F);
@@ -92,6 +105,15 @@ where
     fn call(&self, point: &'static str, event: Value, _ctx: CallContext) -> HookFuture {
         let r = (self.0)(point, &event);
         Box::pin(std::future::ready(Ok(r)))
+    }
+
+    fn call_now(
+        &self,
+        point: &'static str,
+        event: &Value,
+        _ctx: &CallContext,
+    ) -> Option<Result<HookReturn, String>> {
+        Some(Ok((self.0)(point, event)))
     }
 }
 
@@ -167,9 +189,11 @@ struct Entry {
 
 /// The engine's hook registry and override stacks. Installed in the engine's ToolManager
 /// as its [`crate::tools::Interceptor`].
-#[derive(Default)]
 pub struct Hooks {
-    lists: RwLock<HashMap<&'static str, Arc<[Arc<Entry>]>>>,
+    /// Handler lists by point index (the order of [`POINTS`]); writers replace whole lists.
+    lists: RwLock<Vec<Arc<[Arc<Entry>]>>>,
+    /// Handlers per point (same index): [`Hooks::active`] is two atomic loads, no lock.
+    counts: Vec<AtomicUsize>,
     /// Handlers registered over all points: the hot path's "nothing to do" check.
     count: AtomicUsize,
     next: AtomicU64,
@@ -185,6 +209,20 @@ impl std::fmt::Debug for Hooks {
     }
 }
 
+impl Default for Hooks {
+    fn default() -> Self {
+        let empty: Arc<[Arc<Entry>]> = Arc::new([]);
+        Hooks {
+            lists: RwLock::new(vec![empty; POINTS.len()]),
+            counts: POINTS.iter().map(|_| AtomicUsize::new(0)).collect(),
+            count: AtomicUsize::new(0),
+            next: AtomicU64::new(0),
+            overrides: Default::default(),
+            audit: Default::default(),
+        }
+    }
+}
+
 impl Hooks {
     /// An empty registry.
     pub fn new() -> Arc<Self> {
@@ -196,9 +234,19 @@ impl Hooks {
         manager.interceptor()?.as_any().downcast_ref::<Hooks>()
     }
 
-    fn lists(&self) -> std::sync::RwLockReadGuard<'_, HashMap<&'static str, Arc<[Arc<Entry>]>>> {
+    fn lists(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<[Arc<Entry>]>>> {
         // Writers replace whole lists, so a poisoned lock still holds consistent ones.
         self.lists.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Publishes the handler counts after a write (called with the write lock held).
+    fn recount(&self, lists: &[Arc<[Arc<Entry>]>]) {
+        let mut total = 0;
+        for (c, l) in self.counts.iter().zip(lists) {
+            c.store(l.len(), Ordering::Release);
+            total += l.len();
+        }
+        self.count.store(total, Ordering::Release);
     }
 
     /// Registers `handler` for `point` (bare or `hook:client:` form) on behalf of `owner`.
@@ -221,23 +269,20 @@ impl Hooks {
             spent: AtomicBool::new(false),
             handler,
         });
+        let ix = points::index(spec.name).unwrap_or_default();
         let mut lists = self.lists.write().unwrap_or_else(|p| p.into_inner());
-        let mut list: Vec<Arc<Entry>> =
-            lists.get(spec.name).map(|l| l.to_vec()).unwrap_or_default();
-        let before = list.len();
+        let mut list: Vec<Arc<Entry>> = lists[ix].to_vec();
         if let Some(id) = &entry.id {
             list.retain(|e| !(e.owner == entry.owner && e.id.as_deref() == Some(id)));
         }
-        let removed = before - list.len();
         // Stable: equal priorities keep registration order.
         let at = list
             .iter()
             .position(|e| e.priority < entry.priority)
             .unwrap_or(list.len());
         list.insert(at, entry);
-        lists.insert(spec.name, list.into());
-        self.count.fetch_add(1, Ordering::Release);
-        self.count.fetch_sub(removed, Ordering::Release);
+        lists[ix] = list.into();
+        self.recount(&lists);
         Ok(HookHandle(handle))
     }
 
@@ -276,30 +321,39 @@ impl Hooks {
     fn remove_where(&self, pred: impl Fn(&Entry) -> bool) -> usize {
         let mut lists = self.lists.write().unwrap_or_else(|p| p.into_inner());
         let mut removed = 0;
-        for list in lists.values_mut() {
+        for list in lists.iter_mut() {
             if list.iter().any(|e| pred(e)) {
                 let kept: Vec<Arc<Entry>> = list.iter().filter(|e| !pred(e)).cloned().collect();
                 removed += list.len() - kept.len();
                 *list = kept.into();
             }
         }
-        self.count.fetch_sub(removed, Ordering::Release);
+        self.recount(&lists);
         removed
     }
 
-    /// Whether `point` has handlers. One atomic load when no handler is registered at all.
+    /// Whether `point` has handlers. One atomic load when no handler is registered at all,
+    /// two otherwise (no lock).
     #[inline]
     pub fn active(&self, point: &str) -> bool {
         self.count.load(Ordering::Acquire) != 0
-            && self.lists().get(point).is_some_and(|l| !l.is_empty())
+            && points::index(point).is_some_and(|i| self.active_at(i))
+    }
+
+    /// [`Hooks::active`] by point index.
+    #[inline]
+    pub(crate) fn active_at(&self, ix: usize) -> bool {
+        self.counts
+            .get(ix)
+            .is_some_and(|c| c.load(Ordering::Acquire) != 0)
     }
 
     /// Every registered handler, by point then running order.
     pub fn list(&self) -> Vec<HookInfo> {
         let lists = self.lists();
         let mut out = Vec::new();
-        for p in POINTS {
-            for e in lists.get(p.name).iter().flat_map(|l| l.iter()) {
+        for (p, l) in POINTS.iter().zip(lists.iter()) {
+            for e in l.iter() {
                 out.push(HookInfo {
                     point: p.name,
                     owner: e.owner.clone(),
@@ -312,8 +366,8 @@ impl Hooks {
         out
     }
 
-    fn snapshot(&self, point: &str) -> Option<Arc<[Arc<Entry>]>> {
-        self.lists().get(point).cloned()
+    fn snapshot(&self, ix: usize) -> Option<Arc<[Arc<Entry>]>> {
+        self.lists().get(ix).cloned()
     }
 
     /// Writes audit records (JSON lines) to `sink` from now on.

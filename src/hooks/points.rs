@@ -119,6 +119,42 @@ pub const POINTS: &[PointSpec] = &[
     },
 ];
 
+/// The position of point `name` (its bare form) in [`POINTS`]: the index of the hook
+/// registry's per-point lists.
+#[inline]
+pub(crate) fn index(name: &str) -> Option<usize> {
+    POINTS
+        .iter()
+        .position(|p| std::ptr::eq(p.name, name) || p.name == name)
+}
+
+const fn const_index(name: &str) -> usize {
+    let mut i = 0;
+    while i < POINTS.len() {
+        let (a, b) = (POINTS[i].name.as_bytes(), name.as_bytes());
+        if a.len() == b.len() {
+            let mut j = 0;
+            while j < a.len() && a[j] == b[j] {
+                j += 1;
+            }
+            if j == a.len() {
+                return i;
+            }
+        }
+        i += 1;
+    }
+    panic!("not a hook point")
+}
+
+/// Index of [`TOOL_BEFORE`] in [`POINTS`].
+pub(crate) const TOOL_BEFORE_IX: usize = const_index(TOOL_BEFORE);
+/// Index of [`TOOL_AFTER`] in [`POINTS`].
+pub(crate) const TOOL_AFTER_IX: usize = const_index(TOOL_AFTER);
+/// Index of [`NODE_BEFORE`] in [`POINTS`].
+pub(crate) const NODE_BEFORE_IX: usize = const_index(NODE_BEFORE);
+/// Index of [`NODE_AFTER`] in [`POINTS`].
+pub(crate) const NODE_AFTER_IX: usize = const_index(NODE_AFTER);
+
 /// The point named `name`, accepting the seed's written form `hook:client:<point>` (and
 /// `hook:<point>`) as well as the bare point.
 pub fn point(name: &str) -> Option<&'static PointSpec> {

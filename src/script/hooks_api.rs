@@ -9,15 +9,15 @@ use std::sync::{Arc, Mutex, Weak};
 
 use serde_json::{json, Value};
 
-use super::host::ScriptEnv;
-use super::plugin::ScriptToolHandler;
+use super::host::{in_script_thread, set_thread_handle, ScriptEnv};
+use super::plugin::{HookFn, PluginScripts, ScriptToolHandler};
 use super::ScriptError;
 use crate::hooks::OverrideHandler;
 use crate::hooks::{HookFuture, HookHandle, HookHandler, HookOptions, HookReturn, Hooks, Next};
 use crate::tools::{CallContext, ToolError, ToolFuture, ToolHandler, ToolManager};
 
-/// Builds the handler for a stored function key (set once the scripts are built).
-pub(crate) type Factory = Box<dyn Fn(&str) -> Option<ScriptToolHandler> + Send + Sync>;
+/// Reaches the built scripts (set once they are built; `None` once they are dropped).
+pub(crate) type Factory = Box<dyn Fn() -> Option<PluginScripts> + Send + Sync>;
 
 enum Kind {
     Hook {
@@ -163,10 +163,10 @@ impl ScriptHooks {
                 st.pending.push(p);
                 Ok(())
             }
-            Some(f) => match f(&p.key) {
-                Some(h) => {
+            Some(f) => match f() {
+                Some(scripts) => {
                     let State { live, .. } = &mut *st;
-                    self.install(env, live, p, h)
+                    self.install(env, live, p, &scripts)
                 }
                 None => Err(ScriptError::runtime(
                     "the plugin's scripts are being unloaded",
@@ -180,7 +180,7 @@ impl ScriptHooks {
         env: &ScriptEnv,
         live: &mut HashMap<u64, HookHandle>,
         p: Pending,
-        handler: ScriptToolHandler,
+        scripts: &PluginScripts,
     ) -> Result<(), ScriptError> {
         let Some(m) = manager(env) else {
             return Err(ScriptError::runtime(
@@ -194,8 +194,18 @@ impl ScriptHooks {
         };
         match p.kind {
             Kind::Hook { point, opts } => {
+                let Some(f) = scripts.hook_fn(&p.key) else {
+                    return Err(ScriptError::Internal(format!(
+                        "hook function {} is missing",
+                        p.key
+                    )));
+                };
+                let hook = ScriptHook {
+                    scripts: scripts.clone(),
+                    f,
+                };
                 let h = hooks
-                    .on(point, &env.owner, opts, Arc::new(ScriptHook { handler }))
+                    .on(point, &env.owner, opts, Arc::new(hook))
                     .map_err(|e| ScriptError::runtime(e.to_string()))?;
                 live.insert(p.n, h);
             }
@@ -203,7 +213,7 @@ impl ScriptHooks {
                 &tool,
                 &env.owner,
                 Arc::new(ScriptOverride {
-                    handler,
+                    handler: scripts.handler(p.key),
                     nexts: self.nexts.clone(),
                 }),
             ),
@@ -221,10 +231,11 @@ impl ScriptHooks {
             live,
             ..
         } = &mut *st;
-        for p in pending {
-            let Some(h) = factory(&p.key) else { continue };
-            if let Err(e) = self.install(env, live, p, h) {
-                first_err.get_or_insert(e);
+        if let Some(scripts) = factory() {
+            for p in pending {
+                if let Err(e) = self.install(env, live, p, &scripts) {
+                    first_err.get_or_insert(e);
+                }
             }
         }
         *slot = Some(factory);
@@ -256,19 +267,62 @@ impl ScriptHooks {
     }
 }
 
-/// A script function as a hook handler.
+/// A script function as a hook handler. It runs in place on the thread that fires the
+/// point (no thread hop, no copy of the event), except on a current-thread runtime, whose
+/// only thread it must not hold: there it runs on a blocking thread.
 struct ScriptHook {
-    handler: ScriptToolHandler,
+    scripts: PluginScripts,
+    f: HookFn,
+}
+
+/// Whether a script hook may run on this thread now: no runtime, a multi-thread runtime
+/// (nested waits leave the worker through `block_in_place`), or already inside a script.
+fn runs_in_place() -> bool {
+    match tokio::runtime::Handle::try_current() {
+        Err(_) => true,
+        Ok(h) => {
+            h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread || in_script_thread()
+        }
+    }
 }
 
 impl HookHandler for ScriptHook {
+    fn call_now(
+        &self,
+        point: &'static str,
+        event: &Value,
+        ctx: &CallContext,
+    ) -> Option<Result<HookReturn, String>> {
+        if !runs_in_place() {
+            return None;
+        }
+        Some(
+            self.scripts
+                .run_hook(&self.f, event, ctx)
+                .map_err(|e| hook_error(point, e.into_tool_error(&ctx.tool_id))),
+        )
+    }
+
     fn call(&self, point: &'static str, event: Value, ctx: CallContext) -> HookFuture {
-        let fut = self.handler.invoke(ctx, event);
+        let scripts = self.scripts.clone();
+        let f = self.f.clone();
+        let handle = tokio::runtime::Handle::try_current().ok();
+        let tool = ctx.tool_id.clone();
+        let job = move |h: Option<tokio::runtime::Handle>| {
+            set_thread_handle(h);
+            let r = scripts.run_hook(&f, &event, &ctx);
+            set_thread_handle(None);
+            r
+        };
         Box::pin(async move {
-            match fut.await {
-                Ok(v) => Ok(HookReturn::from_value(v)),
-                Err(e) => Err(hook_error(point, e)),
-            }
+            let r = match handle {
+                Some(h) => match tokio::task::spawn_blocking(move || job(Some(h))).await {
+                    Ok(r) => r,
+                    Err(e) => Err(ScriptError::Internal(format!("script thread failed: {e}"))),
+                },
+                None => job(None),
+            };
+            r.map_err(|e| hook_error(point, e.into_tool_error(&tool)))
         })
     }
 }

@@ -189,8 +189,8 @@ impl ActiveCall {
         if let Some(d) = info.deadline {
             deadline = deadline.min(d);
         }
-        if let Some(c) = current_call() {
-            deadline = deadline.min(c.deadline);
+        if let Some(d) = current_deadline() {
+            deadline = deadline.min(d);
         }
         let allowed_ms = deadline.saturating_duration_since(now).as_millis() as u64;
         ActiveCall {
@@ -226,6 +226,20 @@ pub(crate) fn enter_call(call: ActiveCall) -> ActiveGuard {
 /// The innermost script call running on this thread.
 pub(crate) fn current_call() -> Option<ActiveCall> {
     ACTIVE.with(|a| a.borrow().last().cloned())
+}
+
+/// The deadline of the innermost script call running on this thread (no copy of the call).
+pub(crate) fn current_deadline() -> Option<Instant> {
+    ACTIVE.with(|a| a.borrow().last().map(|c| c.deadline))
+}
+
+/// The deadline and cancellation of the innermost script call running on this thread.
+pub(crate) fn current_budget() -> Option<(Instant, CancellationToken)> {
+    ACTIVE.with(|a| {
+        a.borrow()
+            .last()
+            .map(|c| (c.deadline, c.info.cancel.clone()))
+    })
 }
 
 /// Whether the innermost script call on this thread was cancelled by its caller.
@@ -508,11 +522,22 @@ impl HostCore {
                 }
             },
         };
+        // A script running in place on a multi-thread runtime's worker (a hook handler)
+        // hands the worker's other tasks to another thread while it waits.
+        let on_worker = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
         let run = std::panic::AssertUnwindSafe(|| {
             // `Handle::block_on` refuses to nest (A → B → A runs nested on one thread), so
             // poll the future here, parked between wake-ups, inside the runtime's context.
-            let _entered = handle.enter();
-            park_block_on(fut)
+            let wait = || {
+                let _entered = handle.enter();
+                park_block_on(fut)
+            };
+            if on_worker {
+                tokio::task::block_in_place(wait)
+            } else {
+                wait()
+            }
         });
         match std::panic::catch_unwind(run) {
             Ok(Err(crate::tools::ToolError::Panicked { .. })) | Err(_) => {

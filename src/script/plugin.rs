@@ -15,6 +15,7 @@ use super::lock::PluginLock;
 use super::lua::LuaHost;
 use super::rhai_host::RhaiHost;
 use super::{Lang, ScriptError};
+use crate::hooks::HookReturn;
 use crate::tools::{
     empty_object_schema, CallContext, Implementation, ToolDefinition, ToolError, ToolFuture,
     ToolHandler,
@@ -39,6 +40,20 @@ pub enum ExecMode {
 }
 
 type Job = Box<dyn FnOnce() + Send>;
+
+/// A hook handler's script function, kept as a handle (no lookup by name per event).
+#[derive(Clone)]
+pub(crate) enum HookFn {
+    /// A Lua function.
+    Lua(mlua::Function),
+    /// A Rhai closure or `Fn("name")`, and how many arguments it takes (1: `ev`, 2: `ev, ctx`).
+    Rhai {
+        /// The function pointer.
+        ptr: rhai::FnPtr,
+        /// Its parameters beyond the curried ones.
+        params: usize,
+    },
+}
 
 struct Inner {
     env: ScriptEnv,
@@ -169,9 +184,9 @@ impl PluginScripts {
         // Hooks and overrides registered while loading can run now. The factory holds the
         // scripts weakly (the registry holds the handlers it builds, as it holds tools).
         let weak = Arc::downgrade(&scripts.inner);
-        let factory: super::hooks_api::Factory = Box::new(move |key: &str| {
+        let factory: super::hooks_api::Factory = Box::new(move || {
             let inner = weak.upgrade()?;
-            Some(PluginScripts { inner }.handler(key))
+            Some(PluginScripts { inner })
         });
         scripts
             .inner
@@ -246,6 +261,50 @@ impl PluginScripts {
         Err(ScriptError::UnknownFunction {
             function: function.to_string(),
         })
+    }
+
+    /// The hook function stored under `key` (`hook#<n>`), resolved once.
+    pub(crate) fn hook_fn(&self, key: &str) -> Option<HookFn> {
+        if let Some(f) = self.inner.lua.as_ref().and_then(|l| l.hook_function(key)) {
+            return Some(HookFn::Lua(f));
+        }
+        let (ptr, params) = self.inner.rhai.as_ref()?.hook_function(key)?;
+        Some(HookFn::Rhai { ptr, params })
+    }
+
+    /// Runs hook function `f` with `event` to the end on this thread, under the plugin's
+    /// budgets, the caller's deadline and the plugin lock (Lua), as a tool call of
+    /// `ctx.tool_id` would: no JSON round trip, no copy of the event, no thread hop.
+    pub(crate) fn run_hook(
+        &self,
+        f: &HookFn,
+        event: &Value,
+        ctx: &CallContext,
+    ) -> Result<HookReturn, ScriptError> {
+        let inner = &self.inner;
+        let active = ActiveCall::new(CallInfo::from_context(ctx), None, inner.env.limits.wall_ms);
+        let caller = ctx.caller.to_string();
+        match f {
+            HookFn::Lua(func) => {
+                let Some(lua) = &inner.lua else {
+                    return Err(ScriptError::Internal(
+                        "a Lua hook without a Lua state".into(),
+                    ));
+                };
+                let _guard = inner.lock.acquire(&inner.env.plugin, active.deadline)?;
+                let _active = enter_call(active);
+                lua.call_hook(func, event, &ctx.tool_id, &caller)
+            }
+            HookFn::Rhai { ptr, params } => {
+                let Some(rhai) = &inner.rhai else {
+                    return Err(ScriptError::Internal(
+                        "a Rhai hook without a Rhai engine".into(),
+                    ));
+                };
+                let _active = enter_call(active);
+                rhai.call_hook(ptr, *params, event, &ctx.tool_id, &caller)
+            }
+        }
     }
 
     /// A tool handler running `function` of this plugin.

@@ -401,7 +401,7 @@ impl RhaiHost {
     fn with_deadline<T>(&self, f: impl FnOnce() -> T) -> T {
         let own = Instant::now() + Duration::from_millis(self.limits.wall_ms);
         // The active call's deadline folds in the per-call and the enclosing deadlines.
-        let deadline = super::host::current_call().map_or(own, |c| c.deadline.min(own));
+        let deadline = super::host::current_deadline().map_or(own, |d| d.min(own));
         let prev = DEADLINE.with(|d| d.replace(Some(deadline)));
         struct Restore(Option<Instant>);
         impl Drop for Restore {
@@ -567,6 +567,59 @@ impl RhaiHost {
         });
         let v = r.map_err(|e| self.map_error(*e, None))?;
         dynamic_to_json(&v, &self.limits)
+    }
+
+    /// The hook function stored under `key` (`hook#<n>`) and how many parameters it takes
+    /// beyond its curried ones, resolved once at registration.
+    pub fn hook_function(&self, key: &str) -> Option<(FnPtr, usize)> {
+        let fp = self
+            .shared
+            .fn_ptrs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned()?;
+        let params = self
+            .ast
+            .iter_functions()
+            .find(|f| f.name == fp.fn_name())
+            .map(|f| f.params.len().saturating_sub(fp.curry().len()))
+            .unwrap_or(1);
+        Some((fp, params))
+    }
+
+    /// Calls hook function `fp` (see [`RhaiHost::hook_function`]) with `(ev, ctx)` under the
+    /// deadline; its value is read by [`HookReturn::from_value`].
+    pub fn call_hook(
+        &self,
+        fp: &FnPtr,
+        params: usize,
+        event: &Value,
+        tool_id: &str,
+        caller: &str,
+    ) -> Result<crate::hooks::HookReturn, ScriptError> {
+        on_big_stack(|| {
+            let a = json_to_dynamic(event)?;
+            let r = self.with_deadline(|| {
+                if params >= 2 {
+                    let mut ctx = rhai::Map::new();
+                    ctx.insert("tool_id".into(), tool_id.into());
+                    ctx.insert("caller".into(), caller.into());
+                    ctx.insert("config".into(), self.config.clone());
+                    fp.call::<Dynamic>(&self.engine, &self.ast, (a, Dynamic::from_map(ctx)))
+                } else {
+                    fp.call::<Dynamic>(&self.engine, &self.ast, (a,))
+                }
+            });
+            let v = r.map_err(|e| self.map_error(*e, None))?;
+            if v.is_unit() {
+                return Ok(crate::hooks::HookReturn::Continue);
+            }
+            Ok(crate::hooks::HookReturn::from_value(dynamic_to_json(
+                &v,
+                &self.limits,
+            )?))
+        })
     }
 
     /// Tools registered by the scripts while loading.

@@ -10,7 +10,7 @@ use super::compile::Plan;
 use super::error::{NodeError, WorkflowError};
 use super::registry::{NodeContext, NodeExecutor, NodeFuture};
 use super::run::{RunOptions, RunReport};
-use crate::hooks::points::{NODE_AFTER, NODE_BEFORE, WORKFLOW_AFTER, WORKFLOW_BEFORE};
+use crate::hooks::points::{NODE_AFTER_IX, NODE_BEFORE_IX, WORKFLOW_AFTER, WORKFLOW_BEFORE};
 use crate::hooks::Hooks;
 use crate::tools::{CallContext, ToolError, ToolManager};
 
@@ -109,7 +109,9 @@ pub(crate) async fn run_hooked(
     Ok(report)
 }
 
-/// The node's run with `node:before-execute` / `node:after-execute` around it.
+/// The node's run with `node:before-execute` / `node:after-execute` around it. The inputs
+/// and outputs move into the events and back out (a copy of the inputs is kept only for
+/// `node:after-execute`).
 pub(crate) fn hooked_node(
     exec: Arc<dyn NodeExecutor>,
     ctx: NodeContext,
@@ -125,6 +127,13 @@ pub(crate) fn hooked_node(
         let Some(hooks) = Hooks::of(&manager) else {
             return exec.execute(ctx, inputs, config).await;
         };
+        let (before, after) = (
+            hooks.active_at(NODE_BEFORE_IX),
+            hooks.active_at(NODE_AFTER_IX),
+        );
+        if !before && !after {
+            return exec.execute(ctx, inputs, config).await;
+        }
         let cctx = context(
             &manager,
             &run.workflow_id,
@@ -132,37 +141,50 @@ pub(crate) fn hooked_node(
             run.depth,
             &run.cancel,
         );
-        let base = |inputs: &Map<String, Value>| {
-            let mut ev = Map::new();
+        let event = |inputs: Map<String, Value>, extra: usize| {
+            let mut ev = Map::with_capacity(4 + extra);
             ev.insert(
                 "workflow".into(),
                 Value::String(run.workflow_id.to_string()),
             );
             ev.insert("node".into(), Value::String(ctx.node_id.to_string()));
             ev.insert("type".into(), Value::String(node_type.to_string()));
-            ev.insert("inputs".into(), Value::Object(inputs.clone()));
-            ev
+            ev.insert("inputs".into(), Value::Object(inputs));
+            Value::Object(ev)
         };
         let mut inputs = inputs;
-        if hooks.active(NODE_BEFORE) {
-            let mut ev = hooks
-                .fire(NODE_BEFORE, base(&inputs), &cctx)
-                .await
-                .map_err(|e| NodeError::Tool(Box::new(e)))?;
-            if let Some(Value::Object(m)) = ev.remove("inputs") {
-                inputs = m;
-            }
+        if before {
+            let mut ev = event(inputs, 0);
+            let fired = hooks.fire_at(NODE_BEFORE_IX, &mut ev, &cctx).await;
+            fired.map_err(|e| NodeError::Tool(Box::new(e)))?;
+            // A replacement is an object (the registry refuses others); the original
+            // otherwise.
+            inputs = match take(&mut ev, "inputs") {
+                Value::Object(m) => m,
+                _ => Map::new(),
+            };
         }
-        let ev_base = hooks.active(NODE_AFTER).then(|| base(&inputs));
-        let mut out = exec.execute(ctx, inputs, config).await?;
-        if let Some(mut ev) = ev_base {
-            ev.insert("outputs".into(), Value::Object(out.clone()));
-            if let Ok(mut ev) = hooks.fire(NODE_AFTER, ev, &cctx).await {
-                if let Some(Value::Object(m)) = ev.remove("outputs") {
-                    out = m;
-                }
-            }
+        let ev_after = after.then(|| event(inputs.clone(), 1));
+        let out = exec.execute(ctx, inputs, config).await?;
+        let Some(mut ev) = ev_after else {
+            return Ok(out);
+        };
+        if let Some(m) = ev.as_object_mut() {
+            m.insert("outputs".into(), Value::Object(out));
         }
-        Ok(out)
+        // An after point never fails the node: a failing handler was skipped.
+        let _ = hooks.fire_at(NODE_AFTER_IX, &mut ev, &cctx).await;
+        Ok(match take(&mut ev, "outputs") {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        })
     })
+}
+
+/// Takes field `key` out of an event object (null when it is missing).
+fn take(ev: &mut Value, key: &str) -> Value {
+    ev.as_object_mut()
+        .and_then(|m| m.get_mut(key))
+        .map(std::mem::take)
+        .unwrap_or(Value::Null)
 }

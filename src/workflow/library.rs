@@ -87,6 +87,10 @@ pub struct Workflows {
     defaults: RunDefaults,
     /// Workflows whose file exists but failed to load: id (file stem) → first problem.
     failed: RwLock<BTreeMap<String, String>>,
+    /// The manager the workflows were registered in ([`Workflows::register_tools`]): a run
+    /// started with [`Workflows::run`] without a manager of its own uses it, so tools,
+    /// hooks and audit see host runs too.
+    engine_tools: std::sync::OnceLock<std::sync::Weak<ToolManager>>,
 }
 
 impl std::fmt::Debug for Workflows {
@@ -150,6 +154,7 @@ impl Workflows {
             by_id: RwLock::new(BTreeMap::new()),
             defaults: RunDefaults::default(),
             failed: RwLock::new(BTreeMap::new()),
+            engine_tools: std::sync::OnceLock::new(),
         }
     }
 
@@ -297,7 +302,8 @@ impl Workflows {
 
     /// Registers `workflow:<id>` for every workflow with an interface. Returns a problem
     /// per tool that could not be registered (e.g. the id is taken).
-    pub fn register_tools(self: &Arc<Self>, tools: &ToolManager) -> Vec<Problem> {
+    pub fn register_tools(self: &Arc<Self>, tools: &Arc<ToolManager>) -> Vec<Problem> {
+        let _ = self.engine_tools.set(Arc::downgrade(tools));
         let mut problems = Vec::new();
         // A workflow whose file failed to load is `tool_unavailable`, not unknown.
         for (id, reason) in self.failed.read().unwrap_or_else(|e| e.into_inner()).iter() {
@@ -354,14 +360,19 @@ impl Workflows {
         )
     }
 
-    /// Runs a workflow (by id or path) with these arguments and options.
+    /// Runs a workflow (by id or path) with these arguments and options. Without
+    /// `opts.tools` the run gets the manager the workflows were registered in (the engine's),
+    /// so its tool nodes, hook points and audit work as for any other run.
     pub async fn run(
         &self,
         target: &str,
         args: Map<String, Value>,
-        opts: RunOptions,
+        mut opts: RunOptions,
     ) -> Result<RunReport, WorkflowError> {
         let c = self.resolve(target)?;
+        if opts.tools.is_none() {
+            opts.tools = self.engine_tools.get().and_then(std::sync::Weak::upgrade);
+        }
         c.plan.run(args, opts).await
     }
 }

@@ -245,3 +245,70 @@ fn from_json_at(lua: &Lua, v: &Value, depth: usize) -> Result<LuaValue, FromErr>
         }
     })
 }
+
+/// Pushes `v` onto the Lua stack with raw API calls, for use inside ONE protected call
+/// (`Lua::exec_raw`): no protected call and no registry reference per value, which is what
+/// makes a hook event cheap to build (see BENCHMARKS.md, hooks). Values map as in
+/// [`from_json`]; `array_mt` is the stack index of mlua's array metatable, set on empty
+/// arrays. Always pushes exactly one value; returns false when `v` nests deeper than
+/// [`from_json`] accepts or the stack cannot grow (the value is then incomplete).
+///
+/// # Safety
+/// `state` must be the state of a protected call (allocation failures raise Lua errors,
+/// which unwind to it); nothing with a destructor may live in the calling Rust frames
+/// between that call and this one.
+pub(crate) unsafe fn push_json(
+    state: *mut mlua::ffi::lua_State,
+    v: &Value,
+    array_mt: std::ffi::c_int,
+    depth: usize,
+) -> bool {
+    use mlua::ffi;
+    match v {
+        Value::Null => ffi::lua_pushlightuserdata(state, std::ptr::null_mut()),
+        Value::Bool(b) => ffi::lua_pushboolean(state, std::ffi::c_int::from(*b)),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => ffi::lua_pushinteger(state, i),
+            None => ffi::lua_pushnumber(state, n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => {
+            ffi::lua_pushlstring(state, s.as_ptr().cast(), s.len());
+        }
+        Value::Array(a) => {
+            if depth >= MAX_JSON_DEPTH || ffi::lua_checkstack(state, 3) == 0 {
+                ffi::lua_pushnil(state);
+                return false;
+            }
+            let n = std::ffi::c_int::try_from(a.len()).unwrap_or(std::ffi::c_int::MAX);
+            ffi::lua_createtable(state, n, 0);
+            for (i, x) in a.iter().enumerate() {
+                let ok = push_json(state, x, array_mt, depth + 1);
+                ffi::lua_rawseti(state, -2, i as ffi::lua_Integer + 1);
+                if !ok {
+                    return false;
+                }
+            }
+            if a.is_empty() {
+                ffi::lua_pushvalue(state, array_mt);
+                ffi::lua_setmetatable(state, -2);
+            }
+        }
+        Value::Object(m) => {
+            if depth >= MAX_JSON_DEPTH || ffi::lua_checkstack(state, 3) == 0 {
+                ffi::lua_pushnil(state);
+                return false;
+            }
+            let n = std::ffi::c_int::try_from(m.len()).unwrap_or(std::ffi::c_int::MAX);
+            ffi::lua_createtable(state, 0, n);
+            for (k, x) in m {
+                ffi::lua_pushlstring(state, k.as_ptr().cast(), k.len());
+                let ok = push_json(state, x, array_mt, depth + 1);
+                ffi::lua_rawset(state, -3);
+                if !ok {
+                    return false;
+                }
+            }
+        }
+    }
+    true
+}

@@ -33,6 +33,7 @@ use super::budget::{Abort, Budget};
 use super::error::bounded;
 use super::host::{current_call, HostCore};
 use super::{Limits, ScriptError};
+use crate::hooks::HookReturn;
 pub(crate) use convert::{from_json, to_json, ConvertLimits};
 
 /// Instructions between two hook calls. Any count hook costs about the same (notes), so this
@@ -169,6 +170,11 @@ pub(crate) struct Handles {
     globals: Table,
     /// `function(f, args, tool_id, caller)`: builds `ctx` in Lua and calls `f(args, ctx)`.
     trampoline: Function,
+    /// `function(f, ev, tool_id, caller)`: the same for a hook handler, returning its first
+    /// two values (`false, "why"` is a veto with a reason).
+    hook_runner: Function,
+    /// mlua's array metatable (marks empty arrays), for events built with raw calls.
+    array_mt: Table,
 }
 
 // A table raised by the handler (not one with its own `__tostring`) goes to `raise`, which
@@ -187,9 +193,15 @@ local function finish(ok, ...)
   if ok then return ... end
   return fail((...))
 end
-return function(f, args, tool_id, caller)
+local function call(f, args, tool_id, caller)
   return finish(pcall(f, args, {tool_id = tool_id, caller = caller, config = config, log = log}))
 end
+local function hook(f, ev, tool_id, caller)
+  local ok, r, why = pcall(f, ev, {tool_id = tool_id, caller = caller, config = config, log = log})
+  if not ok then return fail(r) end
+  return r, why
+end
+return call, hook
 "#;
 
 // `api.tools.call` raises a failed call's `{code, message}` table (the Rust side returns
@@ -203,19 +215,7 @@ api.tools.call = function(id, args)
 end
 "#;
 
-const HOOK_WRAP_KEY: &str = "tavern.hookwrap";
 const OVERRIDE_WRAP_KEY: &str = "tavern.overridewrap";
-
-/// A hook handler's `return false, "why"` becomes `{veto = "why"}` (one return value).
-const HOOK_WRAP: &str = r#"
-return function(f)
-  return function(ev, ctx)
-    local r, why = f(ev, ctx)
-    if r == false then return {veto = why or ""} end
-    return r
-  end
-end
-"#;
 
 /// An override is called with `{args, token}`; its `next` reaches the continuation by token.
 const OVERRIDE_WRAP: &str = r#"
@@ -247,8 +247,6 @@ fn setup(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Handles> {
         install_api(lua, shared)?;
         let handlers = lua.create_table()?;
         lua.set_named_registry_value(HANDLERS_KEY, &handlers)?;
-        let wrap: Function = lua.load(HOOK_WRAP).set_name("=tavern-hook").call(())?;
-        lua.set_named_registry_value(HOOK_WRAP_KEY, wrap)?;
         let next = guarded(lua, shared, "next", call_next)?;
         let wrap: Function = lua
             .load(OVERRIDE_WRAP)
@@ -257,15 +255,16 @@ fn setup(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Handles> {
         lua.set_named_registry_value(OVERRIDE_WRAP_KEY, wrap)?;
         let config = from_json(lua, &Value::Object(shared.core.env.config.clone()))
             .map_err(|e| mlua::Error::runtime(e.to_string()))?;
-        let trampoline: Function = lua.load(TRAMPOLINE).set_name("=tavern-call").call((
-            config,
-            log,
-            raise_fn(lua, shared)?,
-        ))?;
+        let (trampoline, hook_runner): (Function, Function) = lua
+            .load(TRAMPOLINE)
+            .set_name("=tavern-call")
+            .call((config, log, raise_fn(lua, shared)?))?;
         Ok(Handles {
             handlers,
             globals: lua.globals(),
             trampoline,
+            hook_runner,
+            array_mt: mlua::LuaSerdeExt::array_metatable(lua),
         })
     }
 }
@@ -472,21 +471,81 @@ impl LuaHost {
         })
     }
 
+    /// The hook function stored under `key` (`hook#<n>`), if this state has it.
+    pub fn hook_function(&self, key: &str) -> Option<Function> {
+        match self.handles.handlers.raw_get::<LuaValue>(key) {
+            Ok(LuaValue::Function(f)) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// Calls hook handler `f` with `(ev, ctx)` under the budget, like [`LuaHost::call`] but
+    /// reading the handler's answer without a JSON round trip: `nil`/`true` go on, `false`
+    /// (with an optional reason) vetoes, a table is converted and read by
+    /// [`HookReturn::from_value`].
+    pub fn call_hook(
+        &self,
+        f: &Function,
+        event: &Value,
+        tool_id: &str,
+        caller: &str,
+    ) -> Result<HookReturn, ScriptError> {
+        self.run(|| {
+            let mut complete = true;
+            let args = (&self.handles.array_mt, &self.handles.hook_runner, f);
+            // One protected call builds the event with raw pushes and calls the runner:
+            // [1] array metatable, [2] runner, [3] f, then ev, tool_id, caller.
+            // SAFETY: the closure runs inside `exec_raw`'s protected call and holds nothing
+            // with a destructor; `push_json` pushes exactly one value; the stack grows by
+            // three before the call (checked).
+            let (_, r, why): (LuaValue, LuaValue, LuaValue) = unsafe {
+                self.lua.exec_raw(args, |state| {
+                    complete = convert::push_json(state, event, 1, 0);
+                    if !complete || mlua::ffi::lua_checkstack(state, 3) == 0 {
+                        complete = false;
+                        mlua::ffi::lua_settop(state, 1);
+                        mlua::ffi::lua_pushnil(state);
+                        mlua::ffi::lua_pushnil(state);
+                        return;
+                    }
+                    mlua::ffi::lua_pushlstring(state, tool_id.as_ptr().cast(), tool_id.len());
+                    mlua::ffi::lua_pushlstring(state, caller.as_ptr().cast(), caller.len());
+                    mlua::ffi::lua_call(state, 4, 2);
+                })?
+            };
+            if !complete {
+                return Err(script_error(ScriptError::ValueLimit {
+                    what: "value_depth".into(),
+                    message: "the hook event is nested too deeply to hand to Lua".into(),
+                }));
+            }
+            Ok(match r {
+                LuaValue::Nil | LuaValue::Boolean(true) => HookReturn::Continue,
+                LuaValue::Boolean(false) => HookReturn::Veto(match why {
+                    LuaValue::Nil => String::new(),
+                    LuaValue::String(s) => s.to_string_lossy(),
+                    other => self.result_json(&other).map(|v| v.to_string())?,
+                }),
+                other => HookReturn::from_value(self.result_json(&other)?),
+            })
+        })
+    }
+
     /// Runs `f` under the budget (fresh unless this state is already running a call on
     /// this thread), maps every failure to a [`ScriptError`], and collects garbage after a
     /// memory error so the next call starts clean.
-    fn run(&self, f: impl FnOnce() -> mlua::Result<Value>) -> Result<Value, ScriptError> {
+    fn run<T>(&self, f: impl FnOnce() -> mlua::Result<T>) -> Result<T, ScriptError> {
         let outer = self.depth.fetch_add(1, Ordering::AcqRel) == 0;
         if outer {
             let l = &self.shared.limits;
             // The active call's deadline already folds in the per-call deadline, the
             // enclosing call's and the plugin's own `wall_ms`.
-            let cur = super::host::current_call();
+            let cur = super::host::current_budget();
             let own = std::time::Instant::now() + std::time::Duration::from_millis(l.wall_ms);
-            let deadline = cur.as_ref().map_or(own, |c| c.deadline.min(own));
+            let deadline = cur.as_ref().map_or(own, |c| c.0.min(own));
             self.shared
                 .budget
-                .reset(l.instructions, deadline, cur.map(|c| c.info.cancel));
+                .reset(l.instructions, deadline, cur.map(|c| c.1));
         }
         let r = std::panic::catch_unwind(AssertUnwindSafe(f));
         self.depth.fetch_sub(1, Ordering::AcqRel);
@@ -765,10 +824,9 @@ fn hooks_on(
     }
     let n = sh.core.hooks.next_key();
     let key = format!("hook#{n}");
-    let wrap: Function = lua.named_registry_value(HOOK_WRAP_KEY)?;
-    let wrapped: Function = wrap.call(f)?;
+    // Kept as it is: the hook runner reads `false, "why"` itself.
     let handlers: Table = lua.named_registry_value(HANDLERS_KEY)?;
-    handlers.raw_set(key.as_str(), wrapped)?;
+    handlers.raw_set(key.as_str(), f)?;
     sh.core
         .hooks
         .add_hook(env, n, key, point, o)
