@@ -1,6 +1,7 @@
 //! What hooks cost: a tool call with the hook registry installed but no handler (target
 //! ≤ 50 ns over a plain manager), a no-op Lua `tool:before-invoke` (≤ 2 µs per call), a no-op
-//! Lua `node:before-execute` (≤ 1 µs per node, from a 10-node chain).
+//! Lua `node:before-execute` (≤ 1 µs per node, from a 10-node chain); a no-op Rhai
+//! `tool:before-invoke` for comparison (no target).
 //!
 //! `cargo bench --bench hooks -- --warm-up-time 1 --measurement-time 3`
 
@@ -50,17 +51,21 @@ fn manager(hooks: bool) -> Arc<ToolManager> {
     tools
 }
 
-/// A home with `scripts/noop.lua` hooking `point` with a handler that does nothing, and a
-/// 10-node workflow `chain`.
+/// A home with `scripts/noop.lua` (or `.rhai`) hooking `point` with a handler that does
+/// nothing, and a 10-node workflow `chain`.
 fn home(point: Option<&str>) -> tempfile::TempDir {
+    home_in(point, "lua")
+}
+
+fn home_in(point: Option<&str>, lang: &str) -> tempfile::TempDir {
     let d = tempfile::tempdir().expect("temp dir");
     if let Some(p) = point {
         std::fs::create_dir_all(d.path().join("scripts")).unwrap();
-        std::fs::write(
-            d.path().join("scripts/noop.lua"),
-            format!("api.hooks.on('{p}', function(ev) end)\n"),
-        )
-        .unwrap();
+        let text = match lang {
+            "rhai" => format!("api::hooks::on(\"{p}\", |ev| {{}});\n"),
+            _ => format!("api.hooks.on('{p}', function(ev) end)\n"),
+        };
+        std::fs::write(d.path().join(format!("scripts/noop.{lang}")), text).unwrap();
     }
     std::fs::create_dir_all(d.path().join("workflows")).unwrap();
     std::fs::write(d.path().join("workflows/chain.json"), chain(10).to_string()).unwrap();
@@ -124,9 +129,11 @@ fn bench(c: &mut Criterion) {
 
     let quiet = home(None);
     let hooked = home(Some("tool:before-invoke"));
+    let rhai_hooked = home_in(Some("tool:before-invoke"), "rhai");
     for (name, h) in [
         ("tool_call_engine_no_hooks", &quiet),
         ("tool_call_lua_noop_before_invoke", &hooked),
+        ("tool_call_rhai_noop_before_invoke", &rhai_hooked),
     ] {
         let e = engine(h.path());
         g.bench_function(name, |b| {

@@ -27,7 +27,8 @@ const SHOUT: &str = r#"{"id": "shout",
            {"source": "up", "sourceHandle": "text", "target": "out", "targetHandle": "result"}]}"#;
 
 /// A plugin whose Lua handlers record every workflow and node point they see
-/// (`wb:<workflow>:<caller>`, `nb:<node>`, `na:<node>`, `wa:<workflow>:<caller>`), copy the
+/// (`wb:<workflow>:<caller>`, `nb:<node>@<ctx.tool_id>`, `na:<node>`,
+/// `wa:<workflow>:<caller>`), copy the
 /// record into the run's outputs as `trace`, and hand it over through `Trace:take`.
 /// `Trace:run` starts `workflow:shout` through `api.tools.call`.
 const TRACE_YAML: &str = r#"name: Trace
@@ -40,7 +41,7 @@ const TRACE_LUA: &str = r#"
 local log = {}
 local function add(s) log[#log + 1] = s end
 api.hooks.on("workflow:before-execute", function(ev) add("wb:" .. ev.workflow .. ":" .. ev.caller) end)
-api.hooks.on("node:before-execute", function(ev) add("nb:" .. ev.node) end)
+api.hooks.on("node:before-execute", function(ev, ctx) add("nb:" .. ev.node .. "@" .. ctx.tool_id) end)
 api.hooks.on("node:after-execute", function(ev) add("na:" .. ev.node) end)
 api.hooks.on("workflow:after-execute", function(ev)
   add("wa:" .. ev.workflow .. ":" .. ev.caller)
@@ -71,7 +72,7 @@ fn engine(home: &Path) -> Engine {
 
 /// What one run of `shout` records, for a run started by `caller`.
 fn shout_trace(caller: &str) -> String {
-    format!("wb:shout:{caller},nb:up,na:up,wa:shout:{caller}")
+    format!("wb:shout:{caller},nb:up@workflow:shout,na:up,wa:shout:{caller}")
 }
 
 fn text(s: &str) -> Map<String, Value> {
@@ -243,7 +244,11 @@ async fn an_agent_deliberation_fires_them() {
         last.starts_with("wa:") && last.ends_with(":model:npc"),
         "{took}"
     );
-    let before: Vec<&str> = parts.iter().filter_map(|p| p.strip_prefix("nb:")).collect();
+    let before: Vec<&str> = parts
+        .iter()
+        .filter_map(|p| p.strip_prefix("nb:"))
+        .filter_map(|p| p.split('@').next())
+        .collect();
     let after: Vec<&str> = parts.iter().filter_map(|p| p.strip_prefix("na:")).collect();
     assert!(!before.is_empty(), "no node points: {took}");
     assert_eq!(before, after, "{took}");

@@ -44,8 +44,13 @@ type Job = Box<dyn FnOnce() + Send>;
 /// A hook handler's script function, kept as a handle (no lookup by name per event).
 #[derive(Clone)]
 pub(crate) enum HookFn {
-    /// A Lua function.
-    Lua(mlua::Function),
+    /// A Lua function, and whether it takes a `ctx` (else none is built).
+    Lua {
+        /// The function.
+        f: mlua::Function,
+        /// Whether it declares a second parameter (or `...`).
+        ctx: bool,
+    },
     /// A Rhai closure or `Fn("name")`, and how many arguments it takes (1: `ev`, 2: `ev, ctx`).
     Rhai {
         /// The function pointer.
@@ -265,8 +270,8 @@ impl PluginScripts {
 
     /// The hook function stored under `key` (`hook#<n>`), resolved once.
     pub(crate) fn hook_fn(&self, key: &str) -> Option<HookFn> {
-        if let Some(f) = self.inner.lua.as_ref().and_then(|l| l.hook_function(key)) {
-            return Some(HookFn::Lua(f));
+        if let Some((f, ctx)) = self.inner.lua.as_ref().and_then(|l| l.hook_function(key)) {
+            return Some(HookFn::Lua { f, ctx });
         }
         let (ptr, params) = self.inner.rhai.as_ref()?.hook_function(key)?;
         Some(HookFn::Rhai { ptr, params })
@@ -283,17 +288,19 @@ impl PluginScripts {
     ) -> Result<HookReturn, ScriptError> {
         let inner = &self.inner;
         let active = ActiveCall::new(CallInfo::from_context(ctx), None, inner.env.limits.wall_ms);
-        let caller = ctx.caller.to_string();
         match f {
-            HookFn::Lua(func) => {
+            HookFn::Lua { f, ctx: wants_ctx } => {
                 let Some(lua) = &inner.lua else {
                     return Err(ScriptError::Internal(
                         "a Lua hook without a Lua state".into(),
                     ));
                 };
+                // A handler that takes no `ctx` gets none built.
+                let caller = wants_ctx.then(|| ctx.caller.to_string());
+                let hctx = caller.as_deref().map(|c| (ctx.tool_id.as_str(), c));
                 let _guard = inner.lock.acquire(&inner.env.plugin, active.deadline)?;
                 let _active = enter_call(active);
-                lua.call_hook(func, event, &ctx.tool_id, &caller)
+                lua.call_hook(f, event, hctx)
             }
             HookFn::Rhai { ptr, params } => {
                 let Some(rhai) = &inner.rhai else {
@@ -301,6 +308,7 @@ impl PluginScripts {
                         "a Rhai hook without a Rhai engine".into(),
                     ));
                 };
+                let caller = ctx.caller.to_string();
                 let _active = enter_call(active);
                 rhai.call_hook(ptr, *params, event, &ctx.tool_id, &caller)
             }

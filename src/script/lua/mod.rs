@@ -171,7 +171,8 @@ pub(crate) struct Handles {
     /// `function(f, args, tool_id, caller)`: builds `ctx` in Lua and calls `f(args, ctx)`.
     trampoline: Function,
     /// `function(f, ev, tool_id, caller)`: the same for a hook handler, returning its first
-    /// two values (`false, "why"` is a veto with a reason).
+    /// two values (`false, "why"` is a veto with a reason); `f(ev)` alone when `tool_id` is
+    /// nil (a handler that takes no `ctx` gets none built).
     hook_runner: Function,
     /// mlua's array metatable (marks empty arrays), for events built with raw calls.
     array_mt: Table,
@@ -197,7 +198,12 @@ local function call(f, args, tool_id, caller)
   return finish(pcall(f, args, {tool_id = tool_id, caller = caller, config = config, log = log}))
 end
 local function hook(f, ev, tool_id, caller)
-  local ok, r, why = pcall(f, ev, {tool_id = tool_id, caller = caller, config = config, log = log})
+  local ok, r, why
+  if tool_id == nil then
+    ok, r, why = pcall(f, ev)
+  else
+    ok, r, why = pcall(f, ev, {tool_id = tool_id, caller = caller, config = config, log = log})
+  end
   if not ok then return fail(r) end
   return r, why
 end
@@ -471,10 +477,15 @@ impl LuaHost {
         })
     }
 
-    /// The hook function stored under `key` (`hook#<n>`), if this state has it.
-    pub fn hook_function(&self, key: &str) -> Option<Function> {
+    /// The hook function stored under `key` (`hook#<n>`), if this state has it, and whether
+    /// it takes a `ctx` (two parameters or more, or `...`).
+    pub fn hook_function(&self, key: &str) -> Option<(Function, bool)> {
         match self.handles.handlers.raw_get::<LuaValue>(key) {
-            Ok(LuaValue::Function(f)) => Some(f),
+            Ok(LuaValue::Function(f)) => {
+                let info = f.info();
+                let wants_ctx = info.num_params >= 2 || info.is_vararg;
+                Some((f, wants_ctx))
+            }
             _ => None,
         }
     }
@@ -487,14 +498,13 @@ impl LuaHost {
         &self,
         f: &Function,
         event: &Value,
-        tool_id: &str,
-        caller: &str,
+        ctx: Option<(&str, &str)>,
     ) -> Result<HookReturn, ScriptError> {
         self.run(|| {
             let mut complete = true;
             let args = (&self.handles.array_mt, &self.handles.hook_runner, f);
             // One protected call builds the event with raw pushes and calls the runner:
-            // [1] array metatable, [2] runner, [3] f, then ev, tool_id, caller.
+            // [1] array metatable, [2] runner, [3] f, then ev (and tool_id, caller).
             // SAFETY: the closure runs inside `exec_raw`'s protected call and holds nothing
             // with a destructor; `push_json` pushes exactly one value; the stack grows by
             // three before the call (checked).
@@ -508,9 +518,15 @@ impl LuaHost {
                         mlua::ffi::lua_pushnil(state);
                         return;
                     }
-                    mlua::ffi::lua_pushlstring(state, tool_id.as_ptr().cast(), tool_id.len());
-                    mlua::ffi::lua_pushlstring(state, caller.as_ptr().cast(), caller.len());
-                    mlua::ffi::lua_call(state, 4, 2);
+                    match ctx {
+                        Some((tool_id, caller)) => {
+                            let (t, c) = (tool_id.as_bytes(), caller.as_bytes());
+                            mlua::ffi::lua_pushlstring(state, t.as_ptr().cast(), t.len());
+                            mlua::ffi::lua_pushlstring(state, c.as_ptr().cast(), c.len());
+                            mlua::ffi::lua_call(state, 4, 2);
+                        }
+                        None => mlua::ffi::lua_call(state, 2, 2),
+                    }
                 })?
             };
             if !complete {
