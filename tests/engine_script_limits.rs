@@ -2,9 +2,9 @@
 //! lower its own limits in plugin.yaml but never raise them past the cap.
 
 use serde_json::json;
-use tavern::protocol::Format;
-use tavern::script::Limits;
-use tavern::tools::{Caller, ToolError};
+use tavern::internal::protocol::Format;
+use tavern::internal::script::Limits;
+use tavern::internal::tools::{Caller, ToolError};
 use tavern::Engine;
 
 /// A home with one Lua plugin whose tool loops `n` times, optionally with its own limits.

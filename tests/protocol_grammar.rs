@@ -6,11 +6,11 @@
 //! as the fast reader on every case in `tests/data/parse_cases*.jsonl`.
 
 use proptest::prelude::*;
-use tavern::protocol::grammar::{
+use tavern::internal::protocol::grammar::{
     parse_reference, reference_blocks, reference_blocks_in, reference_key, reference_key_kind,
     scanned_blocks, scanned_blocks_in,
 };
-use tavern::protocol::{parse, split_step_key, Format};
+use tavern::internal::protocol::{parse, split_step_key, Format};
 
 const PIECES: &[&str] = &[
     "<|[REQUEST_TOOL]|>",

@@ -2,8 +2,8 @@
 
 use std::net::SocketAddr;
 
-use tavern::server::http::{app, serve, shutdown_signal};
-use tavern::server::Served;
+use tavern::internal::server::http::{app, serve, shutdown_signal};
+use tavern::internal::server::Served;
 
 use super::serve_opts::{start_watch, Common};
 use super::{Globals, FAILED, OK, USAGE};

@@ -124,7 +124,7 @@ pub fn read(path: &Path) -> Result<ToolFile, Problem> {
     })
 }
 
-/// Parses tool.json text. Unknown keys (strict, see [`crate::strict`]) and misspelt schema
+/// Parses tool.json text. Unknown keys (strict, see `src/strict.rs`) and misspelt schema
 /// types are reported at their own line before the typed parse.
 pub fn parse(text: &str, path: &Path) -> Result<ToolDefinition, Problem> {
     if let Some(doc) = crate::strict::locate_json(text) {

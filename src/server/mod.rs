@@ -14,8 +14,6 @@
 pub mod export;
 pub mod http;
 pub mod mcp;
-/// The `tavern call` report (moved to the core: the CLI, the host API and REST share it).
-pub use crate::report;
 pub mod rest;
 pub mod watch;
 
