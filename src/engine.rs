@@ -20,9 +20,9 @@ pub enum EngineError {
     /// The configuration could not be read.
     #[error("configuration: {0}")]
     Config(Problem),
-    /// A `--set` override was malformed.
+    /// A `--set` override (or one from `TAVERN_SET`) was malformed.
     #[error("{0}")]
-    Override(String),
+    Override(#[from] crate::config::SettingError),
     /// A host tool could not be registered.
     #[error(transparent)]
     Tool(#[from] ToolError),
@@ -145,8 +145,10 @@ impl EngineBuilder {
         self
     }
 
-    /// The host's cap on every plugin's script limits (default: the engine defaults). A
-    /// plugin may lower its own limits in plugin.yaml but never raise them past this cap.
+    /// The script limits every plugin runs with, and their cap (default: the engine
+    /// defaults, [`Limits::engine_default`](crate::Limits::engine_default)). Raising them
+    /// raises them for every plugin; a plugin may lower its own limits in plugin.yaml but
+    /// never raise them past these.
     pub fn script_limits(mut self, limits: crate::script::Limits) -> Self {
         self.script_limits = limits;
         self

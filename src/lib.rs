@@ -55,8 +55,9 @@ mod workflow;
 
 pub use agent::{
     AgentError, AgentRun, AgentRuntime, AgentRuntimeBuilder, Event, EventBus, ManualStyle,
-    MemoryWorldState, StopReason, Turn, WorldState,
+    MemoryWorldState, StateError, StopReason, Turn, WorldState,
 };
+pub use config::SettingError;
 pub use embed::{CallOptions, CallReport, CancelToken, EmbedError, Ticket};
 pub use engine::{Engine, EngineBuilder, EngineError};
 pub use hooks::{

@@ -64,7 +64,7 @@ pub fn normalise_id(plugin: &str, raw: &str) -> Result<String, IdError> {
 }
 
 /// Checks a tool's parameter schema: a JSON object schema that the validator can compile.
-pub fn check_schema(schema: &Value) -> Result<(), String> {
+pub(crate) fn check_schema(schema: &Value) -> Result<(), String> {
     let Value::Object(map) = schema else {
         return Err(format!(
             "`parameters` must be a JSON Schema object, got {schema}"

@@ -53,6 +53,18 @@ pub struct NodeDefinition {
     pub config_schema: OrderedMap<SlotDefinition>,
 }
 
+/// Why a node definition has no full `namespace:Type`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeTypeError {
+    /// `type` has no `namespace:` and no `namespace` is set.
+    #[error("node type '{node_type}' has no namespace: write `namespace:Type` or set `namespace`")]
+    NoNamespace {
+        /// The type as written.
+        node_type: String,
+    },
+}
+
 impl NodeDefinition {
     /// A definition with a type and description and no slots.
     pub fn new(node_type: impl Into<String>, description: impl Into<String>) -> Self {
@@ -81,17 +93,16 @@ impl NodeDefinition {
         self
     }
 
-    /// The full `namespace:Type`, or an error message when it has no namespace.
-    pub fn full_type(&self) -> Result<String, String> {
+    /// The full `namespace:Type`, or an error when it has no namespace.
+    pub fn full_type(&self) -> Result<String, NodeTypeError> {
         if self.node_type.contains(':') {
             return Ok(self.node_type.clone());
         }
         match &self.namespace {
             Some(ns) if !ns.is_empty() => Ok(format!("{ns}:{}", self.node_type)),
-            _ => Err(format!(
-                "node type '{}' has no namespace: write `namespace:Type` or set `namespace`",
-                self.node_type
-            )),
+            _ => Err(NodeTypeError::NoNamespace {
+                node_type: self.node_type.clone(),
+            }),
         }
     }
 
@@ -325,9 +336,9 @@ impl NodeRegistry {
     ) -> Result<(), WorkflowError> {
         let full = definition
             .full_type()
-            .map_err(|message| WorkflowError::Registration {
+            .map_err(|e| WorkflowError::Registration {
                 node_type: definition.node_type.clone(),
-                message,
+                message: e.to_string(),
             })?;
         if full == super::format::GROUP_INPUT || full == super::format::GROUP_OUTPUT {
             return Err(WorkflowError::Registration {
