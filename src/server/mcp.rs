@@ -9,7 +9,10 @@
 //!   results with `isError: true` whose text is the engine's Observation line.
 //! - `tools/list` pages with an opaque cursor over a stable (registration) order.
 //! - With `_meta.progressToken`, `notifications/progress` is sent while the call runs
-//!   (strictly increasing); `notifications/cancelled` cancels the call's token and drops
+//!   (strictly increasing): one per unit of work that ends (each workflow node, nested
+//!   calls included, through a [`CallObserver`]) with `progress` = units done and `total` =
+//!   units known, plus a heartbeat every 250 ms that moves `progress` halfway to the next
+//!   unit (never past it); `notifications/cancelled` cancels the call's token and drops
 //!   the work.
 
 use std::borrow::Cow;
@@ -31,7 +34,35 @@ use serde_json::{json, Value};
 
 use super::export::{tool_json, ExportFormat};
 use super::Served;
-use crate::tools::{Caller, ToolError};
+use crate::tools::{CallObserver, Caller, NodeEvent, NodeState, ToolError};
+
+/// Progress of one MCP call: units done and known, reported to the call's loop.
+struct McpProgress {
+    counts: std::sync::Mutex<(u64, u64)>,
+    tx: tokio::sync::mpsc::UnboundedSender<(u64, u64, String)>,
+}
+
+impl CallObserver for McpProgress {
+    fn node(&self, ev: NodeEvent<'_>) {
+        let mut c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        match ev.state {
+            NodeState::Pending => c.1 += 1,
+            s if s.is_final() => {
+                c.0 += 1;
+                let msg = format!("{}: node {} {}", ev.workflow, ev.node, s.as_str());
+                // The receiver is gone only when the call has ended.
+                let _ = self.tx.send((c.0, c.1, msg));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The next heartbeat value: halfway from `last` to the next whole unit.
+fn heartbeat(last: f64) -> f64 {
+    let next = last.floor() + 1.0;
+    last + (next - last) / 2.0
+}
 
 /// How often progress is reported for a call that carries a progress token.
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
@@ -212,11 +243,18 @@ impl ServerHandler for TavernMcp {
         drop(engine);
         let args = Value::Object(request.arguments.unwrap_or_default());
         let ct = context.ct.clone();
-        let call = self
-            .served
-            .invoke(&request.name, args, Self::caller(), ct.clone());
-        let mut call = pin!(call);
         let progress = context.meta.get_progress_token();
+        let (tx, mut units) = tokio::sync::mpsc::unbounded_channel();
+        let observer: crate::tools::Observer = progress.as_ref().map(|_| {
+            Arc::new(McpProgress {
+                counts: std::sync::Mutex::new((0, 0)),
+                tx,
+            }) as Arc<dyn CallObserver>
+        });
+        let call =
+            self.served
+                .invoke_observed(&request.name, args, Self::caller(), ct.clone(), observer);
+        let mut call = pin!(call);
         let result = match progress {
             None => tokio::select! {
                 r = &mut call => r,
@@ -224,18 +262,42 @@ impl ServerHandler for TavernMcp {
             },
             Some(token) => {
                 let mut tick = tokio::time::interval(PROGRESS_EVERY);
-                let mut n = 0.0;
+                // The first heartbeat is 0; every later value is strictly larger.
+                let mut last: Option<f64> = None;
+                let mut total: Option<u64> = None;
+                let mut ended = None;
                 loop {
-                    tokio::select! {
-                        r = &mut call => break r,
-                        _ = ct.cancelled() => break Err(ToolError::Cancelled { tool: request.name.to_string() }),
-                        _ = tick.tick() => {
-                            let mut p = ProgressNotificationParam::new(token.clone(), n);
-                            p.message = Some(format!("{} running", request.name));
-                            let _ = context.peer.notify_progress(p).await;
-                            n += 1.0;
+                    let (value, message) = if let Some(r) = ended.take() {
+                        // The call is over: send the units it reported last, then answer.
+                        match units.try_recv() {
+                            Ok((done, known, msg)) => {
+                                ended = Some(r);
+                                total = Some(known);
+                                (done as f64, msg)
+                            }
+                            Err(_) => break r,
                         }
+                    } else {
+                        tokio::select! {
+                            r = &mut call => { ended = Some(r); continue; }
+                            _ = ct.cancelled() => break Err(ToolError::Cancelled { tool: request.name.to_string() }),
+                            Some((done, known, msg)) = units.recv() => {
+                                total = Some(known);
+                                (done as f64, msg)
+                            }
+                            _ = tick.tick() => {
+                                (last.map_or(0.0, heartbeat), format!("{} running", request.name))
+                            }
+                        }
+                    };
+                    if last.is_some_and(|l| value <= l) {
+                        continue;
                     }
+                    last = Some(value);
+                    let mut p = ProgressNotificationParam::new(token.clone(), value);
+                    p.total = total.map(|t| t as f64);
+                    p.message = Some(message);
+                    let _ = context.peer.notify_progress(p).await;
                 }
             }
         };

@@ -187,6 +187,19 @@ impl Served {
         caller: Caller,
         cancel: CancellationToken,
     ) -> Result<Value, ToolError> {
+        self.invoke_observed(tool, args, caller, cancel, None).await
+    }
+
+    /// [`Served::invoke`] watched by `observer` (workflow nodes and nested calls report to
+    /// it; see [`crate::tools::observe`]).
+    pub async fn invoke_observed(
+        &self,
+        tool: &str,
+        args: Value,
+        caller: Caller,
+        cancel: CancellationToken,
+        observer: crate::tools::Observer,
+    ) -> Result<Value, ToolError> {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         let _guard = InFlight(&self.in_flight);
         let engine = self.engine();
@@ -201,9 +214,12 @@ impl Served {
                 ),
             });
         }
-        let call = engine
-            .tools()
-            .invoke_nested(tool, args, caller, 0, cancel.clone());
+        let inv = crate::tools::Invocation {
+            cancel: cancel.clone(),
+            observer,
+            ..crate::tools::Invocation::new(caller)
+        };
+        let call = engine.tools().invoke_at(tool, args, inv);
         match self.options.call_timeout {
             None => call.await,
             Some(limit) => match tokio::time::timeout(limit, call).await {
