@@ -133,9 +133,23 @@ pub struct InvokeQuery {
 /// A request body read and parsed: the calls of each document, ready to run.
 pub struct Prepared {
     docs: Vec<protocol::Parsed>,
+    caller: Caller,
 }
 
 impl Prepared {
+    /// One call given as a tool id and its arguments (an MCP task's `tools/call`), checked
+    /// like a JSON body.
+    pub fn call(served: &Served, tool: &str, args: Value) -> Result<Prepared, ApiError> {
+        let text = json!({"name": tool, "arguments": args}).to_string();
+        parse_text(served, &text, Format::Json, true)
+    }
+
+    /// The same calls made on behalf of `caller` (default `remote:rest`).
+    pub fn with_caller(mut self, caller: Caller) -> Self {
+        self.caller = caller;
+        self
+    }
+
     /// How many calls the body holds.
     pub fn call_count(&self) -> usize {
         self.docs.iter().map(|d| d.calls.len()).sum()
@@ -242,7 +256,10 @@ fn parse_text(
         }
         out.push(parsed);
     }
-    Ok(Prepared { docs: out })
+    Ok(Prepared {
+        docs: out,
+        caller: Caller::Remote("rest".into()),
+    })
 }
 
 /// Runs prepared documents in order on `engine` under `cancel`, watched by `observer`,
@@ -260,7 +277,7 @@ pub async fn run_prepared(
             .tools()
             .execute_observed(
                 &parsed.calls,
-                Caller::Remote("rest".into()),
+                prepared.caller.clone(),
                 crate::tools::key_matching_for,
                 None,
                 cancel.clone(),

@@ -81,7 +81,7 @@ async fn create(
 
 /// Runs `prepared` as `job` in the background, counted in flight (graceful shutdown waits
 /// for it like for any call).
-fn spawn(served: Arc<Served>, job: Arc<Job>, prepared: Prepared) {
+pub(crate) fn spawn(served: Arc<Served>, job: Arc<Job>, prepared: Prepared) {
     tokio::spawn(async move {
         let s = served.clone();
         s.track(run(&served, &job, prepared)).await;
