@@ -524,3 +524,94 @@ impl Jobs {
         &self.boot
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(max: usize) -> Jobs {
+        Jobs::new(Duration::from_secs(3600), max, journal::Journal::disabled())
+    }
+
+    fn done(job: &Job) {
+        job.finish(Outcome::Done {
+            result: json!({"results": []}),
+            error: None,
+        });
+    }
+
+    #[test]
+    fn eviction_takes_the_oldest_finished_job_and_never_a_running_one() {
+        let jobs = store(2);
+        let a = jobs.create().unwrap();
+        let b = jobs.create().unwrap();
+        a.start(1);
+        b.start(1);
+        // Both running: no room.
+        assert!(jobs.create().is_err());
+        done(&b);
+        let c = jobs.create().unwrap();
+        assert!(matches!(jobs.get(&b.id), Lookup::Expired));
+        assert!(matches!(jobs.get(&a.id), Lookup::Found(_)));
+        let ids: Vec<String> = jobs.list().iter().map(|j| j.id.clone()).collect();
+        assert_eq!(ids, [c.id.clone(), a.id.clone()]);
+        assert!(matches!(jobs.get("job-other-1"), Lookup::Unknown));
+        assert!(matches!(
+            jobs.get(&format!("job-{}-99", jobs.boot())),
+            Lookup::Unknown
+        ));
+    }
+
+    #[test]
+    fn status_only_moves_forward_and_end_is_last_and_single() {
+        let jobs = store(10);
+        let j = jobs.create().unwrap();
+        j.start(2);
+        JobObserver(j.clone()).call_ended("t", true, Duration::from_millis(1));
+        done(&j);
+        // Late reports and a second finish change nothing.
+        JobObserver(j.clone()).call_ended("t", false, Duration::ZERO);
+        j.finish(Outcome::Cancelled(None));
+        j.start(1);
+        assert_eq!(j.status(), JobStatus::Succeeded);
+        let mut names = Vec::new();
+        let mut i = 0;
+        while let Ok(e) = j.next_event(i) {
+            names.push(e.name);
+            i += 1;
+        }
+        assert_eq!(
+            names,
+            ["status", "status", "progress", "call", "progress", "status", "end"]
+        );
+        let v = j.to_json();
+        assert_eq!(v["progress"]["done"], 1);
+        assert_eq!(v["progress"]["total"], 2);
+    }
+
+    #[test]
+    fn a_cancel_that_races_the_end_wins() {
+        let jobs = store(10);
+        let j = jobs.create().unwrap();
+        j.start(1);
+        j.cancel.cancel();
+        done(&j);
+        assert_eq!(j.status(), JobStatus::Cancelled);
+        assert_eq!(j.to_json()["error"]["code"], "cancelled");
+    }
+
+    #[test]
+    fn the_log_is_bounded_but_keeps_status_and_end() {
+        let jobs = store(10);
+        let j = jobs.create().unwrap();
+        j.start(1);
+        let o = JobObserver(j.clone());
+        for _ in 0..MAX_EVENTS + 10 {
+            o.call_ended("t", true, Duration::ZERO);
+        }
+        done(&j);
+        assert!(j.dropped_events() > 0);
+        let last = j.next_event(MAX_EVENTS + 1).unwrap();
+        assert_eq!(last.name, "end");
+    }
+}
