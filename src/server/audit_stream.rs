@@ -93,3 +93,35 @@ async fn audit_events(
 pub fn routes() -> Router<Arc<Served>> {
     Router::new().route("/api/audit/events", get(audit_events))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hooks::AuditTap;
+    use futures_util::StreamExt;
+
+    #[tokio::test]
+    async fn a_client_that_falls_behind_is_told_and_dropped_and_no_sender_waits() {
+        let hub = AuditHub::default();
+        assert!(!hub.wanted(), "no client: nothing wanted");
+        let rx = hub.subscribe();
+        assert!(hub.wanted());
+        // Far more records than the buffer, with nobody reading: sending never waits.
+        for i in 0..(BUFFER + 10) {
+            hub.record(&json!({"event": "call", "n": i}));
+        }
+        let events: Vec<_> = stream(rx).collect().await;
+        assert_eq!(events.len(), 1, "one `dropped` event, then the stream ends");
+    }
+
+    #[tokio::test]
+    async fn records_arrive_in_order_as_audit_events() {
+        let hub = AuditHub::default();
+        let rx = hub.subscribe();
+        hub.record(&json!({"event": "call", "n": 1}));
+        hub.record(&json!({"event": "decision", "n": 2}));
+        drop(hub);
+        let events: Vec<_> = stream(rx).collect().await;
+        assert_eq!(events.len(), 2);
+    }
+}
