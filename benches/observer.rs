@@ -1,4 +1,4 @@
-//! The cost of the per-call observer (`tavern::tools::observe`) on a workflow run: a
+//! The cost of the per-call observer (`tavern::internal::tools::observe`) on a workflow run: a
 //! 1,000-node chain of trivial nodes with no observer (the usual case: one `Option` check
 //! per report site), with an observer that ignores every event, and with the jobs store's
 //! observer (each node's `pending`, `running` and final state appended to a job's event log
@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::{json, Map};
-use tavern::server::jobs::journal::Journal;
-use tavern::server::jobs::{JobObserver, Jobs, Outcome};
-use tavern::tools::CallObserver;
-use tavern::workflow::{compile, NodeRegistry, RunOptions, Workflow, WorkflowNode};
+use tavern::internal::server::jobs::journal::Journal;
+use tavern::internal::server::jobs::{JobObserver, Jobs, Outcome};
+use tavern::internal::tools::CallObserver;
+use tavern::internal::workflow::{compile, NodeRegistry, RunOptions, Workflow, WorkflowNode};
 
 fn chain(n: usize) -> Workflow {
     let mut wf = Workflow::new("chain").node(
