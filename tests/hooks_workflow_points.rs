@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use hooks_support::write;
 use serde_json::{json, Map, Value};
-use tavern::tools::Caller;
-use tavern::workflow::RunOptions;
+use tavern::internal::workflow::RunOptions;
+use tavern::Caller;
 use tavern::Engine;
 
 const SHOUT: &str = r#"{"id": "shout",
