@@ -44,6 +44,7 @@ pub mod hook_seam {
             depth: 0,
             cancel: CancellationToken::new(),
             deadline: None,
+            observer: None,
         }
     }
 

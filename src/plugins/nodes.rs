@@ -235,6 +235,7 @@ impl NodeExecutor for ScriptNodeExecutor {
                         depth: ctx.depth(),
                         cancel: cancel.clone(),
                         deadline: None,
+                        observer: ctx.observer().clone(),
                     };
                     handler.invoke(call, args).await
                 }
@@ -243,6 +244,7 @@ impl NodeExecutor for ScriptNodeExecutor {
                         cancel: cancel.clone(),
                         caller: ctx.caller().clone(),
                         depth: ctx.depth(),
+                        observer: ctx.observer().clone(),
                         ..CallInfo::host(node_type.clone())
                     };
                     let t = node_type.clone();

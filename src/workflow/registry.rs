@@ -161,6 +161,7 @@ pub(crate) struct RunShared {
     pub(crate) depth: u32,
     pub(crate) cancel: CancellationToken,
     pub(crate) host_data: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    pub(crate) observer: crate::tools::Observer,
 }
 
 /// What a node knows about its run.
@@ -190,6 +191,7 @@ impl NodeContext {
                 depth: 0,
                 cancel: CancellationToken::new(),
                 host_data: None,
+                observer: None,
             }),
             node_id: Arc::from(node_id),
         }
@@ -226,6 +228,12 @@ impl NodeContext {
         self.run.host_data.as_deref()?.downcast_ref::<T>()
     }
 
+    /// Who watches the run ([`RunOptions::observer`](super::RunOptions::observer)); tool
+    /// calls a node makes should carry it on.
+    pub fn observer(&self) -> &crate::tools::Observer {
+        &self.run.observer
+    }
+
     /// The tool registry, when the run has one.
     pub fn tools(&self) -> Option<&Arc<ToolManager>> {
         self.run.tools.as_ref()
@@ -240,15 +248,13 @@ impl NodeContext {
                 "this workflow run has no tool registry; run it through an Engine",
             ));
         };
-        tools
-            .invoke_nested(
-                id,
-                args,
-                Caller::Workflow(self.run.workflow_id.to_string()),
-                self.run.depth + 1,
-                self.run.cancel.child_token(),
-            )
-            .await
+        let inv = crate::tools::Invocation {
+            depth: self.run.depth + 1,
+            cancel: self.run.cancel.child_token(),
+            observer: self.run.observer.clone(),
+            ..crate::tools::Invocation::new(Caller::Workflow(self.run.workflow_id.to_string()))
+        };
+        tools.invoke_at(id, args, inv).await
     }
 }
 
