@@ -104,6 +104,58 @@ fn c_host_exercises_every_function_without_leaks() {
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
+/// The C example must call every function the header declares (so the valgrind run above
+/// covers the whole ABI): a function added to `capi/` and the header without a call in
+/// `examples/c/host.c` fails here.
+#[test]
+fn the_c_host_calls_every_function_the_header_declares() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let header = std::fs::read_to_string(root.join("include/tavern.h")).unwrap();
+    let host = std::fs::read_to_string(root.join("examples/c/host.c")).unwrap();
+    // Declarations: a line that is not a comment and names `tavern_…(`.
+    let declared: Vec<&str> = header
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('*') && !l.starts_with("/*") && !l.starts_with("//"))
+        .filter_map(|l| {
+            let at = l.find("tavern_")?;
+            let name = &l[at..];
+            let end = name.find('(')?;
+            let name = &name[..end];
+            name.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                .then_some(name)
+        })
+        .collect();
+    assert!(
+        declared.len() >= 9,
+        "the header declares the functions of issue 11: {declared:?}"
+    );
+    for name in &declared {
+        assert!(
+            host.contains(&format!("{name}(")),
+            "examples/c/host.c never calls {name}"
+        );
+    }
+    // And every one of them is exported by the library this test links against.
+    let nm = Command::new("nm")
+        .arg("-D")
+        .arg("--defined-only")
+        .arg(lib_dir().join("libtavern_capi.so"))
+        .output();
+    if let Some(nm) = nm.ok().filter(|o| o.status.success()) {
+        let symbols = String::from_utf8_lossy(&nm.stdout);
+        for name in &declared {
+            assert!(
+                symbols
+                    .lines()
+                    .any(|l| l.split_whitespace().last() == Some(name)),
+                "libtavern_capi.so does not export {name}"
+            );
+        }
+    }
+}
+
 /// A fresh directory under the system temp dir (no tempfile crate in this crate).
 fn tempfile_dir() -> PathBuf {
     let d = std::env::temp_dir().join(format!(
