@@ -172,7 +172,8 @@ pub fn app(served: Arc<Served>, addr: &SocketAddr) -> App {
     };
     let router = routes()
         .route_service("/mcp", mcp)
-        .with_state(served)
+        .with_state(served.clone())
+        .merge(super::web::router(served))
         .layer(middleware::from_fn_with_state(g, guard));
     App {
         router,

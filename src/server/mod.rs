@@ -1,6 +1,6 @@
 //! Serving the engine to other programs: MCP over stdio and Streamable HTTP ([`mcp`]), a
 //! REST API ([`rest`]) on the same axum router ([`http`]), the tool-list shapes every
-//! surface shares ([`export`]), and hot reload ([`watch`]).
+//! surface shares ([`export`]), hot reload ([`watch`]) and the web tool explorer ([`web`]).
 //!
 //! This module sits on top of the [`Engine`] facade and uses only its public API: the core
 //! knows nothing of MCP or HTTP. Invariants:
@@ -18,6 +18,7 @@ pub mod mcp;
 pub use crate::report;
 pub mod rest;
 pub mod watch;
+pub mod web;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
