@@ -377,6 +377,21 @@ function drawGraph(wf) {
     if (!cols.has(n.layer)) cols.set(n.layer, []);
     cols.get(n.layer).push(n);
   }
+  // Fewer crossings: within a column, order nodes by the mean row of their sources
+  // (one barycentre pass, left to right; file order breaks ties).
+  const row = new Map();
+  const layerIds = [...cols.keys()].sort((a, b) => a - b);
+  for (const layer of layerIds) {
+    const nodes = cols.get(layer);
+    const bary = (n) => {
+      const rows = wf.edges.filter((e) => e.target === n.id && row.has(e.source)).map((e) => row.get(e.source));
+      return rows.length ? rows.reduce((a, b) => a + b, 0) / rows.length : Infinity;
+    };
+    const keyed = nodes.map((n, i) => [bary(n), i, n]);
+    keyed.sort((a, b) => (a[0] === b[0] ? a[1] - b[1] : a[0] === Infinity ? 1 : b[0] === Infinity ? -1 : a[0] - b[0]));
+    cols.set(layer, keyed.map((k) => k[2]));
+    cols.get(layer).forEach((n, i) => row.set(n.id, i));
+  }
   const pos = new Map();
   let maxRows = 0;
   for (const [layer, nodes] of cols) {
@@ -620,7 +635,7 @@ function turnView(t) {
     h("li", { class: "msg user" }, h("strong", {}, `Turn ${t.index} — to the agent`), h("pre", {}, t.input)),
     h("li", { class: "msg agent", "data-turn": t.index },
       h("strong", {}, "Agent"), h("pre", { class: "output" }, t.output),
-      t.calls.map((c) => h("div", { class: `call ${c.ok ? "ok" : "bad"}` },
+      t.calls.map((c) => h("div", { class: `call ${c.ok ? "call-ok" : "call-failed"}` },
         h("p", {}, h("strong", {}, "Call "), h("code", {}, c.tool), ` — ${c.ok ? "ok" : "failed: " + c.error.code}`),
         h("pre", {}, JSON.stringify(c.args, null, 2)),
         h("p", {}, "Observation:"), h("pre", { class: "observation" }, c.observation))),
