@@ -317,7 +317,10 @@ async fn plugins_show_failures_with_file_and_line_and_reloads_stream() {
     let first = sse_events(&mut events, 1).await;
     assert_eq!(
         first,
-        vec![("engine".to_string(), json!({"generation": 0}))]
+        vec![(
+            "engine".to_string(),
+            json!({"generation": 0, "reloads": 0, "refused": null})
+        )]
     );
     let dir = home.path().join("plugins/Bakery");
     std::fs::create_dir_all(&dir).unwrap();
@@ -327,13 +330,45 @@ async fn plugins_show_failures_with_file_and_line_and_reloads_stream() {
     )
     .unwrap();
     let next = sse_events(&mut events, 1).await;
-    assert_eq!(next, vec![("engine".to_string(), json!({"generation": 1}))]);
+    assert_eq!(
+        next,
+        vec![(
+            "engine".to_string(),
+            json!({"generation": 1, "reloads": 1, "refused": null})
+        )]
+    );
     let (_, v) = get_json(&format!("{}/api/plugins", s.base)).await;
     assert!(v["plugins"]
         .as_array()
         .unwrap()
         .iter()
         .any(|p| p["name"] == "Bakery"));
+    assert_eq!(v["refusedReload"], Value::Null);
+
+    // A change with a new problem is refused: the old engine serves on, and the explorer
+    // says why.
+    std::fs::write(dir.join("plugin.yaml"), "name: Bakery\nversion: [1\n").unwrap();
+    let refused = sse_events(&mut events, 1).await;
+    let (name, data) = &refused[0];
+    assert_eq!(name, "engine");
+    assert_eq!(
+        (data["generation"].clone(), data["reloads"].clone()),
+        (json!(1), json!(2))
+    );
+    let reasons = data["refused"]["reasons"].as_array().unwrap();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.as_str().unwrap().contains("plugins/Bakery/plugin.yaml:")),
+        "{reasons:?}"
+    );
+    let (_, v) = get_json(&format!("{}/api/plugins", s.base)).await;
+    assert_eq!(v["refusedReload"], data["refused"]);
+    assert!(v["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["name"] == "Bakery" && p["status"] == "loaded"));
 }
 
 #[tokio::test]

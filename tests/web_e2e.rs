@@ -370,7 +370,6 @@ async fn plugins_list_the_broken_one_with_its_problem_and_update_after_a_reload(
         inn.contains("workflow:slow_steps"),
         "declared permissions: {inn}"
     );
-    c.shot("plugins").await;
 
     // A new plugin appears without reloading the page.
     let dir = c.home.path().join("plugins/Bakery");
@@ -398,6 +397,20 @@ async fn plugins_list_the_broken_one_with_its_problem_and_update_after_a_reload(
     .await;
     b.wait_text("#reload-status", "Updated after a reload")
         .await;
+
+    // A plugin added with a mistake is refused (the running version keeps serving); the
+    // page says so, with the file, line and problem.
+    let cellar = c.home.path().join("plugins/Cellar");
+    std::fs::create_dir_all(&cellar).unwrap();
+    std::fs::write(
+        cellar.join("plugin.yaml"),
+        "name: Cellar\nversion: 1.0.0\npermissions:\n  network: often\n",
+    )
+    .unwrap();
+    let refused = b.wait_text("#refused", "Cellar/plugin.yaml:4").await;
+    assert!(refused.contains("A reload was refused"), "{refused}");
+    b.wait_text("#reload-status", "refused").await;
+    c.shot("plugins").await;
     c.end().await;
 }
 

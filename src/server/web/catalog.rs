@@ -344,31 +344,45 @@ pub fn plugins_json(engine: &Engine, generation: usize) -> Value {
     json!({"generation": generation, "plugins": list, "otherProblems": other})
 }
 
-/// `GET /api/plugins`.
+/// `GET /api/plugins`: [`plugins_json`] plus `refusedReload`, the last reload the server
+/// refused (`{"at_ms", "reasons"}`) unless one succeeded since, and `reloads` (attempts).
 pub async fn list_plugins(State(served): State<Arc<Served>>) -> Json<Value> {
-    Json(plugins_json(&served.engine(), served.generation()))
+    let mut v = plugins_json(&served.engine(), served.generation());
+    if let Some(m) = v.as_object_mut() {
+        m.insert("reloads".into(), json!(served.reload_attempts()));
+        m.insert("refusedReload".into(), json!(served.refused_reload()));
+    }
+    Json(v)
 }
 
 /// How often the reload stream looks at the engine generation.
 const RELOAD_POLL: Duration = Duration::from_millis(250);
 
 /// `GET /api/plugins/events`: server-sent events. On connect one `engine` event
-/// `{"generation"}`; then one more each time a reload swaps a new engine in.
+/// `{"generation", "reloads", "refused"}`; then one more after each reload attempt (a swap
+/// raises `generation`; a refusal sets `refused` to `{"at_ms", "reasons"}`).
 pub async fn plugin_events(
     State(served): State<Arc<Served>>,
 ) -> Sse<impl futures_util::Stream<Item = Result<Event, std::convert::Infallible>>> {
-    let stream =
-        futures_util::stream::unfold((served, None::<usize>), |(served, last)| async move {
+    let stream = futures_util::stream::unfold(
+        (served, None::<(usize, usize)>),
+        |(served, last)| async move {
             loop {
-                let now = served.generation();
+                let now = (served.generation(), served.reload_attempts());
                 if last != Some(now) {
-                    let ev = Event::default()
-                        .event("engine")
-                        .data(json!({"generation": now}).to_string());
+                    let ev = Event::default().event("engine").data(
+                        json!({
+                            "generation": now.0,
+                            "reloads": now.1,
+                            "refused": served.refused_reload(),
+                        })
+                        .to_string(),
+                    );
                     return Some((Ok(ev), (served, Some(now))));
                 }
                 tokio::time::sleep(RELOAD_POLL).await;
             }
-        });
+        },
+    );
     Sse::new(stream).keep_alive(KeepAlive::default())
 }

@@ -560,25 +560,33 @@ function pluginCard(p) {
 
 async function pluginsPage() {
   const status = h("p", { id: "reload-status", role: "status", class: "muted" }, "");
+  const refused = h("div", { id: "refused", "aria-live": "polite" });
   const list = h("ul", { class: "cards", id: "plugins" });
   const other = h("section", { id: "other-problems" });
-  let generation = null;
+  let seen = null;
   const load = async () => {
     const d = await api("/api/plugins");
-    generation = d.generation;
+    seen = d.reloads;
+    const r = d.refusedReload;
+    refused.replaceChildren(...(r ? [h("div", { class: "error-box" },
+      h("p", {}, h("strong", {}, `A reload was refused at ${new Date(r.at_ms).toLocaleTimeString()}: `),
+        "the changed files have new problems, so the previous version keeps serving. Fix these and save again:"),
+      h("ul", { class: "problems" }, r.reasons.map((x) => h("li", { class: "problem" }, x))))] : []));
     list.replaceChildren(...d.plugins.map(pluginCard));
     other.replaceChildren(...(d.otherProblems.length ? [h("h2", {}, "Other load problems"), problemList(d.otherProblems)] : []));
     const failed = d.plugins.filter((p) => p.status === "failed").length;
     return `${d.plugins.length} plugins, ${failed} failed`;
   };
   const summary = h("p", { id: "plugin-summary" }, await load());
-  setPage("Plugins", h("h1", {}, "Plugins"), summary, status, list, other);
+  setPage("Plugins", h("h1", {}, "Plugins"), summary, status, refused, list, other);
   const es = new EventSource("/api/plugins/events");
   es.addEventListener("engine", async (e) => {
-    const g = JSON.parse(e.data).generation;
-    if (g !== generation) {
+    const d = JSON.parse(e.data);
+    if (d.reloads !== seen) {
       summary.textContent = await load();
-      status.textContent = `Updated after a reload at ${new Date().toLocaleTimeString()} (engine generation ${g}).`;
+      status.textContent = d.refused
+        ? `A reload was refused at ${new Date().toLocaleTimeString()}; the list shows the version still serving.`
+        : `Updated after a reload at ${new Date().toLocaleTimeString()} (engine generation ${d.generation}).`;
     }
   });
   window.addEventListener("pagehide", () => es.close());
