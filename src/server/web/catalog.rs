@@ -90,17 +90,20 @@ pub fn tool_entry(tool: &Tool, owners: &HashMap<String, String>) -> Value {
     Value::Object(m)
 }
 
-/// `GET /api/catalog`: every tool, `{"tools": [...]}` in id order.
-pub async fn list_tools(State(served): State<Arc<Served>>) -> Json<Value> {
-    let engine = served.engine();
-    let owners = owners(&engine);
-    let tools: Vec<Value> = engine
+/// Every tool of `engine` as [`tool_entry`], in the registry's order.
+pub fn catalog(engine: &Engine) -> Vec<Value> {
+    let owners = owners(engine);
+    engine
         .tools()
         .list()
         .iter()
         .map(|t| tool_entry(t, &owners))
-        .collect();
-    Json(json!({"tools": tools, "generation": served.generation()}))
+        .collect()
+}
+
+/// `GET /api/catalog`: every tool, `{"tools": [...], "generation"}`.
+pub async fn list_tools(State(served): State<Arc<Served>>) -> Json<Value> {
+    Json(json!({"tools": catalog(&served.engine()), "generation": served.generation()}))
 }
 
 /// `GET /api/catalog/{id}`: one tool (either spelling of its id); 404 `unknown_tool` with
