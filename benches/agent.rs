@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
-use tavern::agent::llm::{LlmSettings, ScriptedBackend};
-use tavern::tools::ToolDefinition;
+use tavern::internal::agent::llm::{LlmSettings, ScriptedBackend};
+use tavern::internal::tools::ToolDefinition;
 use tavern::Engine;
 
 const REPLY: &str = "I'll add the numbers and shout the name.\n<ACTION>\n  <Add>\n    <a>2</a>\n    <b>40</b>\n  </Add>\n  <Upper>\n    <text>aria</text>\n  </Upper>\n</ACTION>";

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use serde_json::{json, Value};
-use tavern::tools::{Caller, KeyMatching, ToolDefinition, ToolManager};
+use tavern::internal::tools::{Caller, KeyMatching, ToolDefinition, ToolManager};
 
 /// Polls a future that a synchronous tool finishes at once.
 fn ready<F: Future>(f: F) -> F::Output {
@@ -25,7 +25,7 @@ fn ready<F: Future>(f: F) -> F::Output {
 
 fn manager() -> Arc<ToolManager> {
     let tools = ToolManager::new();
-    tavern::tools::builtin::register(&tools).expect("builtins register");
+    tavern::internal::tools::builtin::register(&tools).expect("builtins register");
     tools
         .register_fn(
             ToolDefinition::host(

@@ -1,7 +1,8 @@
 //! Embedding costs: `pump` with nothing queued, one host tool call made from a Lua mod, and
 //! how late `pump(1 ms)` returns while a script loops on the engine's threads (the maximum
-//! over every pump is written to `target/bench-figures/embed.json` as
-//! `embed/pump_1ms_max_while_looping`).
+//! and the 99th percentile over every pump are written to `<figures>/embed.json` as
+//! `embed/pump_1ms_max_while_looping` and `embed/pump_1ms_p99_while_looping`; see
+//! `write_figures`).
 //!
 //! Run: `cargo bench --bench embed -- --warm-up-time 1 --measurement-time 3`
 
@@ -81,22 +82,27 @@ fn bench(c: &mut Criterion) {
         })
     });
 
-    // pump(1 ms) while a script spins on the engine's threads.
+    // pump(1 ms) while a script spins on the engine's threads. The plugin's limits come
+    // from the host's `script_limits` (raised above), so the spin outlives the measurement.
     let spin = e
         .submit_with(
             "<|[REQUEST_TOOL]|>\ncommand:「始」bench:spin「末」\n<|[END_TOOL]|>\n",
-            CallOptions::new().timeout(Duration::from_secs(120)),
+            CallOptions::new().timeout(Duration::from_secs(300)),
         )
         .unwrap();
-    let mut worst = Duration::ZERO;
+    let mut times: Vec<Duration> = Vec::new();
     g.bench_function("pump_1ms_while_looping", |b| {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
                 let t = Instant::now();
-                e.pump(Duration::from_millis(1));
+                let finished = e.pump(Duration::from_millis(1));
                 let d = t.elapsed();
-                worst = worst.max(d);
+                assert_eq!(
+                    finished, 0,
+                    "the spinning call ended during the measurement"
+                );
+                times.push(d);
                 total += d;
             }
             total
@@ -104,18 +110,40 @@ fn bench(c: &mut Criterion) {
     });
     g.finish();
     // Only a figure taken while the script was still looping means anything.
-    if let Some(done) = e.take(spin) {
-        eprintln!("the spinning call ended during the measurement ({done:?}): no pump figure");
-        return;
-    }
-    let figures = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-figures");
-    let _ = std::fs::create_dir_all(&figures);
-    let _ = std::fs::write(
-        figures.join("embed.json"),
-        json!({"embed/pump_1ms_max_while_looping": format!("{:.3} ms", worst.as_secs_f64() * 1e3)})
-            .to_string(),
+    assert_eq!(e.pending(), 1, "the spinning call must still be running");
+    assert!(e.take(spin).is_none());
+    times.sort();
+    let max = times.last().copied().unwrap_or_default();
+    let p99 = times
+        .get((times.len() * 99 / 100).min(times.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or_default();
+    let ms = |d: Duration| format!("{:.3} ms", d.as_secs_f64() * 1e3);
+    write_figures(&json!({
+        "embed/pump_1ms_max_while_looping": ms(max),
+        "embed/pump_1ms_p99_while_looping": ms(p99),
+    }));
+    println!(
+        "pump(1 ms) while a script loops: {} pumps, p99 {p99:?}, max {max:?}",
+        times.len()
     );
-    println!("pump(1 ms) while a script loops: max {worst:?}");
+}
+
+/// Writes `embed.json` where `benches/update-figures.sh` reads it: `$BENCH_FIGURES_DIR`,
+/// else `${CARGO_TARGET_DIR:-target}/bench-figures`.
+fn write_figures(figures: &serde_json::Value) {
+    let dir = std::env::var_os("BENCH_FIGURES_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::env::var_os("CARGO_TARGET_DIR")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
+                .join("bench-figures")
+        });
+    std::fs::create_dir_all(&dir).expect("create the figures directory");
+    let path = dir.join("embed.json");
+    std::fs::write(&path, figures.to_string()).expect("write the figures");
+    println!("wrote {}", path.display());
 }
 
 criterion_group! {

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use serde_json::{json, Map, Value};
-use tavern::tools::{Caller, ToolDefinition, ToolManager};
-use tavern::workflow::RunOptions;
+use tavern::internal::tools::{Caller, ToolDefinition, ToolManager};
+use tavern::internal::workflow::RunOptions;
 use tavern::Engine;
 
 /// Polls a future that a synchronous tool finishes at once (no runtime: script handlers run
@@ -42,7 +42,7 @@ fn resize() -> ToolDefinition {
 fn manager(hooks: bool) -> Arc<ToolManager> {
     let tools = ToolManager::new();
     if hooks {
-        tools.set_interceptor(tavern::hooks::Hooks::new());
+        tools.set_interceptor(tavern::internal::hooks::Hooks::new());
     }
     tools
         .register_fn(resize(), |_, args| Ok(args["count"].clone()))

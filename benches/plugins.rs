@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use tavern::protocol::Format;
-use tavern::tools::Caller;
+use tavern::internal::protocol::Format;
+use tavern::internal::tools::Caller;
 use tavern::Engine;
 
 fn write(path: &Path, text: &str) {
@@ -109,10 +109,10 @@ fn breakdown(c: &mut Criterion) {
     let mut g = c.benchmark_group("plugins_breakdown");
     g.sample_size(30).measurement_time(Duration::from_secs(2));
     g.bench_function("parse", |b| {
-        b.iter(|| tavern::protocol::parse(text, Format::Auto))
+        b.iter(|| tavern::internal::protocol::parse(text, Format::Auto))
     });
     let scripts = e.plugins().get("Lua").unwrap().scripts().unwrap().clone();
-    let info = tavern::script::CallInfo::host("Lua:add");
+    let info = tavern::internal::script::CallInfo::host("Lua:add");
     let args = serde_json::json!({"a": 2, "b": 40});
     g.bench_function("lua_call_direct", |b| {
         b.iter(|| scripts.call("add", args.clone(), &info).unwrap())

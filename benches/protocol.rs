@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use criterion::measurement::{Measurement, ValueFormatter};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use tavern::protocol::{parse, Format, StreamReader};
+use tavern::internal::protocol::{parse, Format, StreamReader};
 
 const SENTENCE: &str = "The caravan reached the northern gate before dusk, and the guards, tired from a long watch, waved it through without a second look at the crates. ";
 

@@ -9,8 +9,10 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
-use tavern::script::{CallInfo, ExecMode, Limits, PluginScripts, ScriptEnv, ScriptSource};
-use tavern::tools::{Caller, ToolDefinition, ToolManager};
+use tavern::internal::script::{
+    CallInfo, ExecMode, Limits, PluginScripts, ScriptEnv, ScriptSource,
+};
+use tavern::internal::tools::{Caller, ToolDefinition, ToolManager};
 
 const SMALL_LUA: &str = r#"
 local M = {}
@@ -161,8 +163,8 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("lua_snippet", |b| {
         b.iter(|| {
-            tavern::script::run_snippet(
-                tavern::script::Lang::Lua,
+            tavern::internal::script::run_snippet(
+                tavern::internal::script::Lang::Lua,
                 "return inputs.a + 1",
                 json!({"a": 1}),
                 &Limits::strict(),

@@ -8,9 +8,9 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::json;
-use tavern::server::web::catalog::{catalog, plugins_json};
-use tavern::tools::ToolDefinition;
+use tavern::internal::server::web::catalog::{catalog, plugins_json};
 use tavern::Engine;
+use tavern::ToolDefinition;
 
 fn engine(n: usize) -> Engine {
     let mut b = Engine::builder().plugins(false).workflows(false);

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::{json, Map};
-use tavern::workflow::{compile, NodeRegistry, RunOptions, Workflow, WorkflowNode};
+use tavern::internal::workflow::{compile, NodeRegistry, RunOptions, Workflow, WorkflowNode};
 
 /// `n` `core:Math` nodes, each adding 1 to the previous result.
 fn chain(n: usize) -> Workflow {
@@ -131,7 +131,7 @@ fn scripts(c: &mut Criterion) {
                         .run(Map::new(), RunOptions::default())
                         .await
                         .expect("runs");
-                    assert_eq!(r.status, tavern::workflow::RunStatus::Succeeded);
+                    assert_eq!(r.status, tavern::internal::workflow::RunStatus::Succeeded);
                     black_box(r)
                 })
             })
@@ -139,14 +139,14 @@ fn scripts(c: &mut Criterion) {
     }
     // Baseline: the same two snippets on two plain threads, no workflow engine. When the
     // machine cannot give two cores (other load), this shows it: compare the ratios.
-    let limits = tavern::script::Limits::engine_default();
+    let limits = tavern::internal::script::Limits::engine_default();
     g.bench_function("two_lua_snippets_raw_threads", |b| {
         b.iter(|| {
             let hs: Vec<_> = (0..2)
                 .map(|_| {
                     std::thread::spawn(move || {
-                        tavern::script::run_snippet(
-                            tavern::script::Lang::Lua,
+                        tavern::internal::script::run_snippet(
+                            tavern::internal::script::Lang::Lua,
                             CPU_LUA,
                             json!({}),
                             &limits,

@@ -53,6 +53,27 @@ impl Origin {
     }
 }
 
+/// Why a `KEY=VALUE` setting (`--set`, [`EngineBuilder::set`](crate::EngineBuilder::set),
+/// the `TAVERN_SET` environment variable) could not be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SettingError {
+    /// No `=`, or nothing before it.
+    #[error("--set expects KEY=VALUE, got '{assignment}'")]
+    Malformed {
+        /// The assignment as written.
+        assignment: String,
+    },
+    /// An assignment taken from an environment variable was malformed.
+    #[error("{var}: {source}")]
+    Env {
+        /// The variable (`TAVERN_SET`).
+        var: String,
+        /// What was wrong with the assignment.
+        source: Box<SettingError>,
+    },
+}
+
 impl Settings {
     /// Reads `<home>/tavern.toml` if present. A missing file is an empty configuration.
     pub fn load(home: &Path) -> Result<Settings, Problem> {
@@ -90,21 +111,24 @@ impl Settings {
     /// Applies the assignments of environment variable [`ENV_SET`] (`KEY=VALUE`, several
     /// separated by `;`), each remembered as coming from the environment. Between
     /// `tavern.toml` and `--set` in precedence.
-    pub fn apply_env(&mut self) -> Result<(), String> {
+    pub fn apply_env(&mut self) -> Result<(), SettingError> {
         let Some(v) = std::env::var_os(ENV_SET) else {
             return Ok(());
         };
         let v = v.to_string_lossy().into_owned();
         for a in v.split(';').map(str::trim).filter(|a| !a.is_empty()) {
             self.set_from_env(ENV_SET, a)
-                .map_err(|e| format!("{ENV_SET}: {e}"))?;
+                .map_err(|e| SettingError::Env {
+                    var: ENV_SET.to_string(),
+                    source: Box::new(e),
+                })?;
         }
         Ok(())
     }
 
     /// Like [`Settings::set_override`], recording that the value came from environment
     /// variable `var`.
-    pub fn set_from_env(&mut self, var: &str, assignment: &str) -> Result<(), String> {
+    pub fn set_from_env(&mut self, var: &str, assignment: &str) -> Result<(), SettingError> {
         self.set_override(assignment)?;
         if let Some((k, _)) = assignment.split_once('=') {
             self.origins
@@ -128,13 +152,14 @@ impl Settings {
 
     /// Applies one `KEY=VALUE` override. The value is read as TOML when it parses as a
     /// scalar or array (`42`, `true`, `[1,2]`), otherwise taken as a string.
-    pub fn set_override(&mut self, assignment: &str) -> Result<(), String> {
-        let (k, v) = assignment
-            .split_once('=')
-            .ok_or_else(|| format!("--set expects KEY=VALUE, got '{assignment}'"))?;
+    pub fn set_override(&mut self, assignment: &str) -> Result<(), SettingError> {
+        let malformed = || SettingError::Malformed {
+            assignment: assignment.to_string(),
+        };
+        let (k, v) = assignment.split_once('=').ok_or_else(malformed)?;
         let k = k.trim();
         if k.is_empty() {
-            return Err(format!("--set expects KEY=VALUE, got '{assignment}'"));
+            return Err(malformed());
         }
         let parsed = format!("v = {v}")
             .parse::<toml::Table>()

@@ -147,12 +147,6 @@ impl CallReport {
     }
 }
 
-/// One result as `tavern call` prints it: `tool`, `step` (in a chain), `ok`, then `value`
-/// or `error` {`code`, `message`}, and `observation` (the one shape, from `report`).
-pub fn outcome_json(o: &CallOutcome, step: Option<u32>) -> Value {
-    crate::report::outcome_json(o, step)
-}
-
 /// Why an embedding entry point could not run the calls at all (a call that ran and failed
 /// is an `Err` in its [`CallOutcome`] instead).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -327,6 +321,25 @@ impl Engine {
     /// Queues `text` (read with [`Format::Auto`], caller host) to run on the engine's
     /// runtime and returns at once. Collect the result with [`Engine::pump`] and
     /// [`Engine::take`].
+    ///
+    /// A fixed-step game loop: submit, then pump a little every frame until it is done.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let home = tempfile::tempdir().unwrap();
+    /// let engine = tavern::Engine::builder().home(home.path()).build().unwrap();
+    /// let text = "<|[REQUEST_TOOL]|>\ncommand:「始」system:echo「末」\ntext:「始」hi「末」\n<|[END_TOOL]|>";
+    /// let ticket = engine.submit(text).unwrap();
+    /// let report = loop {
+    ///     // ... simulate and draw the frame ...
+    ///     engine.pump(Duration::from_millis(1));
+    ///     if let Some(done) = engine.take(ticket) {
+    ///         break done.unwrap();
+    ///     }
+    /// };
+    /// assert!(report.ok());
+    /// assert_eq!(engine.pending(), 0);
+    /// ```
     pub fn submit(&self, text: &str) -> Result<Ticket, EmbedError> {
         self.submit_with(text, CallOptions::new())
     }
@@ -354,6 +367,21 @@ impl Engine {
     /// during this pump. Returns at once when nothing is pending; otherwise waits for
     /// results until the budget is spent or nothing is pending. Script work never runs on
     /// this thread, so a looping script cannot hold it past the budget.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// # let home = tempfile::tempdir().unwrap();
+    /// let engine = tavern::Engine::builder().home(home.path()).build().unwrap();
+    /// // Nothing queued: returns at once, with nothing finished.
+    /// assert_eq!(engine.pump(Duration::from_millis(5)), 0);
+    /// let ticket = engine.submit("<|[REQUEST_TOOL]|>\ncommand:「始」system:echo「末」\ntext:「始」x「末」\n<|[END_TOOL]|>").unwrap();
+    /// let mut finished = 0;
+    /// while finished == 0 {
+    ///     finished += engine.pump(Duration::from_millis(1));
+    /// }
+    /// assert_eq!(finished, 1);
+    /// assert!(engine.take(ticket).is_some());
+    /// ```
     pub fn pump(&self, budget: Duration) -> usize {
         if self.pump.pending.load(Ordering::Acquire) == 0 {
             return 0;
@@ -389,6 +417,20 @@ impl Engine {
     /// The result of a submission once a pump has collected it (then forgotten: a second
     /// `take` of the same ticket is `None`). `None` while it is pending or for an unknown
     /// ticket.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let home = tempfile::tempdir().unwrap();
+    /// let engine = tavern::Engine::builder().home(home.path()).build().unwrap();
+    /// let ticket = engine.submit("<|[REQUEST_TOOL]|>\ncommand:「始」no:such「末」\n<|[END_TOOL]|>").unwrap();
+    /// while engine.pending() > 0 {
+    ///     engine.pump(Duration::from_millis(1));
+    /// }
+    /// let report = engine.take(ticket).expect("collected by pump").unwrap();
+    /// // The text was read and run; the call itself failed (an unknown tool).
+    /// assert!(report.outcomes[0].result.is_err());
+    /// assert!(engine.take(ticket).is_none(), "a result is taken once");
+    /// ```
     pub fn take(&self, ticket: Ticket) -> Option<Result<CallReport, EmbedError>> {
         self.pump
             .done

@@ -20,9 +20,9 @@ pub enum EngineError {
     /// The configuration could not be read.
     #[error("configuration: {0}")]
     Config(Problem),
-    /// A `--set` override was malformed.
+    /// A `--set` override (or one from `TAVERN_SET`) was malformed.
     #[error("{0}")]
-    Override(String),
+    Override(#[from] crate::config::SettingError),
     /// A host tool could not be registered.
     #[error(transparent)]
     Tool(#[from] ToolError),
@@ -145,8 +145,10 @@ impl EngineBuilder {
         self
     }
 
-    /// The host's cap on every plugin's script limits (default: the engine defaults). A
-    /// plugin may lower its own limits in plugin.yaml but never raise them past this cap.
+    /// The script limits every plugin runs with, and their cap (default: the engine
+    /// defaults, [`Limits::engine_default`](crate::Limits::engine_default)). Raising them
+    /// raises them for every plugin; a plugin may lower its own limits in plugin.yaml but
+    /// never raise them past these.
     pub fn script_limits(mut self, limits: crate::script::Limits) -> Self {
         self.script_limits = limits;
         self
@@ -169,6 +171,37 @@ impl EngineBuilder {
 
     /// Registers a host tool from a closure (see [`EngineBuilder::tool`]). A panic in the
     /// closure is contained: the call fails with [`ToolError::Panicked`].
+    ///
+    /// ```
+    /// use serde_json::json;
+    /// use tavern::{CallOptions, Engine, ToolDefinition, ToolError};
+    /// # let home = tempfile::tempdir().unwrap();
+    /// let engine = Engine::builder()
+    ///     .home(home.path())
+    ///     .host_tool(
+    ///         ToolDefinition::host(
+    ///             "world:damage",
+    ///             "Hurts an actor.",
+    ///             json!({"type": "object", "properties": {"amount": {"type": "integer"}},
+    ///                    "required": ["amount"]}),
+    ///         ),
+    ///         |_ctx, args| {
+    ///             let n = args["amount"].as_i64().unwrap_or(0);
+    ///             if n < 0 {
+    ///                 panic!("negative damage"); // contained: the call fails, the host goes on
+    ///             }
+    ///             Ok(json!({"dealt": n}))
+    ///         },
+    ///     )
+    ///     .build()
+    ///     .unwrap();
+    /// let call = |n: i32| {
+    ///     let text = format!("<|[REQUEST_TOOL]|>\ncommand:「始」world:damage「末」\namount:「始」{n}「末」\n<|[END_TOOL]|>");
+    ///     engine.call_blocking(&text, CallOptions::new()).unwrap().outcomes.remove(0).result
+    /// };
+    /// assert_eq!(call(3), Ok(json!({"dealt": 3})));
+    /// assert!(matches!(call(-1), Err(ToolError::Panicked { .. })));
+    /// ```
     pub fn host_tool<F>(self, definition: ToolDefinition, f: F) -> Self
     where
         F: Fn(&CallContext, serde_json::Value) -> Result<serde_json::Value, ToolError>
@@ -272,6 +305,18 @@ impl EngineBuilder {
     /// Builds the engine: reads settings, registers tools, loads plugins and workflows.
     /// Broken plugins or workflows do not fail the build; they are listed in
     /// [`Engine::problems`].
+    ///
+    /// ```
+    /// # let home = tempfile::tempdir().unwrap();
+    /// std::fs::create_dir_all(home.path().join("plugins/broken")).unwrap();
+    /// std::fs::write(home.path().join("plugins/broken/plugin.yaml"), "name: [").unwrap();
+    /// let engine = tavern::Engine::builder().home(home.path()).build().unwrap();
+    /// assert!(!engine.problems().is_empty(), "the broken plugin is reported, not fatal");
+    ///
+    /// // A malformed setting is an error of the build itself.
+    /// let err = tavern::Engine::builder().home(home.path()).set("no equals sign").build();
+    /// assert!(matches!(err, Err(tavern::EngineError::Override(_))));
+    /// ```
     pub fn build(self) -> Result<Engine, EngineError> {
         let mut settings = Settings::load(&self.home).map_err(EngineError::Config)?;
         settings.apply_env().map_err(EngineError::Override)?;
@@ -415,7 +460,17 @@ const _: () = {
 };
 
 impl Engine {
-    /// Starts configuring an engine.
+    /// Starts configuring an engine (see [`EngineBuilder`] for the options).
+    ///
+    /// ```
+    /// # let home = tempfile::tempdir().unwrap();
+    /// let engine = tavern::Engine::builder()
+    ///     .home(home.path())
+    ///     .plugins(false)
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(engine.home(), home.path());
+    /// ```
     pub fn builder() -> EngineBuilder {
         EngineBuilder::default()
     }
@@ -426,21 +481,29 @@ impl Engine {
     }
 
     /// The effective settings.
+    /// Internal (`tavern::internal`), for the binary and tests; not part of the host API.
+    #[doc(hidden)]
     pub fn settings(&self) -> &Settings {
         &self.settings
     }
 
     /// The tool registry.
+    /// Internal (`tavern::internal`), for the binary and tests; not part of the host API.
+    #[doc(hidden)]
     pub fn tools(&self) -> &Arc<ToolManager> {
         &self.tools
     }
 
     /// The plugins loaded from `<home>/plugins`.
+    /// Internal (`tavern::internal`), for the binary and tests; not part of the host API.
+    #[doc(hidden)]
     pub fn plugins(&self) -> &crate::plugins::PluginSet {
         &self.plugins
     }
 
     /// The loaded workflows and the node registry behind them.
+    /// Internal (`tavern::internal`), for the binary and tests; not part of the host API.
+    #[doc(hidden)]
     pub fn workflows(&self) -> &Arc<Workflows> {
         &self.workflows
     }
@@ -451,6 +514,8 @@ impl Engine {
     }
 
     /// The power-user scripts loaded from `<home>/scripts`.
+    /// Internal (`tavern::internal`), for the binary and tests; not part of the host API.
+    #[doc(hidden)]
     pub fn user_scripts(&self) -> &[crate::plugins::user_scripts::UserScript] {
         &self.user_scripts
     }

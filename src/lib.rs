@@ -1,32 +1,122 @@
 //! tavern: one protocol for language models, scripts and people to call tools.
 //!
-//! The crate is layered one way (see `ARCHITECTURE.md`):
-//! [`protocol`] (reading and writing calls) → [`tools`] (registry, validation, dispatch) →
-//! [`hooks`] (callbacks and overrides around calls) → [`script`] (sandboxed Lua and Rhai) → [`plugins`] and [`workflow`] → [`Engine`], the
-//! facade the CLI and hosts use.
+//! This page is the API a host (a game, an editor, a server) embeds: build an [`Engine`]
+//! with an [`EngineBuilder`] — its home directory, host tools given as closures, caller
+//! policies, script limits — then hand it text a model wrote. The engine reads the calls
+//! ([`parse`], [`Parsed`], [`Call`]), checks each against its [`ToolDefinition`] and runs
+//! it; every call ends in a [`CallOutcome`] whose error, if any, is a [`ToolError`].
+//!
+//! Three ways in, one behaviour under any async runtime or none:
+//! - [`Engine::call`] (async) and [`Engine::call_blocking`] (sync) run one text's calls and
+//!   return a [`CallReport`];
+//! - [`Engine::submit`], [`Engine::pump`] and [`Engine::take`] fit a frame loop: `pump`
+//!   returns within the budget it is given, because script work never runs on its thread.
+//!
+//! ```
+//! use serde_json::json;
+//! use tavern::{CallOptions, Engine, ToolDefinition};
+//!
+//! let home = tempfile::tempdir().unwrap();
+//! let engine = Engine::builder()
+//!     .home(home.path())
+//!     .host_tool(
+//!         ToolDefinition::host("world:time", "The game clock.", json!({"type": "object"})),
+//!         |_ctx, _args| Ok(json!({"tick": 42})),
+//!     )
+//!     .build()
+//!     .unwrap();
+//! let text = "<|[REQUEST_TOOL]|>\ncommand:「始」world:time「末」\n<|[END_TOOL]|>";
+//! let report = engine.call_blocking(text, CallOptions::new()).unwrap();
+//! assert_eq!(report.outcomes[0].result, Ok(json!({"tick": 42})));
+//! ```
+//!
+//! The crate is layered one way (see `ARCHITECTURE.md`): protocol (reading and writing
+//! calls) → tools (registry, validation, dispatch) → hooks → script (sandboxed Lua and
+//! Rhai) → plugins and workflow → [`Engine`]. Those modules are private; the `tavern`
+//! binary, the C ABI crate, tests and benches reach them through `tavern::internal`, which
+//! is hidden from these docs and has no stability promise.
 #![warn(missing_docs)]
 
-pub mod agent;
-pub mod config;
-pub mod embed;
-pub mod engine;
-pub mod hooks;
-pub mod plugins;
-pub mod problem;
-pub mod protocol;
-pub mod report;
-pub mod script;
-pub mod server;
-pub mod strict;
-pub mod suggest;
-pub mod tools;
-pub mod workflow;
+mod agent;
+mod config;
+mod embed;
+mod engine;
+mod hooks;
+mod plugins;
+mod problem;
+mod protocol;
+mod report;
+mod script;
+mod server;
+mod strict;
+mod suggest;
+mod tools;
+mod workflow;
 
+pub use agent::{
+    AgentError, AgentRun, AgentRuntime, AgentRuntimeBuilder, Event, EventBus, ManualStyle,
+    MemoryWorldState, StateError, StopReason, Turn, WorldState,
+};
+pub use config::SettingError;
 pub use embed::{CallOptions, CallReport, CancelToken, EmbedError, Ticket};
 pub use engine::{Engine, EngineBuilder, EngineError};
-pub use protocol::{parse, Call, Diagnostic, Format, Parsed, Severity};
+pub use hooks::{
+    HookError, HookFuture, HookHandle, HookHandler, HookOptions, HookReturn, Hooks, Next,
+    OverrideHandler,
+};
+pub use plugins::confine::ProcessLimits;
+pub use problem::Problem;
+pub use protocol::{parse, Call, Diagnostic, Format, OnError, Parsed, Severity, Span};
 pub use script::{Limits, ScriptError};
 pub use tools::{
-    CallContext, CallOutcome, Caller, CallerPolicy, ToolDefinition, ToolError, ToolFuture,
-    ToolHandler,
+    CallContext, CallOutcome, Caller, CallerPolicy, Implementation, ToolDefinition, ToolError,
+    ToolFuture, ToolHandler,
 };
+
+/// The engine's modules, for the `tavern` binary, the C ABI crate, tests and benches.
+///
+/// **Unstable**: not part of the host API, hidden from the docs, and free to change in any
+/// release. A host uses the crate root.
+#[doc(hidden)]
+pub mod internal {
+    /// Agent profiles, manuals, the `llm:Chat` node and the deliberation loop.
+    pub mod agent {
+        pub use crate::agent::*;
+    }
+    /// Settings (`tavern.toml`, `--set`, environment).
+    pub mod config {
+        pub use crate::config::*;
+    }
+    /// Hook points, handlers, overrides and the audit trail.
+    pub mod hooks {
+        pub use crate::hooks::*;
+    }
+    /// Plugin manifests, loading, permissions, process tools and their confinement.
+    pub mod plugins {
+        pub use crate::plugins::*;
+    }
+    /// Reading and writing calls (TAM, VCP, `<ACTION>`, JSON).
+    pub mod protocol {
+        pub use crate::protocol::*;
+    }
+    /// The JSON `tavern call` prints.
+    pub mod report {
+        pub use crate::report::*;
+    }
+    /// Sandboxed Lua and Rhai.
+    pub mod script {
+        pub use crate::script::*;
+    }
+    /// MCP, REST and hot reload.
+    pub mod server {
+        pub use crate::server::*;
+    }
+    /// The tool registry, validation and dispatch.
+    pub mod tools {
+        pub use crate::tools::*;
+    }
+    /// Workflows: format, compilation, the scheduler and the nodes.
+    pub mod workflow {
+        pub use crate::workflow::*;
+    }
+}

@@ -171,6 +171,7 @@ impl Located {
     }
 
     /// Line and column of key `key` of this mapping.
+    #[cfg(test)]
     pub fn key_at(&self, key: &str) -> Option<(u32, u32)> {
         match self {
             Located::Map(m) => m.iter().find(|e| e.0 == key).map(|e| (e.1, e.2)),
@@ -572,17 +573,6 @@ impl UnknownKey {
             )),
         };
         p
-    }
-}
-
-/// Checks YAML `text` against `shape`: one problem per unknown key.
-pub fn check_yaml(text: &str, file: &Path, what: &str, shape: &Shape) -> Vec<Problem> {
-    match locate_yaml(text) {
-        Some(doc) => unknown_keys(&doc, shape)
-            .iter()
-            .map(|u| u.problem(file, what))
-            .collect(),
-        None => Vec::new(),
     }
 }
 

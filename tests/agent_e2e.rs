@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use agent_support::{action, serve, Reply, Server};
 use serde_json::{json, Value};
-use tavern::agent::{AgentRun, ManualStyle, StopReason, WorldState};
-use tavern::tools::ToolDefinition;
+use tavern::internal::agent::{AgentRun, ManualStyle, StopReason, WorldState};
+use tavern::internal::tools::ToolDefinition;
 use tavern::Engine;
 
 struct Fixture {
@@ -422,7 +422,7 @@ async fn agent_tools_read_and_write_state_and_events_are_published() {
     ])
     .await;
     let f = fixture(&server.base_url(), false, json!({}));
-    let world = tavern::agent::MemoryWorldState::new(json!({"weather": {"now": "rain"}}));
+    let world = tavern::internal::agent::MemoryWorldState::new(json!({"weather": {"now": "rain"}}));
     let mut rt = f
         .engine
         .agent("npc")
@@ -482,7 +482,7 @@ async fn an_unknown_inventory_id_is_a_load_problem_with_a_suggestion() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hooks_see_the_agent_points() {
-    use tavern::hooks::HookReturn;
+    use tavern::internal::hooks::HookReturn;
     let server = serve(vec![
         Reply::Text(action("Look.", "GetPlayerInfo", &[("player_id", "p1")])),
         Reply::Text("Fine.".into()),

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use tavern::agent::AgentProfile;
+use tavern::internal::agent::AgentProfile;
 
 #[test]
 fn a_misspelt_profile_key_is_a_problem_at_its_line_with_a_suggestion() {

@@ -2,7 +2,7 @@
 //! inputs; bad entries are load problems naming the file, the line and the field.
 
 use serde_json::json;
-use tavern::tools::Caller;
+use tavern::internal::tools::Caller;
 use tavern::Engine;
 
 const TEMPLATE: &str = r#"{

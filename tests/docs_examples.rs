@@ -38,12 +38,12 @@ fn bless_or_compare(path: &Path, fresh: &str) {
 fn generated_docs_are_current() {
     bless_or_compare(
         &root().join("docs/rhai.md"),
-        &tavern::script::rhai_api_markdown(),
+        &tavern::internal::script::rhai_api_markdown(),
     );
     let path = root().join("docs/workflows.md");
     let text = std::fs::read_to_string(&path).unwrap();
-    let registry = tavern::workflow::NodeRegistry::with_builtins();
-    let fresh = tavern::workflow::catalogue::refresh(&text, &registry)
+    let registry = tavern::internal::workflow::NodeRegistry::with_builtins();
+    let fresh = tavern::internal::workflow::catalogue::refresh(&text, &registry)
         .expect("docs/workflows.md has the catalogue markers");
     bless_or_compare(&path, &fresh);
     // Every built-in node type is in the catalogue.

@@ -2,9 +2,9 @@
 //! lower its own limits in plugin.yaml but never raise them past the cap.
 
 use serde_json::json;
-use tavern::protocol::Format;
-use tavern::script::Limits;
-use tavern::tools::{Caller, ToolError};
+use tavern::internal::protocol::Format;
+use tavern::internal::script::Limits;
+use tavern::internal::tools::{Caller, ToolError};
 use tavern::Engine;
 
 /// A home with one Lua plugin whose tool loops `n` times, optionally with its own limits.
@@ -88,4 +88,42 @@ async fn a_plugin_may_lower_its_own_limits() {
     let engine = Engine::builder().home(h.path()).build().unwrap();
     assert!(is_instruction_limit(&count(&engine, 100_000).await));
     assert_eq!(count(&engine, 10).await, Ok(json!(55)));
+}
+
+/// A host that raises its limits gives its plugins the raised ones (a game whose mods run
+/// long frames, the embed bench's spinning script): the engine defaults are only the
+/// default host limits, not a second, hidden cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_raises_its_limits_raises_them_for_its_plugins() {
+    // 50M instructions (the engine default) are not enough for 60M loop turns (two VM
+    // instructions each); 2G are.
+    let n = 60_000_000u64;
+    let h = home("");
+    let default = Engine::builder().home(h.path()).build().unwrap();
+    let r = count(&default, n).await;
+    assert!(
+        matches!(r, Err(ToolError::LimitExceeded { .. })),
+        "the default limits stop it: {r:?}"
+    );
+    let raised = Engine::builder()
+        .home(h.path())
+        .script_limits(Limits {
+            instructions: 2_000_000_000,
+            wall_ms: 600_000,
+            ..Limits::engine_default()
+        })
+        .build()
+        .unwrap();
+    assert_eq!(count(&raised, n).await, Ok(json!(n * (n + 1) / 2)));
+    // ... and a plugin still lowers its own below the host's.
+    let h = home("limits:\n  instructions: 20000\n");
+    let raised = Engine::builder()
+        .home(h.path())
+        .script_limits(Limits {
+            instructions: 2_000_000_000,
+            ..Limits::engine_default()
+        })
+        .build()
+        .unwrap();
+    assert!(is_instruction_limit(&count(&raised, 100_000).await));
 }

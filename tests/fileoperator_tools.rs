@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use plugin_support::copy_dir;
 use serde_json::{json, Value};
-use tavern::tools::{Caller, ToolError};
+use tavern::internal::tools::{Caller, ToolError};
 use tavern::Engine;
 
 struct Fixture {

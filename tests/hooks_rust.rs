@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use hooks_support::*;
 use serde_json::{json, Value};
-use tavern::hooks::{HookOptions, HookReturn};
-use tavern::workflow::RunOptions;
+use tavern::internal::hooks::{HookOptions, HookReturn};
+use tavern::internal::workflow::RunOptions;
 use tavern::Engine;
 
 const SHOUT: &str = r#"{"id": "shout",
@@ -46,7 +46,7 @@ async fn every_point_fires_for_host_closures() {
     let h = home(&[("workflows/shout.json", SHOUT)]);
     let log: Log = Default::default();
     let mut b = Engine::builder().home(h.path());
-    for p in tavern::hooks::POINTS {
+    for p in tavern::internal::hooks::POINTS {
         b = b.hook(p.name, recorder(&log, "h"));
     }
     let e = b.build().unwrap();

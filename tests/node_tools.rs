@@ -2,7 +2,7 @@
 //! inputs, the node's output as the result.
 
 use serde_json::json;
-use tavern::tools::{Caller, Implementation};
+use tavern::internal::tools::{Caller, Implementation};
 use tavern::Engine;
 
 #[tokio::test]

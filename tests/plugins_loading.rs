@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use serde_json::json;
-use tavern::tools::Caller;
+use tavern::internal::tools::Caller;
 use tavern::Engine;
 
 fn write(path: &Path, text: &str) {

@@ -6,9 +6,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
-use tavern::protocol::Format;
-use tavern::tools::Caller;
-use tavern::workflow::{NodeError, RunOptions, RunStatus, WorkflowError};
+use tavern::internal::protocol::Format;
+use tavern::internal::tools::Caller;
+use tavern::internal::workflow::{NodeError, RunOptions, RunStatus, WorkflowError};
 use tavern::Engine;
 
 fn write(path: &Path, text: &str) {

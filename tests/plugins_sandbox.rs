@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tavern::tools::Caller;
+use tavern::internal::tools::Caller;
 use tavern::Engine;
 
 fn write(path: &Path, text: &str) {

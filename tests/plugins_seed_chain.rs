@@ -9,8 +9,8 @@ use std::process::Command;
 
 use plugin_support::copy_dir;
 use serde_json::Value;
-use tavern::protocol::Format;
-use tavern::tools::Caller;
+use tavern::internal::protocol::Format;
+use tavern::internal::tools::Caller;
 use tavern::Engine;
 
 const CHAIN: &str = include_str!("data/seed_chain.tam");

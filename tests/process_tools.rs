@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use plugin_support::copy_dir;
 use serde_json::{json, Value};
-use tavern::tools::{Caller, ToolError};
+use tavern::internal::tools::{Caller, ToolError};
 use tavern::Engine;
 
 /// Writes a one-tool process plugin `P` into `<home>/plugins/P`.

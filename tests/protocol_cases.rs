@@ -3,7 +3,7 @@
 //! examples, the VCP form and the JSON forms). Each line is `input → expected`.
 
 use serde_json::{Map, Value};
-use tavern::protocol::{parse, Format, OnError, Parsed, Severity, StreamReader};
+use tavern::internal::protocol::{parse, Format, OnError, Parsed, Severity, StreamReader};
 
 fn norm(k: &str) -> String {
     k.chars()

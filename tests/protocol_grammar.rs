@@ -6,11 +6,11 @@
 //! as the fast reader on every case in `tests/data/parse_cases*.jsonl`.
 
 use proptest::prelude::*;
-use tavern::protocol::grammar::{
+use tavern::internal::protocol::grammar::{
     parse_reference, reference_blocks, reference_blocks_in, reference_key, reference_key_kind,
     scanned_blocks, scanned_blocks_in,
 };
-use tavern::protocol::{parse, split_step_key, Format};
+use tavern::internal::protocol::{parse, split_step_key, Format};
 
 const PIECES: &[&str] = &[
     "<|[REQUEST_TOOL]|>",
@@ -83,11 +83,12 @@ fn blocky_strategy() -> impl Strategy<Value = String> {
 }
 
 fn check(text: &str) -> Result<(), TestCaseError> {
-    let reference = reference_blocks(text).map_err(TestCaseError::fail)?;
+    let reference = reference_blocks(text).map_err(|e| TestCaseError::fail(e.to_string()))?;
     let scanned = scanned_blocks(text);
     prop_assert_eq!(&scanned, &reference, "text: {:?}", text);
     for format in [Format::Vcp, Format::Auto] {
-        let reference = reference_blocks_in(text, format).map_err(TestCaseError::fail)?;
+        let reference =
+            reference_blocks_in(text, format).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let scanned = scanned_blocks_in(text, format);
         prop_assert_eq!(
             &scanned,
@@ -99,7 +100,8 @@ fn check(text: &str) -> Result<(), TestCaseError> {
     }
     // The whole readers agree too (calls, prose and diagnostics).
     for format in [Format::Tam, Format::Vcp, Format::Auto] {
-        let reference = parse_reference(text, format).map_err(TestCaseError::fail)?;
+        let reference =
+            parse_reference(text, format).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(
             &parse(text, format),
             &reference,

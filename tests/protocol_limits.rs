@@ -2,11 +2,11 @@
 //! complete (no stack overflow, no quadratic blow-up) with an error or a prose result.
 //! No timing assertions: finishing at all is the check.
 
-use tavern::protocol::{parse, Format, Severity, StreamReader};
+use tavern::internal::protocol::{parse, Format, Severity, StreamReader};
 
 const MB: usize = 1 << 20;
 
-fn has_error(p: &tavern::protocol::Parsed) -> bool {
+fn has_error(p: &tavern::internal::protocol::Parsed) -> bool {
     p.diagnostics.iter().any(|d| d.severity == Severity::Error)
 }
 

@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use serde_json::{Map, Value};
-use tavern::protocol::{
+use tavern::internal::protocol::{
     parse, render_tam, try_render_tam, Call, Format, OnError, RenderError, StreamReader,
 };
 

@@ -2,7 +2,7 @@
 //! chunk that completes the closing marker — and not before. Cases are
 //! `(text, [(byte offset where the closing marker completes, tools yielded there)])`.
 
-use tavern::protocol::{parse, Format, StreamReader};
+use tavern::internal::protocol::{parse, Format, StreamReader};
 
 fn check(text: &str, format: Format, expect: &[(usize, &[&str])]) {
     let mut r = StreamReader::new(format);

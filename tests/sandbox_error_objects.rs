@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use tavern::script::Limits;
+use tavern::internal::script::Limits;
 
 #[test]
 fn hostile_error_values_are_bounded() {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use common::*;
 use serde_json::json;
-use tavern::script::{Permissions, PluginScripts, ScriptEnv, ScriptSource};
+use tavern::internal::script::{Permissions, PluginScripts, ScriptEnv, ScriptSource};
 
 const FS_LUA: &str = r#"
 function write(a) api.fs.write(a.path, a.content) return api.fs.read(a.path) end

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use tavern::script::Limits;
+use tavern::internal::script::Limits;
 
 const CASES: &[(&str, &str)] = &[
     ("plain_loop", "function plain_loop() while true do end end"),

@@ -5,8 +5,8 @@ mod common;
 
 use common::*;
 use serde_json::json;
-use tavern::script::{CallInfo, PluginScripts, ScriptEnv, ScriptSource};
-use tavern::tools::{Caller, ToolDefinition};
+use tavern::internal::script::{CallInfo, PluginScripts, ScriptEnv, ScriptSource};
+use tavern::internal::tools::{Caller, ToolDefinition};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn panicking_host_tool_called_from_a_script() {

@@ -5,7 +5,7 @@ mod plugin_support;
 
 use plugin_support::{bundled, copy_dir};
 use serde_json::{json, Value};
-use tavern::tools::{Caller, ToolError};
+use tavern::internal::tools::{Caller, ToolError};
 use tavern::Engine;
 
 fn engine(home: &std::path::Path) -> Engine {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tavern::tools::{Caller, ToolError};
+use tavern::internal::tools::{Caller, ToolError};
 use tavern::Engine;
 
 /// The probe: runs one named case; an `OSError` becomes the tool's error text.

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::json;
-use tavern::script::{PluginScripts, ScriptEnv, ScriptSource};
-use tavern::tools::{Caller, ToolDefinition, ToolManager};
+use tavern::internal::script::{PluginScripts, ScriptEnv, ScriptSource};
+use tavern::internal::tools::{Caller, ToolDefinition, ToolManager};
 
 fn def(id: &str) -> ToolDefinition {
     ToolDefinition::host(id, "test tool", json!({"type": "object"}))

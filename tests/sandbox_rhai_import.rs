@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use serde_json::json;
-use tavern::script::{run_snippet, Lang, Limits, PluginScripts, ScriptEnv, ScriptSource};
+use tavern::internal::script::{run_snippet, Lang, Limits, PluginScripts, ScriptEnv, ScriptSource};
 
 #[test]
 fn imports_confined_to_plugin_dir() {

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use common::*;
 use serde_json::json;
-use tavern::script::ExecMode;
-use tavern::tools::{Caller, ToolDefinition, ToolManager};
+use tavern::internal::script::ExecMode;
+use tavern::internal::tools::{Caller, ToolDefinition, ToolManager};
 
 #[test]
 fn deep_values_in_rhai_tools_on_worker_threads() {

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use common::*;
 use serde_json::json;
-use tavern::script::Limits;
-use tavern::tools::{Caller, ToolDefinition};
+use tavern::internal::script::Limits;
+use tavern::internal::tools::{Caller, ToolDefinition};
 
 fn slow_limits() -> Limits {
     Limits {

@@ -111,9 +111,9 @@ fn rhai_very_deep_values_do_not_crash() {
         Err(e) => assert!(
             matches!(
                 e,
-                tavern::script::ScriptError::Timeout { .. }
-                    | tavern::script::ScriptError::InstructionLimit { .. }
-                    | tavern::script::ScriptError::ValueLimit { .. }
+                tavern::internal::script::ScriptError::Timeout { .. }
+                    | tavern::internal::script::ScriptError::InstructionLimit { .. }
+                    | tavern::internal::script::ScriptError::ValueLimit { .. }
             ),
             "a limit, not {e:?}"
         ),

@@ -5,8 +5,8 @@ mod common;
 
 use common::*;
 use serde_json::json;
-use tavern::script::{run_snippet, Lang, Limits, ScriptError};
-use tavern::tools::Caller;
+use tavern::internal::script::{run_snippet, Lang, Limits, ScriptError};
+use tavern::internal::tools::Caller;
 
 #[test]
 fn lua_function_call_roundtrip() {
@@ -154,11 +154,11 @@ fn snippets_return_value_and_output() {
 
 #[test]
 fn api_json_and_config() {
-    let mut env = tavern::script::ScriptEnv::new("cfg", std::env::temp_dir());
+    let mut env = tavern::internal::script::ScriptEnv::new("cfg", std::env::temp_dir());
     env.config.insert("root".into(), json!("/w"));
-    let p = tavern::script::PluginScripts::from_sources(
+    let p = tavern::internal::script::PluginScripts::from_sources(
         env,
-        vec![tavern::script::ScriptSource::new(
+        vec![tavern::internal::script::ScriptSource::new(
             "main.lua",
             r#"function f(args, ctx)
                  local t = api.json.decode('{"a":[1,2],"b":null}')

@@ -6,8 +6,8 @@ mod common;
 
 use common::*;
 use serde_json::json;
-use tavern::script::api::API;
-use tavern::script::luals_definitions;
+use tavern::internal::script::api::API;
+use tavern::internal::script::luals_definitions;
 
 #[test]
 fn checked_in_luals_file_is_current() {

@@ -2,7 +2,7 @@
 //! arguments a handler sees, or the exact problem sentences (tests/data/tool_args_cases.json).
 
 use serde_json::Value;
-use tavern::tools::{KeyMatching, ToolDefinition, ToolError, ToolManager};
+use tavern::internal::tools::{KeyMatching, ToolDefinition, ToolError, ToolManager};
 
 #[test]
 fn argument_cases() {

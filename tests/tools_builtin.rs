@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use tavern::tools::{builtin, Caller, ToolManager};
+use tavern::internal::tools::{builtin, Caller, ToolManager};
 
 fn tools() -> Arc<ToolManager> {
     let t = ToolManager::new();

@@ -4,8 +4,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
-use tavern::protocol::{Call, OnError};
-use tavern::tools::{
+use tavern::internal::protocol::{Call, OnError};
+use tavern::internal::tools::{
     key_matching_for, success_observation, CallContext, Caller, KeyMatching, ToolDefinition,
     ToolError, ToolManager,
 };
@@ -39,7 +39,7 @@ fn call(tool: &str, args: Value, block: usize, step: Option<u32>, on_error: OnEr
     c
 }
 
-fn summary(outcomes: &[tavern::tools::CallOutcome]) -> Vec<String> {
+fn summary(outcomes: &[tavern::internal::tools::CallOutcome]) -> Vec<String> {
     outcomes
         .iter()
         .map(|o| match &o.result {
@@ -200,10 +200,11 @@ fn player_tools() -> Arc<ToolManager> {
 #[tokio::test]
 async fn seed_002_5_5_observation_for_an_action_call() {
     // The call as the XML reader produces it (source: Action).
-    let parsed = tavern::protocol::parse(SEED_002_5_5, tavern::protocol::Format::Auto);
+    let parsed =
+        tavern::internal::protocol::parse(SEED_002_5_5, tavern::internal::protocol::Format::Auto);
     assert_eq!(parsed.calls.len(), 1);
     let c = parsed.calls[0].clone();
-    assert_eq!(c.source, tavern::protocol::Format::Action);
+    assert_eq!(c.source, tavern::internal::protocol::Format::Action);
     assert_eq!(key_matching_for(&c), KeyMatching::Exact);
     let tools = player_tools();
     let out = tools
@@ -215,7 +216,7 @@ async fn seed_002_5_5_observation_for_an_action_call() {
     );
     // The same key in a TAM block is matched loosely (rule 3).
     let mut tam = c;
-    tam.source = tavern::protocol::Format::Tam;
+    tam.source = tavern::internal::protocol::Format::Tam;
     let out = tools.execute(&[tam], Caller::Model(None)).await;
     assert_eq!(out[0].result, Ok(json!({"name": "Name of player123"})));
 }
@@ -243,7 +244,7 @@ async fn seed_002_5_5_through_the_engine() {
     let (parsed, out) = engine
         .call_text(
             SEED_002_5_5,
-            tavern::protocol::Format::Auto,
+            tavern::internal::protocol::Format::Auto,
             Caller::Model(None),
         )
         .await;
@@ -258,7 +259,11 @@ async fn seed_002_5_5_through_the_engine() {
     );
     let fixed = SEED_002_5_5.replace("playerId", "player_id");
     let (_, out) = engine
-        .call_text(&fixed, tavern::protocol::Format::Auto, Caller::Model(None))
+        .call_text(
+            &fixed,
+            tavern::internal::protocol::Format::Auto,
+            Caller::Model(None),
+        )
         .await;
     assert_eq!(out[0].result, Ok(json!("player123")));
 }
@@ -277,7 +282,7 @@ fn success_observations() {
 
 #[test]
 fn key_matching_by_source() {
-    use tavern::protocol::{parse, Format};
+    use tavern::internal::protocol::{parse, Format};
     let text = "<|[REQUEST_TOOL]|>\ncommand:「始」a「末」\n<|[END_TOOL]|>\n<<<[TOOL_REQUEST]>>>\ntool_name:「始」b「末」\n<<<[END_TOOL_REQUEST]>>>\n```\n<ACTION><c/></ACTION>\n```";
     let parsed = parse(text, Format::Auto);
     let modes: Vec<_> = parsed.calls.iter().map(key_matching_for).collect();

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use tavern::tools::{id::is_wire_name, ToolDefinition, ToolError, ToolManager};
+use tavern::internal::tools::{id::is_wire_name, ToolDefinition, ToolError, ToolManager};
 
 fn def(id: &str, params: Value) -> ToolDefinition {
     ToolDefinition::host(id, format!("the {id} tool"), params)
@@ -210,13 +210,17 @@ fn unregister_and_replace() {
 }
 
 struct Fixed(Value);
-impl tavern::tools::ToolHandler for Fixed {
-    fn invoke(&self, _: tavern::tools::CallContext, _: Value) -> tavern::tools::ToolFuture {
+impl tavern::internal::tools::ToolHandler for Fixed {
+    fn invoke(
+        &self,
+        _: tavern::internal::tools::CallContext,
+        _: Value,
+    ) -> tavern::internal::tools::ToolFuture {
         let v = self.0.clone();
         Box::pin(async move { Ok(v) })
     }
 }
-fn fixed() -> Arc<dyn tavern::tools::ToolHandler> {
+fn fixed() -> Arc<dyn tavern::internal::tools::ToolHandler> {
     Arc::new(Fixed(json!(null)))
 }
 

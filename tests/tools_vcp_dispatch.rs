@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use tavern::protocol::{parse, Format};
-use tavern::tools::vcp::{RULE_TOOL_NAME, RULE_TOOL_NAME_BATCH, RULE_TOOL_NAME_COMMAND};
-use tavern::tools::{Caller, ToolDefinition, ToolError, ToolManager};
+use tavern::internal::protocol::{parse, Format};
+use tavern::internal::tools::vcp::{RULE_TOOL_NAME, RULE_TOOL_NAME_BATCH, RULE_TOOL_NAME_COMMAND};
+use tavern::internal::tools::{Caller, ToolDefinition, ToolError, ToolManager};
 
 /// Tools that echo the arguments they receive, as a VCP plugin would see them.
 fn manager() -> Arc<ToolManager> {

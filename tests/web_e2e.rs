@@ -323,7 +323,7 @@ async fn a_job_streams_progress_and_can_be_cancelled() {
     c.shot("job").await;
     b.click(&b.find("#cancel").await).await;
     b.wait_text("#job-status", "cancelled").await;
-    // The server agrees, and the work stopped: the job ended well before the tool's 3.6 s.
+    // The server agrees: the job ended cancelled, with no result.
     let job: Value = reqwest::Client::new()
         .get(c.url(&format!("/api/jobs/{job_id}")))
         .send()
@@ -333,6 +333,7 @@ async fn a_job_streams_progress_and_can_be_cancelled() {
         .await
         .unwrap();
     assert_eq!(job["status"], json!("cancelled"), "{job}");
+    assert_eq!(job["result"], Value::Null, "{job}");
     c.end().await;
 }
 

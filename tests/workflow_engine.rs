@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
-use tavern::workflow::{
+use tavern::internal::workflow::{
     compile, Invalid, NodeError, NodeRegistry, NodeStatus, RunOptions, RunStatus, Workflow,
     WorkflowError, WorkflowEvent,
 };
@@ -31,7 +31,7 @@ fn report_opts() -> RunOptions {
     }
 }
 
-fn status_of<'a>(r: &'a tavern::workflow::RunReport, id: &str) -> &'a NodeStatus {
+fn status_of<'a>(r: &'a tavern::internal::workflow::RunReport, id: &str) -> &'a NodeStatus {
     &r.nodes
         .iter()
         .find(|n| n.id == id)
@@ -254,10 +254,10 @@ fn every_problem_is_listed_at_once() {
             edge: "e1".into(),
             source: "s".into(),
             source_handle: "value".into(),
-            from: tavern::workflow::DataFlowType::String,
+            from: tavern::internal::workflow::DataFlowType::String,
             target: "j".into(),
             target_handle: "items".into(),
-            to: tavern::workflow::DataFlowType::Array,
+            to: tavern::internal::workflow::DataFlowType::Array,
         },
         Invalid::MissingNode {
             edge: "e2".into(),
@@ -275,10 +275,10 @@ fn every_problem_is_listed_at_once() {
             edge: "e4".into(),
             source: "m2".into(),
             source_handle: "result".into(),
-            from: tavern::workflow::DataFlowType::Float,
+            from: tavern::internal::workflow::DataFlowType::Float,
             target: "split".into(),
             target_handle: "text".into(),
-            to: tavern::workflow::DataFlowType::String,
+            to: tavern::internal::workflow::DataFlowType::String,
         },
         Invalid::MissingInput {
             node: "m".into(),
@@ -297,7 +297,7 @@ fn every_problem_is_listed_at_once() {
 
 #[test]
 fn type_rules_are_as_documented() {
-    use tavern::workflow::DataFlowType as T;
+    use tavern::internal::workflow::DataFlowType as T;
     let cases = [
         (T::Integer, T::Float, true),
         (T::Float, T::Integer, false),
@@ -514,9 +514,11 @@ async fn events_arrive_in_order() {
 async fn a_panicking_node_fails_alone() {
     let reg = registry();
     reg.register_fn(
-        tavern::workflow::NodeDefinition::new("test:Panic", "panics").output(
+        tavern::internal::workflow::NodeDefinition::new("test:Panic", "panics").output(
             "x",
-            tavern::workflow::SlotDefinition::new(tavern::workflow::DataFlowType::Wildcard),
+            tavern::internal::workflow::SlotDefinition::new(
+                tavern::internal::workflow::DataFlowType::Wildcard,
+            ),
         ),
         |_, _| panic!("deliberate"),
     )

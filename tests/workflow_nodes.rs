@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use serde_json::{Map, Value};
-use tavern::workflow::{NodeContext, NodeRegistry};
+use tavern::internal::workflow::{NodeContext, NodeRegistry};
 
 #[tokio::test]
 async fn builtin_node_cases() {
@@ -97,17 +97,17 @@ fn every_builtin_is_registered_once() {
 #[test]
 fn duplicate_or_bare_types_are_refused() {
     let reg = NodeRegistry::with_builtins();
-    let def = tavern::workflow::NodeDefinition::new("core:Math", "again");
+    let def = tavern::internal::workflow::NodeDefinition::new("core:Math", "again");
     let e = reg.register_fn(def, |_, _| Ok(Map::new())).unwrap_err();
     assert!(e.to_string().contains("already registered"), "{e}");
     let e = reg
         .register_fn(
-            tavern::workflow::NodeDefinition::new("Shout", "x"),
+            tavern::internal::workflow::NodeDefinition::new("Shout", "x"),
             |_, _| Ok(Map::new()),
         )
         .unwrap_err();
     assert!(e.to_string().contains("no namespace"), "{e}");
-    let mut def = tavern::workflow::NodeDefinition::new("Shout", "x");
+    let mut def = tavern::internal::workflow::NodeDefinition::new("Shout", "x");
     def.namespace = Some("fun".into());
     reg.register_fn(def, |_, _| Ok(Map::new())).unwrap();
     assert!(reg.get("fun:Shout").is_some());
@@ -116,14 +116,15 @@ fn duplicate_or_bare_types_are_refused() {
 
 #[test]
 fn node_definitions_read_comfytavern_shape() {
-    let def: tavern::workflow::NodeDefinition = serde_json::from_value(serde_json::json!({
-        "type": "Shout", "namespace": "fun", "category": "Text", "displayName": "Shout",
-        "description": "Upper-cases text.",
-        "inputs": {"text": {"dataFlowType": "STRING", "required": true,
-                            "config": {"default": "", "suggestions": ["a", {"value": "b"}]}}},
-        "outputs": {"text": {"dataFlowType": "STRING"}}
-    }))
-    .unwrap();
+    let def: tavern::internal::workflow::NodeDefinition =
+        serde_json::from_value(serde_json::json!({
+            "type": "Shout", "namespace": "fun", "category": "Text", "displayName": "Shout",
+            "description": "Upper-cases text.",
+            "inputs": {"text": {"dataFlowType": "STRING", "required": true,
+                                "config": {"default": "", "suggestions": ["a", {"value": "b"}]}}},
+            "outputs": {"text": {"dataFlowType": "STRING"}}
+        }))
+        .unwrap();
     assert_eq!(def.full_type().unwrap(), "fun:Shout");
     let slot = def.inputs.get("text").unwrap();
     assert!(slot.required);

@@ -5,8 +5,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
-use tavern::tools::{Caller, ToolError};
-use tavern::workflow::{
+use tavern::internal::tools::{Caller, ToolError};
+use tavern::internal::workflow::{
     compile, NodeError, NodeRegistry, NodeStatus, RunOptions, RunStatus, Workflow, WorkflowEvent,
 };
 

@@ -4,8 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
-use tavern::tools::{Caller, ToolError};
-use tavern::workflow::{node_tool_definition, workflow_tool_schema, NodeRegistry, Workflow};
+use tavern::internal::tools::{Caller, ToolError};
+use tavern::internal::workflow::{
+    node_tool_definition, workflow_tool_schema, NodeRegistry, Workflow,
+};
 use tavern::Engine;
 
 fn data(name: &str) -> String {
@@ -314,7 +316,7 @@ async fn a_workflow_is_called_through_tam_text() {
         "I will summarize it.\n<|[REQUEST_TOOL]|>\ntool_name:「始」workflow:summarize_text「末」\n\
                 text_to_summarize:「始」First point. Second point. Third point.「末」\n\
                 summary_length:「始」简短「末」\n<|[END_TOOL]|>";
-    let parsed = tavern::protocol::parse(text, tavern::protocol::Format::Auto);
+    let parsed = tavern::internal::protocol::parse(text, tavern::internal::protocol::Format::Auto);
     assert!(parsed.diagnostics.is_empty(), "{:?}", parsed.diagnostics);
     assert_eq!(parsed.calls.len(), 1);
     assert_eq!(parsed.calls[0].tool, "workflow:summarize_text");
@@ -323,7 +325,11 @@ async fn a_workflow_is_called_through_tam_text() {
     assert_eq!(outcomes[0].result, Ok(json!("First point.")));
     // The same through the engine facade.
     let (_, outcomes) = e
-        .call_text(text, tavern::protocol::Format::Auto, Caller::Model(None))
+        .call_text(
+            text,
+            tavern::internal::protocol::Format::Auto,
+            Caller::Model(None),
+        )
         .await;
     assert_eq!(outcomes[0].result, Ok(json!("First point.")));
 }

@@ -175,7 +175,7 @@ pub unsafe extern "C" fn tavern_engine_new(home: *const c_char) -> *mut TavernEn
         if !home.is_dir() {
             return Err(format!("home '{}' is not a directory", home.display()));
         }
-        tavern::config::Settings::load(&home)
+        tavern::internal::config::Settings::load(&home)
             .map_err(|p| format!("cannot read the configuration: {p}"))?;
         Ok(Box::into_raw(Box::new(TavernEngine {
             home,
@@ -245,8 +245,9 @@ pub unsafe extern "C" fn tavern_engine_register_tool(
                 let engine = built.as_ref().map_err(Clone::clone)?;
                 let tools = engine.tools();
                 tools.reserve_namespace(def.id.split_once(':').map_or(&*def.id, |(n, _)| n));
-                let handler =
-                    tavern::tools::fn_handler(move |ctx, args| cb.call(&ctx.tool_id, &args));
+                let handler = tavern::internal::tools::fn_handler(move |ctx, args| {
+                    cb.call(&ctx.tool_id, &args)
+                });
                 tools
                     .register_reserved(def, handler, tavern::CallerPolicy::ANY)
                     .map_err(|e| e.to_string())?;

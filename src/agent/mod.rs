@@ -29,7 +29,7 @@ pub use profile::{build_inventory, list_ids, AgentProfile, Inventory};
 pub use runtime::{
     hook_seam, AgentRun, AgentRuntime, AgentRuntimeBuilder, CallRecord, Limits, StopReason, Turn,
 };
-pub use state::{get_path, set_path, MemoryWorldState, PrivateState, WorldState};
+pub use state::{get_path, set_path, MemoryWorldState, PrivateState, StateError, WorldState};
 pub use tools::{agent_tool_definition, AgentTools, AGENT_TOOLS};
 
 use crate::problem::Problem;

@@ -44,6 +44,7 @@ pub mod hook_seam {
             depth: 0,
             cancel: CancellationToken::new(),
             deadline: None,
+            observer: None,
         }
     }
 
@@ -288,7 +289,8 @@ impl<'e> AgentRuntimeBuilder<'e> {
             .iter()
             .filter(|n| n.node_type == CHAT_NODE)
             .count();
-        let base = LlmSettings::from_settings(engine.settings()).map_err(AgentError::Config)?;
+        let base = LlmSettings::from_settings(engine.settings())
+            .map_err(|e| AgentError::Config(e.to_string()))?;
         let merged = base.overlay(&profile.llm).overlay(&self.llm);
         let backend = match (self.backend, merged.base_url.as_deref()) {
             (Some(b), _) => Some(b),

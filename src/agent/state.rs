@@ -5,6 +5,44 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::{Map, Value};
 
+/// Why a value could not be set in a world or private state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    /// The path is empty.
+    #[error("the path is empty; name a key such as `mood` or `quests.active`")]
+    EmptyPath,
+    /// A part between dots is empty (`a..b`).
+    #[error("path '{path}' has an empty part")]
+    EmptyPart {
+        /// The path.
+        path: String,
+    },
+    /// A part on the way addresses a list with something that is not an index in it.
+    #[error("'{list}' is a list of {len} items; '{part}' is not an index in it")]
+    NotAnIndex {
+        /// The path of the list.
+        list: String,
+        /// Its length.
+        len: usize,
+        /// The part that is not an index.
+        part: String,
+    },
+    /// A part on the way holds a value that is neither an object nor a list.
+    #[error("'{at}' holds {value}, not an object, so '{part}' cannot be set in it")]
+    NotAnObject {
+        /// The path of that value.
+        at: String,
+        /// The value, as JSON.
+        value: String,
+        /// The part that cannot be set in it.
+        part: String,
+    },
+    /// The host's store refused the write (a [`WorldState`] of the host's own).
+    #[error("{0}")]
+    Store(String),
+}
+
 /// A world-state store the host can supply (a game's ECS, a database …). Paths are dotted:
 /// `environment.time.current_hour`. Implementations must be cheap to call from async code
 /// (no blocking I/O on the caller's thread).
@@ -12,7 +50,7 @@ pub trait WorldState: Send + Sync + 'static {
     /// The value at `path`, or `None` when there is none.
     fn get(&self, path: &str) -> Option<Value>;
     /// Sets the value at `path`, creating objects on the way.
-    fn set(&self, path: &str, value: Value) -> Result<(), String>;
+    fn set(&self, path: &str, value: Value) -> Result<(), StateError>;
     /// The whole state, for the deliberation context; `None` when the store is too large
     /// or not enumerable (the agent then reads it through `ReadWorldStateTool` only).
     fn snapshot(&self) -> Option<Value> {
@@ -47,7 +85,7 @@ impl WorldState for MemoryWorldState {
         get_path(&root, path).cloned()
     }
 
-    fn set(&self, path: &str, value: Value) -> Result<(), String> {
+    fn set(&self, path: &str, value: Value) -> Result<(), StateError> {
         let mut root = self.root.write().unwrap_or_else(|p| p.into_inner());
         set_path(&mut root, path, value)
     }
@@ -77,14 +115,16 @@ pub fn get_path<'a>(root: &'a Value, path: &str) -> Option<&'a Value> {
 
 /// Sets the value at a dotted `path`, creating objects where parts are missing. Fails when
 /// a part on the way is a value that is not an object (or an array with that index).
-pub fn set_path(root: &mut Value, path: &str, value: Value) -> Result<(), String> {
+pub fn set_path(root: &mut Value, path: &str, value: Value) -> Result<(), StateError> {
     let path = path.trim();
     if path.is_empty() {
-        return Err("the path is empty; name a key such as `mood` or `quests.active`".into());
+        return Err(StateError::EmptyPath);
     }
     let parts: Vec<&str> = path.split('.').collect();
     if parts.iter().any(|p| p.is_empty()) {
-        return Err(format!("path '{path}' has an empty part"));
+        return Err(StateError::EmptyPart {
+            path: path.to_string(),
+        });
     }
     let mut cur = root;
     let mut walked = String::new();
@@ -102,10 +142,11 @@ pub fn set_path(root: &mut Value, path: &str, value: Value) -> Result<(), String
             Value::Array(a) => {
                 let idx = part.parse::<usize>().ok().filter(|i| *i < a.len());
                 let Some(idx) = idx else {
-                    return Err(format!(
-                        "'{walked}' is a list of {} items; '{part}' is not an index in it",
-                        a.len()
-                    ));
+                    return Err(StateError::NotAnIndex {
+                        list: walked,
+                        len: a.len(),
+                        part: (*part).to_string(),
+                    });
                 };
                 if last {
                     a[idx] = value;
@@ -114,9 +155,11 @@ pub fn set_path(root: &mut Value, path: &str, value: Value) -> Result<(), String
                 &mut a[idx]
             }
             other => {
-                return Err(format!(
-                    "'{walked}' holds {other}, not an object, so '{part}' cannot be set in it"
-                ))
+                return Err(StateError::NotAnObject {
+                    at: walked,
+                    value: other.to_string(),
+                    part: (*part).to_string(),
+                })
             }
         };
         if !walked.is_empty() {
@@ -148,7 +191,7 @@ impl PrivateState {
     }
 
     /// Sets the value at a dotted path.
-    pub fn set(&self, path: &str, value: Value) -> Result<(), String> {
+    pub fn set(&self, path: &str, value: Value) -> Result<(), StateError> {
         let mut root = self.root.write().unwrap_or_else(|p| p.into_inner());
         set_path(&mut root, path, value)
     }

@@ -103,7 +103,7 @@ impl AgentTool {
                 let value = args.get("value").cloned().unwrap_or(Value::Null);
                 env.private
                     .set(key, value.clone())
-                    .map_err(|m| ToolError::failed(UPDATE_PRIVATE, m))?;
+                    .map_err(|m| ToolError::failed(UPDATE_PRIVATE, m.to_string()))?;
                 Ok(json!({"key": key, "value": value}))
             }
             READ_WORLD => {

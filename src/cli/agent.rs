@@ -4,10 +4,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use tavern::agent::llm::LlmSettings;
-use tavern::agent::{AgentError, AgentRun, Event, ManualStyle, MemoryWorldState};
+use tavern::internal::agent::llm::LlmSettings;
+use tavern::internal::agent::{AgentError, AgentRun, Event, ManualStyle, MemoryWorldState};
 
-use tavern::report::outcome_json;
+use tavern::internal::report::outcome_json;
 use super::{print_json, print_text, Globals, FAILED, OK, USAGE};
 
 /// Run an agent (profile in agents/ID.json) or print its manual.
@@ -71,7 +71,7 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
         Sub::Run(a) => run_agent(globals, a).await,
         Sub::Manual(a) => manual(globals, a),
         Sub::List => {
-            let ids = tavern::agent::list_ids(&globals.home);
+            let ids = tavern::internal::agent::list_ids(&globals.home);
             print_text(&ids.iter().map(|i| format!("{i}\n")).collect::<String>());
             OK
         }
@@ -156,7 +156,7 @@ async fn run_agent(globals: &Globals, a: RunArgs) -> u8 {
         b = b.max_turns(n);
     }
     if let Some(w) = world {
-        b = b.world_state(MemoryWorldState::new(w) as Arc<dyn tavern::agent::WorldState>);
+        b = b.world_state(MemoryWorldState::new(w) as Arc<dyn tavern::internal::agent::WorldState>);
     }
     let mut rt = match b.build() {
         Ok(rt) => rt,
@@ -164,7 +164,7 @@ async fn run_agent(globals: &Globals, a: RunArgs) -> u8 {
     };
     if !a.json {
         // The conversation, each turn as it ends.
-        rt.events().subscribe(tavern::agent::TURN_FINISHED, |e| print_text(&turn_text(e)));
+        rt.events().subscribe(tavern::internal::agent::TURN_FINISHED, |e| print_text(&turn_text(e)));
     }
     let result = rt.run(a.message.as_deref()).await;
     if a.json {

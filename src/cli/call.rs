@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use tavern::protocol::Format;
-use tavern::tools::Caller;
+use tavern::internal::protocol::Format;
+use tavern::internal::tools::Caller;
 
 use super::{parse_format, print_json, read_input, Globals, FAILED, OK};
 

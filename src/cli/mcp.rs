@@ -1,6 +1,6 @@
 //! `tavern mcp [--watch]`: serve the engine's tools over MCP on stdin/stdout.
 
-use tavern::server::{mcp::serve_stdio, Served};
+use tavern::internal::server::{mcp::serve_stdio, Served};
 
 use super::serve_opts::{start_watch, Common};
 use super::{Globals, FAILED, OK};

@@ -261,6 +261,6 @@ pub fn init_logging() {
 }
 
 /// `--format` values: auto, tam, action (or xml), vcp, json.
-pub fn parse_format(s: &str) -> Result<tavern::protocol::Format, String> {
+pub fn parse_format(s: &str) -> Result<tavern::internal::protocol::Format, String> {
     s.parse()
 }

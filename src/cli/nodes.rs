@@ -1,7 +1,7 @@
 //! `tavern nodes [--json] [--markdown]`: the node types a workflow can use (built-in `core:*`
 //! plus the home's plugin nodes), with inputs, outputs and config.
 
-use tavern::workflow::catalogue;
+use tavern::internal::workflow::catalogue;
 
 use super::{print_json, print_text, Globals, OK};
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
-use tavern::protocol::{self, Call, Diagnostic, Format, OnError};
+use tavern::internal::protocol::{self, Call, Diagnostic, Format, OnError};
 
 use super::{parse_format, read_input, Globals, FAILED, INTERNAL, OK};
 

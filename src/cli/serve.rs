@@ -2,13 +2,13 @@
 
 use std::net::SocketAddr;
 
-use tavern::server::http::{app, serve, shutdown_signal};
-use tavern::server::Served;
+use tavern::internal::server::http::{app, serve, shutdown_signal};
+use tavern::internal::server::Served;
 
 use super::serve_opts::{start_watch, Common};
 use super::{Globals, FAILED, OK, USAGE};
 
-/// Serve MCP (Streamable HTTP at /mcp) and the REST API (/api/tools, /api/invoke).
+/// Serve MCP (Streamable HTTP at /mcp) and the REST API (/api/tools, /api/invoke, /api/jobs).
 #[derive(clap::Args)]
 pub struct Args {
     /// Address to listen on (loopback by default; another address exposes the tools).
@@ -23,6 +23,12 @@ pub struct Args {
     /// Allow this browser Origin besides loopback ones (repeatable).
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     pub allow_origins: Vec<String>,
+    /// Seconds a finished job (POST /api/jobs) is kept.
+    #[arg(long, value_name = "SECS", default_value_t = 3600)]
+    pub job_ttl: u64,
+    /// Most jobs kept at once (the oldest finished one is evicted first).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub max_jobs: usize,
     /// Limits and reload.
     #[command(flatten)]
     pub common: Common,
@@ -38,6 +44,8 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
     options.token = args.token.filter(|t| !t.is_empty());
     options.max_body_bytes = args.max_body_bytes;
     options.allowed_origins = args.allow_origins;
+    options.job_ttl = std::time::Duration::from_secs(args.job_ttl);
+    options.max_jobs = args.max_jobs.max(1);
     let listener = match tokio::net::TcpListener::bind(args.addr).await {
         Ok(l) => l,
         Err(e) => {

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tavern::server::watch::{watch, WatchHandle};
-use tavern::server::{ServeOptions, Served};
+use tavern::internal::server::watch::{watch, WatchHandle};
+use tavern::internal::server::{ServeOptions, Served};
 use tavern::Engine;
 
 use super::Globals;

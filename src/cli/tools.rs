@@ -1,6 +1,6 @@
 //! `tavern tools [--json]`: list the registered tools.
 
-use tavern::server::export::{tools_json, ExportFormat};
+use tavern::internal::server::export::{tools_json, ExportFormat};
 
 use super::{print_json, print_text, Globals, OK};
 

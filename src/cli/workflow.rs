@@ -5,8 +5,8 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
-use tavern::tools::KeyMatching;
-use tavern::workflow::{
+use tavern::internal::tools::KeyMatching;
+use tavern::internal::workflow::{
     render_graph, workflow_tool_id, workflow_tool_schema, CompiledWorkflow, GraphFormat,
     NodeStatus, RunStatus, WorkflowError, WorkflowEvent,
 };
@@ -217,7 +217,7 @@ async fn run_workflow(
         opts.concurrency = n;
     }
     opts.tools = Some(engine.tools().clone());
-    opts.caller = tavern::tools::Caller::Cli;
+    opts.caller = tavern::internal::tools::Caller::Cli;
     opts.node_report = true;
     let progress = std::io::stderr().is_terminal().then(|| {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();

@@ -1,10 +1,11 @@
 //! The audit trail: every call, veto and override decision as a `tracing` event (target
 //! `tavern::audit`) and, when a sink is set (`--audit FILE`, setting `audit.file`), as a JSON
-//! line.
+//! line, and to every tap ([`Hooks::add_audit_tap`]; `tavern serve`'s `/api/audit/events`).
 
 use std::io::Write;
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Instant;
 
 use serde_json::json;
@@ -46,9 +47,25 @@ impl AuditSink {
     }
 }
 
+/// Something handed every audit record (the same object a `--audit FILE` line holds). It
+/// runs on the audited call's task: it must be quick and never block.
+pub trait AuditTap: Send + Sync {
+    /// Whether records are wanted now (a tap with no listener says no, and calls then skip
+    /// the timing and the JSON when nothing else records them).
+    fn wanted(&self) -> bool {
+        true
+    }
+
+    /// Takes one record.
+    fn record(&self, record: &serde_json::Value);
+}
+
 #[derive(Default)]
 pub(super) struct Audit {
     sink: OnceLock<AuditSink>,
+    taps: RwLock<Vec<Arc<dyn AuditTap>>>,
+    /// Whether `taps` is non-empty: the hot path's one load.
+    tapped: AtomicBool,
 }
 
 impl Audit {
@@ -56,10 +73,39 @@ impl Audit {
         let _ = self.sink.set(sink);
     }
 
-    /// Whether calls must be timed and recorded (a sink, or a subscriber for the target).
+    pub(super) fn add_tap(&self, tap: Arc<dyn AuditTap>) {
+        let mut taps = self.taps.write().unwrap_or_else(|p| p.into_inner());
+        taps.push(tap);
+        self.tapped.store(true, Ordering::Release);
+    }
+
+    /// Whether records are wanted as JSON (a sink or a tap that wants them).
+    fn recording(&self) -> bool {
+        self.sink.get().is_some() || (self.tapped.load(Ordering::Acquire) && self.tap_wanted())
+    }
+
+    fn tap_wanted(&self) -> bool {
+        let taps = self.taps.read().unwrap_or_else(|p| p.into_inner());
+        taps.iter().any(|t| t.wanted())
+    }
+
+    /// Hands `record` to the sink and every tap.
+    fn record(&self, record: &serde_json::Value) {
+        if let Some(s) = self.sink.get() {
+            s.write(record);
+        }
+        if self.tapped.load(Ordering::Acquire) {
+            let taps = self.taps.read().unwrap_or_else(|p| p.into_inner());
+            for t in taps.iter().filter(|t| t.wanted()) {
+                t.record(record);
+            }
+        }
+    }
+
+    /// Whether calls must be timed and recorded (a sink, a tap, or a subscriber for the
+    /// target).
     pub(super) fn enabled(&self) -> bool {
-        self.sink.get().is_some()
-            || tracing::enabled!(target: "tavern::audit", tracing::Level::INFO)
+        self.recording() || tracing::enabled!(target: "tavern::audit", tracing::Level::INFO)
     }
 }
 
@@ -79,13 +125,13 @@ impl Hooks {
         let ms = started.elapsed().as_secs_f64() * 1000.0;
         tracing::info!(target: "tavern::audit", caller, tool = %ctx.tool_id, outcome,
             duration_ms = ms, overridden_by, "call");
-        if let Some(s) = self.audit.sink.get() {
+        if self.audit.recording() {
             let mut r = json!({"ts": now(), "event": "call", "caller": caller,
                 "tool": ctx.tool_id, "outcome": outcome, "duration_ms": ms, "depth": ctx.depth});
             if let Some(o) = overridden_by {
                 r["overridden_by"] = json!(o);
             }
-            s.write(&r);
+            self.audit.record(&r);
         }
     }
 
@@ -93,8 +139,9 @@ impl Hooks {
         let caller = ctx.caller.to_string();
         tracing::info!(target: "tavern::audit", caller = %caller, tool = %ctx.tool_id, outcome,
             reason, "decision");
-        if let Some(s) = self.audit.sink.get() {
-            s.write(&json!({"ts": now(), "event": "decision", "caller": caller,
+        if self.audit.recording() {
+            self.audit
+                .record(&json!({"ts": now(), "event": "decision", "caller": caller,
                 "tool": ctx.tool_id, "outcome": outcome, "reason": reason}));
         }
     }

@@ -28,7 +28,7 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::{Map, Value};
 
-pub use audit::AuditSink;
+pub use audit::{AuditSink, AuditTap};
 pub use overrides::{Next, OverrideHandler, OverrideInfo};
 pub use points::{point, PointSpec, POINTS};
 
@@ -319,6 +319,11 @@ impl Hooks {
     /// Writes audit records (JSON lines) to `sink` from now on.
     pub fn set_audit(&self, sink: AuditSink) {
         self.audit.set(sink);
+    }
+
+    /// Hands every audit record from now on to `tap` too (beside the `--audit` file).
+    pub fn add_audit_tap(&self, tap: Arc<dyn AuditTap>) {
+        self.audit.add_tap(tap);
     }
 }
 

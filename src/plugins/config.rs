@@ -18,7 +18,7 @@ pub fn full_key(plugin: &str, option: &str) -> String {
 
 /// The short option name of a declared option (`id`, or `key` without its
 /// `extensions.<plugin>.` prefix).
-pub fn option_id(plugin: &str, opt: &ConfigOption) -> Result<String, String> {
+pub(crate) fn option_id(plugin: &str, opt: &ConfigOption) -> Result<String, String> {
     if let Some(id) = &opt.id {
         return Ok(id.clone());
     }

@@ -136,7 +136,7 @@ impl ProcessLimits {
 
     /// The host's caps: `self`, with each `process.<limit>` setting (snake case) replacing
     /// the cap it names.
-    pub fn with_settings(self, settings: &Settings) -> Result<ProcessLimits, String> {
+    pub(crate) fn with_settings(self, settings: &Settings) -> Result<ProcessLimits, String> {
         let mut out = self;
         for (key, slot) in [
             ("memory_mb", &mut out.memory_mb),
@@ -181,7 +181,7 @@ pub struct PartialProcessLimits {
 
 impl PartialProcessLimits {
     /// Parses a written section; `null` or absent is no change. Zero is refused.
-    pub fn parse(v: Option<&Value>) -> Result<PartialProcessLimits, String> {
+    pub(crate) fn parse(v: Option<&Value>) -> Result<PartialProcessLimits, String> {
         let p: PartialProcessLimits = match v {
             None | Some(Value::Null) => return Ok(Self::default()),
             Some(v) => serde_json::from_value(v.clone())
@@ -928,7 +928,7 @@ pub fn for_tool(
 /// Whether a tool (with or without network) may run on a kernel offering `s`: `Ok(true)`
 /// fully confined, `Ok(false)` partly (the host allowed it), `Err` refused, naming what is
 /// missing.
-pub fn decide(s: &Support, network: bool, allow_unconfined: bool) -> Result<bool, String> {
+pub(crate) fn decide(s: &Support, network: bool, allow_unconfined: bool) -> Result<bool, String> {
     let missing = s.missing(network);
     if missing.is_empty() {
         Ok(true)

@@ -166,7 +166,7 @@ pub const FRONTEND_KEYS: &[&str] = &["frontend"];
 /// `permissions` keys for the frontend (`ui: {wrap, inject}`), accepted and ignored.
 pub const FRONTEND_PERMISSIONS: &[&str] = &["ui"];
 
-/// The keys plugin.yaml may hold, from the structs above (see [`crate::strict`]).
+/// The keys plugin.yaml may hold, from the structs above (see `src/strict.rs`).
 pub fn shape() -> Shape {
     let entry = Shape::of::<Entry>();
     Shape::of::<PluginManifest>()

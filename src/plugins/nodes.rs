@@ -23,7 +23,7 @@ use crate::workflow::{NodeContext, NodeDefinition, NodeError, NodeExecutor, Node
 pub const NODE_SUFFIX: &str = ".node.json";
 
 /// The keys a node file may hold: a [`NodeDefinition`] (slots by their struct) plus
-/// `script` and `function` (see [`crate::strict`]).
+/// `script` and `function` (see `src/strict.rs`).
 pub fn shape() -> crate::strict::Shape {
     use crate::strict::Shape;
     let slots = Shape::Values(Box::new(crate::workflow::slot_shape()));
@@ -235,6 +235,7 @@ impl NodeExecutor for ScriptNodeExecutor {
                         depth: ctx.depth(),
                         cancel: cancel.clone(),
                         deadline: None,
+                        observer: ctx.observer().clone(),
                     };
                     handler.invoke(call, args).await
                 }
@@ -243,6 +244,7 @@ impl NodeExecutor for ScriptNodeExecutor {
                         cancel: cancel.clone(),
                         caller: ctx.caller().clone(),
                         depth: ctx.depth(),
+                        observer: ctx.observer().clone(),
                         ..CallInfo::host(node_type.clone())
                     };
                     let t = node_type.clone();

@@ -28,10 +28,14 @@ pub struct ScriptContext {
     pub manager: Arc<ToolManager>,
 }
 
-/// The engine's limits lowered by a plugin's `limits:` section (never raised), and capped by
-/// the host's maximum.
-pub fn effective_limits(section: Option<&Value>, host_max: &Limits) -> Result<Limits, String> {
-    let base = Limits::engine_default().capped_by(host_max);
+/// The host's limits (`EngineBuilder::script_limits`, by default the engine defaults)
+/// lowered by a plugin's `limits:` section: a plugin never raises a limit, and a host that
+/// raised its limits gives its plugins the raised ones.
+pub(crate) fn effective_limits(
+    section: Option<&Value>,
+    host_max: &Limits,
+) -> Result<Limits, String> {
+    let base = *host_max;
     match section {
         None | Some(Value::Null) => Ok(base),
         Some(v) => {

@@ -64,7 +64,7 @@ pub fn normalise_id(plugin: &str, raw: &str) -> Result<String, IdError> {
 }
 
 /// Checks a tool's parameter schema: a JSON object schema that the validator can compile.
-pub fn check_schema(schema: &Value) -> Result<(), String> {
+pub(crate) fn check_schema(schema: &Value) -> Result<(), String> {
     let Value::Object(map) = schema else {
         return Err(format!(
             "`parameters` must be a JSON Schema object, got {schema}"
@@ -124,7 +124,7 @@ pub fn read(path: &Path) -> Result<ToolFile, Problem> {
     })
 }
 
-/// Parses tool.json text. Unknown keys (strict, see [`crate::strict`]) and misspelt schema
+/// Parses tool.json text. Unknown keys (strict, see `src/strict.rs`) and misspelt schema
 /// types are reported at their own line before the typed parse.
 pub fn parse(text: &str, path: &Path) -> Result<ToolDefinition, Problem> {
     if let Some(doc) = crate::strict::locate_json(text) {

@@ -217,6 +217,7 @@ fn fire_blocking(
         depth: 0,
         cancel: Default::default(),
         deadline: None,
+        observer: None,
     };
     let hooks = hooks.clone();
     let run = move || match tokio::runtime::Builder::new_current_thread()

@@ -146,14 +146,23 @@ fn nodes<R: RuleType>(pairs: Pairs<'_, R>, kind: fn(R) -> Option<Kind>, out: &mu
     }
 }
 
+/// Why the grammar could not read a text (it reads any text, so this is a grammar bug).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GrammarError {
+    /// pest's error, with the line and column it stopped at.
+    #[error("{0}")]
+    Unreadable(String),
+}
+
 /// Reads `text` from rule `start` with the grammar for `format`.
-fn read(format: Format, start: Kind, text: &str) -> Result<Vec<Node>, String> {
+fn read(format: Format, start: Kind, text: &str) -> Result<Vec<Node>, GrammarError> {
     fn go<R: RuleType, P: Parser<R>>(
         rule: R,
         kind: fn(R) -> Option<Kind>,
         text: &str,
-    ) -> Result<Vec<Node>, String> {
-        let pairs = P::parse(rule, text).map_err(|e| e.to_string())?;
+    ) -> Result<Vec<Node>, GrammarError> {
+        let pairs = P::parse(rule, text).map_err(|e| GrammarError::Unreadable(e.to_string()))?;
         let mut out = Vec::new();
         nodes(pairs, kind, &mut out);
         Ok(out)
@@ -209,7 +218,7 @@ fn block_pairs(block: &Node) -> Vec<RawPair> {
     pairs
 }
 
-fn top_level(format: Format, text: &str) -> Result<Vec<Node>, String> {
+fn top_level(format: Format, text: &str) -> Result<Vec<Node>, GrammarError> {
     let doc = read(format, Kind::Document, text)?;
     Ok(doc
         .into_iter()
@@ -220,7 +229,7 @@ fn top_level(format: Format, text: &str) -> Result<Vec<Node>, String> {
 
 /// Reads `text` with the pest grammar for `format` (TAM, VCP or both for `Auto`); returns
 /// the TAM/VCP blocks found outside reasoning regions, in order.
-pub fn reference_blocks_in(text: &str, format: Format) -> Result<Vec<BlockReading>, String> {
+pub fn reference_blocks_in(text: &str, format: Format) -> Result<Vec<BlockReading>, GrammarError> {
     Ok(top_level(format, text)?
         .iter()
         .filter(|n| n.kind == Kind::Block)
@@ -234,7 +243,7 @@ pub fn reference_blocks_in(text: &str, format: Format) -> Result<Vec<BlockReadin
 }
 
 /// [`reference_blocks_in`] with TAM markers only (`Format::Tam`).
-pub fn reference_blocks(text: &str) -> Result<Vec<BlockReading>, String> {
+pub fn reference_blocks(text: &str) -> Result<Vec<BlockReading>, GrammarError> {
     reference_blocks_in(text, Format::Tam)
 }
 
@@ -292,7 +301,7 @@ pub fn reference_key_kind(key: &str) -> Option<&'static str> {
 /// `tavern parse --reader grammar`): slow and exact. The result has the shape of
 /// [`parse`](super::parse)'s; a JSON call text is read by the JSON reader, as there.
 /// Fails only if the grammar cannot read the text at all (it reads any text).
-pub fn parse_reference(text: &str, format: Format) -> Result<Parsed, String> {
+pub fn parse_reference(text: &str, format: Format) -> Result<Parsed, GrammarError> {
     if format == Format::Json
         || (format == Format::Auto
             && super::looks_like_json(text)

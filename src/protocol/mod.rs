@@ -19,7 +19,7 @@
 //!   ToolManager, which knows the tools (`tools::vcp`; the rule is in `Call::dispatch`).
 //! - **`<ACTION>` XML**, read with quick-xml. Only the first `<ACTION>` block of a text
 //!   runs (seed 002 §3.2.1, §3.3 step 4); a later one is a warning ("only the first
-//!   <ACTION> block runs") and its calls are not returned.
+//!   `<ACTION>` block runs") and its calls are not returned.
 //! - **JSON**: MCP `tools/call` params or request, OpenAI function call(s).
 //!
 //! [`Format::Auto`] finds TAM, VCP and `<ACTION>` blocks in one text; a text whose first

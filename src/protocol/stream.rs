@@ -27,7 +27,7 @@ fn checked_prefix(buf: &[u8], valid: usize) -> &str {
 /// Reads model output chunk by chunk.
 ///
 /// ```
-/// use tavern::protocol::{Format, StreamReader};
+/// use tavern::internal::protocol::{Format, StreamReader};
 /// let mut r = StreamReader::new(Format::Auto);
 /// let mut calls = r.push("<|[REQUEST_TOOL]|>\ncommand:「始」Echo「末」\n");
 /// calls.extend(r.push("text:「始」hi「末」\n<|[END_TOOL]|>"));

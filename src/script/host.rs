@@ -79,6 +79,8 @@ pub struct CallInfo {
     /// The caller's deadline (wall clock, host time included); the script's own `wall_ms`
     /// still applies when it is sooner.
     pub deadline: Option<Instant>,
+    /// Who watches the enclosing call; `api.tools.call` hands it on.
+    pub observer: crate::tools::Observer,
 }
 
 impl CallInfo {
@@ -91,6 +93,7 @@ impl CallInfo {
             cancel: CancellationToken::new(),
             manager: None,
             deadline: None,
+            observer: None,
         }
     }
 
@@ -103,6 +106,7 @@ impl CallInfo {
             cancel: ctx.cancel.clone(),
             manager: Some(ctx.manager.clone()),
             deadline: ctx.deadline,
+            observer: ctx.observer.clone(),
         }
     }
 }
@@ -447,6 +451,7 @@ impl HostCore {
                 cancel: info.cancel.clone(),
                 deadline,
                 matching: crate::tools::KeyMatching::Loose,
+                observer: info.observer.clone(),
             },
         );
         let out = self.block_on_tool(id, Some(&manager), fut);

@@ -171,6 +171,8 @@ pub fn app(served: Arc<Served>, addr: &SocketAddr) -> App {
         stopping: stopping.clone(),
     };
     let router = routes()
+        .merge(super::jobs::routes::routes())
+        .merge(super::audit_stream::routes())
         .route_service("/mcp", mcp)
         .with_state(served.clone())
         .merge(super::web::router(served))

@@ -9,8 +9,16 @@
 //!   results with `isError: true` whose text is the engine's Observation line.
 //! - `tools/list` pages with an opaque cursor over a stable (registration) order.
 //! - With `_meta.progressToken`, `notifications/progress` is sent while the call runs
-//!   (strictly increasing); `notifications/cancelled` cancels the call's token and drops
+//!   (strictly increasing): one per unit of work that ends (each workflow node, nested
+//!   calls included, through a [`CallObserver`]) with `progress` = units done and `total` =
+//!   units known, plus a heartbeat every 250 ms that moves `progress` halfway to the next
+//!   unit (never past it); `notifications/cancelled` cancels the call's token and drops
 //!   the work.
+//! - MCP tasks (SEP-2663, the `io.modelcontextprotocol/tasks` extension, declared): when the
+//!   client declares the extension, a `tools/call` still running after [`TASK_AFTER`]
+//!   becomes a task (`resultType: "task"`), which is a job of the server's jobs store (the
+//!   task id is the job id, also visible at `/api/jobs/{id}`); `tasks/get` answers its
+//!   state and, once done, the `CallToolResult`; `tasks/cancel` cancels it like `DELETE`.
 
 use std::borrow::Cow;
 use std::pin::pin;
@@ -20,10 +28,11 @@ use std::time::Duration;
 // Logging (`logging/setLevel`) is deprecated in the 2026 revision but part of 2025-11-25.
 #[allow(deprecated)]
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, DiscoverRequestMethod,
-    DiscoverResult, Implementation, InitializeResult, ListToolsResult, PaginatedRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+    CreateTaskResult, DetailedTask, DiscoverRequestMethod, DiscoverResult, GetTaskParams,
+    GetTaskResult, Implementation, InitializeResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, Tool as McpTool,
+    SetLevelRequestParams, Task, TaskPayload, TaskStatus, Tool as McpTool, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -31,10 +40,45 @@ use serde_json::{json, Value};
 
 use super::export::{tool_json, ExportFormat};
 use super::Served;
-use crate::tools::{Caller, ToolError};
+use crate::tools::{CallObserver, Caller, NodeEvent, NodeState, ToolError};
+
+/// Progress of one MCP call: units done and known, reported to the call's loop.
+struct McpProgress {
+    counts: std::sync::Mutex<(u64, u64)>,
+    tx: tokio::sync::mpsc::UnboundedSender<(u64, u64, String)>,
+}
+
+impl CallObserver for McpProgress {
+    fn node(&self, ev: NodeEvent<'_>) {
+        let mut c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        match ev.state {
+            NodeState::Pending => c.1 += 1,
+            s if s.is_final() => {
+                c.0 += 1;
+                let msg = format!("{}: node {} {}", ev.workflow, ev.node, s.as_str());
+                // The receiver is gone only when the call has ended.
+                let _ = self.tx.send((c.0, c.1, msg));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The next heartbeat value: halfway from `last` to the next whole unit.
+fn heartbeat(last: f64) -> f64 {
+    let next = last.floor() + 1.0;
+    last + (next - last) / 2.0
+}
 
 /// How often progress is reported for a call that carries a progress token.
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+
+/// How long a `tools/call` from a client that declared tasks runs before it turns into a
+/// task (quicker calls answer directly).
+pub const TASK_AFTER: Duration = Duration::from_millis(1000);
+
+/// The poll interval suggested to task clients.
+const TASK_POLL_MS: u64 = 500;
 
 /// The MCP face of a [`Served`] engine. Cheap to clone: one per session.
 #[derive(Clone)]
@@ -78,9 +122,12 @@ fn accepted_versions() -> Vec<ProtocolVersion> {
 /// logging.
 pub fn server_config() -> ServerConfig {
     // A fixed literal of the capabilities schema: it always deserializes.
-    let caps: ServerCapabilities =
-        serde_json::from_value(json!({"tools": {"listChanged": true}, "logging": {}}))
-            .unwrap_or_default();
+    let caps: ServerCapabilities = serde_json::from_value(json!({
+        "tools": {"listChanged": true},
+        "logging": {},
+        "extensions": {"io.modelcontextprotocol/tasks": {}},
+    }))
+    .unwrap_or_default();
     let mut info = InitializeResult::new(caps);
     info.protocol_version = ProtocolVersion::V_2025_11_25;
     info.server_info =
@@ -211,12 +258,25 @@ impl ServerHandler for TavernMcp {
         }
         drop(engine);
         let args = Value::Object(request.arguments.unwrap_or_default());
+        if context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks())
+        {
+            return self.call_as_task(&request.name, args, &context).await;
+        }
         let ct = context.ct.clone();
-        let call = self
-            .served
-            .invoke(&request.name, args, Self::caller(), ct.clone());
-        let mut call = pin!(call);
         let progress = context.meta.get_progress_token();
+        let (tx, mut units) = tokio::sync::mpsc::unbounded_channel();
+        let observer: crate::tools::Observer = progress.as_ref().map(|_| {
+            Arc::new(McpProgress {
+                counts: std::sync::Mutex::new((0, 0)),
+                tx,
+            }) as Arc<dyn CallObserver>
+        });
+        let call =
+            self.served
+                .invoke_observed(&request.name, args, Self::caller(), ct.clone(), observer);
+        let mut call = pin!(call);
         let result = match progress {
             None => tokio::select! {
                 r = &mut call => r,
@@ -224,18 +284,42 @@ impl ServerHandler for TavernMcp {
             },
             Some(token) => {
                 let mut tick = tokio::time::interval(PROGRESS_EVERY);
-                let mut n = 0.0;
+                // The first heartbeat is 0; every later value is strictly larger.
+                let mut last: Option<f64> = None;
+                let mut total: Option<u64> = None;
+                let mut ended = None;
                 loop {
-                    tokio::select! {
-                        r = &mut call => break r,
-                        _ = ct.cancelled() => break Err(ToolError::Cancelled { tool: request.name.to_string() }),
-                        _ = tick.tick() => {
-                            let mut p = ProgressNotificationParam::new(token.clone(), n);
-                            p.message = Some(format!("{} running", request.name));
-                            let _ = context.peer.notify_progress(p).await;
-                            n += 1.0;
+                    let (value, message) = if let Some(r) = ended.take() {
+                        // The call is over: send the units it reported last, then answer.
+                        match units.try_recv() {
+                            Ok((done, known, msg)) => {
+                                ended = Some(r);
+                                total = Some(known);
+                                (done as f64, msg)
+                            }
+                            Err(_) => break r,
                         }
+                    } else {
+                        tokio::select! {
+                            r = &mut call => { ended = Some(r); continue; }
+                            _ = ct.cancelled() => break Err(ToolError::Cancelled { tool: request.name.to_string() }),
+                            Some((done, known, msg)) = units.recv() => {
+                                total = Some(known);
+                                (done as f64, msg)
+                            }
+                            _ = tick.tick() => {
+                                (last.map_or(0.0, heartbeat), format!("{} running", request.name))
+                            }
+                        }
+                    };
+                    if last.is_some_and(|l| value <= l) {
+                        continue;
                     }
+                    last = Some(value);
+                    let mut p = ProgressNotificationParam::new(token.clone(), value);
+                    p.total = total.map(|t| t as f64);
+                    p.message = Some(message);
+                    let _ = context.peer.notify_progress(p).await;
                 }
             }
         };
@@ -249,6 +333,156 @@ impl ServerHandler for TavernMcp {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         self.served.add_peer(context.peer);
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let job = self.task_job(&request.task_id)?;
+        Ok(GetTaskResult::new(self.detailed_task(&job)))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        // tavern tools never ask the client for input mid-task: nothing to accept.
+        self.task_job(&request.task_id)?;
+        Err(McpError::invalid_params(
+            format!(
+                "task '{}' has no outstanding input requests",
+                request.task_id
+            ),
+            None,
+        ))
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let job = self.task_job(&request.task_id)?;
+        job.cancel.cancel();
+        Ok(())
+    }
+}
+
+fn iso(ms: u64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms as i64)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default()
+}
+
+impl TavernMcp {
+    /// Runs a call as a job; answers directly when it ends within [`TASK_AFTER`], else
+    /// with the task handle.
+    async fn call_as_task(
+        &self,
+        tool: &str,
+        args: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let prepared = super::rest::Prepared::call(&self.served, tool, args)
+            .map_err(|e| McpError::invalid_params(e.message, Some(json!({"code": e.code}))))?
+            .with_caller(Self::caller());
+        let job = self.served.jobs().create().map_err(|e| {
+            McpError::internal_error(e.to_string(), Some(json!({"code": "too_many_jobs"})))
+        })?;
+        super::jobs::routes::spawn(self.served.clone(), job.clone(), prepared);
+        tokio::select! {
+            _ = job.ended(TASK_AFTER) => {}
+            // The client gave up before the task existed: stop the work.
+            _ = context.ct.cancelled() => {
+                job.cancel.cancel();
+                return Err(McpError::internal_error("the call was cancelled", None));
+            }
+        }
+        let detailed = self.detailed_task(&job);
+        match detailed.payload {
+            TaskPayload::Completed { result } => {
+                let r: CallToolResult = serde_json::from_value(Value::Object(result))
+                    .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                Ok(r.into())
+            }
+            _ => Ok(CallToolResponse::Task(CreateTaskResult::new(detailed.task))),
+        }
+    }
+
+    /// The job behind task `id`, or the error its id answers.
+    fn task_job(&self, id: &str) -> Result<Arc<super::jobs::Job>, McpError> {
+        use super::jobs::Lookup;
+        match self.served.jobs().get(id) {
+            Lookup::Found(j) => Ok(j),
+            Lookup::Expired => Err(McpError::invalid_params(
+                format!("task '{id}' ended and was removed (its time to live passed)"),
+                Some(json!({"code": "job_expired"})),
+            )),
+            Lookup::Lost { .. } => Err(McpError::invalid_params(
+                format!("task '{id}' was lost when the server restarted"),
+                Some(json!({"code": "job_lost"})),
+            )),
+            Lookup::Unknown => Err(McpError::invalid_params(
+                format!("no task '{id}' on this server"),
+                Some(json!({"code": "unknown_job"})),
+            )),
+        }
+    }
+
+    /// A job as an MCP task: running → working; ended with a report → completed with the
+    /// call's `CallToolResult` (a failing tool is a completed task whose result has
+    /// `isError`); cancelled → cancelled; ended without a report → failed.
+    fn detailed_task(&self, job: &super::jobs::Job) -> DetailedTask {
+        use super::jobs::JobStatus;
+        let j = job.to_json();
+        let created = j["created_ms"].as_u64().unwrap_or(0);
+        let updated = j["ended_ms"]
+            .as_u64()
+            .or(j["started_ms"].as_u64())
+            .unwrap_or(created);
+        let mut task = Task::new(&job.id, TaskStatus::Working, iso(created), iso(updated))
+            .with_ttl_ms(self.served.options.job_ttl.as_millis() as u64)
+            .with_poll_interval_ms(TASK_POLL_MS);
+        if let Some(m) = j["progress"]["message"].as_str() {
+            task = task.with_status_message(m);
+        }
+        let first = &j["result"]["results"][0];
+        let payload = match job.status() {
+            JobStatus::Queued | JobStatus::Running => TaskPayload::Working,
+            JobStatus::Cancelled => TaskPayload::Cancelled,
+            _ if first.is_object() => {
+                let r = if first["ok"] == Value::Bool(true) {
+                    result_content(first["value"].clone())
+                } else {
+                    let text = first["observation"].as_str().unwrap_or_default();
+                    CallToolResult::error(vec![ContentBlock::text(text)])
+                };
+                match serde_json::to_value(r) {
+                    Ok(Value::Object(result)) => TaskPayload::Completed { result },
+                    _ => TaskPayload::Failed {
+                        error: failed_object("the result could not be encoded"),
+                    },
+                }
+            }
+            _ => {
+                let msg = j["error"]["message"].as_str().unwrap_or("the task failed");
+                TaskPayload::Failed {
+                    error: failed_object(msg),
+                }
+            }
+        };
+        DetailedTask::new(task, payload)
+    }
+}
+
+/// A JSON-RPC error object (internal error) for a failed task.
+fn failed_object(message: &str) -> serde_json::Map<String, Value> {
+    match json!({"code": -32603, "message": message}) {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
     }
 }
 

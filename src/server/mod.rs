@@ -11,11 +11,11 @@
 //! - One wire name per tool (built by the registry); the canonical id is the `title` and
 //!   `_meta["tavern/id"]`; either spelling is accepted on input.
 
+pub mod audit_stream;
 pub mod export;
 pub mod http;
+pub mod jobs;
 pub mod mcp;
-/// The `tavern call` report (moved to the core: the CLI, the host API and REST share it).
-pub use crate::report;
 pub mod rest;
 pub mod watch;
 pub mod web;
@@ -48,6 +48,10 @@ pub struct ServeOptions {
     pub allowed_origins: Vec<String>,
     /// How long a graceful shutdown waits for calls in flight.
     pub drain_timeout: Duration,
+    /// How long a finished job is kept (then its id answers 410 `job_expired`).
+    pub job_ttl: Duration,
+    /// Most jobs kept at once (the oldest finished one is evicted first).
+    pub max_jobs: usize,
 }
 
 impl Default for ServeOptions {
@@ -60,6 +64,8 @@ impl Default for ServeOptions {
             page_size: 100,
             allowed_origins: Vec::new(),
             drain_timeout: Duration::from_secs(30),
+            job_ttl: Duration::from_secs(3600),
+            max_jobs: 1000,
         }
     }
 }
@@ -73,6 +79,8 @@ pub struct Served {
     peers: Mutex<Vec<rmcp::Peer<rmcp::RoleServer>>>,
     in_flight: AtomicUsize,
     generation: AtomicUsize,
+    jobs: jobs::Jobs,
+    audit: Arc<audit_stream::AuditHub>,
     /// Reload attempts (swapped or refused), and the last refused one until a swap.
     reloads: AtomicUsize,
     refused: Mutex<Option<RefusedReload>>,
@@ -99,7 +107,12 @@ impl Drop for InFlight<'_> {
 
 impl Served {
     /// Serves `engine` with `options`.
+    /// The job id journal is read from the engine home's `.tavern/state/jobs.jsonl`.
     pub fn new(engine: Engine, options: ServeOptions) -> Arc<Self> {
+        let journal = jobs::journal::Journal::open(jobs::journal::path_in(engine.home()));
+        let jobs = jobs::Jobs::new(options.job_ttl, options.max_jobs, journal);
+        let audit = Arc::new(audit_stream::AuditHub::default());
+        engine.hooks().add_audit_tap(audit.clone());
         Arc::new(Served {
             engine: ArcSwap::from_pointee(engine),
             options,
@@ -108,7 +121,19 @@ impl Served {
             generation: AtomicUsize::new(0),
             reloads: AtomicUsize::new(0),
             refused: Mutex::new(None),
+            jobs,
+            audit,
         })
+    }
+
+    /// The jobs of this server.
+    pub fn jobs(&self) -> &jobs::Jobs {
+        &self.jobs
+    }
+
+    /// The audit records of every engine this server puts in service.
+    pub fn audit_hub(&self) -> &Arc<audit_stream::AuditHub> {
+        &self.audit
     }
 
     /// The engine now in service (calls keep the one they started with).
@@ -123,6 +148,7 @@ impl Served {
 
     /// Puts a new engine in service and tells every MCP client its tool list changed.
     pub async fn swap(&self, engine: Engine) {
+        engine.hooks().add_audit_tap(self.audit.clone());
         self.engine.store(Arc::new(engine));
         self.generation.fetch_add(1, Ordering::AcqRel);
         let peers: Vec<_> = self.lock_peers().clone();
@@ -200,6 +226,19 @@ impl Served {
         caller: Caller,
         cancel: CancellationToken,
     ) -> Result<Value, ToolError> {
+        self.invoke_observed(tool, args, caller, cancel, None).await
+    }
+
+    /// [`Served::invoke`] watched by `observer` (workflow nodes and nested calls report to
+    /// it; see [`crate::tools::observe`]).
+    pub async fn invoke_observed(
+        &self,
+        tool: &str,
+        args: Value,
+        caller: Caller,
+        cancel: CancellationToken,
+        observer: crate::tools::Observer,
+    ) -> Result<Value, ToolError> {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         let _guard = InFlight(&self.in_flight);
         let engine = self.engine();
@@ -214,9 +253,12 @@ impl Served {
                 ),
             });
         }
-        let call = engine
-            .tools()
-            .invoke_nested(tool, args, caller, 0, cancel.clone());
+        let inv = crate::tools::Invocation {
+            cancel: cancel.clone(),
+            observer,
+            ..crate::tools::Invocation::new(caller)
+        };
+        let call = engine.tools().invoke_at(tool, args, inv);
         match self.options.call_timeout {
             None => call.await,
             Some(limit) => match tokio::time::timeout(limit, call).await {

@@ -148,12 +148,41 @@ pub struct InvokeQuery {
     format: Option<String>,
 }
 
-async fn invoke(
-    State(served): State<Arc<Served>>,
-    Query(q): Query<InvokeQuery>,
-    headers: HeaderMap,
+/// A request body read and parsed: the calls of each document, ready to run.
+pub struct Prepared {
+    docs: Vec<protocol::Parsed>,
+    caller: Caller,
+}
+
+impl Prepared {
+    /// One call given as a tool id and its arguments (an MCP task's `tools/call`), checked
+    /// like a JSON body.
+    pub fn call(served: &Served, tool: &str, args: Value) -> Result<Prepared, ApiError> {
+        let text = json!({"name": tool, "arguments": args}).to_string();
+        parse_text(served, &text, Format::Json, true)
+    }
+
+    /// The same calls made on behalf of `caller` (default `remote:rest`).
+    pub fn with_caller(mut self, caller: Caller) -> Self {
+        self.caller = caller;
+        self
+    }
+
+    /// How many calls the body holds.
+    pub fn call_count(&self) -> usize {
+        self.docs.iter().map(|d| d.calls.len()).sum()
+    }
+}
+
+/// Reads and parses an invoke body (`POST /api/invoke`, `POST /api/jobs`): the `?format=`,
+/// the body limit (413), the content type, and every call's arguments size (413). Nothing
+/// runs yet.
+pub async fn prepare(
+    served: &Served,
+    q: &InvokeQuery,
+    headers: &HeaderMap,
     req: Request,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Prepared, ApiError> {
     let limit = served.options.max_body_bytes;
     let body = read_body(req.into_body(), limit).await?;
     let text = String::from_utf8_lossy(&body);
@@ -169,9 +198,25 @@ async fn invoke(
         None if is_json => Format::Json,
         None => Format::Auto,
     };
-    let run = served.track(run_text(&served, &text, format, is_json));
+    parse_text(served, &text, format, is_json)
+}
+
+async fn invoke(
+    State(served): State<Arc<Served>>,
+    Query(q): Query<InvokeQuery>,
+    headers: HeaderMap,
+    req: Request,
+) -> Result<Json<Value>, ApiError> {
+    let prepared = prepare(&served, &q, &headers, req).await?;
+    let engine = served.engine();
+    let run = served.track(run_prepared(
+        &engine,
+        prepared,
+        tokio_util::sync::CancellationToken::new(),
+        None,
+    ));
     let report = match served.options.call_timeout {
-        None => run.await?,
+        None => Ok(run.await),
         // Dropping the batch on time-out drops (and so stops) the call in progress.
         Some(limit) => tokio::time::timeout(limit, run).await.map_err(|_| {
             ApiError::new(
@@ -183,18 +228,19 @@ async fn invoke(
                 "send fewer calls per request, or start the server with a larger --call-timeout-ms"
                     .to_string(),
             ])
-        })??,
-    };
+        }),
+    }?;
     Ok(Json(report.json))
 }
 
-/// Runs a body: a JSON list of calls runs each entry in order; anything else is one text.
-async fn run_text(
+/// Splits a body into documents (a JSON list of calls is one document per entry; anything
+/// else is one text) and parses each, refusing oversized arguments.
+fn parse_text(
     served: &Served,
     text: &str,
     format: Format,
     is_json: bool,
-) -> Result<CallReport, ApiError> {
+) -> Result<Prepared, ApiError> {
     let docs: Vec<String> = match serde_json::from_str::<Value>(text) {
         Ok(Value::Array(items)) if is_json && items.iter().all(is_single_call) => items
             .iter()
@@ -206,9 +252,7 @@ async fn run_text(
         }
         _ => vec![text.to_string()],
     };
-    let engine = served.engine();
-    let mut parsed_all = protocol::Parsed::default();
-    let mut outcomes_all = Vec::new();
+    let mut out = Vec::with_capacity(docs.len());
     for doc in docs {
         let parsed = protocol::parse(&doc, format);
         for c in &parsed.calls {
@@ -228,15 +272,41 @@ async fn run_text(
                 ));
             }
         }
+        out.push(parsed);
+    }
+    Ok(Prepared {
+        docs: out,
+        caller: Caller::Remote("rest".into()),
+    })
+}
+
+/// Runs prepared documents in order on `engine` under `cancel`, watched by `observer`,
+/// and shapes the outcome as `/api/invoke` answers it.
+pub async fn run_prepared(
+    engine: &crate::Engine,
+    prepared: Prepared,
+    cancel: tokio_util::sync::CancellationToken,
+    observer: crate::tools::Observer,
+) -> CallReport {
+    let mut parsed_all = protocol::Parsed::default();
+    let mut outcomes_all = Vec::new();
+    for parsed in prepared.docs {
         let outcomes = engine
             .tools()
-            .execute(&parsed.calls, Caller::Remote("rest".into()))
+            .execute_observed(
+                &parsed.calls,
+                prepared.caller.clone(),
+                crate::tools::key_matching_for,
+                None,
+                cancel.clone(),
+                observer.clone(),
+            )
             .await;
         parsed_all.calls.extend(parsed.calls);
         parsed_all.diagnostics.extend(parsed.diagnostics);
         outcomes_all.extend(outcomes);
     }
-    Ok(call_report(&parsed_all, &outcomes_all))
+    call_report(&parsed_all, &outcomes_all)
 }
 
 /// A JSON object naming one tool: `{"tool"|"name"|"id", "args"|"arguments"|"parameters"}`.
@@ -283,6 +353,8 @@ async fn not_found(req: Request) -> ApiError {
             "GET /api/tools",
             "GET /api/tools/{id}",
             "POST /api/invoke",
+            "POST /api/jobs",
+            "GET /api/jobs/{id}",
             "POST /mcp",
         ]
         .map(String::from),

@@ -77,7 +77,7 @@ impl Implementation {
 }
 
 /// The keys a tool definition may hold (`*.tool.json`, inline `tools:` items), for
-/// [`crate::strict`]: the struct's fields, `implementation` by its `type`.
+/// `src/strict.rs`: the struct's fields, `implementation` by its `type`.
 pub fn tool_shape() -> crate::strict::Shape {
     use crate::strict::Shape;
     Shape::of::<ToolDefinition>().child(

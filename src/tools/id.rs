@@ -12,7 +12,7 @@ pub const MAX_PART_LEN: usize = 64;
 pub const MAX_WIRE_LEN: usize = 64;
 
 /// Checks an id's shape; the error says what is wrong and how to fix it.
-pub fn validate_id(id: &str) -> Result<(), String> {
+pub(crate) fn validate_id(id: &str) -> Result<(), String> {
     if id.is_empty() {
         return Err("the id is empty: write `namespace:name`, e.g. `my_plugin:do_thing`".into());
     }

@@ -28,6 +28,7 @@ mod error;
 pub mod id;
 mod intercept;
 mod listing;
+pub mod observe;
 mod policy;
 mod runtime;
 mod schema;
@@ -38,6 +39,7 @@ pub use definition::{empty_object_schema, tool_shape, Implementation, ToolDefini
 pub use error::ToolError;
 pub use intercept::Interceptor;
 pub use listing::success_observation;
+pub use observe::{CallObserver, NodeEvent, NodeState, Observer};
 pub use policy::CallerPolicy;
 pub use schema::{normalize_key, KeyMatching};
 
@@ -104,6 +106,9 @@ pub struct CallContext {
     /// When the caller stops waiting (wall clock, host time included), if it set one.
     /// Nested calls inherit it; script tools stop at it.
     pub deadline: Option<Instant>,
+    /// Who watches the call (a served job, an MCP progress token); nested calls and
+    /// workflow runs report to it. `None` almost always.
+    pub observer: Observer,
 }
 
 impl std::fmt::Debug for CallContext {
@@ -129,6 +134,7 @@ impl CallContext {
                     cancel: self.cancel.clone(),
                     deadline: self.deadline,
                     matching: KeyMatching::Loose,
+                    observer: self.observer.clone(),
                 },
             )
             .await
@@ -422,6 +428,8 @@ pub struct Invocation {
     pub deadline: Option<Instant>,
     /// How argument keys are matched.
     pub matching: KeyMatching,
+    /// Who watches the call (see [`observe`]); handed on to the handler's context.
+    pub observer: Observer,
 }
 
 impl Invocation {
@@ -433,6 +441,7 @@ impl Invocation {
             cancel: CancellationToken::new(),
             deadline: None,
             matching: KeyMatching::Loose,
+            observer: None,
         }
     }
 }
@@ -771,6 +780,7 @@ impl ToolManager {
             cancel,
             deadline: None,
             matching,
+            observer: None,
         };
         self.invoke_at(id, args, inv).await
     }
@@ -824,6 +834,7 @@ impl ToolManager {
             depth: inv.depth,
             cancel: inv.cancel,
             deadline: inv.deadline,
+            observer: inv.observer,
         };
         // Hot path: one atomic load when nothing is hooked, overridden or audited.
         let hooked = self
@@ -882,6 +893,22 @@ impl ToolManager {
         deadline: Option<Instant>,
         cancel: CancellationToken,
     ) -> Vec<CallOutcome> {
+        self.execute_observed(calls, caller, matching, deadline, cancel, None)
+            .await
+    }
+
+    /// [`ToolManager::execute_within`] watched by `observer`: it hears each call end
+    /// ([`CallObserver::call_ended`], skipped steps included) and everything the calls
+    /// report (workflow nodes).
+    pub async fn execute_observed(
+        self: &Arc<Self>,
+        calls: &[Call],
+        caller: Caller,
+        matching: impl Fn(&Call) -> KeyMatching,
+        deadline: Option<Instant>,
+        cancel: CancellationToken,
+        observer: Observer,
+    ) -> Vec<CallOutcome> {
         // VCP calls not dispatched yet (rule 16, `vcp`); a no-op for everything else.
         let resolved;
         let calls = if calls
@@ -898,6 +925,9 @@ impl ToolManager {
         for call in calls {
             if let Some((block, why)) = &stopped {
                 if *block == call.block {
+                    if let Some(o) = &observer {
+                        o.call_ended(&call.tool, false, Duration::ZERO);
+                    }
                     out.push(CallOutcome {
                         tool: call.tool.clone(),
                         id: self.canonical_id(&call.tool),
@@ -919,9 +949,13 @@ impl ToolManager {
                 cancel: cancel.clone(),
                 deadline,
                 matching: matching(call),
+                observer: observer.clone(),
             };
             let result = self.invoke_at(&call.tool, args, inv).await;
             let elapsed = started.elapsed();
+            if let Some(o) = &observer {
+                o.call_ended(&call.tool, result.is_ok(), elapsed);
+            }
             if let Err(e) = &result {
                 if call.on_error == OnError::Stop {
                     let step = call.step.map(|s| format!("step {s} ")).unwrap_or_default();

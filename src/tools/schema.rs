@@ -290,7 +290,7 @@ fn schema_problem(parameters: &Value) -> Option<String> {
 
 impl ArgSchema {
     /// Compiles a parameter schema; the error says what is wrong with it.
-    pub fn compile(parameters: &Value) -> Result<ArgSchema, String> {
+    pub(crate) fn compile(parameters: &Value) -> Result<ArgSchema, String> {
         if let Some(p) = schema_problem(parameters) {
             return Err(p);
         }

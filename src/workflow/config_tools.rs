@@ -559,6 +559,7 @@ impl ToolHandler for ConfigHandler {
                 caller: ctx.caller.clone(),
                 depth: ctx.depth,
                 cancel: ctx.cancel.clone(),
+                observer: ctx.observer.clone(),
                 ..defaults.options()
             };
             let mut outputs = async { plan.run(Map::new(), opts).await?.into_outputs() }

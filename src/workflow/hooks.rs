@@ -37,6 +37,7 @@ fn context(
         depth,
         cancel: cancel.clone(),
         deadline: None,
+        observer: None,
     }
 }
 

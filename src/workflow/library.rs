@@ -393,6 +393,7 @@ fn options_for(defaults: RunDefaults, ctx: &CallContext) -> RunOptions {
         caller: ctx.caller.clone(),
         depth: ctx.depth,
         cancel: ctx.cancel.clone(),
+        observer: ctx.observer.clone(),
         ..defaults.options()
     }
 }

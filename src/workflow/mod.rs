@@ -33,7 +33,7 @@ pub use graph::{render as render_graph, GraphFormat};
 pub use library::{invalid_problem, CompiledWorkflow, RunDefaults, Workflows};
 pub use registry::{
     ExecMode, FnExecutor, NodeContext, NodeDefinition, NodeExecutor, NodeFuture, NodeOutputs,
-    NodeRegistry, RegisteredNode,
+    NodeRegistry, NodeTypeError, RegisteredNode,
 };
 pub use run::{
     NodeReport, NodeStatus, RunOptions, RunReport, RunStatus, WorkflowEvent, DEFAULT_CONCURRENCY,

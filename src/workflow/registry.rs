@@ -53,6 +53,18 @@ pub struct NodeDefinition {
     pub config_schema: OrderedMap<SlotDefinition>,
 }
 
+/// Why a node definition has no full `namespace:Type`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NodeTypeError {
+    /// `type` has no `namespace:` and no `namespace` is set.
+    #[error("node type '{node_type}' has no namespace: write `namespace:Type` or set `namespace`")]
+    NoNamespace {
+        /// The type as written.
+        node_type: String,
+    },
+}
+
 impl NodeDefinition {
     /// A definition with a type and description and no slots.
     pub fn new(node_type: impl Into<String>, description: impl Into<String>) -> Self {
@@ -81,17 +93,16 @@ impl NodeDefinition {
         self
     }
 
-    /// The full `namespace:Type`, or an error message when it has no namespace.
-    pub fn full_type(&self) -> Result<String, String> {
+    /// The full `namespace:Type`, or an error when it has no namespace.
+    pub fn full_type(&self) -> Result<String, NodeTypeError> {
         if self.node_type.contains(':') {
             return Ok(self.node_type.clone());
         }
         match &self.namespace {
             Some(ns) if !ns.is_empty() => Ok(format!("{ns}:{}", self.node_type)),
-            _ => Err(format!(
-                "node type '{}' has no namespace: write `namespace:Type` or set `namespace`",
-                self.node_type
-            )),
+            _ => Err(NodeTypeError::NoNamespace {
+                node_type: self.node_type.clone(),
+            }),
         }
     }
 
@@ -150,6 +161,7 @@ pub(crate) struct RunShared {
     pub(crate) depth: u32,
     pub(crate) cancel: CancellationToken,
     pub(crate) host_data: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    pub(crate) observer: crate::tools::Observer,
 }
 
 /// What a node knows about its run.
@@ -179,6 +191,7 @@ impl NodeContext {
                 depth: 0,
                 cancel: CancellationToken::new(),
                 host_data: None,
+                observer: None,
             }),
             node_id: Arc::from(node_id),
         }
@@ -215,6 +228,12 @@ impl NodeContext {
         self.run.host_data.as_deref()?.downcast_ref::<T>()
     }
 
+    /// Who watches the run ([`RunOptions::observer`](super::RunOptions::observer)); tool
+    /// calls a node makes should carry it on.
+    pub fn observer(&self) -> &crate::tools::Observer {
+        &self.run.observer
+    }
+
     /// The tool registry, when the run has one.
     pub fn tools(&self) -> Option<&Arc<ToolManager>> {
         self.run.tools.as_ref()
@@ -229,15 +248,13 @@ impl NodeContext {
                 "this workflow run has no tool registry; run it through an Engine",
             ));
         };
-        tools
-            .invoke_nested(
-                id,
-                args,
-                Caller::Workflow(self.run.workflow_id.to_string()),
-                self.run.depth + 1,
-                self.run.cancel.child_token(),
-            )
-            .await
+        let inv = crate::tools::Invocation {
+            depth: self.run.depth + 1,
+            cancel: self.run.cancel.child_token(),
+            observer: self.run.observer.clone(),
+            ..crate::tools::Invocation::new(Caller::Workflow(self.run.workflow_id.to_string()))
+        };
+        tools.invoke_at(id, args, inv).await
     }
 }
 
@@ -325,9 +342,9 @@ impl NodeRegistry {
     ) -> Result<(), WorkflowError> {
         let full = definition
             .full_type()
-            .map_err(|message| WorkflowError::Registration {
+            .map_err(|e| WorkflowError::Registration {
                 node_type: definition.node_type.clone(),
-                message,
+                message: e.to_string(),
             })?;
         if full == super::format::GROUP_INPUT || full == super::format::GROUP_OUTPUT {
             return Err(WorkflowError::Registration {

@@ -22,7 +22,7 @@ use super::compile::{value_fits, NodeKind, Plan};
 use super::error::{NodeError, WorkflowError};
 use super::registry::{ExecMode, NodeContext, NodeFuture, NodeOutputs, RunShared};
 use super::types::DataFlowType;
-use crate::tools::{Caller, ToolManager};
+use crate::tools::{Caller, NodeEvent, NodeState, Observer, ToolManager};
 
 /// Default number of nodes running at once (spawned ones; inline nodes do not count).
 pub const DEFAULT_CONCURRENCY: usize = 16;
@@ -52,6 +52,10 @@ pub struct RunOptions {
     /// overrides and stream sink this way); nodes read it with
     /// [`NodeContext::host_data`](super::NodeContext::host_data).
     pub host_data: Option<Arc<dyn std::any::Any + Send + Sync>>,
+    /// Who watches the run (a served job, an MCP progress token): told every node's state
+    /// ([`crate::tools::CallObserver::node`]) and handed on to the tools nodes call. A tool
+    /// call's observer arrives here through `workflow:<id>` tools.
+    pub observer: Observer,
 }
 
 impl Default for RunOptions {
@@ -67,6 +71,7 @@ impl Default for RunOptions {
             depth: 0,
             node_report: false,
             host_data: None,
+            observer: None,
         }
     }
 }
@@ -340,6 +345,7 @@ struct State<'p> {
     result: Map<String, Value>,
     first_failure: Option<(String, String, NodeError)>,
     events: Option<UnboundedSender<WorkflowEvent>>,
+    observer: Observer,
     node_timeout: Option<Duration>,
     track_time: bool,
     /// Whether node hook points have handlers (checked once per run).
@@ -347,6 +353,21 @@ struct State<'p> {
 }
 
 impl State<'_> {
+    /// Tells the observer, if any, that node `i` is now `state`.
+    #[inline]
+    fn notify(&self, i: usize, state: NodeState, took: Option<Duration>) {
+        if let Some(o) = &self.observer {
+            let node = &self.plan.nodes[i];
+            o.node(NodeEvent {
+                workflow: &self.plan.workflow_id,
+                node: &node.id,
+                node_type: &node.node_type,
+                state,
+                elapsed: took.unwrap_or_default(),
+            });
+        }
+    }
+
     fn emit(&self, ev: impl FnOnce() -> WorkflowEvent) {
         if let Some(tx) = &self.events {
             // A receiver that went away just stops listening; the run goes on.
@@ -403,6 +424,7 @@ impl State<'_> {
         let node = &self.plan.nodes[i];
         self.status[i] = NodeStatus::Succeeded;
         self.elapsed[i] = took;
+        self.notify(i, NodeState::Succeeded, took);
         if self.events.is_some() {
             let id = node.id.clone();
             self.emit(|| WorkflowEvent::NodeFinished {
@@ -437,6 +459,7 @@ impl State<'_> {
         });
         self.status[i] = NodeStatus::Failed { error };
         self.elapsed[i] = took;
+        self.notify(i, NodeState::Failed, took);
         let reason = format!("depends on failed node '{}'", node.id);
         let mut stack: Vec<u32> = node.children.clone();
         while let Some(c) = stack.pop() {
@@ -445,6 +468,7 @@ impl State<'_> {
                 self.status[c] = NodeStatus::Skipped {
                     reason: reason.clone(),
                 };
+                self.notify(c, NodeState::Skipped, None);
                 let cid = self.plan.nodes[c].id.clone();
                 self.emit(|| WorkflowEvent::NodeSkipped {
                     node: cid,
@@ -519,6 +543,7 @@ impl Plan {
             depth: opts.depth,
             cancel: cancel.clone(),
             host_data: opts.host_data.clone(),
+            observer: opts.observer.clone(),
         });
         let n = self.nodes.len();
         let mut st = State {
@@ -533,8 +558,9 @@ impl Plan {
             result: Map::new(),
             first_failure: None,
             events: opts.events.clone(),
+            observer: opts.observer.clone(),
             node_timeout: opts.node_timeout,
-            track_time: opts.events.is_some() || opts.node_report,
+            track_time: opts.events.is_some() || opts.node_report || opts.observer.is_some(),
             node_hooks: super::hooks::hooked(
                 opts.tools.as_ref(),
                 &[
@@ -548,6 +574,9 @@ impl Plan {
             workflow: self.workflow_id.clone(),
             nodes: n,
         });
+        for i in 0..n {
+            st.notify(i, NodeState::Pending, None);
+        }
         let limit = opts.concurrency.max(1);
         let mut tasks: JoinSet<Spawned> = JoinSet::new();
         let mut task_node: HashMap<tokio::task::Id, u32> = HashMap::new();
@@ -648,6 +677,7 @@ impl Plan {
                             elapsed: Duration::ZERO,
                         });
                         st.status[i] = NodeStatus::Failed { error: err };
+                        st.notify(i, NodeState::Failed, None);
                     }
                     NodeStatus::Pending => {
                         let id = self.nodes[i].id.clone();
@@ -658,6 +688,7 @@ impl Plan {
                         st.status[i] = NodeStatus::Skipped {
                             reason: reason.into(),
                         };
+                        st.notify(i, NodeState::Skipped, None);
                     }
                     _ => {}
                 }
@@ -715,6 +746,7 @@ impl Plan {
     fn start(&self, st: &mut State<'_>, i: usize) -> Option<NodeFuture> {
         let node = &self.nodes[i];
         st.status[i] = NodeStatus::Running;
+        st.notify(i, NodeState::Running, None);
         if st.events.is_some() {
             let (id, ty) = (node.id.clone(), node.node_type.clone());
             st.emit(|| WorkflowEvent::NodeStarted {

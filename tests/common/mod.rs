@@ -5,8 +5,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tavern::script::{CallInfo, Limits, PluginScripts, ScriptEnv, ScriptError, ScriptSource};
-use tavern::tools::ToolManager;
+use tavern::internal::script::{
+    CallInfo, Limits, PluginScripts, ScriptEnv, ScriptError, ScriptSource,
+};
+use tavern::internal::tools::ToolManager;
 
 /// Small, fast limits so hostile scripts end quickly.
 pub fn test_limits() -> Limits {

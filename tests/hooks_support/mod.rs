@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use serde_json::Value;
-use tavern::tools::{Caller, ToolError};
+use tavern::internal::tools::{Caller, ToolError};
 use tavern::Engine;
 
 pub fn write(path: &Path, text: &str) {

@@ -88,12 +88,19 @@ async def exercise(client):
 
     seen = []
 
+    reports = []
+
     async def on_progress(progress, total, message):
         seen.append(progress)
+        reports.append((progress, total, message))
 
     r = await client.call_tool("workflow_slow_echo", {"text": "late", "ms": 700}, progress_callback=on_progress)
     check(text_of(r) == "late", "a slow workflow answers", text_of(r))
     check(len(seen) >= 2 and all(a < b for a, b in zip(seen, seen[1:])), "progress notifications arrive, strictly increasing", seen)
+    # Real progress: each node of the workflow that ends is one unit (node k of n).
+    units = [(p, t, m) for (p, t, m) in reports if t is not None]
+    check(any(p == 3 and t == 3 for (p, t, m) in units), "progress reaches node 3 of 3", reports)
+    check(any("node wait succeeded" in (m or "") for (p, t, m) in units), "a progress message names the node that ended", reports)
 
 
 async def run_stdio(binary, home):

@@ -60,6 +60,23 @@ pub struct LlmSettings {
     pub retry_backoff_ms: Option<u64>,
 }
 
+/// Why LLM settings could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LlmSettingsError {
+    /// A known key has a value of the wrong type (serde's message names it).
+    #[error("llm settings: {0}")]
+    Invalid(String),
+    /// `--llm` names no backend tavern knows.
+    #[error(
+        "'{0}' is neither openai:BASE_URL (e.g. openai:http://127.0.0.1:8080/v1) nor scripted:FILE"
+    )]
+    Backend(String),
+    /// The `[llm]` section of `tavern.toml` (or `--set llm.*`) is invalid.
+    #[error("tavern.toml [llm]: {0}")]
+    Settings(Box<LlmSettingsError>),
+}
+
 impl LlmSettings {
     /// `self` with every field that `over` sets replaced.
     pub fn overlay(&self, over: &LlmSettings) -> LlmSettings {
@@ -82,7 +99,7 @@ impl LlmSettings {
 
     /// Reads an object of settings (a node's `configValues`, a profile's `llm`); unknown
     /// keys are ignored, wrongly typed ones are an error naming the key.
-    pub fn from_map(m: &Map<String, Value>) -> Result<LlmSettings, String> {
+    pub fn from_map(m: &Map<String, Value>) -> Result<LlmSettings, LlmSettingsError> {
         let known = [
             "base_url",
             "model",
@@ -100,22 +117,22 @@ impl LlmSettings {
             .filter(|(k, v)| known.contains(&k.as_str()) && !v.is_null())
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        serde_json::from_value(Value::Object(picked)).map_err(|e| format!("llm settings: {e}"))
+        serde_json::from_value(Value::Object(picked))
+            .map_err(|e| LlmSettingsError::Invalid(e.to_string()))
     }
 
     /// Overrides from the command line: `--llm openai:BASE_URL | scripted:FILE | http(s)://…`
     /// and `--model M`.
-    pub fn from_flags(llm: Option<&str>, model: Option<&str>) -> Result<LlmSettings, String> {
+    pub fn from_flags(
+        llm: Option<&str>,
+        model: Option<&str>,
+    ) -> Result<LlmSettings, LlmSettingsError> {
         let base_url = match llm.map(str::trim) {
             None | Some("") => None,
             Some(s) if s.starts_with("scripted:") => Some(s.to_string()),
             Some(s) if s.starts_with("openai:") => Some(s["openai:".len()..].to_string()),
             Some(s) if s.starts_with("http://") || s.starts_with("https://") => Some(s.to_string()),
-            Some(s) => {
-                return Err(format!(
-                    "'{s}' is neither openai:BASE_URL (e.g. openai:http://127.0.0.1:8080/v1) nor scripted:FILE"
-                ))
-            }
+            Some(s) => return Err(LlmSettingsError::Backend(s.to_string())),
         };
         Ok(LlmSettings {
             base_url,
@@ -125,9 +142,9 @@ impl LlmSettings {
     }
 
     /// The `[llm]` section of `tavern.toml` (and `--set llm.model=…`).
-    pub fn from_settings(s: &Settings) -> Result<LlmSettings, String> {
+    pub fn from_settings(s: &Settings) -> Result<LlmSettings, LlmSettingsError> {
         let m: Map<String, Value> = s.section("llm").into_iter().collect();
-        Self::from_map(&m).map_err(|e| format!("tavern.toml [llm]: {e}"))
+        Self::from_map(&m).map_err(|e| LlmSettingsError::Settings(Box::new(e)))
     }
 
     /// Fills defaults and reads the API key.

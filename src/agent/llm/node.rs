@@ -33,7 +33,7 @@ pub struct LlmRunContext {
 }
 
 struct ChatNode {
-    settings: Result<LlmSettings, String>,
+    settings: Result<LlmSettings, super::LlmSettingsError>,
     http: Arc<OpenAiBackend>,
 }
 
@@ -125,8 +125,9 @@ impl NodeExecutor for ChatNode {
         let base = self.settings.clone();
         let http = self.http.clone();
         Box::pin(async move {
-            let base = base.map_err(NodeError::Failed)?;
-            let node = LlmSettings::from_map(&config).map_err(NodeError::Failed)?;
+            let base = base.map_err(|e| NodeError::Failed(e.to_string()))?;
+            let node =
+                LlmSettings::from_map(&config).map_err(|e| NodeError::Failed(e.to_string()))?;
             let run = ctx
                 .host_data::<LlmRunContext>()
                 .cloned()

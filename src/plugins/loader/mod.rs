@@ -3,9 +3,9 @@
 //! [`ToolManager`]. Every problem is collected; one broken plugin (or one broken tool) never
 //! stops the others.
 //!
-//! One file per step: [`manifest`] reads the manifest and claims the name, [`checks`] resolves
-//! and checks permissions, [`declarations`] collects the tools, nodes, workflows and scripts a
-//! plugin declares, [`binding`] builds each tool's handler, [`registration`] puts tools, nodes
+//! One file per step: `manifest.rs` reads the manifest and claims the name, `checks.rs` resolves
+//! and checks permissions, `declarations.rs` collects the tools, nodes, workflows and scripts a
+//! plugin declares, `binding.rs` builds each tool's handler, `registration.rs` puts tools, nodes
 //! and workflows into the engine. This file holds the types and runs the steps in order.
 
 mod binding;

@@ -1,0 +1,229 @@
+//! The jobs routes: `POST /api/jobs`, `GET /api/jobs`, `GET|DELETE /api/jobs/{id}` and
+//! `GET /api/jobs/{id}/events` (server-sent events). See `docs/jobs.md`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::Stream;
+use serde_json::{json, Value};
+
+use super::{Job, JobObserver, Lookup, Outcome, CANCEL_GRACE};
+use crate::server::rest::{prepare, run_prepared, ApiError, InvokeQuery, Prepared};
+use crate::server::Served;
+
+/// The job `id`, or the error its id answers: 404 `unknown_job`, 410 `job_expired`, 410
+/// `job_lost`.
+fn find(served: &Served, id: &str) -> Result<Arc<Job>, ApiError> {
+    match served.jobs().get(id) {
+        Lookup::Found(j) => Ok(j),
+        Lookup::Expired => Err(ApiError::new(
+            StatusCode::GONE,
+            "job_expired",
+            format!(
+                "job '{id}' ended and was removed (finished jobs are kept {} s and at most {} of them)",
+                served.options.job_ttl.as_secs(),
+                served.options.max_jobs
+            ),
+        )
+        .suggest(["start it again with POST /api/jobs".to_string()])),
+        Lookup::Lost { created_ms } => {
+            let when = chrono::DateTime::from_timestamp_millis(created_ms as i64)
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+                .unwrap_or_else(|| format!("{created_ms} ms after the epoch"));
+            Err(ApiError::new(
+                StatusCode::GONE,
+                "job_lost",
+                format!(
+                    "job '{id}' was lost when the server restarted; it was created at {when}, before the restart, and its result was not kept"
+                ),
+            )
+            .suggest(["start it again with POST /api/jobs".to_string()]))
+        }
+        Lookup::Unknown => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "unknown_job",
+            format!("no job '{id}' on this server"),
+        )
+        .suggest(["GET /api/jobs lists the jobs this server keeps".to_string()])),
+    }
+}
+
+async fn create(
+    State(served): State<Arc<Served>>,
+    Query(q): Query<InvokeQuery>,
+    headers: HeaderMap,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let prepared = prepare(&served, &q, &headers, req).await?;
+    let job = served.jobs().create().map_err(|e| {
+        ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_jobs",
+            e.to_string(),
+        )
+        .suggest([
+            "DELETE /api/jobs/{id} cancels a job; start the server with a larger --max-jobs"
+                .to_string(),
+        ])
+    })?;
+    spawn(served.clone(), job.clone(), prepared);
+    let href = format!("/api/jobs/{}", job.id);
+    let body = json!({"id": job.id, "status": job.status().as_str(), "href": href});
+    Ok((StatusCode::ACCEPTED, [(header::LOCATION, href)], Json(body)).into_response())
+}
+
+/// Runs `prepared` as `job` in the background, counted in flight (graceful shutdown waits
+/// for it like for any call).
+pub(crate) fn spawn(served: Arc<Served>, job: Arc<Job>, prepared: Prepared) {
+    tokio::spawn(async move {
+        let s = served.clone();
+        s.track(run(&served, &job, prepared)).await;
+    });
+}
+
+async fn run(served: &Served, job: &Arc<Job>, prepared: Prepared) {
+    let engine = served.engine();
+    job.start(prepared.call_count());
+    // A child token: the time limit stops the work without marking the job cancelled.
+    let work_cancel = job.cancel.child_token();
+    let observer: crate::tools::Observer = Some(Arc::new(JobObserver(job.clone())));
+    let work = run_prepared(&engine, prepared, work_cancel.clone(), observer);
+    let mut work = std::pin::pin!(work);
+    let limit = served.options.call_timeout;
+    let deadline = async {
+        match limit {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    let outcome = tokio::select! {
+        report = &mut work => Outcome::Done {
+            error: first_error(&report),
+            result: report.json,
+        },
+        _ = job.cancel.cancelled() => {
+            let r = tokio::time::timeout(CANCEL_GRACE, &mut work).await.ok();
+            Outcome::Cancelled(r.map(|r| r.json))
+        }
+        _ = deadline => {
+            work_cancel.cancel();
+            let r = tokio::time::timeout(CANCEL_GRACE, &mut work).await.ok();
+            Outcome::TimedOut { after: limit.unwrap_or_default(), result: r.map(|r| r.json) }
+        }
+    };
+    job.finish(outcome);
+}
+
+/// The first failure of a report as `{code, message}`: a failed call, else an error
+/// diagnostic of the text.
+fn first_error(report: &crate::report::CallReport) -> Option<Value> {
+    if !report.failed {
+        return None;
+    }
+    let results = report.json["results"].as_array();
+    if let Some(r) = results
+        .into_iter()
+        .flatten()
+        .find(|r| r["ok"] == Value::Bool(false))
+    {
+        return Some(json!({
+            "code": r["error"]["code"],
+            "message": r["error"]["message"],
+        }));
+    }
+    let diag = report.json["diagnostics"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|d| d["severity"] == "error")
+        .or_else(|| report.json["diagnostics"].get(0));
+    Some(match diag {
+        Some(d) => json!({
+            "code": "parse_error",
+            "message": d.get("message").cloned().unwrap_or_else(|| json!(d.to_string())),
+        }),
+        None => json!({"code": "failed", "message": "the block failed"}),
+    })
+}
+
+async fn list(State(served): State<Arc<Served>>) -> Json<Value> {
+    let jobs: Vec<Value> = served.jobs().list().iter().map(|j| j.to_json()).collect();
+    Json(json!({ "jobs": jobs }))
+}
+
+async fn get_job(
+    State(served): State<Arc<Served>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(find(&served, &id)?.to_json()))
+}
+
+async fn cancel(
+    State(served): State<Arc<Served>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let job = find(&served, &id)?;
+    if !job.status().is_final() {
+        job.cancel.cancel();
+        // The runner ends the job within the grace (then drops the work); a queued job that
+        // never started is ended here.
+        job.ended(CANCEL_GRACE + Duration::from_secs(1)).await;
+        job.finish(Outcome::Cancelled(None));
+    }
+    Ok(Json(job.to_json()))
+}
+
+/// The SSE stream of a job from event `from` on: every stored event, then live ones, ending
+/// after `end`.
+fn job_stream(job: Arc<Job>, from: usize) -> impl Stream<Item = Result<Event, Infallible>> {
+    futures_util::stream::unfold(Some((job, from)), |state| async move {
+        let (job, idx) = state?;
+        loop {
+            match job.next_event(idx) {
+                Ok(ev) => {
+                    let event = Event::default()
+                        .event(ev.name)
+                        .id(idx.to_string())
+                        .data(ev.data.to_string());
+                    let next = (ev.name != "end").then_some((job, idx + 1));
+                    return Some((Ok(event), next));
+                }
+                Err(mut rx) => {
+                    if rx.changed().await.is_err() {
+                        return None;
+                    }
+                }
+            }
+        }
+    })
+}
+
+async fn events(
+    State(served): State<Arc<Served>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let job = find(&served, &id)?;
+    // A reconnecting EventSource resumes after the last event it saw.
+    let from = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .map_or(0, |n| n + 1);
+    Ok(Sse::new(job_stream(job, from)).keep_alive(KeepAlive::default()))
+}
+
+/// The jobs routes.
+pub fn routes() -> Router<Arc<Served>> {
+    Router::new()
+        .route("/api/jobs", post(create).get(list))
+        .route("/api/jobs/{id}", get(get_job).delete(cancel))
+        .route("/api/jobs/{id}/events", get(events))
+}

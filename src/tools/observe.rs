@@ -1,0 +1,84 @@
+//! The per-call event sink: what a caller that watches a call (a served job, an MCP call
+//! with a progress token) is told while the call runs.
+//!
+//! An [`Observer`] travels with a call: [`Invocation::observer`](super::Invocation) →
+//! [`CallContext::observer`](super::CallContext) → nested calls ([`CallContext::call`](super::CallContext::call),
+//! `api.tools.call`, a workflow's tool-calling nodes) and the workflow runner, which reports
+//! each node's state to it. Absent (the usual case) it costs one `Option` check per report
+//! site. Implementations must be quick and must not block: they run on the caller's task,
+//! between nodes of a run.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The state of a workflow node, as reported to an [`CallObserver`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeState {
+    /// Not started yet (every node is announced so when its run starts).
+    Pending,
+    /// Started.
+    Running,
+    /// Produced its outputs.
+    Succeeded,
+    /// Failed (error, time-out, panic, cancellation).
+    Failed,
+    /// Will not run (a parent failed, or the run stopped).
+    Skipped,
+}
+
+impl NodeState {
+    /// The lower-case name (`pending`, `running`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeState::Pending => "pending",
+            NodeState::Running => "running",
+            NodeState::Succeeded => "succeeded",
+            NodeState::Failed => "failed",
+            NodeState::Skipped => "skipped",
+        }
+    }
+
+    /// Whether the node is done (succeeded, failed or skipped).
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            NodeState::Succeeded | NodeState::Failed | NodeState::Skipped
+        )
+    }
+}
+
+/// One node's change of state in a workflow run.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeEvent<'a> {
+    /// Workflow id.
+    pub workflow: &'a str,
+    /// Node id.
+    pub node: &'a str,
+    /// Node type.
+    pub node_type: &'a str,
+    /// The new state.
+    pub state: NodeState,
+    /// How long the node ran (final states of nodes that ran), else zero.
+    pub elapsed: Duration,
+}
+
+/// Receives the events of a call as they happen. Every method has an empty default, so an
+/// implementation picks what it needs.
+pub trait CallObserver: Send + Sync {
+    /// A top-level call of a block ended (`ok` = it returned a value).
+    fn call_ended(&self, _tool: &str, _ok: bool, _elapsed: Duration) {}
+
+    /// A workflow node changed state. A run first announces every node `Pending` (in file
+    /// order), then reports `Running` and one final state per node that starts, and a final
+    /// state (`Skipped`, `Failed`) for every node that never finished.
+    fn node(&self, _event: NodeEvent<'_>) {}
+}
+
+impl std::fmt::Debug for dyn CallObserver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallObserver")
+    }
+}
+
+/// The observer a call carries, if any.
+pub type Observer = Option<Arc<dyn CallObserver>>;
