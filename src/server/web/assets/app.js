@@ -369,9 +369,16 @@ async function toolPage(id) {
         h("h3", {}, "JSON Schema"), h("pre", {}, pretty(t.inputSchema)))));
 }
 
-// Lays the workflow out in columns by layer (topological depth) and draws it as SVG.
+// Lays the workflow out in columns by layer (topological depth, from the server) and draws
+// it as SVG. Each node shows its id, type, the input slots its edges feed (left) and the
+// output slots they leave from (right); an edge joins the two slot ports it names.
 function drawGraph(wf) {
-  const W = 200, H = 66, GX = 110, GY = 34, PAD = 20;
+  const W = 180, GX = 70, GY = 26, PAD = 16, ROW = 15, HEAD = 42;
+  const ins = new Map(), outs = new Map();
+  const addSlot = (m, id, slot) => { if (!m.has(id)) m.set(id, []); if (!m.get(id).includes(slot)) m.get(id).push(slot); };
+  for (const e of wf.edges) { addSlot(outs, e.source, e.sourceHandle); addSlot(ins, e.target, e.targetHandle); }
+  const rowsOf = (id) => Math.max((ins.get(id) || []).length, (outs.get(id) || []).length);
+  const heightOf = (id) => HEAD + ROW * rowsOf(id) + 22;
   const cols = new Map();
   for (const n of wf.nodes) {
     if (!cols.has(n.layer)) cols.set(n.layer, []);
@@ -393,35 +400,62 @@ function drawGraph(wf) {
     cols.get(layer).forEach((n, i) => row.set(n.id, i));
   }
   const pos = new Map();
-  let maxRows = 0;
+  let height = 0;
   for (const [layer, nodes] of cols) {
-    maxRows = Math.max(maxRows, nodes.length);
-    nodes.forEach((n, i) => pos.set(n.id, { x: PAD + layer * (W + GX), y: PAD + i * (H + GY) }));
+    let y = PAD;
+    for (const n of nodes) {
+      pos.set(n.id, { x: PAD + layer * (W + GX), y });
+      y += heightOf(n.id) + GY;
+    }
+    height = Math.max(height, y - GY + PAD);
   }
+  // Edges that skip a column run in their own lane under the nodes, so they never hide
+  // behind the nodes they pass.
+  const layerOf = new Map(wf.nodes.map((n) => [n.id, n.layer]));
+  const long = wf.edges.filter((e) => (layerOf.get(e.target) ?? 0) - (layerOf.get(e.source) ?? 0) > 1);
+  const laneTop = height;
+  height += long.length ? long.length * 12 + 8 : 0;
   const layers = Math.max(0, ...wf.nodes.map((n) => n.layer)) + 1;
   const width = PAD * 2 + layers * W + (layers - 1) * GX;
-  const height = PAD * 2 + maxRows * H + Math.max(0, maxRows - 1) * GY;
+  const port = (id, side, slot) => {
+    const p = pos.get(id);
+    const list = (side === "in" ? ins : outs).get(id) || [];
+    return { x: side === "in" ? p.x : p.x + W, y: p.y + HEAD + ROW * list.indexOf(slot) + 4 };
+  };
   const svg = h("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img", "aria-labelledby": "graph-title" },
-    h("title", { id: "graph-title" }, `Graph of ${wf.id}: ${wf.nodes.length} nodes, ${wf.edges.length} edges`));
+    h("title", { id: "graph-title" }, `Graph of ${wf.id}: ${wf.nodes.length} nodes, ${wf.edges.length} edges (listed in the tables below)`));
   for (const e of wf.edges) {
-    const a = pos.get(e.source), b = pos.get(e.target);
-    if (!a || !b) continue;
-    const x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2;
-    const mx = (x1 + x2) / 2;
-    svg.append(h("path", { class: "edge", d: `M${x1},${y1} C${mx},${y1} ${mx},${y2} ${x2 - 6},${y2}` }));
-    svg.append(h("path", { class: "edge", d: `M${x2 - 8},${y2 - 4} L${x2},${y2} L${x2 - 8},${y2 + 4}` }));
-    const label = `${e.sourceHandle} → ${e.targetHandle}`;
-    const lx = mx, ly = (y1 + y2) / 2 - 4;
-    svg.append(h("rect", { class: "elabel-bg", x: lx - label.length * 3.1, y: ly - 10, width: label.length * 6.2, height: 13 }));
-    svg.append(h("text", { class: "elabel", x: lx, y: ly, "text-anchor": "middle" }, label));
+    if (!pos.has(e.source) || !pos.has(e.target)) continue;
+    const a = port(e.source, "out", e.sourceHandle), b = port(e.target, "in", e.targetHandle);
+    const dx = Math.max(30, (b.x - a.x) / 2);
+    const lane = long.indexOf(e);
+    const ly = laneTop + 4 + lane * 12;
+    const d = lane < 0
+      ? `M${a.x},${a.y} C${a.x + dx},${a.y} ${b.x - dx},${b.y} ${b.x},${b.y}`
+      : `M${a.x},${a.y} C${a.x + 24},${a.y} ${a.x + 12},${ly} ${a.x + 36},${ly} L${b.x - 36},${ly} C${b.x - 12},${ly} ${b.x - 24},${b.y} ${b.x},${b.y}`;
+    svg.append(h("path", { class: "edge", "data-edge": `${e.source}.${e.sourceHandle}->${e.target}.${e.targetHandle}`, d },
+      h("title", {}, `${e.source}.${e.sourceHandle} → ${e.target}.${e.targetHandle}`)));
   }
+  const clip = (t, n) => (t.length > n ? t.slice(0, n - 1) + "…" : t);
   for (const n of wf.nodes) {
     const p = pos.get(n.id);
+    const H = heightOf(n.id);
+    const slots = [];
+    (ins.get(n.id) || []).forEach((slot, k) => {
+      slots.push(h("path", { class: "port", d: `M0,${HEAD + ROW * k} l5,4 l-5,4 z` }));
+      slots.push(h("text", { class: "slot slot-in", x: 9, y: HEAD + ROW * k + 8 }, clip(slot, 13)));
+    });
+    (outs.get(n.id) || []).forEach((slot, k) => {
+      slots.push(h("path", { class: "port", d: `M${W - 5},${HEAD + ROW * k} l5,4 l-5,4 z` }));
+      slots.push(h("text", { class: "slot slot-out", x: W - 9, y: HEAD + ROW * k + 8, "text-anchor": "end" }, clip(slot, 13)));
+    });
     svg.append(h("g", { class: "node", "data-node": n.id, "data-status": "idle", transform: `translate(${p.x},${p.y})` },
+      h("title", {}, `${n.id} (${n.type})`),
       h("rect", { width: W, height: H, rx: 6 }),
-      h("text", { x: 10, y: 20, "font-weight": "700" }, n.id.length > 26 ? n.id.slice(0, 25) + "…" : n.id),
-      h("text", { class: "ntype", x: 10, y: 38 }, n.type),
-      h("text", { class: "nstatus", x: 10, y: 56 }, "")));
+      h("text", { x: 9, y: 17, "font-weight": "700" }, clip(n.id, 22)),
+      h("text", { class: "ntype", x: 9, y: 32 }, clip(n.type, 26)),
+      slots,
+      h("text", { class: "nstatus", x: 9, y: H - 8 }, "")));
   }
   return svg;
 }
