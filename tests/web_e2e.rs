@@ -439,6 +439,7 @@ async fn the_audit_page_streams_calls_live() {
     for (tool, args) in [
         ("Inn:room_price", json!({"nights": 1, "room": "single"})),
         ("Inn:room_price", json!({"nights": 0, "room": "single"})),
+        ("system:echo", json!({"text": "SHOUT"})),
         ("system:echo", json!({"text": "hello"})),
     ] {
         http.post(c.url("/api/invoke"))
@@ -447,9 +448,15 @@ async fn the_audit_page_streams_calls_live() {
             .await
             .unwrap();
     }
-    b.wait_text("#audit-rows", "system:echo").await;
+    b.wait_text("#audit-rows", "no shouting in the inn").await;
+    b.wait_js(
+        "return document.querySelectorAll('#audit-rows tr').length >= 4",
+        "four audit rows",
+    )
+    .await;
     let rows = b.text_of("#audit-rows").await;
     assert!(rows.contains("Inn:room_price"), "{rows}");
+    assert!(rows.contains("veto"), "the hook's veto is listed: {rows}");
     c.shot("audit").await;
     c.end().await;
 }
