@@ -122,6 +122,11 @@ async fn search_finds_a_tool_by_id_plugin_kind_and_annotation() {
     assert_eq!(url, json!("?kind=workflow"));
     b.select("#kind", "all").await;
     b.select("#plugin", "Inn").await;
+    // The TAM example opens from the keyboard-reachable summary.
+    b.click(&b.find("[data-tool='Inn:room_price'] summary").await)
+        .await;
+    let tam = b.text_of("[data-tool='Inn:room_price'] pre.tam").await;
+    assert!(tam.contains("<|[END_TOOL]|>"), "{tam}");
     c.shot("index").await;
     c.end().await;
 }
