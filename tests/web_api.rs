@@ -468,3 +468,60 @@ async fn agent_chat_turns_keep_a_session_and_show_calls_and_observations() {
         .unwrap();
     assert_eq!(again.status(), StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn with_a_token_only_the_static_shell_and_assets_load_without_it() {
+    let home = web_home();
+    let s = Server::start(home.path(), &["--token", "t0ken"]);
+    let c = reqwest::Client::new();
+    let status = |path: &str, accept: Option<&str>, token: Option<&str>| {
+        let mut req = c.get(format!("{}{path}", s.base));
+        if let Some(a) = accept {
+            req = req.header(ACCEPT, a);
+        }
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        async move { req.send().await.unwrap().status() }
+    };
+    let cases: &[(&str, Option<&str>, Option<&str>, StatusCode)] = &[
+        ("/", Some(BROWSER_ACCEPT), None, StatusCode::OK),
+        (
+            "/tools/Inn:room_price",
+            Some(BROWSER_ACCEPT),
+            None,
+            StatusCode::OK,
+        ),
+        ("/plugins", Some(BROWSER_ACCEPT), None, StatusCode::OK),
+        ("/assets/app.js", None, None, StatusCode::OK),
+        // Data needs the token, whatever the Accept.
+        (
+            "/tools/Inn:room_price",
+            None,
+            None,
+            StatusCode::UNAUTHORIZED,
+        ),
+        (
+            "/api/catalog",
+            Some(BROWSER_ACCEPT),
+            None,
+            StatusCode::UNAUTHORIZED,
+        ),
+        ("/api/plugins/events", None, None, StatusCode::UNAUTHORIZED),
+        (
+            "/api/catalog",
+            None,
+            Some("wrong"),
+            StatusCode::UNAUTHORIZED,
+        ),
+        ("/api/catalog", None, Some("t0ken"), StatusCode::OK),
+        ("/tools/Inn:room_price", None, Some("t0ken"), StatusCode::OK),
+    ];
+    for (path, accept, token, want) in cases {
+        assert_eq!(
+            status(path, *accept, *token).await,
+            *want,
+            "{path} {accept:?} {token:?}"
+        );
+    }
+}

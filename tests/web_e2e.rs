@@ -502,3 +502,42 @@ async fn the_agent_chat_shows_each_turn_with_its_calls_and_observations() {
     c.shot("agent").await;
     c.end().await;
 }
+
+#[tokio::test]
+async fn a_server_with_a_token_asks_for_it_once_and_streams_with_it() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(c) = Case::start(&["--token", "s3cret-token"]).await else {
+        return;
+    };
+    let b = &c.browser;
+    // The shell loads without the token; the data does not.
+    b.goto(&c.url("/")).await;
+    b.wait_text("main h1", "This server needs a token").await;
+    let wrong = b.find("#token").await;
+    b.type_into(&wrong, "nope").await;
+    b.click(&b.find("#save-token").await).await;
+    b.wait_text("main", "the bearer token is wrong").await;
+    let right = b.find("#token").await;
+    b.type_into(&right, "s3cret-token").await;
+    b.click(&b.find("#save-token").await).await;
+    b.wait_text("#count", " tools").await;
+    // Streams carry the token too (EventSource could not).
+    b.goto(&c.url("/audit")).await;
+    b.wait_text("#audit-state", "Live").await;
+    reqwest::Client::new()
+        .post(c.url("/api/invoke"))
+        .bearer_auth("s3cret-token")
+        .json(&json!({"tool": "system:echo", "args": {"text": "hi"}}))
+        .send()
+        .await
+        .unwrap();
+    b.wait_text("#audit-rows", "system:echo").await;
+    // API clients without the token are still refused.
+    let r = reqwest::Client::new()
+        .get(c.url("/api/catalog"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), reqwest::StatusCode::UNAUTHORIZED);
+    c.end().await;
+}

@@ -34,7 +34,8 @@ use crate::Engine;
 /// Limits and access rules of a served engine.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
-    /// Bearer token every HTTP request must carry (`Authorization: Bearer …`); none = open.
+    /// Bearer token every HTTP request must carry (`Authorization: Bearer …`), except the
+    /// web explorer's static page shell and assets; none = open.
     pub token: Option<String>,
     /// Largest request body accepted over HTTP, in bytes (413 past it).
     pub max_body_bytes: usize,

@@ -20,7 +20,7 @@ pub mod catalog;
 
 use std::sync::Arc;
 
-use axum::http::{header, HeaderMap, HeaderValue};
+use axum::http::{header, HeaderMap, HeaderValue, Method};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::Router;
@@ -83,6 +83,28 @@ pub fn wants_html(headers: &HeaderMap) -> bool {
         return false;
     };
     quality(accept, "text/html") > quality(accept, "application/json")
+}
+
+/// True for a request that gets only the explorer's static shell or assets (no data): a GET
+/// of `/assets/app.js` or `/assets/app.css`, or of a page path by a client preferring HTML.
+pub fn is_static_request(method: &Method, path: &str, headers: &HeaderMap) -> bool {
+    if method != Method::GET && method != Method::HEAD {
+        return false;
+    }
+    if path == "/assets/app.js" || path == "/assets/app.css" {
+        return true;
+    }
+    let seg: Vec<&str> = path.split('/').skip(1).collect();
+    let page = matches!(
+        seg.as_slice(),
+        [""] | ["plugins"]
+            | ["audit"]
+            | ["agents"]
+            | ["tools", _]
+            | ["workflows", _]
+            | ["agents", _]
+    );
+    page && wants_html(headers)
 }
 
 fn asset(body: &'static str, content_type: &'static str) -> Response {
@@ -178,5 +200,35 @@ mod tests {
             assert_eq!(wants_html(&h), *html, "Accept: {accept}");
         }
         assert!(!wants_html(&HeaderMap::new()), "no Accept means JSON");
+    }
+
+    #[test]
+    fn only_the_shell_and_assets_are_static() {
+        let mut html = HeaderMap::new();
+        html.insert(header::ACCEPT, HeaderValue::from_static("text/html"));
+        let json = HeaderMap::new();
+        let cases: &[(&Method, &str, &HeaderMap, bool)] = &[
+            (&Method::GET, "/", &html, true),
+            (&Method::GET, "/tools/Inn:room_price", &html, true),
+            (&Method::GET, "/workflows/w", &html, true),
+            (&Method::GET, "/plugins", &html, true),
+            (&Method::GET, "/audit", &html, true),
+            (&Method::GET, "/agents", &html, true),
+            (&Method::GET, "/agents/host", &html, true),
+            (&Method::GET, "/assets/app.js", &json, true),
+            (&Method::GET, "/assets/app.css", &json, true),
+            // Data: seed 004's JSON alias, the API, other methods and paths.
+            (&Method::GET, "/tools/Inn:room_price", &json, false),
+            (&Method::GET, "/", &json, false),
+            (&Method::GET, "/api/catalog", &html, false),
+            (&Method::GET, "/tools", &html, false),
+            (&Method::GET, "/tools/a/b", &html, false),
+            (&Method::GET, "/assets/other.js", &json, false),
+            (&Method::POST, "/", &html, false),
+            (&Method::POST, "/invoke", &html, false),
+        ];
+        for (m, path, h, want) in cases {
+            assert_eq!(is_static_request(m, path, h), *want, "{m} {path}");
+        }
     }
 }

@@ -34,13 +34,71 @@ class ApiError extends Error {
   }
 }
 
+// A server started with --token wants `Authorization: Bearer` on every API call. The user
+// types the token once per tab (kept in sessionStorage, never in the address).
+const TOKEN_KEY = "tavern-token";
+function token() { return sessionStorage.getItem(TOKEN_KEY); }
+function withAuth(headers) {
+  const t = token();
+  return t ? Object.assign({}, headers, { Authorization: `Bearer ${t}` }) : headers;
+}
+
 async function api(path, opts) {
-  const r = await fetch(path, Object.assign({ headers: { Accept: "application/json" } }, opts));
+  const o = Object.assign({}, opts);
+  o.headers = withAuth(Object.assign({ Accept: "application/json" }, o.headers));
+  const r = await fetch(path, o);
   let body = null;
   const text = await r.text();
   try { body = text ? JSON.parse(text) : null; } catch (_) { body = { error: { message: text } }; }
   if (!r.ok) throw new ApiError(r.status, body);
   return body;
+}
+
+// Server-sent events over fetch (EventSource cannot send the Authorization header).
+// `on` maps event names to handlers of the parsed `data`; `onOpen`, `onEnd(error)` are told
+// when the stream opens and ends. Returns a function that closes the stream.
+function streamEvents(path, on, onOpen, onEnd) {
+  const ctl = new AbortController();
+  (async () => {
+    let err = null;
+    try {
+      const r = await fetch(path, { headers: withAuth({ Accept: "text/event-stream" }), signal: ctl.signal });
+      if (!r.ok) {
+        let body = null;
+        try { body = await r.json(); } catch (_) { /* not JSON */ }
+        throw new ApiError(r.status, body);
+      }
+      if (onOpen) onOpen();
+      const reader = r.body.getReader();
+      const dec = new TextDecoder();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += dec.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
+        let at;
+        while ((at = buf.indexOf("\n\n")) >= 0) {
+          const block = buf.slice(0, at);
+          buf = buf.slice(at + 2);
+          let name = "message";
+          const data = [];
+          for (const line of block.split("\n")) {
+            if (line.startsWith("event:")) name = line.slice(6).trim();
+            else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+          }
+          if (!data.length || !on[name]) continue;
+          let d;
+          try { d = JSON.parse(data.join("\n")); } catch (_) { d = { text: data.join("\n") }; }
+          on[name](d);
+        }
+      }
+    } catch (e) {
+      if (e.name === "AbortError") return;
+      err = e;
+    }
+    if (onEnd) onEnd(err);
+  })();
+  return () => ctl.abort();
 }
 
 function postJson(path, value) {
@@ -194,17 +252,14 @@ function showReport(box, report) {
 // Starts `call` as a job and follows its events. `on` gets {status, progress, node, call, end}.
 async function startJob(call, on) {
   const job = await postJson("/api/jobs", call);
-  const es = new EventSource(`/api/jobs/${encodeURIComponent(job.id)}/events`);
-  const parse = (e) => { try { return JSON.parse(e.data); } catch (_) { return {}; } };
-  for (const name of ["status", "progress", "node", "call"]) {
-    es.addEventListener(name, (e) => on[name] && on[name](parse(e)));
-  }
-  es.addEventListener("end", (e) => { es.close(); on.end && on.end(parse(e)); });
-  es.onerror = () => {
-    // The stream ends after `end`; an error before it means the server went away.
-    if (es.readyState === EventSource.CLOSED && on.lost) on.lost();
-  };
-  return { job, close: () => es.close(), cancel: () => api(`/api/jobs/${encodeURIComponent(job.id)}`, { method: "DELETE" }) };
+  let ended = false;
+  const handlers = {};
+  for (const name of ["status", "progress", "node", "call"]) handlers[name] = (d) => on[name] && on[name](d);
+  handlers.end = (d) => { ended = true; if (on.end) on.end(d); };
+  // The stream closes after `end`; closing before it means the server went away.
+  const close = streamEvents(`/api/jobs/${encodeURIComponent(job.id)}/events`, handlers, null,
+    (err) => { if (!ended && on.lost) on.lost(err); });
+  return { job, close, cancel: () => api(`/api/jobs/${encodeURIComponent(job.id)}`, { method: "DELETE" }) };
 }
 
 function jobPanel() {
@@ -335,6 +390,7 @@ async function toolPage(id) {
           if (d.result) showReport(result, d.result);
           else if (d.error) { result.className = "result failed"; result.replaceChildren(errorBox(d.error)); }
         },
+        lost: (err) => { jp.msg.textContent = `The event stream closed early${err ? ": " + err.message : ""}; reload the page to see the job's state.`; },
       });
       document.getElementById("job-id").textContent = j.job.id;
       jp.setStatus(j.job.status);
@@ -528,6 +584,7 @@ async function workflowPage(id) {
           if (d.result) showReport(result, d.result);
           else if (d.error) { result.className = "result failed"; result.replaceChildren(errorBox(d.error)); }
         },
+        lost: (err) => { jp.msg.textContent = `The event stream closed early${err ? ": " + err.message : ""}; reload the page to see the job's state.`; },
       });
       document.getElementById("job-id").textContent = j.job.id;
       jp.setStatus(j.job.status);
@@ -613,17 +670,21 @@ async function pluginsPage() {
   };
   const summary = h("p", { id: "plugin-summary" }, await load());
   setPage("Plugins", h("h1", {}, "Plugins"), summary, status, refused, list, other);
-  const es = new EventSource("/api/plugins/events");
-  es.addEventListener("engine", async (e) => {
-    const d = JSON.parse(e.data);
+  let close = null;
+  const follow = () => {
+    close = streamEvents("/api/plugins/events", { engine: onEngine }, null,
+      () => setTimeout(() => { if (document.body.contains(summary)) follow(); }, 2000));
+  };
+  const onEngine = async (d) => {
     if (d.reloads !== seen) {
       summary.textContent = await load();
       status.textContent = d.refused
         ? `A reload was refused at ${new Date().toLocaleTimeString()}; the list shows the version still serving.`
         : `Updated after a reload at ${new Date().toLocaleTimeString()} (engine generation ${d.generation}).`;
     }
-  });
-  window.addEventListener("pagehide", () => es.close());
+  };
+  follow();
+  window.addEventListener("pagehide", () => close && close());
 }
 
 async function auditPage() {
@@ -639,13 +700,8 @@ async function auditPage() {
     h("table", { class: "audit" },
       h("thead", {}, h("tr", {}, ["Time", "Event", "Tool", "Caller", "Outcome", "Details"].map((c) => h("th", { scope: "col" }, c)))),
       body));
-  const es = new EventSource("/api/audit/events");
-  es.onopen = () => { state.textContent = "Live."; };
-  es.onerror = () => { state.textContent = es.readyState === EventSource.CLOSED ? "The stream ended." : "Reconnecting…"; };
-  const add = (kind, e) => {
+  const add = (kind, d) => {
     if (paused) return;
-    let d;
-    try { d = JSON.parse(e.data); } catch (_) { d = { text: e.data }; }
     const outcome = d.outcome || d.decision || (d.ok === true ? "ok" : d.ok === false ? "failed" : "") || (d.error ? "error" : "");
     const rest = Object.assign({}, d);
     for (const k of ["ts", "time", "event", "kind", "tool", "caller", "outcome"]) delete rest[k];
@@ -656,9 +712,19 @@ async function auditPage() {
       h("td", {}, String(outcome)), h("td", {}, h("code", {}, JSON.stringify(rest)))));
     while (body.children.length > 500) body.lastChild.remove();
   };
-  es.onmessage = (e) => add("message", e);
-  for (const k of ["call", "veto", "override", "audit", "decision"]) es.addEventListener(k, (e) => add(k, e));
-  window.addEventListener("pagehide", () => es.close());
+  const on = {
+    audit: (d) => add("audit", d),
+    dropped: (d) => body.prepend(h("tr", {}, h("td", { colspan: "6", class: "bad" }, d.message || `${d.missed} records were missed`))),
+  };
+  let close = null;
+  const follow = () => {
+    close = streamEvents("/api/audit/events", on, () => { state.textContent = "Live."; }, (err) => {
+      state.textContent = `The stream ended${err ? ": " + err.message : ""}; reconnecting…`;
+      setTimeout(() => { if (document.body.contains(state)) follow(); }, 2000);
+    });
+  };
+  follow();
+  window.addEventListener("pagehide", () => close && close());
 }
 
 async function agentsPage() {
@@ -728,6 +794,24 @@ async function agentPage(id) {
     sid, log, err, form);
 }
 
+// The server wants a bearer token (it was started with --token): ask for it once per tab.
+function tokenPage(e) {
+  const input = h("input", { type: "password", id: "token", autocomplete: "off", "aria-describedby": "token-hint" });
+  const form = h("form", { id: "token-form" },
+    h("div", { class: "field" }, h("label", { for: "token" }, "Access token"),
+      h("p", { class: "hint", id: "token-hint" }, "The token this server was started with (--token or TAVERN_TOKEN). It is kept for this tab only."),
+      input),
+    h("div", { class: "actions" }, h("button", { type: "submit", id: "save-token" }, "Continue")));
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+    route();
+  });
+  setPage("Token needed", h("h1", {}, "This server needs a token"),
+    token() ? errorBox(e) : null, form);
+  input.focus();
+}
+
 // ---------- routing ----------
 
 async function route() {
@@ -744,7 +828,8 @@ async function route() {
     else if (seg[0] === "agents" && seg.length === 2) await agentPage(seg[1]);
     else setPage("Not found", h("h1", {}, "Not found"), h("p", {}, `No page at ${path}.`), h("p", {}, h("a", { href: "/" }, "All tools")));
   } catch (e) {
-    setPage("Error", h("h1", {}, "Cannot show this page"), errorBox(e), h("p", {}, h("a", { href: "/" }, "All tools")));
+    if (e.code === "unauthorized") tokenPage(e);
+    else setPage("Error", h("h1", {}, "Cannot show this page"), errorBox(e), h("p", {}, h("a", { href: "/" }, "All tools")));
   }
   document.body.setAttribute("data-ready", "true");
 }
