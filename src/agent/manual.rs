@@ -147,7 +147,8 @@ fn xml_value(v: &Value) -> String {
     }
 }
 
-fn action_example(t: &Tool) -> String {
+/// The `<ACTION>` example call of `t` (manuals and the web explorer share it).
+pub fn action_example(t: &Tool) -> String {
     let mut s = format!("<ACTION>\n    <{}>\n", t.id());
     for p in params(t) {
         let _ = writeln!(
@@ -161,7 +162,8 @@ fn action_example(t: &Tool) -> String {
     s
 }
 
-fn tam_example(t: &Tool) -> String {
+/// The TAM example call of `t` (manuals and the web explorer share it).
+pub fn tam_example(t: &Tool) -> String {
     let mut s = format!("<|[REQUEST_TOOL]|>\ncommand:「始」{}「末」\n", t.id());
     for p in params(t) {
         let _ = writeln!(

@@ -24,7 +24,7 @@ mod tools;
 pub use events::{
     Event, EventBus, Subscription, RESPONSE, TOOL_FINISHED, TOOL_STARTED, TURN_FINISHED,
 };
-pub use manual::{render as render_manual, tool_json, ManualStyle};
+pub use manual::{action_example, render as render_manual, tam_example, tool_json, ManualStyle};
 pub use profile::{build_inventory, list_ids, AgentProfile, Inventory};
 pub use runtime::{
     hook_seam, AgentRun, AgentRuntime, AgentRuntimeBuilder, CallRecord, Limits, StopReason, Turn,

@@ -67,7 +67,9 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
     let served = Served::new(engine, options);
     let _watch = start_watch(globals, &args.common, &served);
     let app = app(served.clone(), &addr);
-    eprintln!("tavern: serving MCP at http://{addr}/mcp and REST at http://{addr}/api/tools");
+    eprintln!(
+        "tavern: serving MCP at http://{addr}/mcp and REST at http://{addr}/api/tools; web explorer at http://{addr}/"
+    );
     match serve(served, listener, app, shutdown_signal()).await {
         Ok(()) => OK,
         Err(e) => {

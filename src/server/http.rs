@@ -106,7 +106,10 @@ async fn guard(State(g): State<Guard>, req: Request, next: Next) -> Response {
             .into_response();
         }
     }
-    if let Some(token) = &g.served.options.token {
+    // The explorer's static shell and assets hold no data: a browser may load them without
+    // the token, and the page then sends the token the user gives it with every API call.
+    let static_page = super::web::is_static_request(req.method(), req.uri().path(), headers);
+    if let Some(token) = g.served.options.token.as_ref().filter(|_| !static_page) {
         let given = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
@@ -174,7 +177,8 @@ pub fn app(served: Arc<Served>, addr: &SocketAddr) -> App {
         .merge(super::jobs::routes::routes())
         .merge(super::audit_stream::routes())
         .route_service("/mcp", mcp)
-        .with_state(served)
+        .with_state(served.clone())
+        .merge(super::web::router(served))
         .layer(middleware::from_fn_with_state(g, guard));
     App {
         router,

@@ -1,6 +1,6 @@
 //! Serving the engine to other programs: MCP over stdio and Streamable HTTP ([`mcp`]), a
 //! REST API ([`rest`]) on the same axum router ([`http`]), the tool-list shapes every
-//! surface shares ([`export`]), and hot reload ([`watch`]).
+//! surface shares ([`export`]), hot reload ([`watch`]) and the web tool explorer ([`web`]).
 //!
 //! This module sits on top of the [`Engine`] facade and uses only its public API: the core
 //! knows nothing of MCP or HTTP. Invariants:
@@ -18,6 +18,7 @@ pub mod jobs;
 pub mod mcp;
 pub mod rest;
 pub mod watch;
+pub mod web;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -33,7 +34,8 @@ use crate::Engine;
 /// Limits and access rules of a served engine.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
-    /// Bearer token every HTTP request must carry (`Authorization: Bearer …`); none = open.
+    /// Bearer token every HTTP request must carry (`Authorization: Bearer …`), except the
+    /// web explorer's static page shell and assets; none = open.
     pub token: Option<String>,
     /// Largest request body accepted over HTTP, in bytes (413 past it).
     pub max_body_bytes: usize,
@@ -80,6 +82,19 @@ pub struct Served {
     generation: AtomicUsize,
     jobs: jobs::Jobs,
     audit: Arc<audit_stream::AuditHub>,
+    /// Reload attempts (swapped or refused), and the last refused one until a swap.
+    reloads: AtomicUsize,
+    refused: Mutex<Option<RefusedReload>>,
+}
+
+/// A reload the server refused (the rebuilt engine failed, or had new load problems): the
+/// previous engine kept serving.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct RefusedReload {
+    /// When, in Unix milliseconds.
+    pub at_ms: u64,
+    /// Why: one line per new problem (`file:line:column: message`).
+    pub reasons: Vec<String>,
 }
 
 /// Decrements the in-flight count when a call ends, however it ends.
@@ -105,6 +120,8 @@ impl Served {
             peers: Mutex::new(Vec::new()),
             in_flight: AtomicUsize::new(0),
             generation: AtomicUsize::new(0),
+            reloads: AtomicUsize::new(0),
+            refused: Mutex::new(None),
             jobs,
             audit,
         })
@@ -145,6 +162,31 @@ impl Served {
         if !dead.is_empty() {
             self.lock_peers().retain(|p| !p.is_transport_closed());
         }
+    }
+
+    /// Records the outcome of a reload attempt: a refusal is kept (for the web explorer)
+    /// until a later reload swaps a new engine in.
+    pub fn note_reload(&self, refused: Option<Vec<String>>) {
+        let at_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let mut r = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        *r = refused.map(|reasons| RefusedReload { at_ms, reasons });
+        self.reloads.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// How many reloads were attempted (swapped or refused).
+    pub fn reload_attempts(&self) -> usize {
+        self.reloads.load(Ordering::Acquire)
+    }
+
+    /// The last refused reload, unless a reload succeeded since.
+    pub fn refused_reload(&self) -> Option<RefusedReload> {
+        // Only ever replaced whole: a poisoned lock still holds a valid value.
+        self.refused
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn lock_peers(&self) -> std::sync::MutexGuard<'_, Vec<rmcp::Peer<rmcp::RoleServer>>> {

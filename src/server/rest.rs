@@ -116,10 +116,28 @@ async fn get_tool(
     Query(q): Query<FormatQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let format = export_format(&q)?;
+    tool_answer(&served, &id, format)
+}
+
+/// Seed 004's `GET /tools/{id}`: JSON for API clients, the explorer's tool page when the
+/// request's `Accept` prefers `text/html` (a browser).
+async fn get_tool_or_page(
+    served: State<Arc<Served>>,
+    id: Path<String>,
+    q: Query<FormatQuery>,
+    headers: HeaderMap,
+) -> Response {
+    if super::web::wants_html(&headers) {
+        return super::web::page();
+    }
+    get_tool(served, id, q).await.into_response()
+}
+
+fn tool_answer(served: &Served, id: &str, format: ExportFormat) -> Result<Json<Value>, ApiError> {
     let tool = served
         .engine()
         .tools()
-        .get(&id)
+        .get(id)
         .map_err(|e| tool_error(&e))?;
     Ok(Json(tool_json(&tool, format)))
 }
@@ -349,7 +367,7 @@ pub fn routes() -> Router<Arc<Served>> {
         .route("/api/tools", get(list_tools))
         .route("/tools", get(list_tools))
         .route("/api/tools/{id}", get(get_tool))
-        .route("/tools/{id}", get(get_tool))
+        .route("/tools/{id}", get(get_tool_or_page))
         .route("/api/invoke", post(invoke))
         .route("/invoke", post(invoke))
         .fallback(not_found)

@@ -45,6 +45,15 @@ impl Drop for WatchHandle {
 /// Swaps a rebuilt engine in unless it is worse than the running one (it failed to build,
 /// or it has load problems the running one does not have).
 pub async fn reload(served: &Served, built: Result<Engine, String>) -> ReloadOutcome {
+    let outcome = try_reload(served, built).await;
+    served.note_reload(match &outcome {
+        ReloadOutcome::Swapped => None,
+        ReloadOutcome::Kept(why) => Some(why.clone()),
+    });
+    outcome
+}
+
+async fn try_reload(served: &Served, built: Result<Engine, String>) -> ReloadOutcome {
     let new = match built {
         Ok(e) => e,
         Err(why) => return ReloadOutcome::Kept(vec![why]),
