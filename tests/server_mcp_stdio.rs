@@ -65,6 +65,23 @@ impl Mcp {
         }
     }
 
+    /// The next message with this id, and the notifications that came before it.
+    fn response_after_notifications(&self, id: &Value) -> (Value, Vec<Value>) {
+        let mut notes = Vec::new();
+        loop {
+            let v = self
+                .rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("a response within 30 s");
+            if v.get("id") == Some(id) {
+                return (v, notes);
+            }
+            if v.get("id").is_none() {
+                notes.push(v);
+            }
+        }
+    }
+
     fn initialize(&mut self, version: &str) -> Value {
         self.send(
             json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -231,4 +248,82 @@ fn conformance_fixture_serves_the_suites_tool_names() {
         "params": {"name": "test_error_handling", "arguments": {}}}));
     let r = m.response(&json!(20));
     assert_eq!(r["result"]["isError"], json!(true), "{r}");
+}
+
+#[test]
+fn tool_logs_and_own_progress_reach_the_mcp_client() {
+    let home = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/conformance");
+    let mut m = Mcp::start_in(&home);
+    m.initialize("2025-11-25");
+
+    // api.log.info in a Lua tool → notifications/message, at the default level (info).
+    m.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "test_tool_with_logging", "arguments": {}}}));
+    let (r, notes) = m.response_after_notifications(&json!(1));
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    let logs: Vec<&Value> = notes
+        .iter()
+        .filter(|n| n["method"] == json!("notifications/message"))
+        .collect();
+    let texts: Vec<&str> = logs
+        .iter()
+        .filter_map(|n| n["params"]["data"].as_str())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "Tool execution started",
+            "Tool processing data",
+            "Tool execution completed"
+        ],
+        "{notes:?}"
+    );
+    assert!(
+        logs.iter().all(|n| n["params"]["level"] == json!("info")
+            && n["params"]["logger"] == json!("conformance")),
+        "{logs:?}"
+    );
+
+    // api.tools.progress → notifications/progress with the tool's own numbers.
+    m.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "test_tool_with_progress", "arguments": {},
+                   "_meta": {"progressToken": "p-1"}}}));
+    let (r, notes) = m.response_after_notifications(&json!(2));
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    let progress: Vec<(f64, Option<f64>)> = notes
+        .iter()
+        .filter(|n| n["method"] == json!("notifications/progress"))
+        .map(|n| {
+            assert_eq!(n["params"]["progressToken"], json!("p-1"), "{n}");
+            (
+                n["params"]["progress"].as_f64().expect("progress"),
+                n["params"]["total"].as_f64(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        progress,
+        [
+            (0.0, Some(100.0)),
+            (50.0, Some(100.0)),
+            (100.0, Some(100.0))
+        ],
+        "{notes:?}"
+    );
+
+    // logging/setLevel error: info messages are no longer sent.
+    m.send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "logging/setLevel",
+        "params": {"level": "error"}}),
+    );
+    m.response(&json!(3));
+    m.send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "test_tool_with_logging", "arguments": {}}}));
+    let (_, notes) = m.response_after_notifications(&json!(4));
+    assert!(
+        !notes
+            .iter()
+            .any(|n| n["method"] == json!("notifications/message")),
+        "{notes:?}"
+    );
 }

@@ -52,6 +52,12 @@ function api.tools.register(spec) end
 ---@return any
 function api.tools.call(id, args) end
 
+---Reports the progress of the tool call being run to whoever watches it: MCP clients that sent a progress token get `notifications/progress`, a served job gets a `progress` event. Does nothing when nobody watches.
+---@param done number Units of work done so far
+---@param total? number Units in all, when known
+---@param message? string What is happening now
+function api.tools.progress(done, total, message) end
+
 ---@class tavern.api.log
 api.log = {}
 

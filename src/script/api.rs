@@ -24,6 +24,7 @@ pub struct ApiParam {
 pub enum ApiOp {
     ToolsRegister,
     ToolsCall,
+    ToolsProgress,
     LogDebug,
     LogInfo,
     LogWarn,
@@ -124,6 +125,20 @@ pub const API: &[ApiFunction] = &[
         permission: None,
         op: ApiOp::ToolsCall,
         rhai_name: Some("invoke"),
+    },
+    ApiFunction {
+        namespace: "tools",
+        name: "progress",
+        params: &[
+            p("done", "number", "Units of work done so far"),
+            opt("total", "number", "Units in all, when known"),
+            opt("message", "string", "What is happening now"),
+        ],
+        returns: "nil",
+        doc: "Reports the progress of the tool call being run to whoever watches it: MCP clients that sent a progress token get `notifications/progress`, a served job gets a `progress` event. Does nothing when nobody watches.",
+        permission: None,
+        op: ApiOp::ToolsProgress,
+        rhai_name: None,
     },
     ApiFunction {
         namespace: "log",

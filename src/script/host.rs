@@ -14,7 +14,7 @@ use super::api::ApiOp;
 use super::fs::FsRoot;
 use super::permissions::FsAccess;
 use super::{Limits, Permissions, ScriptError};
-use crate::tools::{CallContext, Caller, ToolManager};
+use crate::tools::{CallContext, Caller, LogLevel, ToolManager};
 
 /// What a plugin's scripts are built from.
 #[derive(Clone)]
@@ -246,6 +246,11 @@ pub(crate) fn current_budget() -> Option<(Instant, CancellationToken)> {
     })
 }
 
+/// The observer of the innermost script call on this thread, if anybody watches it.
+fn current_observer() -> Option<Arc<dyn crate::tools::CallObserver>> {
+    ACTIVE.with(|a| a.borrow().last().and_then(|c| c.info.observer.clone()))
+}
+
 /// Whether the innermost script call on this thread was cancelled by its caller.
 pub(crate) fn current_cancelled() -> bool {
     ACTIVE.with(|a| {
@@ -326,6 +331,16 @@ impl HostCore {
             ApiOp::LogError => tracing::error!(target: "tavern::script", plugin, "{text}"),
             _ => tracing::info!(target: "tavern::script", plugin, "{text}"),
         }
+        // Whoever watches the running call (an MCP client, a served job) sees it too.
+        if let Some(obs) = current_observer() {
+            let level = match level {
+                ApiOp::LogDebug => LogLevel::Debug,
+                ApiOp::LogWarn => LogLevel::Warning,
+                ApiOp::LogError => LogLevel::Error,
+                _ => LogLevel::Info,
+            };
+            obs.log(level, plugin, text);
+        }
     }
 
     /// Runs a language-neutral api function. `ToolsRegister` is handled by each host.
@@ -334,6 +349,29 @@ impl HostCore {
         match op {
             LogDebug | LogInfo | LogWarn | LogError => {
                 self.log(op, &value_text(arg(args, 0)));
+                Ok(Value::Null)
+            }
+            ToolsProgress => {
+                let done = arg(args, 0).as_f64().ok_or_else(|| {
+                    ScriptError::runtime(
+                        "api.tools.progress: parameter 1 ('done') must be a number",
+                    )
+                })?;
+                let total = match arg(args, 1) {
+                    Value::Null => None,
+                    v => Some(v.as_f64().ok_or_else(|| {
+                        ScriptError::runtime(
+                            "api.tools.progress: parameter 2 ('total') must be a number or nil",
+                        )
+                    })?),
+                };
+                let message = match arg(args, 2) {
+                    Value::Null => None,
+                    v => Some(value_text(v)),
+                };
+                if let Some(obs) = current_observer() {
+                    obs.progress(done, total, message.as_deref());
+                }
                 Ok(Value::Null)
             }
             ConfigGet => {

@@ -11,9 +11,14 @@
 //! - With `_meta.progressToken`, `notifications/progress` is sent while the call runs
 //!   (strictly increasing): one per unit of work that ends (each workflow node, nested
 //!   calls included, through a [`CallObserver`]) with `progress` = units done and `total` =
-//!   units known, plus a heartbeat every 250 ms that moves `progress` halfway to the next
-//!   unit (never past it); `notifications/cancelled` cancels the call's token and drops
-//!   the work.
+//!   units known, plus a heartbeat every 250 ms (the first after 250 ms) that moves
+//!   `progress` halfway to the next unit (never past it). A tool that reports its own
+//!   progress (`api.tools.progress`) is the authority from then on: its values are sent
+//!   and the heartbeat stops. `notifications/cancelled` cancels the call's token and
+//!   drops the work.
+//! - Messages a tool logs while a call runs (`api.log.*`) reach the calling session as
+//!   `notifications/message` (logger = the plugin) at or above the session's
+//!   `logging/setLevel` (`info` until set).
 //! - MCP tasks (SEP-2663, the `io.modelcontextprotocol/tasks` extension, declared): when the
 //!   client declares the extension, a `tools/call` still running after [`TASK_AFTER`]
 //!   becomes a task (`resultType: "task"`), which is a job of the server's jobs store (the
@@ -30,9 +35,10 @@ use std::time::Duration;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
     CreateTaskResult, DetailedTask, DiscoverRequestMethod, DiscoverResult, GetTaskParams,
-    GetTaskResult, Implementation, InitializeResult, ListToolsResult, PaginatedRequestParams,
-    ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, Task, TaskPayload, TaskStatus, Tool as McpTool, UpdateTaskParams,
+    GetTaskResult, Implementation, InitializeResult, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
+    ProtocolVersion, ServerCapabilities, ServerConfig, SetLevelRequestParams, Task, TaskPayload,
+    TaskStatus, Tool as McpTool, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -40,27 +46,91 @@ use serde_json::{json, Value};
 
 use super::export::{tool_json, ExportFormat};
 use super::Served;
-use crate::tools::{CallObserver, Caller, NodeEvent, NodeState, ToolError};
+use crate::tools::{CallObserver, Caller, LogLevel, NodeEvent, NodeState, ToolError};
 
-/// Progress of one MCP call: units done and known, reported to the call's loop.
-struct McpProgress {
-    counts: std::sync::Mutex<(u64, u64)>,
-    tx: tokio::sync::mpsc::UnboundedSender<(u64, u64, String)>,
+/// What a running MCP call reports to the loop that answers it.
+enum Report {
+    /// Workflow units: done, known, and which node ended.
+    Units(u64, u64, String),
+    /// The tool's own progress (`api.tools.progress`): done, total, message.
+    Tool(f64, Option<f64>, Option<String>),
+    /// A message the tool logged (`api.log.*`): level, plugin, text.
+    Log(LogLevel, String, String),
+    /// The heartbeat timer fired (never sent through the channel).
+    Beat,
 }
 
-impl CallObserver for McpProgress {
+/// How many reports may wait for the answering loop; past it, reports are dropped (a
+/// script logging in a tight loop must not grow the server's memory).
+const REPORTS_QUEUED: usize = 1024;
+
+/// Watches one MCP call: workflow units and the tool's own progress (when the client sent
+/// a progress token), and logged messages at or above the session's level.
+struct McpWatch {
+    counts: std::sync::Mutex<(u64, u64)>,
+    tx: tokio::sync::mpsc::Sender<Report>,
+    progress: bool,
+    min_level: Option<LogLevel>,
+}
+
+impl CallObserver for McpWatch {
     fn node(&self, ev: NodeEvent<'_>) {
+        if !self.progress {
+            return;
+        }
         let mut c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
         match ev.state {
             NodeState::Pending => c.1 += 1,
             s if s.is_final() => {
                 c.0 += 1;
                 let msg = format!("{}: node {} {}", ev.workflow, ev.node, s.as_str());
-                // The receiver is gone only when the call has ended.
-                let _ = self.tx.send((c.0, c.1, msg));
+                // Full or closed (the call has ended): the report is dropped.
+                let _ = self.tx.try_send(Report::Units(c.0, c.1, msg));
             }
             _ => {}
         }
+    }
+
+    fn progress(&self, done: f64, total: Option<f64>, message: Option<&str>) {
+        if self.progress && done.is_finite() {
+            let _ = self.tx.try_send(Report::Tool(
+                done,
+                total.filter(|t| t.is_finite()),
+                message.map(str::to_string),
+            ));
+        }
+    }
+
+    fn log(&self, level: LogLevel, source: &str, message: &str) {
+        if self.min_level.is_some_and(|min| level >= min) {
+            let _ = self
+                .tx
+                .try_send(Report::Log(level, source.to_string(), message.to_string()));
+        }
+    }
+}
+
+// Logging is deprecated in the 2026 revision (SEP-2577) but part of 2025-11-25, served here.
+#[allow(deprecated)]
+fn mcp_level(level: LogLevel) -> LoggingLevel {
+    match level {
+        LogLevel::Debug => LoggingLevel::Debug,
+        LogLevel::Info => LoggingLevel::Info,
+        LogLevel::Warning => LoggingLevel::Warning,
+        LogLevel::Error => LoggingLevel::Error,
+    }
+}
+
+/// The session's `logging/setLevel` as the lowest tool log level sent (`None`: none; MCP's
+/// levels above `error` let nothing a tool logs through).
+#[allow(deprecated)]
+fn min_tool_level(level: &LoggingLevel) -> Option<LogLevel> {
+    match level {
+        LoggingLevel::Debug => Some(LogLevel::Debug),
+        LoggingLevel::Info | LoggingLevel::Notice => Some(LogLevel::Info),
+        LoggingLevel::Warning => Some(LogLevel::Warning),
+        LoggingLevel::Error => Some(LogLevel::Error),
+        _ => None,
     }
 }
 
@@ -84,12 +154,18 @@ const TASK_POLL_MS: u64 = 500;
 #[derive(Clone)]
 pub struct TavernMcp {
     served: Arc<Served>,
+    /// The lowest level of tool logs sent as `notifications/message` (`logging/setLevel`;
+    /// `info` until the client sets one).
+    log_level: Arc<std::sync::Mutex<Option<LogLevel>>>,
 }
 
 impl TavernMcp {
     /// An MCP handler over `served`.
     pub fn new(served: Arc<Served>) -> Self {
-        TavernMcp { served }
+        TavernMcp {
+            served,
+            log_level: Arc::new(std::sync::Mutex::new(Some(LogLevel::Info))),
+        }
     }
 
     fn caller() -> Caller {
@@ -205,9 +281,10 @@ impl ServerHandler for TavernMcp {
     #[allow(deprecated)]
     async fn set_level(
         &self,
-        _request: SetLevelRequestParams,
+        request: SetLevelRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        *self.log_level.lock().unwrap_or_else(|p| p.into_inner()) = min_tool_level(&request.level);
         Ok(())
     }
 
@@ -247,6 +324,7 @@ impl ServerHandler for TavernMcp {
         Ok(result)
     }
 
+    #[allow(deprecated)] // notifications/message: see `mcp_level`.
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -266,62 +344,83 @@ impl ServerHandler for TavernMcp {
         }
         let ct = context.ct.clone();
         let progress = context.meta.get_progress_token();
-        let (tx, mut units) = tokio::sync::mpsc::unbounded_channel();
-        let observer: crate::tools::Observer = progress.as_ref().map(|_| {
-            Arc::new(McpProgress {
-                counts: std::sync::Mutex::new((0, 0)),
-                tx,
-            }) as Arc<dyn CallObserver>
-        });
+        let min_level = *self.log_level.lock().unwrap_or_else(|p| p.into_inner());
+        let (tx, mut reports) = tokio::sync::mpsc::channel(REPORTS_QUEUED);
+        let observer: crate::tools::Observer =
+            (progress.is_some() || min_level.is_some()).then(|| {
+                Arc::new(McpWatch {
+                    counts: std::sync::Mutex::new((0, 0)),
+                    tx,
+                    progress: progress.is_some(),
+                    min_level,
+                }) as Arc<dyn CallObserver>
+            });
         let call =
             self.served
                 .invoke_observed(&request.name, args, Self::caller(), ct.clone(), observer);
         let mut call = pin!(call);
-        let result = match progress {
-            None => tokio::select! {
-                r = &mut call => r,
-                _ = ct.cancelled() => Err(ToolError::Cancelled { tool: request.name.to_string() }),
-            },
-            Some(token) => {
-                let mut tick = tokio::time::interval(PROGRESS_EVERY);
-                // The first heartbeat is 0; every later value is strictly larger.
-                let mut last: Option<f64> = None;
-                let mut total: Option<u64> = None;
-                let mut ended = None;
-                loop {
-                    let (value, message) = if let Some(r) = ended.take() {
-                        // The call is over: send the units it reported last, then answer.
-                        match units.try_recv() {
-                            Ok((done, known, msg)) => {
-                                ended = Some(r);
-                                total = Some(known);
-                                (done as f64, msg)
-                            }
-                            Err(_) => break r,
-                        }
-                    } else {
-                        tokio::select! {
-                            r = &mut call => { ended = Some(r); continue; }
-                            _ = ct.cancelled() => break Err(ToolError::Cancelled { tool: request.name.to_string() }),
-                            Some((done, known, msg)) = units.recv() => {
-                                total = Some(known);
-                                (done as f64, msg)
-                            }
-                            _ = tick.tick() => {
-                                (last.map_or(0.0, heartbeat), format!("{} running", request.name))
-                            }
-                        }
-                    };
-                    if last.is_some_and(|l| value <= l) {
-                        continue;
+        // Heartbeats start after the first interval, and stop for good once the tool
+        // reports its own progress (it knows better than a timer).
+        let mut tick =
+            tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
+        let mut own_progress = false;
+        // Every value sent is strictly larger than the one before.
+        let mut last: Option<f64> = None;
+        let mut total: Option<f64> = None;
+        let mut ended = None;
+        let result = loop {
+            let report = if let Some(r) = ended.take() {
+                // The call is over: send what it reported last, then answer.
+                match reports.try_recv() {
+                    Ok(rep) => {
+                        ended = Some(r);
+                        rep
                     }
-                    last = Some(value);
-                    let mut p = ProgressNotificationParam::new(token.clone(), value);
-                    p.total = total.map(|t| t as f64);
-                    p.message = Some(message);
-                    let _ = context.peer.notify_progress(p).await;
+                    Err(_) => break r,
                 }
+            } else {
+                tokio::select! {
+                    r = &mut call => { ended = Some(r); continue; }
+                    _ = ct.cancelled() => break Err(ToolError::Cancelled { tool: request.name.to_string() }),
+                    Some(rep) = reports.recv() => rep,
+                    _ = tick.tick(), if progress.is_some() && !own_progress => Report::Beat,
+                }
+            };
+            let (value, message) = match report {
+                Report::Log(level, source, text) => {
+                    let mut m = LoggingMessageNotificationParam::new(mcp_level(level), json!(text));
+                    m.logger = Some(source);
+                    let _ = context.peer.notify_logging_message(m).await;
+                    continue;
+                }
+                Report::Tool(done, t, msg) => {
+                    own_progress = true;
+                    total = t;
+                    (
+                        done,
+                        msg.unwrap_or_else(|| format!("{} running", request.name)),
+                    )
+                }
+                // Halfway to the next unit.
+                Report::Beat => (
+                    last.map_or(0.0, heartbeat),
+                    format!("{} running", request.name),
+                ),
+                Report::Units(done, known, msg) if !own_progress => {
+                    total = Some(known as f64);
+                    (done as f64, msg)
+                }
+                Report::Units(..) => continue,
+            };
+            let Some(token) = &progress else { continue };
+            if last.is_some_and(|l| value <= l) {
+                continue;
             }
+            last = Some(value);
+            let mut p = ProgressNotificationParam::new(token.clone(), value);
+            p.total = total;
+            p.message = Some(message);
+            let _ = context.peer.notify_progress(p).await;
         };
         Ok(match result {
             Ok(v) => result_content(v),

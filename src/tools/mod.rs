@@ -39,7 +39,7 @@ pub use definition::{empty_object_schema, tool_shape, Implementation, ToolDefini
 pub use error::ToolError;
 pub use intercept::Interceptor;
 pub use listing::success_observation;
-pub use observe::{CallObserver, NodeEvent, NodeState, Observer};
+pub use observe::{CallObserver, LogLevel, NodeEvent, NodeState, Observer};
 pub use policy::CallerPolicy;
 pub use schema::{normalize_key, KeyMatching};
 

@@ -62,6 +62,31 @@ pub struct NodeEvent<'a> {
     pub elapsed: Duration,
 }
 
+/// The level of a message a tool logged while a call ran (`api.log.*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    /// `api.log.debug`.
+    Debug,
+    /// `api.log.info`.
+    Info,
+    /// `api.log.warn`.
+    Warning,
+    /// `api.log.error`.
+    Error,
+}
+
+impl LogLevel {
+    /// The lower-case name MCP and the jobs stream use (`debug`, `info`, `warning`, `error`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Warning => "warning",
+            LogLevel::Error => "error",
+        }
+    }
+}
+
 /// Receives the events of a call as they happen. Every method has an empty default, so an
 /// implementation picks what it needs.
 pub trait CallObserver: Send + Sync {
@@ -72,6 +97,13 @@ pub trait CallObserver: Send + Sync {
     /// order), then reports `Running` and one final state per node that starts, and a final
     /// state (`Skipped`, `Failed`) for every node that never finished.
     fn node(&self, _event: NodeEvent<'_>) {}
+
+    /// A tool reported its own progress (`api.tools.progress(done, total, message)` in a
+    /// script): `done` units of `total` (unknown when `None`).
+    fn progress(&self, _done: f64, _total: Option<f64>, _message: Option<&str>) {}
+
+    /// A tool logged a message while the call ran (`api.log.*`); `source` is the plugin.
+    fn log(&self, _level: LogLevel, _source: &str, _message: &str) {}
 }
 
 impl std::fmt::Debug for dyn CallObserver {

@@ -369,6 +369,31 @@ impl CallObserver for JobObserver {
             _ => {}
         }
     }
+
+    fn progress(&self, done: f64, total: Option<f64>, message: Option<&str>) {
+        let job = &self.0;
+        let mut st = job.lock();
+        if st.status.is_final() {
+            return;
+        }
+        // The tool's own units (`api.tools.progress`), as it reported them.
+        let p = json!({"done": done, "total": total, "message": message});
+        st.progress = Some(p.clone());
+        job.push_locked(&mut st, "progress", p);
+    }
+
+    fn log(&self, level: crate::tools::LogLevel, source: &str, message: &str) {
+        let job = &self.0;
+        let mut st = job.lock();
+        if st.status.is_final() {
+            return;
+        }
+        job.push_locked(
+            &mut st,
+            "log",
+            json!({"level": level.as_str(), "source": source, "message": message}),
+        );
+    }
 }
 
 /// What a job id answers to.
