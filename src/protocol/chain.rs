@@ -184,27 +184,66 @@ fn build_vcp(
         ));
         return None;
     };
-    if tool.is_empty() {
-        diags.push(RawDiag::error(
-            at,
-            "'tool_name' is empty, so the block names no tool; it was not executed".into(),
-            "Write the tool name between 「始」 and 「末」, e.g. tool_name:「始」FileOperator「末」.".into(),
-        ));
-        return None;
-    }
-    if failed {
-        return None;
-    }
-    Some(Call {
-        tool: tool.to_string(),
-        args,
-        span,
-        block,
-        step: None,
-        on_error: OnError::Stop,
+    let named = Named {
+        key: "tool_name",
+        noun: "name",
+        example: "tool_name:「始」FileOperator「末」",
         source: crate::protocol::Format::Vcp,
-        dispatch: None,
-    })
+    };
+    named.single_call(tool, at, args, failed, span, block, diags)
+}
+
+/// How a single-call block names its tool: the key, what its value is, an example, the
+/// format it came in.
+struct Named {
+    key: &'static str,
+    noun: &'static str,
+    example: &'static str,
+    source: crate::protocol::Format,
+}
+
+impl Named {
+    /// The call of a block whose tool key was found: refused when the name is empty or the
+    /// pairs failed (the diagnostics are already in `diags`).
+    #[allow(clippy::too_many_arguments)] // The parts of one block, read by the caller.
+    fn single_call(
+        &self,
+        tool: &str,
+        at: usize,
+        args: Map<String, Value>,
+        failed: bool,
+        span: Span,
+        block: usize,
+        diags: &mut Vec<RawDiag>,
+    ) -> Option<Call> {
+        if tool.is_empty() {
+            diags.push(RawDiag::error(
+                at,
+                format!(
+                    "'{}' is empty, so the block names no tool; it was not executed",
+                    self.key
+                ),
+                format!(
+                    "Write the tool {} between 「始」 and 「末」, e.g. {}.",
+                    self.noun, self.example
+                ),
+            ));
+            return None;
+        }
+        if failed {
+            return None;
+        }
+        Some(Call {
+            tool: tool.to_string(),
+            args,
+            span,
+            block,
+            step: None,
+            on_error: OnError::Stop,
+            source: self.source,
+            dispatch: None,
+        })
+    }
 }
 
 fn build_plain(
@@ -232,27 +271,13 @@ fn build_plain(
         ));
         return None;
     };
-    if tool.is_empty() {
-        diags.push(RawDiag::error(
-            at,
-            "'command' is empty, so the block names no tool; it was not executed".into(),
-            "Write the tool id between 「始」 and 「末」, e.g. command:「始」FileOperator.WriteFile「末」.".into(),
-        ));
-        return None;
-    }
-    if failed {
-        return None;
-    }
-    Some(Call {
-        tool: tool.to_string(),
-        args,
-        span,
-        block,
-        step: None,
-        on_error: OnError::Stop,
+    let named = Named {
+        key: "command",
+        noun: "id",
+        example: "command:「始」FileOperator.WriteFile「末」",
         source: kind.format(),
-        dispatch: None,
-    })
+    };
+    named.single_call(tool, at, args, failed, span, block, diags)
 }
 
 fn build_chain(
