@@ -3,13 +3,13 @@
 
 mod server_support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::io::Write;
+use std::process::{Child, ChildStdin};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use server_support::{fixture_home, tavern};
+use server_support::{fixture_home, spawn_mcp};
 
 struct Mcp {
     child: Child,
@@ -23,27 +23,7 @@ impl Mcp {
     }
 
     fn start_in(home: &std::path::Path) -> Mcp {
-        let mut child = Command::new(tavern())
-            .arg("--home")
-            .arg(home)
-            .arg("mcp")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start tavern mcp");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let v: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("stdout carried a non-JSON line {line:?}: {e}"));
-                if tx.send(v).is_err() {
-                    break;
-                }
-            }
-        });
+        let (child, stdin, rx) = spawn_mcp(home);
         Mcp { child, stdin, rx }
     }
 

@@ -4,13 +4,13 @@
 
 mod server_support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::io::Write;
+use std::process::{Child, ChildStdin};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use server_support::{tavern, temp_home};
+use server_support::{spawn_mcp, temp_home};
 
 struct Mcp {
     child: Child,
@@ -21,26 +21,7 @@ struct Mcp {
 
 impl Mcp {
     fn start(home: &std::path::Path) -> Mcp {
-        let mut child = Command::new(tavern())
-            .arg("--home")
-            .arg(home)
-            .arg("mcp")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start tavern mcp");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let v: Value = serde_json::from_str(&line).expect("stdout carries JSON lines");
-                if tx.send(v).is_err() {
-                    break;
-                }
-            }
-        });
+        let (child, stdin, rx) = spawn_mcp(home);
         let mut m = Mcp {
             child,
             stdin,

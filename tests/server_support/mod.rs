@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -130,4 +130,31 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// `tavern --home HOME mcp` with piped stdio: the child, its stdin, and a receiver of every
+/// JSON line it prints (a non-JSON line on stdout fails the test: it would break clients).
+pub fn spawn_mcp(home: &Path) -> (Child, ChildStdin, mpsc::Receiver<serde_json::Value>) {
+    let mut child = Command::new(tavern())
+        .arg("--home")
+        .arg(home)
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start tavern mcp");
+    let stdin = child.stdin.take().expect("stdin");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let v: serde_json::Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stdout carried a non-JSON line {line:?}: {e}"));
+            if tx.send(v).is_err() {
+                break;
+            }
+        }
+    });
+    (child, stdin, rx)
 }
