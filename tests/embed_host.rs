@@ -478,3 +478,93 @@ fn block_on_plain<F: std::future::Future>(fut: F) -> F::Output {
         std::thread::park();
     }
 }
+
+/// The nice value of thread `tid` of this process, and its name (`/proc/self/task/<tid>`).
+#[cfg(target_os = "linux")]
+fn thread_nice(tid: &str) -> Option<(String, i32)> {
+    let dir = Path::new("/proc/self/task").join(tid);
+    let name = std::fs::read_to_string(dir.join("comm")).ok()?;
+    let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
+    // Fields after the command's closing parenthesis start at field 3 (state); nice is 19.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let nice = rest.split(' ').nth(19 - 3)?.parse().ok()?;
+    Some((name.trim().to_string(), nice))
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_spinning_mod_runs_below_the_hosts_priority_and_pump_keeps_its_budget() {
+    let home = tempfile::tempdir().unwrap();
+    lua_mod(
+        home.path(),
+        "busy",
+        r#"api.tools.register({id = "spin", description = "loops", handler = function()
+  while true do end
+end})"#,
+    );
+    let engine = Engine::builder().home(home.path()).build().unwrap();
+    assert!(engine.problems().is_empty(), "{:?}", engine.problems());
+    // SAFETY: gettid takes nothing and only returns this thread's id.
+    let tid = unsafe { libc::gettid() }.to_string();
+    let host_nice = thread_nice(&tid).expect("this thread's own stat").1;
+    let spin = engine
+        .submit_with(
+            &tam("busy:spin", &[]),
+            CallOptions::new().timeout(Duration::from_secs(3)),
+        )
+        .unwrap();
+    // Wait until the script is running on one of the engine's threads.
+    let started = Instant::now();
+    let spinning = loop {
+        let mut busy = Vec::new();
+        for entry in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let tid = entry.file_name().to_string_lossy().into_owned();
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            let running = stat
+                .rfind(')')
+                .is_some_and(|i| stat[i + 2..].starts_with('R'));
+            if let Some((name, nice)) = thread_nice(&tid) {
+                if running && name.starts_with("tavern-") {
+                    busy.push((name, nice));
+                }
+            }
+        }
+        if !busy.is_empty() {
+            break busy;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "no engine thread was seen running the looping script"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    // The engine's thread runs the mod at a lower priority than the host's threads (nice
+    // +10, capped at 19); the host's own thread is untouched.
+    for (name, nice) in &spinning {
+        assert!(
+            *nice >= (host_nice + 10).min(19),
+            "engine thread {name} runs at nice {nice}, the host at {host_nice}"
+        );
+    }
+    assert_eq!(
+        thread_nice(&tid).expect("this thread's own stat").1,
+        host_nice
+    );
+    // pump returns (nothing finishes while the script loops) and the call ends at a budget:
+    // the engine's default instruction limit or the caller's deadline, whichever comes first.
+    assert_eq!(engine.pump(Duration::from_millis(1)), 0);
+    let done = loop {
+        engine.pump(Duration::from_millis(10));
+        if let Some(d) = engine.take(spin) {
+            break d.unwrap();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the spin never ended"
+        );
+    };
+    let err = done.outcomes[0].result.clone().unwrap_err();
+    assert!(matches!(err.code(), "timeout" | "limit_exceeded"), "{err}");
+}

@@ -370,6 +370,7 @@ impl PluginScripts {
             .name(format!("tavern-plugin-{}", self.inner.env.plugin))
             .stack_size(64 << 20)
             .spawn(move || {
+                crate::tools::runtime::yield_to_host();
                 while let Ok(job) = rx.recv() {
                     job();
                 }

@@ -30,7 +30,7 @@ mod intercept;
 mod listing;
 pub mod observe;
 mod policy;
-mod runtime;
+pub(crate) mod runtime;
 mod schema;
 mod unavailable;
 pub mod vcp;

@@ -38,6 +38,7 @@ impl RuntimeSlot {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(OWN_WORKERS)
             .thread_name("tavern-engine")
+            .on_thread_start(yield_to_host)
             .enable_all()
             .build()?;
         let h = rt.handle().clone();
@@ -53,6 +54,35 @@ impl RuntimeSlot {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .is_some()
+    }
+}
+
+/// How much lower than the host's threads the engine's own threads are scheduled: an
+/// increment to the inherited nice value (19 is the lowest Linux allows).
+const BACKGROUND_NICE: libc::c_int = 10;
+
+/// Lowers the calling thread's scheduling priority below the host's. Called on every thread
+/// the engine starts for its own work (its runtime's workers and blocking pool, plugin script
+/// threads), never on a thread of the host's: when a mod's script spins, the host's frame
+/// thread still wins the CPU the moment it wakes, so `Engine::pump` returns on time.
+/// Lowering a priority needs no privilege; a refusal leaves the thread as it was.
+pub(crate) fn yield_to_host() {
+    // On Linux a thread id names one thread for setpriority; elsewhere PRIO_PROCESS would
+    // name the whole process, the host's threads included, so nothing is changed there.
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid, getpriority and setpriority take plain integers and touch no
+        // memory of ours.
+        unsafe {
+            let tid = libc::gettid() as libc::id_t;
+            // The thread inherits the host's nice value; go that much lower, never higher
+            // (as root a smaller value would succeed and outrank the host).
+            let now = libc::getpriority(libc::PRIO_PROCESS, tid);
+            let lower = (now + BACKGROUND_NICE).min(19);
+            if lower > now {
+                let _ = libc::setpriority(libc::PRIO_PROCESS, tid, lower);
+            }
+        }
     }
 }
 
