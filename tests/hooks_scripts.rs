@@ -152,7 +152,9 @@ fn audit_option_writes_every_call_and_veto_as_json_lines() {
         "scripts/no_dice.lua",
         "api.hooks.on('tool:before-invoke', function(ev) if ev.tool == 'system:random_int' then return false, 'no dice' end end)\n",
     )]);
-    let text = "<|[REQUEST_TOOL]|>\ncommand1:「始」system:echo「末」\ntext1:「始」hi「末」\non_error_1:「始」continue「末」\ncommand2:「始」system:random_int「末」\nmin2:「始」1「末」\nmax2:「始」6「末」\n<|[END_TOOL]|>\n";
+    // Four steps: one runs, one is vetoed, one is refused for its arguments before it
+    // runs, one names no tool. Every one is in the trail.
+    let text = "<|[REQUEST_TOOL]|>\ncommand1:「始」system:echo「末」\ntext1:「始」hi「末」\non_error_1:「始」continue「末」\ncommand2:「始」system:random_int「末」\nmin2:「始」1「末」\nmax2:「始」6「末」\non_error_2:「始」continue「末」\ncommand3:「始」system:random_int「末」\nmin3:「始」one「末」\nmax3:「始」6「末」\non_error_3:「始」continue「末」\ncommand4:「始」no:such_tool「末」\n<|[END_TOOL]|>\n";
     let audit = h.path().join("audit.jsonl");
     let run = cli_support::tavern(
         h.path(),
@@ -178,8 +180,23 @@ fn audit_option_writes_every_call_and_veto_as_json_lines() {
         .collect();
     assert_eq!(
         calls,
-        vec![("system:echo", "ok"), ("system:random_int", "vetoed")],
+        vec![
+            ("system:echo", "ok"),
+            ("system:random_int", "vetoed"),
+            ("system:random_int", "invalid_parameters"),
+            ("no:such_tool", "unknown_tool"),
+        ],
         "{trail}"
+    );
+    // A refused call says why, under the caller that asked.
+    let refused = recs
+        .iter()
+        .find(|r| r["outcome"] == "invalid_parameters")
+        .unwrap();
+    assert_eq!(refused["caller"], "cli");
+    assert!(
+        refused["reason"].as_str().unwrap().contains("min"),
+        "{refused}"
     );
     let decision = recs
         .iter()

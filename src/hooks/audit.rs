@@ -135,6 +135,30 @@ impl Hooks {
         }
     }
 
+    /// A call refused before it ran: a `call` record with the refusal's error code as its
+    /// outcome, zero duration and the reason.
+    pub(super) fn audit_refused(
+        &self,
+        tool_id: &str,
+        caller: &crate::tools::Caller,
+        depth: u32,
+        error: &crate::tools::ToolError,
+    ) {
+        if !self.audit.enabled() {
+            return;
+        }
+        let caller = caller.to_string();
+        let (outcome, reason) = (error.code(), error.to_string());
+        tracing::info!(target: "tavern::audit", caller = %caller, tool = tool_id, outcome,
+            reason = %reason, "call refused");
+        if self.audit.recording() {
+            self.audit
+                .record(&json!({"ts": now(), "event": "call", "caller": caller,
+                "tool": tool_id, "outcome": outcome, "duration_ms": 0.0, "depth": depth,
+                "reason": reason}));
+        }
+    }
+
     pub(super) fn audit_decision(&self, ctx: &CallContext, outcome: &str, reason: &str) {
         let caller = ctx.caller.to_string();
         tracing::info!(target: "tavern::audit", caller = %caller, tool = %ctx.tool_id, outcome,

@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 
 use super::points::{self, POINTS, TOOL_AFTER_IX, TOOL_BEFORE_IX};
 use super::{vetoed, HookHandle, HookReturn, Hooks, MAX_HOOK_DEPTH};
-use crate::tools::{CallContext, Interceptor, KeyMatching, Tool, ToolError, ToolFuture};
+use crate::tools::{CallContext, Caller, Interceptor, KeyMatching, Tool, ToolError, ToolFuture};
 
 impl Hooks {
     /// Fires `point` with `event`: runs its handlers (a snapshot, by priority then
@@ -245,6 +245,10 @@ impl Interceptor for Hooks {
                 None => tool.handler().invoke(ctx, args).await,
             }
         })
+    }
+
+    fn refused(&self, tool_id: &str, caller: &Caller, depth: u32, error: &ToolError) {
+        self.audit_refused(tool_id, caller, depth, error);
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{CallContext, Tool, ToolFuture};
+use super::{CallContext, Caller, Tool, ToolError, ToolFuture};
 
 /// Runs around a call after its arguments passed validation: hook points, overrides,
 /// auditing. Installed once per [`ToolManager`](super::ToolManager).
@@ -17,6 +17,14 @@ pub trait Interceptor: Send + Sync + 'static {
     /// Runs the call: hooks before, the tool's handler (or its overrides), hooks after.
     /// `args` has passed `tool`'s schema.
     fn intercept(&self, tool: Arc<Tool>, ctx: CallContext, args: Value) -> ToolFuture;
+
+    /// Told of a call refused before it ran (unknown tool, caller policy, depth limit,
+    /// invalid arguments, already cancelled or past its deadline), so an audit sees every
+    /// call that was asked for, not only those that ran. `tool_id` is the canonical id when
+    /// the tool resolved, else the id as asked. Nothing by default.
+    fn refused(&self, tool_id: &str, caller: &Caller, depth: u32, error: &ToolError) {
+        let _ = (tool_id, caller, depth, error);
+    }
 
     /// For downcasting to the concrete type (`crate::hooks::Hooks`).
     fn as_any(&self) -> &dyn std::any::Any;

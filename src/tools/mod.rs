@@ -795,38 +795,69 @@ impl ToolManager {
         args: Value,
         inv: Invocation,
     ) -> Result<Value, ToolError> {
+        match self.admit(id, args, &inv) {
+            Ok((tool, args)) => self.run_admitted(tool, args, inv).await,
+            Err((tool_id, e)) => {
+                if let Some(i) = self.interceptor.get() {
+                    i.refused(&tool_id, &inv.caller, inv.depth, &e);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The checks before a call runs: the tool and its prepared arguments, or the id the
+    /// refusal names (canonical when the tool resolved) and why.
+    fn admit(
+        &self,
+        id: &str,
+        args: Value,
+        inv: &Invocation,
+    ) -> Result<(Arc<Tool>, Value), (String, ToolError)> {
         let (tool, policy) = {
             let reg = self.read();
             match reg.resolve(id) {
                 Some(t) => (t.clone(), reg.policies.get(t.id()).copied()),
-                None => return Err(reg.unknown(id)),
+                None => return Err((id.to_string(), reg.unknown(id))),
             }
         };
+        let refuse = |e: ToolError| (tool.id().to_string(), e);
         if let Some(p) = policy.filter(|p| !p.allows(&inv.caller)) {
-            return Err(ToolError::NotPermitted {
+            return Err(refuse(ToolError::NotPermitted {
                 tool: tool.id().to_string(),
                 caller: inv.caller.to_string(),
                 allowed: p.describe(),
-            });
+            }));
         }
         if inv.depth > self.max_depth {
-            return Err(ToolError::RecursionLimit {
+            return Err(refuse(ToolError::RecursionLimit {
                 tool: tool.id().to_string(),
                 limit: self.max_depth,
-            });
+            }));
         }
-        let args = tool.prepare(args, inv.matching)?;
+        let args = tool.prepare(args, inv.matching).map_err(refuse)?;
         if inv.cancel.is_cancelled() {
-            return Err(ToolError::Cancelled {
+            return Err(refuse(ToolError::Cancelled {
                 tool: tool.id().to_string(),
-            });
+            }));
         }
         if inv.deadline.is_some_and(|d| Instant::now() >= d) {
-            return Err(ToolError::Timeout {
+            return Err(refuse(ToolError::Timeout {
                 tool: tool.id().to_string(),
                 after_ms: 0,
-            });
+            }));
         }
+        Ok((tool, args))
+    }
+
+    /// Runs an admitted call: through the interceptor when it wants the tool, else the
+    /// handler; a panic becomes [`ToolError::Panicked`].
+    async fn run_admitted(
+        self: &Arc<Self>,
+        tool: Arc<Tool>,
+        args: Value,
+        inv: Invocation,
+    ) -> Result<Value, ToolError> {
         let ctx = CallContext {
             tool_id: tool.id().to_string(),
             caller: inv.caller,
