@@ -1,0 +1,58 @@
+//! Event maps kept per thread and point: firing a point fills the last event's map again
+//! (the keys stay, string values are overwritten in their buffers) instead of allocating
+//! and hashing every key and value anew. The caller takes its big values (arguments,
+//! inputs, outputs) back out before handing the map back.
+
+use std::cell::RefCell;
+use std::fmt::Write;
+
+use serde_json::{Map, Value};
+
+thread_local! {
+    static SPARE: RefCell<Vec<Option<Map<String, Value>>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A map for an event of point `ix` with exactly `keys`, in this order: the one the last
+/// event of this point on this thread handed back (values as it left them, to be
+/// overwritten), or a new one with null values.
+pub(crate) fn event_map(ix: usize, keys: &[&str]) -> Map<String, Value> {
+    let spare = SPARE.with(|s| s.borrow_mut().get_mut(ix).and_then(Option::take));
+    match spare {
+        Some(m) if m.len() == keys.len() && m.keys().zip(keys).all(|(a, b)| a == b) => m,
+        _ => keys.iter().map(|k| (k.to_string(), Value::Null)).collect(),
+    }
+}
+
+/// Keeps `m` for the next event of point `ix` on this thread.
+pub(crate) fn recycle(ix: usize, m: Map<String, Value>) {
+    SPARE.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() <= ix {
+            s.resize_with(ix + 1, || None);
+        }
+        s[ix] = Some(m);
+    });
+}
+
+/// Sets `slot` to the string `text`, in the buffer of the string it holds if it holds one.
+pub(crate) fn set_str(slot: &mut Value, text: &str) {
+    match slot {
+        Value::String(s) => {
+            s.clear();
+            s.push_str(text);
+        }
+        other => *other = Value::String(text.to_string()),
+    }
+}
+
+/// Sets `slot` to `value` written out, as [`set_str`].
+pub(crate) fn set_display(slot: &mut Value, value: &impl std::fmt::Display) {
+    match slot {
+        Value::String(s) => {
+            s.clear();
+            // Writing to a String cannot fail.
+            let _ = write!(s, "{value}");
+        }
+        other => *other = Value::String(value.to_string()),
+    }
+}
