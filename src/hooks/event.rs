@@ -56,3 +56,53 @@ pub(crate) fn set_display(slot: &mut Value, value: &impl std::fmt::Display) {
         other => *other = Value::String(value.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_handed_back_map_is_reused_and_refilled_in_place() {
+        // Point index far from the real ones, so other tests on this thread do not meet it.
+        let ix = 1000;
+        let mut m = event_map(ix, &["tool", "args"]);
+        assert_eq!(
+            Value::Object(m.clone()),
+            json!({"tool": null, "args": null})
+        );
+        for (i, slot) in m.values_mut().enumerate() {
+            match i {
+                0 => set_str(slot, "a:long-tool-name"),
+                _ => *slot = json!({"x": 1}),
+            }
+        }
+        let buf = m["tool"].as_str().map(str::as_ptr);
+        recycle(ix, m);
+        let mut m = event_map(ix, &["tool", "args"]);
+        // The same map: keys in place, the old values until they are overwritten.
+        assert_eq!(m["args"], json!({"x": 1}));
+        if let Some(slot) = m.values_mut().next() {
+            set_str(slot, "b:short");
+        }
+        assert_eq!(m["tool"], json!("b:short"));
+        assert_eq!(
+            m["tool"].as_str().map(str::as_ptr),
+            buf,
+            "the string's buffer is reused"
+        );
+        recycle(ix, m);
+        // Other keys get a fresh map (the spare one, not matching, is dropped).
+        let other = event_map(ix, &["tool", "caller"]);
+        assert_eq!(Value::Object(other), json!({"tool": null, "caller": null}));
+    }
+
+    #[test]
+    fn set_display_writes_over_non_strings() {
+        let mut v = json!(5);
+        set_display(&mut v, &"cli");
+        assert_eq!(v, json!("cli"));
+        set_display(&mut v, &42);
+        assert_eq!(v, json!("42"));
+    }
+}
