@@ -16,7 +16,11 @@ thread_local! {
 /// event of this point on this thread handed back (values as it left them, to be
 /// overwritten), or a new one with null values.
 pub(crate) fn event_map(ix: usize, keys: &[&str]) -> Map<String, Value> {
-    let spare = SPARE.with(|s| s.borrow_mut().get_mut(ix).and_then(Option::take));
+    // `try_with`: a thread tearing down its locals simply gets a new map.
+    let spare = SPARE
+        .try_with(|s| s.borrow_mut().get_mut(ix).and_then(Option::take))
+        .ok()
+        .flatten();
     match spare {
         Some(m) if m.len() == keys.len() && m.keys().zip(keys).all(|(a, b)| a == b) => m,
         _ => keys.iter().map(|k| (k.to_string(), Value::Null)).collect(),
@@ -25,7 +29,7 @@ pub(crate) fn event_map(ix: usize, keys: &[&str]) -> Map<String, Value> {
 
 /// Keeps `m` for the next event of point `ix` on this thread.
 pub(crate) fn recycle(ix: usize, m: Map<String, Value>) {
-    SPARE.with(|s| {
+    let _ = SPARE.try_with(|s| {
         let mut s = s.borrow_mut();
         if s.len() <= ix {
             s.resize_with(ix + 1, || None);

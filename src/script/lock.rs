@@ -34,7 +34,8 @@ thread_local! {
 
 /// This thread's id, read once per thread (`thread::current()` clones a handle each time).
 fn this_thread() -> ThreadId {
-    ME.with(|id| *id)
+    ME.try_with(|id| *id)
+        .unwrap_or_else(|_| std::thread::current().id())
 }
 
 /// Which lock each blocked thread waits for.
