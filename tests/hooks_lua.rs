@@ -331,3 +331,47 @@ api.tools.register{ id = "seen", description = "d", handler = function()
         .unwrap_err();
     assert!(err.to_string().contains("node refused"), "{err}");
 }
+
+/// A handler without a `ctx` is called straight from Rust, one with a `ctx` through the
+/// runner: both hand a raised table, a runaway loop and a plain `false` back the same way.
+#[tokio::test(flavor = "multi_thread")]
+async fn handlers_with_and_without_ctx_fail_and_veto_alike() {
+    let h = hooker(
+        r#"
+api.hooks.on("tool:before-invoke", function(ev)
+  if ev.args.text == "table" then error({message = "refused by a table"}) end
+  if ev.args.text == "false" then return false, "plain refusal" end
+  if ev.args.text == "loop" then while true do end end
+end)
+api.hooks.on("tool:before-invoke", function(ev, ctx)
+  if ev.args.text == "ctx-table" then error({message = "refused with " .. ctx.caller}) end
+  if ev.args.text == "ctx-false" then return false, "ctx refusal" end
+  if ev.args.text == "ctx-loop" then while true do end end
+end)
+"#,
+    );
+    let e = clean_engine(h.path());
+    for (text, want) in [
+        ("table", "refused by a table"),
+        ("false", "plain refusal"),
+        ("loop", "limit"),
+        ("ctx-table", "refused with cli"),
+        ("ctx-false", "ctx refusal"),
+        ("ctx-loop", "limit"),
+    ] {
+        let err = call(&e, "Echo:echo", json!({ "text": text }))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "vetoed", "{text}: {err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains(want) && msg.contains("plugin:Hooker"),
+            "{text}: {msg}"
+        );
+    }
+    // Both handlers let a plain call through, and the plugin still serves.
+    assert_eq!(
+        call(&e, "Echo:echo", json!({"text": "ok"})).await.unwrap(),
+        json!("ok")
+    );
+}

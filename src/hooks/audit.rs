@@ -117,12 +117,13 @@ impl Hooks {
     pub(super) fn audit_call(
         &self,
         ctx: &CallContext,
-        caller: &str,
         outcome: &str,
-        started: Instant,
+        started: Option<Instant>,
         overridden_by: Option<&str>,
     ) {
-        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        let caller = ctx.caller.to_string();
+        let caller = caller.as_str();
+        let ms = started.map_or(0.0, |t| t.elapsed().as_secs_f64() * 1000.0);
         tracing::info!(target: "tavern::audit", caller, tool = %ctx.tool_id, outcome,
             duration_ms = ms, overridden_by, "call");
         if self.audit.recording() {

@@ -7,7 +7,7 @@ use std::time::Instant;
 use serde_json::{json, Map, Value};
 
 use super::points::{self, POINTS, TOOL_AFTER_IX, TOOL_BEFORE_IX};
-use super::{vetoed, HookHandle, HookReturn, Hooks, MAX_HOOK_DEPTH};
+use super::{event, vetoed, HookHandle, HookReturn, Hooks, MAX_HOOK_DEPTH};
 use crate::tools::{CallContext, Caller, Interceptor, KeyMatching, Tool, ToolError, ToolFuture};
 
 impl Hooks {
@@ -145,36 +145,57 @@ impl Hooks {
         ctx: CallContext,
         mut args: Value,
     ) -> Result<Value, ToolError> {
-        let started = Instant::now();
-        let caller = ctx.caller.to_string();
+        let after = self.active_at(TOOL_AFTER_IX);
+        let audit = self.audit.enabled();
+        // The clock is read only for what reports a duration.
+        let started = (after || audit).then(Instant::now);
         if self.active_at(TOOL_BEFORE_IX) {
-            // The arguments move into the event and back out: no copy.
-            let mut ev = Map::with_capacity(3);
-            ev.insert("tool".into(), Value::String(tool.id().to_string()));
-            ev.insert("args".into(), args);
-            ev.insert("caller".into(), Value::String(caller.clone()));
-            let mut ev = Value::Object(ev);
+            // The arguments move into the event and back out: no copy. The map and its
+            // strings are the last before-event's on this thread (no key hashed anew).
+            let mut m = event::event_map(TOOL_BEFORE_IX, &["tool", "args", "caller"]);
+            for (i, slot) in m.values_mut().enumerate() {
+                match i {
+                    0 => event::set_str(slot, tool.id()),
+                    1 => *slot = std::mem::take(&mut args),
+                    _ => event::set_display(slot, &ctx.caller),
+                }
+            }
+            let mut ev = Value::Object(m);
             let fired = self.fire_at(TOOL_BEFORE_IX, &mut ev, &ctx).await;
-            args = take(&mut ev, "args");
+            if let Value::Object(mut m) = ev {
+                // A replacement took the same key, in the same place.
+                args = m
+                    .values_mut()
+                    .nth(1)
+                    .map(std::mem::take)
+                    .unwrap_or_default();
+                event::recycle(TOOL_BEFORE_IX, m);
+            }
             match fired {
                 // Replaced arguments pass the schema again.
                 Ok(true) => args = tool.prepare(args, KeyMatching::Loose)?,
                 Ok(false) => {}
                 Err(e) => {
-                    self.audit_call(&ctx, &caller, "vetoed", started, None);
+                    if audit {
+                        self.audit_call(&ctx, "vetoed", started, None);
+                    }
                     return Err(e);
                 }
             }
         }
+        if !after && !audit {
+            // Nothing reads the context after the call: it moves in.
+            return self.overrides.run(&tool, ctx, args).await;
+        }
         let by = self.overrides.top_owner(tool.id());
         // The after event needs the arguments the tool got: keep a copy only then.
-        let kept = self.active_at(TOOL_AFTER_IX).then(|| args.clone());
+        let kept = after.then(|| args.clone());
         let mut result = self.overrides.run(&tool, ctx.clone(), args).await;
         if let Some(args) = kept {
             let mut ev = Map::with_capacity(7);
             ev.insert("tool".into(), Value::String(tool.id().to_string()));
             ev.insert("args".into(), args);
-            ev.insert("caller".into(), Value::String(caller.clone()));
+            ev.insert("caller".into(), Value::String(ctx.caller.to_string()));
             ev.insert("ok".into(), Value::Bool(result.is_ok()));
             let ok = result.is_ok();
             match result {
@@ -189,10 +210,8 @@ impl Hooks {
                     );
                 }
             }
-            ev.insert(
-                "elapsed_ms".into(),
-                json!(started.elapsed().as_secs_f64() * 1000.0),
-            );
+            let elapsed = started.map_or(0.0, |t| t.elapsed().as_secs_f64() * 1000.0);
+            ev.insert("elapsed_ms".into(), json!(elapsed));
             let mut ev = Value::Object(ev);
             let replaced = matches!(self.fire_at(TOOL_AFTER_IX, &mut ev, &ctx).await, Ok(true));
             // The result moves back out; a replaced one (also for a failed call) wins.
@@ -200,11 +219,13 @@ impl Hooks {
                 result = Ok(take(&mut ev, "result"));
             }
         }
-        let outcome = match &result {
-            Ok(_) => "ok",
-            Err(e) => e.code(),
-        };
-        self.audit_call(&ctx, &caller, outcome, started, by.as_deref());
+        if audit {
+            let outcome = match &result {
+                Ok(_) => "ok",
+                Err(e) => e.code(),
+            };
+            self.audit_call(&ctx, outcome, started, by.as_deref());
+        }
         result
     }
 }

@@ -16,6 +16,7 @@
 //!   go one level deeper; a point fired more than [`MAX_HOOK_DEPTH`] calls deep is cut off.
 
 mod audit;
+pub(crate) mod event;
 mod fire;
 mod overrides;
 pub mod points;

@@ -45,19 +45,19 @@ impl Budget {
     }
 
     /// Starts a new budget of `instructions` ending at `deadline` (wall clock: time spent
-    /// in host functions the script calls counts too).
+    /// in host functions the script calls counts too); `wall_ms` is the allowance the
+    /// deadline stands for (for the timeout message).
     pub fn reset(
         &self,
         instructions: u64,
         deadline: Instant,
+        wall_ms: u64,
         cancel: Option<tokio_util::sync::CancellationToken>,
     ) {
         *self.cancel.lock().unwrap_or_else(|p| p.into_inner()) = cancel;
         self.used.store(0, Ordering::Relaxed);
         self.limit.store(instructions, Ordering::Relaxed);
-        let now = Instant::now();
-        let wall = deadline.saturating_duration_since(now).as_millis() as u64;
-        self.wall_ms.store(wall, Ordering::Relaxed);
+        self.wall_ms.store(wall_ms, Ordering::Relaxed);
         let d = deadline.saturating_duration_since(self.epoch).as_nanos() as u64;
         self.deadline_ns.store(d, Ordering::Relaxed);
         self.abort.store(0, Ordering::Relaxed);

@@ -182,6 +182,9 @@ pub(crate) struct ActiveCall {
     pub deadline: Instant,
     /// The wall-clock allowance `deadline` stands for, in ms (for error messages).
     pub allowed_ms: u64,
+    /// The plugin's `wall_ms` the deadline was capped with (a budget with the same or a
+    /// longer `wall_ms` can take `deadline` as it is, without reading the clock again).
+    pub wall_ms: u64,
 }
 
 impl ActiveCall {
@@ -202,6 +205,7 @@ impl ActiveCall {
             handle,
             deadline,
             allowed_ms,
+            wall_ms,
         }
     }
 }
@@ -237,12 +241,27 @@ pub(crate) fn current_deadline() -> Option<Instant> {
     ACTIVE.with(|a| a.borrow().last().map(|c| c.deadline))
 }
 
+/// What a script budget takes from the innermost script call running on this thread.
+pub(crate) struct CallBudget {
+    /// The call's deadline.
+    pub deadline: Instant,
+    /// The allowance it stood for when the call started, in ms.
+    pub allowed_ms: u64,
+    /// The `wall_ms` the deadline was capped with.
+    pub wall_ms: u64,
+    /// The call's cancellation.
+    pub cancel: CancellationToken,
+}
+
 /// The deadline and cancellation of the innermost script call running on this thread.
-pub(crate) fn current_budget() -> Option<(Instant, CancellationToken)> {
+pub(crate) fn current_budget() -> Option<CallBudget> {
     ACTIVE.with(|a| {
-        a.borrow()
-            .last()
-            .map(|c| (c.deadline, c.info.cancel.clone()))
+        a.borrow().last().map(|c| CallBudget {
+            deadline: c.deadline,
+            allowed_ms: c.allowed_ms,
+            wall_ms: c.wall_ms,
+            cancel: c.info.cancel.clone(),
+        })
     })
 }
 

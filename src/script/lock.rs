@@ -28,6 +28,16 @@ pub(crate) struct PluginLock {
     cv: Condvar,
 }
 
+thread_local! {
+    static ME: ThreadId = std::thread::current().id();
+}
+
+/// This thread's id, read once per thread (`thread::current()` clones a handle each time).
+fn this_thread() -> ThreadId {
+    ME.try_with(|id| *id)
+        .unwrap_or_else(|_| std::thread::current().id())
+}
+
 /// Which lock each blocked thread waits for.
 fn waits() -> &'static Mutex<HashMap<ThreadId, Arc<PluginLock>>> {
     static W: OnceLock<Mutex<HashMap<ThreadId, Arc<PluginLock>>>> = OnceLock::new();
@@ -35,11 +45,11 @@ fn waits() -> &'static Mutex<HashMap<ThreadId, Arc<PluginLock>>> {
 }
 
 /// Releases one level of the lock when dropped.
-pub(crate) struct LockGuard {
-    lock: Arc<PluginLock>,
+pub(crate) struct LockGuard<'a> {
+    lock: &'a PluginLock,
 }
 
-impl Drop for LockGuard {
+impl Drop for LockGuard<'_> {
     fn drop(&mut self) {
         let mut st = self.lock.state.lock().unwrap_or_else(|p| p.into_inner());
         st.count = st.count.saturating_sub(1);
@@ -97,10 +107,10 @@ impl PluginLock {
         self: &Arc<Self>,
         plugin: &str,
         deadline: Instant,
-    ) -> Result<LockGuard, ScriptError> {
-        let me = std::thread::current().id();
+    ) -> Result<LockGuard<'_>, ScriptError> {
+        let me = this_thread();
         if self.try_take(me) {
-            return Ok(LockGuard { lock: self.clone() });
+            return Ok(LockGuard { lock: self });
         }
         waits()
             .lock()
@@ -126,7 +136,7 @@ impl PluginLock {
             if st.owner.is_none() {
                 drop(st);
                 if self.try_take(me) {
-                    break Ok(LockGuard { lock: self.clone() });
+                    break Ok(LockGuard { lock: self });
                 }
                 continue;
             }

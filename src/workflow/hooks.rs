@@ -11,7 +11,7 @@ use super::error::{NodeError, WorkflowError};
 use super::registry::{NodeContext, NodeExecutor, NodeFuture};
 use super::run::{RunOptions, RunReport};
 use crate::hooks::points::{NODE_AFTER_IX, NODE_BEFORE_IX, WORKFLOW_AFTER, WORKFLOW_BEFORE};
-use crate::hooks::Hooks;
+use crate::hooks::{event, Hooks};
 use crate::tools::{CallContext, ToolError, ToolManager};
 
 /// The registry behind `manager`, when it has handlers for one of `points`.
@@ -142,50 +142,69 @@ pub(crate) fn hooked_node(
             run.depth,
             &run.cancel,
         );
-        let event = |inputs: Map<String, Value>, extra: usize| {
-            let mut ev = Map::with_capacity(4 + extra);
-            ev.insert(
-                "workflow".into(),
-                Value::String(run.workflow_id.to_string()),
-            );
-            ev.insert("node".into(), Value::String(ctx.node_id.to_string()));
-            ev.insert("type".into(), Value::String(node_type.to_string()));
-            ev.insert("inputs".into(), Value::Object(inputs));
-            Value::Object(ev)
+        // The maps and their strings are the last node event's on this thread (no key
+        // hashed anew, no string allocated when it fits): filled here, handed back below.
+        let event = |ix: usize, keys: &[&str], inputs: Map<String, Value>| {
+            let mut m = event::event_map(ix, keys);
+            let mut inputs = Some(inputs);
+            for (i, slot) in m.values_mut().enumerate() {
+                match i {
+                    0 => event::set_str(slot, &run.workflow_id),
+                    1 => event::set_str(slot, &ctx.node_id),
+                    2 => event::set_str(slot, &node_type),
+                    3 => *slot = inputs.take().map(Value::Object).unwrap_or_default(),
+                    _ => *slot = Value::Null,
+                }
+            }
+            Value::Object(m)
         };
         let mut inputs = inputs;
         if before {
-            let mut ev = event(inputs, 0);
+            let mut ev = event(NODE_BEFORE_IX, &BEFORE_KEYS, inputs);
             let fired = hooks.fire_at(NODE_BEFORE_IX, &mut ev, &cctx).await;
-            fired.map_err(|e| NodeError::Tool(Box::new(e)))?;
-            // A replacement is an object (the registry refuses others); the original
-            // otherwise.
-            inputs = match take(&mut ev, "inputs") {
+            // A replacement is an object (the registry refuses others) in the same place;
+            // the original otherwise.
+            inputs = match take_back(NODE_BEFORE_IX, ev, 3) {
                 Value::Object(m) => m,
                 _ => Map::new(),
             };
+            fired.map_err(|e| NodeError::Tool(Box::new(e)))?;
         }
-        let ev_after = after.then(|| event(inputs.clone(), 1));
+        let ev_after = after.then(|| event(NODE_AFTER_IX, &AFTER_KEYS, inputs.clone()));
         let out = exec.execute(ctx, inputs, config).await?;
         let Some(mut ev) = ev_after else {
             return Ok(out);
         };
-        if let Some(m) = ev.as_object_mut() {
-            m.insert("outputs".into(), Value::Object(out));
+        if let Some(slot) = ev.as_object_mut().and_then(|m| m.values_mut().nth(4)) {
+            *slot = Value::Object(out);
         }
         // An after point never fails the node: a failing handler was skipped.
         let _ = hooks.fire_at(NODE_AFTER_IX, &mut ev, &cctx).await;
-        Ok(match take(&mut ev, "outputs") {
+        Ok(match take_back(NODE_AFTER_IX, ev, 4) {
             Value::Object(m) => m,
             _ => Map::new(),
         })
     })
 }
 
-/// Takes field `key` out of an event object (null when it is missing).
-fn take(ev: &mut Value, key: &str) -> Value {
-    ev.as_object_mut()
-        .and_then(|m| m.get_mut(key))
+/// The keys of the node events, in order.
+const BEFORE_KEYS: [&str; 4] = ["workflow", "node", "type", "inputs"];
+const AFTER_KEYS: [&str; 5] = ["workflow", "node", "type", "inputs", "outputs"];
+
+/// Takes value `i` out of event `ev` (null when there is none) and hands the map back for
+/// the next event of point `ix`, with its inputs and outputs dropped.
+fn take_back(ix: usize, ev: Value, i: usize) -> Value {
+    let Value::Object(mut m) = ev else {
+        return Value::Null;
+    };
+    let v = m
+        .values_mut()
+        .nth(i)
         .map(std::mem::take)
-        .unwrap_or(Value::Null)
+        .unwrap_or_default();
+    for slot in m.values_mut().skip(3) {
+        *slot = Value::Null;
+    }
+    event::recycle(ix, m);
+    v
 }

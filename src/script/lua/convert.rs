@@ -246,6 +246,68 @@ fn from_json_at(lua: &Lua, v: &Value, depth: usize) -> Result<LuaValue, FromErr>
     })
 }
 
+/// Field names of hook events ([`crate::hooks::points`]); a Lua state keeps them interned in
+/// a table, in this order, so an event's keys are pushed without hashing their bytes again.
+pub(crate) const EVENT_KEYS: &[&str] = &[
+    "tool",
+    "args",
+    "caller",
+    "workflow",
+    "node",
+    "type",
+    "inputs",
+    "outputs",
+    "result",
+    "ok",
+    "error",
+    "elapsed_ms",
+    "status",
+];
+
+/// The position of `k` in [`EVENT_KEYS`].
+fn event_key(k: &str) -> Option<usize> {
+    EVENT_KEYS.iter().position(|e| *e == k)
+}
+
+/// [`push_json`] for a hook event: the top-level keys that are [`EVENT_KEYS`] come from the
+/// table at stack index `keys` (their strings interned once) instead of being hashed anew.
+///
+/// # Safety
+/// As [`push_json`].
+pub(crate) unsafe fn push_event(
+    state: *mut mlua::ffi::lua_State,
+    v: &Value,
+    array_mt: std::ffi::c_int,
+    keys: std::ffi::c_int,
+) -> bool {
+    use mlua::ffi;
+    let Value::Object(m) = v else {
+        return push_json(state, v, array_mt, 0);
+    };
+    if ffi::lua_checkstack(state, 3) == 0 {
+        ffi::lua_pushnil(state);
+        return false;
+    }
+    let n = std::ffi::c_int::try_from(m.len()).unwrap_or(std::ffi::c_int::MAX);
+    ffi::lua_createtable(state, 0, n);
+    for (k, x) in m {
+        match event_key(k) {
+            Some(i) => {
+                ffi::lua_rawgeti(state, keys, i as ffi::lua_Integer + 1);
+            }
+            None => {
+                ffi::lua_pushlstring(state, k.as_ptr().cast(), k.len());
+            }
+        }
+        let ok = push_json(state, x, array_mt, 1);
+        ffi::lua_rawset(state, -3);
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
 /// Pushes `v` onto the Lua stack with raw API calls, for use inside ONE protected call
 /// (`Lua::exec_raw`): no protected call and no registry reference per value, which is what
 /// makes a hook event cheap to build (see BENCHMARKS.md, hooks). Values map as in

@@ -174,6 +174,11 @@ pub(crate) struct Handles {
     /// two values (`false, "why"` is a veto with a reason); `f(ev)` alone when `tool_id` is
     /// nil (a handler that takes no `ctx` gets none built).
     hook_runner: Function,
+    /// `fail(e)`: raises a handler's error the way the runners do (a plain table goes to
+    /// `raise`), for handlers called straight from Rust.
+    hook_fail: Function,
+    /// [`convert::EVENT_KEYS`] as Lua strings, in order (kept interned).
+    event_keys: Table,
     /// mlua's array metatable (marks empty arrays), for events built with raw calls.
     array_mt: Table,
 }
@@ -207,7 +212,7 @@ local function hook(f, ev, tool_id, caller)
   if not ok then return fail(r) end
   return r, why
 end
-return call, hook
+return call, hook, fail
 "#;
 
 // `api.tools.call` raises a failed call's `{code, message}` table (the Rust side returns
@@ -261,7 +266,7 @@ fn setup(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Handles> {
         lua.set_named_registry_value(OVERRIDE_WRAP_KEY, wrap)?;
         let config = from_json(lua, &Value::Object(shared.core.env.config.clone()))
             .map_err(|e| mlua::Error::runtime(e.to_string()))?;
-        let (trampoline, hook_runner): (Function, Function) = lua
+        let (trampoline, hook_runner, hook_fail): (Function, Function, Function) = lua
             .load(TRAMPOLINE)
             .set_name("=tavern-call")
             .call((config, log, raise_fn(lua, shared)?))?;
@@ -270,6 +275,8 @@ fn setup(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Handles> {
             globals: lua.globals(),
             trampoline,
             hook_runner,
+            hook_fail,
+            event_keys: lua.create_sequence_from(convert::EVENT_KEYS.iter().copied())?,
             array_mt: mlua::LuaSerdeExt::array_metatable(lua),
         })
     }
@@ -502,31 +509,54 @@ impl LuaHost {
     ) -> Result<HookReturn, ScriptError> {
         self.run(|| {
             let mut complete = true;
-            let args = (&self.handles.array_mt, &self.handles.hook_runner, f);
-            // One protected call builds the event with raw pushes and calls the runner:
-            // [1] array metatable, [2] runner, [3] f, then ev (and tool_id, caller).
+            // [1] array metatable, [2] event keys, [3] the runner (with a ctx) or `fail`
+            // (without), [4] f.
+            let third = match ctx {
+                Some(_) => &self.handles.hook_runner,
+                None => &self.handles.hook_fail,
+            };
+            let args = (&self.handles.array_mt, &self.handles.event_keys, third, f);
+            // One protected call builds the event with raw pushes and calls the handler:
+            // without a ctx straight (`f(ev)` under `lua_pcall`, a failure handed to `fail`,
+            // which raises it as the runner would: no Lua frame, no `pcall` in Lua), else
+            // through the runner, `runner(f, ev, tool_id, caller)`. Either way the stack
+            // ends as [1] r, [2] why.
             // SAFETY: the closure runs inside `exec_raw`'s protected call and holds nothing
-            // with a destructor; `push_json` pushes exactly one value; the stack grows by
-            // three before the call (checked).
-            let (_, r, why): (LuaValue, LuaValue, LuaValue) = unsafe {
+            // with a destructor; `push_event` pushes exactly one value; the stack grows by
+            // three before the call (checked); `fail` never returns (it raises).
+            let (r, why): (LuaValue, LuaValue) = unsafe {
                 self.lua.exec_raw(args, |state| {
-                    complete = convert::push_json(state, event, 1, 0);
-                    if !complete || mlua::ffi::lua_checkstack(state, 3) == 0 {
+                    use mlua::ffi;
+                    complete = convert::push_event(state, event, 1, 2);
+                    if !complete || ffi::lua_checkstack(state, 3) == 0 {
                         complete = false;
-                        mlua::ffi::lua_settop(state, 1);
-                        mlua::ffi::lua_pushnil(state);
-                        mlua::ffi::lua_pushnil(state);
+                        ffi::lua_settop(state, 0);
+                        ffi::lua_pushnil(state);
+                        ffi::lua_pushnil(state);
                         return;
                     }
                     match ctx {
                         Some((tool_id, caller)) => {
+                            // [3] runner [4] f [5] ev [6] tool_id [7] caller.
                             let (t, c) = (tool_id.as_bytes(), caller.as_bytes());
-                            mlua::ffi::lua_pushlstring(state, t.as_ptr().cast(), t.len());
-                            mlua::ffi::lua_pushlstring(state, c.as_ptr().cast(), c.len());
-                            mlua::ffi::lua_call(state, 4, 2);
+                            ffi::lua_pushlstring(state, t.as_ptr().cast(), t.len());
+                            ffi::lua_pushlstring(state, c.as_ptr().cast(), c.len());
+                            ffi::lua_call(state, 4, 2);
                         }
-                        None => mlua::ffi::lua_call(state, 2, 2),
+                        None => {
+                            // [3] fail [4] f [5] ev.
+                            if ffi::lua_pcall(state, 1, 2, 0) != ffi::LUA_OK {
+                                // [3] fail [4] error: raises.
+                                ffi::lua_call(state, 1, 0);
+                            }
+                            // [3] fail [4] r [5] why: drop `fail`.
+                            ffi::lua_rotate(state, 3, -1);
+                            ffi::lua_settop(state, 4);
+                        }
                     }
+                    // [1] mt [2] keys [3] r [4] why → [1] r [2] why.
+                    ffi::lua_rotate(state, 1, -2);
+                    ffi::lua_settop(state, 2);
                 })?
             };
             if !complete {
@@ -555,13 +585,28 @@ impl LuaHost {
         if outer {
             let l = &self.shared.limits;
             // The active call's deadline already folds in the per-call deadline, the
-            // enclosing call's and the plugin's own `wall_ms`.
-            let cur = super::host::current_budget();
-            let own = std::time::Instant::now() + std::time::Duration::from_millis(l.wall_ms);
-            let deadline = cur.as_ref().map_or(own, |c| c.0.min(own));
-            self.shared
-                .budget
-                .reset(l.instructions, deadline, cur.map(|c| c.1));
+            // enclosing call's and the plugin's own `wall_ms`: when it was capped with a
+            // `wall_ms` no longer than ours it is the sooner one, and the clock need not be
+            // read again.
+            match super::host::current_budget() {
+                Some(c) if c.wall_ms <= l.wall_ms => {
+                    self.shared.budget.reset(
+                        l.instructions,
+                        c.deadline,
+                        c.allowed_ms,
+                        Some(c.cancel),
+                    );
+                }
+                cur => {
+                    let now = std::time::Instant::now();
+                    let own = now + std::time::Duration::from_millis(l.wall_ms);
+                    let deadline = cur.as_ref().map_or(own, |c| c.deadline.min(own));
+                    let wall = deadline.saturating_duration_since(now).as_millis() as u64;
+                    self.shared
+                        .budget
+                        .reset(l.instructions, deadline, wall, cur.map(|c| c.cancel));
+                }
+            }
         }
         let r = std::panic::catch_unwind(AssertUnwindSafe(f));
         self.depth.fetch_sub(1, Ordering::AcqRel);
