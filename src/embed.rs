@@ -20,9 +20,9 @@ use crate::tools::{key_matching_for, CallOutcome, Caller, ToolError};
 use crate::Engine;
 
 /// How much of a `pump` budget's end is spent polling instead of asleep. Measured on a
-/// loaded 2-core VM (BENCHMARKS.md, embedding): sleeping through the whole of a 1 ms budget
-/// returned later than 1.5 ms in about 1 pump in 300, polling through it in none of 4,000
-/// while nothing else loaded the engine.
+/// 2-core VM (BENCHMARKS.md, embedding), with no engine CPU use: sleeping through a 1 ms
+/// budget returned later than 1.5 ms in about 1 pump in 300 (under a parallel build),
+/// polling through it in at most 1 of 4,173 (quiet).
 const SPIN_TAIL: Duration = Duration::from_millis(1);
 
 /// A cancel signal the host keeps and may fire from any thread; calls made with it stop

@@ -64,7 +64,7 @@ const BACKGROUND_NICE: libc::c_int = 10;
 /// Lowers the calling thread's scheduling priority below the host's. Called on every thread
 /// the engine starts for its own work (its runtime's workers and blocking pool, plugin script
 /// threads), never on a thread of the host's: when a mod's script spins, the host's frame
-/// thread still wins the CPU the moment it wakes, so `Engine::pump` returns on time.
+/// thread is preferred for the CPU, so `Engine::pump` is not made late by it.
 /// Lowering a priority needs no privilege; a refusal leaves the thread as it was.
 pub(crate) fn yield_to_host() {
     // On Linux a thread id names one thread for setpriority; elsewhere PRIO_PROCESS would
