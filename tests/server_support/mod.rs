@@ -17,7 +17,8 @@ pub fn fixture_home() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/serve_home")
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+/// Copies the directory tree `from` into `to` (created when missing).
+pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("create dir");
     for e in std::fs::read_dir(from).expect("read fixture dir") {
         let e = e.expect("dir entry");

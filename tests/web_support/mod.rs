@@ -12,7 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use base64::{engine::general_purpose::STANDARD as BASE64, Engine as _};
 use serde_json::{json, Value};
+
+// Every test crate using this module also has `mod server_support`.
+use crate::server_support::copy_dir;
 
 /// Where Debian puts the browser and its driver (`apt-get install chromium chromium-driver`).
 pub const CHROMIUM: &str = "/usr/bin/chromium";
@@ -24,19 +28,6 @@ pub const APT_LINE: &str =
 
 /// How long a page gets to show what a step waits for.
 pub const STEP_TIMEOUT: Duration = Duration::from_secs(30);
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("create dir");
-    for e in std::fs::read_dir(from).expect("read fixture dir") {
-        let e = e.expect("dir entry");
-        let target = to.join(e.file_name());
-        if e.file_type().expect("file type").is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).expect("copy fixture file");
-        }
-    }
-}
 
 /// A private copy of `tests/fixtures/web_home`, with a `tavern.toml` pointing the agents'
 /// model at the scripted replies (an absolute path, since the server's cwd is elsewhere).
@@ -418,7 +409,9 @@ impl Browser {
         // Resizing re-lays the page out; give it a frame.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let b64 = self.cmd(reqwest::Method::GET, "/screenshot", None).await;
-        let png = base64_decode(b64.as_str().expect("screenshot base64"));
+        let png = BASE64
+            .decode(b64.as_str().expect("screenshot base64"))
+            .expect("WebDriver screenshots are standard base64");
         assert!(png.starts_with(b"\x89PNG"), "the screenshot is a PNG");
         let path = dir.join(format!("{name}.png"));
         std::fs::write(&path, png).expect("write screenshot");
@@ -435,37 +428,4 @@ impl Browser {
     pub async fn quit(self) {
         let _ = self.http.delete(&self.base).send().await;
     }
-}
-
-/// Standard base64 (with padding), as WebDriver sends screenshots.
-fn base64_decode(s: &str) -> Vec<u8> {
-    fn val(c: u8) -> Option<u32> {
-        match c {
-            b'A'..=b'Z' => Some((c - b'A') as u32),
-            b'a'..=b'z' => Some((c - b'a') as u32 + 26),
-            b'0'..=b'9' => Some((c - b'0') as u32 + 52),
-            b'+' => Some(62),
-            b'/' => Some(63),
-            _ => None,
-        }
-    }
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for c in s.bytes().filter_map(val) {
-        acc = (acc << 6) | c;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    out
-}
-
-#[test]
-fn base64_decodes() {
-    assert_eq!(base64_decode("aGVsbG8="), b"hello");
-    assert_eq!(base64_decode("aGk="), b"hi");
-    assert_eq!(base64_decode("YWJj"), b"abc");
 }

@@ -268,11 +268,44 @@ function jobPanel() {
   const msg = h("span", { id: "job-message", class: "muted" }, "");
   const cancel = h("button", { type: "button", id: "cancel", class: "secondary", disabled: true }, "Cancel job");
   const calls = h("ul", { id: "job-calls" });
+  const id = h("code", { id: "job-id" }, "");
   const panel = h("section", { id: "job", "aria-live": "polite", hidden: true },
-    h("h2", {}, "Job ", h("code", { id: "job-id" }, "")),
+    h("h2", {}, "Job ", id),
     h("p", {}, "Status: ", status), h("p", {}, bar, " ", msg), h("div", { class: "actions" }, cancel), calls);
   const setStatus = (s) => { status.textContent = s; status.className = `st st-${s}`; };
-  return { panel, status, bar, msg, cancel, calls, setStatus };
+  // Starts `body` as a job and shows its events in this panel and its end in `result`;
+  // `extra` adds or replaces event handlers (a workflow page follows its nodes).
+  const run = async (body, result, extra = {}) => {
+    calls.replaceChildren();
+    bar.removeAttribute("value");
+    msg.textContent = "";
+    panel.hidden = false;
+    const j = await startJob(body, {
+      status: (d) => setStatus(d.status),
+      progress: (d) => {
+        if (d.total) { bar.max = d.total; bar.value = d.done; } else bar.removeAttribute("value");
+        msg.textContent = `${d.done}${d.total ? " / " + d.total : ""}${d.message ? " — " + d.message : ""}`;
+      },
+      call: (d) => calls.append(h("li", {}, `${d.tool}: ${d.ok ? "ok" : "failed"} in ${d.elapsed_ms} ms`)),
+      end: (d) => {
+        setStatus(d.status);
+        cancel.disabled = true;
+        if (d.result) showReport(result, d.result);
+        else if (d.error) { result.className = "result failed"; result.replaceChildren(errorBox(d.error)); }
+      },
+      lost: (err) => { msg.textContent = `The event stream closed early${err ? ": " + err.message : ""}; reload the page to see the job's state.`; },
+      ...extra,
+    });
+    id.textContent = j.job.id;
+    setStatus(j.job.status);
+    cancel.disabled = false;
+    cancel.onclick = async () => {
+      cancel.disabled = true;
+      try { setStatus((await j.cancel()).status); } catch (err) { result.replaceChildren(errorBox(err)); }
+    };
+    return j;
+  };
+  return { panel, setStatus, run };
 }
 
 // ---------- pages ----------
@@ -372,33 +405,8 @@ async function toolPage(id) {
   });
   async function runAsJob() {
     result.replaceChildren();
-    jp.calls.replaceChildren();
-    jp.panel.hidden = false;
-    jp.bar.removeAttribute("value");
-    jp.msg.textContent = "";
     try {
-      const j = await startJob(call(), {
-        status: (d) => jp.setStatus(d.status),
-        progress: (d) => {
-          if (d.total) { jp.bar.max = d.total; jp.bar.value = d.done; } else jp.bar.removeAttribute("value");
-          jp.msg.textContent = `${d.done}${d.total ? " / " + d.total : ""}${d.message ? " — " + d.message : ""}`;
-        },
-        call: (d) => jp.calls.append(h("li", {}, `${d.tool}: ${d.ok ? "ok" : "failed"} in ${d.elapsed_ms} ms`)),
-        end: (d) => {
-          jp.setStatus(d.status);
-          jp.cancel.disabled = true;
-          if (d.result) showReport(result, d.result);
-          else if (d.error) { result.className = "result failed"; result.replaceChildren(errorBox(d.error)); }
-        },
-        lost: (err) => { jp.msg.textContent = `The event stream closed early${err ? ": " + err.message : ""}; reload the page to see the job's state.`; },
-      });
-      document.getElementById("job-id").textContent = j.job.id;
-      jp.setStatus(j.job.status);
-      jp.cancel.disabled = false;
-      jp.cancel.onclick = async () => {
-        jp.cancel.disabled = true;
-        try { const fin = await j.cancel(); jp.setStatus(fin.status); } catch (err) { result.replaceChildren(errorBox(err)); }
-      };
+      await jp.run(call(), result);
     } catch (err) {
       jp.panel.hidden = true;
       result.className = "result failed";
@@ -568,28 +576,10 @@ async function workflowPage(id) {
     e.preventDefault();
     result.replaceChildren();
     for (const n of wf.nodes) setNode(n.id, "pending", null);
-    jp.panel.hidden = false;
-    jp.calls.replaceChildren();
     try {
-      const j = await startJob({ tool: wf.tool, args: readArgs() }, {
-        status: (d) => jp.setStatus(d.status),
-        progress: (d) => {
-          if (d.total) { jp.bar.max = d.total; jp.bar.value = d.done; }
-          jp.msg.textContent = `${d.done}${d.total ? " / " + d.total : ""}${d.message ? " — " + d.message : ""}`;
-        },
+      await jp.run({ tool: wf.tool, args: readArgs() }, result, {
         node: (d) => { if (!d.workflow || d.workflow === wf.id || d.workflow === wf.tool) setNode(d.node, d.status, d.elapsed_ms); },
-        end: (d) => {
-          jp.setStatus(d.status);
-          jp.cancel.disabled = true;
-          if (d.result) showReport(result, d.result);
-          else if (d.error) { result.className = "result failed"; result.replaceChildren(errorBox(d.error)); }
-        },
-        lost: (err) => { jp.msg.textContent = `The event stream closed early${err ? ": " + err.message : ""}; reload the page to see the job's state.`; },
       });
-      document.getElementById("job-id").textContent = j.job.id;
-      jp.setStatus(j.job.status);
-      jp.cancel.disabled = false;
-      jp.cancel.onclick = async () => { jp.cancel.disabled = true; try { jp.setStatus((await j.cancel()).status); } catch (err) { result.replaceChildren(errorBox(err)); } };
     } catch (err) {
       result.className = "result failed";
       result.replaceChildren(errorBox(err));
