@@ -103,6 +103,7 @@ fn bench(c: &mut Criterion) {
     // The control: the same pumps while the pending call only sleeps (no CPU used by the
     // engine), so what remains is the OS's own wake-up lateness on this machine.
     let idle = pump_lateness(&mut g, &e, "pump_1ms_while_waiting", "world:wait");
+    let bare = bare_lateness(&mut g);
     g.finish();
     let ms = |d: Duration| format!("{:.3} ms", d.as_secs_f64() * 1e3);
     write_figures(&json!({
@@ -112,8 +113,15 @@ fn bench(c: &mut Criterion) {
         "embed/pump_1ms_max_while_waiting": ms(idle.max),
         "embed/pump_1ms_p99_while_waiting": ms(idle.p99),
         "embed/pump_1ms_late_while_waiting": format!("{} of {}", idle.late, idle.n),
+        "embed/pump_1ms_max_bare_spinner": ms(bare.max),
+        "embed/pump_1ms_p99_bare_spinner": ms(bare.p99),
+        "embed/pump_1ms_late_bare_spinner": format!("{} of {}", bare.late, bare.n),
     }));
-    for (what, l) in [("a script loops", &spin), ("a host tool sleeps", &idle)] {
+    for (what, l) in [
+        ("a script loops", &spin),
+        ("a host tool sleeps", &idle),
+        ("(no engine) a plain thread spins", &bare),
+    ] {
         println!(
             "pump(1 ms) while {what}: {} pumps, p99 {:?}, max {:?}, {} later than 1.5 ms",
             l.n, l.p99, l.max, l.late
@@ -175,6 +183,54 @@ fn pump_lateness(
         );
     }
     RELEASE.store(false, Ordering::Relaxed);
+    lateness(times)
+}
+
+/// The floor: no engine, a plain thread spinning at the engine threads' priority, and the
+/// host thread polling the clock for 1 ms the way `pump` does (yielding between polls).
+fn bare_lateness(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+) -> Lateness {
+    static STOP: AtomicBool = AtomicBool::new(false);
+    STOP.store(false, Ordering::Relaxed);
+    let spinner = std::thread::spawn(|| {
+        // As `tools::runtime::yield_to_host` does for the engine's threads (Linux only).
+        #[cfg(target_os = "linux")]
+        // SAFETY: plain integers in, no memory of ours touched.
+        unsafe {
+            let tid = libc::gettid() as libc::id_t;
+            let now = libc::getpriority(libc::PRIO_PROCESS, tid);
+            libc::setpriority(libc::PRIO_PROCESS, tid, (now + 10).min(19));
+        }
+        let mut x = 0u64;
+        while !STOP.load(Ordering::Relaxed) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+    });
+    let mut times: Vec<Duration> = Vec::new();
+    g.bench_function("pump_1ms_bare_spinner", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let t = Instant::now();
+                let until = t + Duration::from_millis(1);
+                while Instant::now() < until {
+                    std::thread::yield_now();
+                }
+                let d = t.elapsed();
+                times.push(d);
+                total += d;
+            }
+            total
+        })
+    });
+    STOP.store(true, Ordering::Relaxed);
+    spinner.join().expect("the spinner ends");
+    lateness(times)
+}
+
+/// Summarises the pump durations of one measurement.
+fn lateness(mut times: Vec<Duration>) -> Lateness {
     times.sort();
     Lateness {
         n: times.len(),

@@ -97,7 +97,15 @@ fn ids_resolve_in_every_accepted_spelling() {
             "my.plugin:do.it",
             "{spelling}"
         );
+        // `find` resolves the same spellings, without an error for the unknown ones.
+        assert_eq!(
+            tools.find(spelling).map(|t| t.id().to_string()).as_deref(),
+            Some("my.plugin:do.it"),
+            "{spelling}"
+        );
     }
+    assert!(tools.find("FileOperator:WriteFil").is_none());
+    assert!(tools.find("no:such").is_none());
 }
 
 #[test]

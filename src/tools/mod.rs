@@ -717,6 +717,13 @@ impl ToolManager {
             .collect()
     }
 
+    /// Finds a tool by any accepted spelling, as [`ToolManager::get`], without building an
+    /// error for an unknown id. For "is it there?" questions: the did-you-mean search an
+    /// error carries compares `id` with every registered tool.
+    pub fn find(&self, id: &str) -> Option<Arc<Tool>> {
+        self.read().resolve(id).cloned()
+    }
+
     /// Finds a tool by any accepted spelling: canonical id, wire name, or `plugin.tool`.
     /// An unknown id gets a suggestion when a registered one is close.
     pub fn get(&self, id: &str) -> Result<Arc<Tool>, ToolError> {

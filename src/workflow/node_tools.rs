@@ -37,7 +37,7 @@ pub fn register_all(workflows: &Workflows, tools: &ToolManager) -> Vec<Problem> 
             continue;
         }
         let id = node_tool_id(&def.node_type);
-        if tools.get(&id).is_ok_and(|t| t.id() == id) {
+        if tools.find(&id).is_some_and(|t| t.id() == id) {
             continue;
         }
         let mut tool = node_tool_definition(&def, Some(&id));

@@ -203,7 +203,7 @@ impl Loader<'_> {
             ));
             return None;
         }
-        if self.tools.get(&id).is_ok_and(|t| t.id() == id) {
+        if self.tools.find(&id).is_some_and(|t| t.id() == id) {
             problems.push(problem_at_key(
                 file,
                 text,

@@ -155,7 +155,7 @@ fn workflow_summary(c: &CompiledWorkflow, engine: &Engine) -> Value {
         "description": wf.description,
         "nodes": wf.nodes.len(),
         "edges": wf.edges.len(),
-        "tool": engine.tools().get(&tool).ok().map(|_| tool),
+        "tool": engine.tools().find(&tool).map(|_| tool),
         "source": wf.source.as_ref().map(|p| p.display().to_string()),
     })
 }
@@ -232,7 +232,7 @@ pub async fn get_workflow(
         })
         .collect();
     let mut v = workflow_summary(&c, &engine);
-    let tool = engine.tools().get(&workflow_tool_id(&wf.id)).ok();
+    let tool = engine.tools().find(&workflow_tool_id(&wf.id));
     if let Some(m) = v.as_object_mut() {
         m.insert("nodes".into(), Value::Array(nodes));
         m.insert("edges".into(), Value::Array(edges));
