@@ -194,14 +194,8 @@ fn bare_lateness(
     static STOP: AtomicBool = AtomicBool::new(false);
     STOP.store(false, Ordering::Relaxed);
     let spinner = std::thread::spawn(|| {
-        // As `tools::runtime::yield_to_host` does for the engine's threads (Linux only).
-        #[cfg(target_os = "linux")]
-        // SAFETY: plain integers in, no memory of ours touched.
-        unsafe {
-            let tid = libc::gettid() as libc::id_t;
-            let now = libc::getpriority(libc::PRIO_PROCESS, tid);
-            libc::setpriority(libc::PRIO_PROCESS, tid, (now + 10).min(19));
-        }
+        // The same call the engine makes on each of its own threads.
+        tavern::internal::tools::yield_to_host();
         let mut x = 0u64;
         while !STOP.load(Ordering::Relaxed) {
             x = std::hint::black_box(x.wrapping_add(1));

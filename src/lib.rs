@@ -113,6 +113,7 @@ pub mod internal {
     }
     /// The tool registry, validation and dispatch.
     pub mod tools {
+        pub use crate::tools::runtime::yield_to_host;
         pub use crate::tools::*;
     }
     /// Workflows: format, compilation, the scheduler and the nodes.

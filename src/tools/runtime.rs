@@ -63,10 +63,12 @@ const BACKGROUND_NICE: libc::c_int = 10;
 
 /// Lowers the calling thread's scheduling priority below the host's. Called on every thread
 /// the engine starts for its own work (its runtime's workers and blocking pool, plugin script
-/// threads), never on a thread of the host's: when a mod's script spins, the host's frame
-/// thread is preferred for the CPU, so `Engine::pump` is not made late by it.
+/// threads), never on a thread of the host's: when a mod's script spins and the scheduler
+/// puts it on the host frame thread's CPU, the host's thread is preferred. (It can still
+/// wait up to a scheduler tick; BENCHMARKS.md, embedding, measures that floor with this
+/// same call on a plain thread.)
 /// Lowering a priority needs no privilege; a refusal leaves the thread as it was.
-pub(crate) fn yield_to_host() {
+pub fn yield_to_host() {
     // On Linux a thread id names one thread for setpriority; elsewhere PRIO_PROCESS would
     // name the whole process, the host's threads included, so nothing is changed there.
     #[cfg(target_os = "linux")]
