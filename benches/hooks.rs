@@ -1,7 +1,8 @@
 //! What hooks cost: a tool call with the hook registry installed but no handler (target
 //! ≤ 50 ns over a plain manager), a no-op Lua `tool:before-invoke` (≤ 2 µs per call), a no-op
 //! Lua `node:before-execute` (≤ 1 µs per node, from a 10-node chain); a no-op Rhai
-//! `tool:before-invoke` for comparison (no target).
+//! `tool:before-invoke` for comparison (no target); and `lua_floor_node_event_call`, the
+//! same Lua work with no engine around it (the floor of the node figure, see below).
 //!
 //! `cargo bench --bench hooks -- --warm-up-time 1 --measurement-time 3`
 
@@ -174,7 +175,80 @@ fn bench(c: &mut Criterion) {
             })
         });
     }
+    lua_floor(&mut g);
     g.finish();
+}
+
+/// The floor of a Lua node hook, with no engine: a bare mlua state with the sandbox's
+/// instruction-count hook and a memory limit, where each event is what the contract asks
+/// for (a fresh event table with `workflow`, `node`, `type` and a fresh `inputs` table of
+/// three strings, the shape the chain's nodes hand over), built with raw pushes in one
+/// protected call (keys read from a table of interned strings, as the engine does) and
+/// handed to `function(ev) end` under `lua_pcall`. No budget reset, lock, call record,
+/// JSON or Rust event map: what a Lua hook costs before any of the engine's own work.
+fn lua_floor(c: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>) {
+    use mlua::ffi;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let lua = mlua::Lua::new();
+    let charged = Arc::new(AtomicU64::new(0));
+    let ch = charged.clone();
+    lua.set_global_hook(
+        mlua::HookTriggers::new().every_nth_instruction(1000),
+        move |_, _| {
+            ch.fetch_add(1000, Ordering::Relaxed);
+            Ok(mlua::VmState::Continue)
+        },
+    )
+    .expect("hook");
+    lua.set_memory_limit(64 << 20).expect("memory limit");
+    let f: mlua::Function = lua.load("return function(ev) end").eval().expect("handler");
+    let keys = lua
+        .create_sequence_from(["workflow", "node", "type", "inputs"])
+        .expect("keys");
+    let nodes: Vec<String> = (0..10).map(|i| format!("n{i}")).collect();
+    let texts: Vec<String> = (0..10).map(|i| "b".repeat(i % 3 + 4)).collect();
+    let mut i = 0usize;
+    c.bench_function("lua_floor_node_event_call", |b| {
+        b.iter(|| {
+            i = (i + 1) % 10;
+            let (node, text) = (nodes[i].as_bytes(), texts[i].as_bytes());
+            // SAFETY: the closure runs inside exec_raw's protected call, holds nothing with
+            // a destructor and keeps the stack balanced; [1] keys [2] f on entry.
+            let r: mlua::Result<()> = unsafe {
+                lua.exec_raw((&keys, &f), |state| {
+                    let push = |s: &[u8]| ffi::lua_pushlstring(state, s.as_ptr().cast(), s.len());
+                    ffi::lua_pushvalue(state, 2);
+                    ffi::lua_createtable(state, 0, 4);
+                    for (k, v) in [(1, &b"chain"[..]), (2, node), (3, b"core:RegexReplace")] {
+                        ffi::lua_rawgeti(state, 1, k);
+                        push(v);
+                        ffi::lua_rawset(state, -3);
+                    }
+                    ffi::lua_rawgeti(state, 1, 4);
+                    ffi::lua_createtable(state, 0, 3);
+                    for (k, v) in [
+                        (&b"text"[..], text),
+                        (b"pattern", b"a"),
+                        (b"replacement", b"b"),
+                    ] {
+                        push(k);
+                        push(v);
+                        ffi::lua_rawset(state, -3);
+                    }
+                    ffi::lua_rawset(state, -3);
+                    if ffi::lua_pcall(state, 1, 2, 0) != ffi::LUA_OK {
+                        ffi::lua_error(state);
+                    }
+                    ffi::lua_settop(state, 2);
+                })
+            };
+            r.expect("the floor call runs")
+        })
+    });
+    assert!(
+        charged.load(Ordering::Relaxed) > 0,
+        "the instruction hook ran"
+    );
 }
 
 criterion_group!(benches, bench);

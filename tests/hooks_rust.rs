@@ -148,6 +148,66 @@ async fn workflow_and_node_fields_can_be_replaced_and_vetoed() {
     assert!(err.to_string().contains("no stopping"), "{err}");
 }
 
+/// `node:before-execute` alone with handlers that run in place is fired where the node is
+/// scheduled, with no future around the node; an async handler takes the general path. Both
+/// replace inputs and veto the same way.
+#[tokio::test(flavor = "multi_thread")]
+async fn node_before_replaces_and_vetoes_in_place_and_through_an_async_handler() {
+    let sync_home = home(&[("workflows/shout.json", SHOUT)]);
+    let in_place = Engine::builder()
+        .home(sync_home.path())
+        .hook("node:before-execute", |_, ev| {
+            match ev["inputs"]["text"].as_str() {
+                Some("veto") => HookReturn::Veto("not this text".into()),
+                _ => HookReturn::Replace(
+                    serde_json::from_value(json!({"inputs": {
+                        "text": ev["inputs"]["text"], "pattern": "n", "replacement": "N"}}))
+                    .unwrap(),
+                ),
+            }
+        })
+        .build()
+        .unwrap();
+    let async_home = home(&[("workflows/shout.json", SHOUT)]);
+    let awaited = Engine::builder()
+        .home(async_home.path())
+        .hook_async("node:before-execute", |_, ev, _ctx| async move {
+            tokio::task::yield_now().await;
+            Ok(match ev["inputs"]["text"].as_str() {
+                Some("veto") => HookReturn::Veto("not this text".into()),
+                _ => HookReturn::Replace(
+                    serde_json::from_value(json!({"inputs": {
+                        "text": ev["inputs"]["text"], "pattern": "n", "replacement": "N"}}))
+                    .unwrap(),
+                ),
+            })
+        })
+        .build()
+        .unwrap();
+    for e in [&in_place, &awaited] {
+        assert_eq!(
+            call(e, "workflow:shout", json!({"text": "banana"}))
+                .await
+                .unwrap(),
+            json!("baNaNa"),
+            "the handler's inputs replaced the node's"
+        );
+        let err = call(e, "workflow:shout", json!({"text": "veto"}))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "vetoed", "{err}");
+        assert!(err.to_string().contains("not this text"), "{err}");
+        assert!(err.to_string().contains("node 'up'"), "{err}");
+        // The engine keeps working after a veto.
+        assert_eq!(
+            call(e, "workflow:shout", json!({"text": "nan"}))
+                .await
+                .unwrap(),
+            json!("NaN")
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn async_closures_priority_once_off_and_snapshot() {
     let h = home(&[]);

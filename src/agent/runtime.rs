@@ -38,7 +38,7 @@ pub mod hook_seam {
 
     fn ctx(agent: &str, tools: &Arc<ToolManager>) -> CallContext {
         CallContext {
-            tool_id: format!("agent:{agent}"),
+            tool_id: format!("agent:{agent}").into(),
             caller: Caller::Model(Some(agent.to_string())),
             manager: tools.clone(),
             depth: 0,

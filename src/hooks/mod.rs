@@ -95,6 +95,13 @@ pub trait HookHandler: Send + Sync + 'static {
         let _ = (point, event, ctx);
         None
     }
+
+    /// Whether [`HookHandler::call_now`] would handle an event on this thread now (it must
+    /// then return `Some`). A point whose handlers all run in place can be fired without a
+    /// future around the work it guards. The default is `false`.
+    fn in_place(&self) -> bool {
+        false
+    }
 }
 
 struct SyncHook<F>(F);
@@ -115,6 +122,10 @@ where
         _ctx: &CallContext,
     ) -> Option<Result<HookReturn, String>> {
         Some(Ok((self.0)(point, event)))
+    }
+
+    fn in_place(&self) -> bool {
+        true
     }
 }
 
@@ -365,6 +376,12 @@ impl Hooks {
             }
         }
         out
+    }
+
+    /// Whether every handler of point `ix` runs in place now ([`HookHandler::in_place`]).
+    pub(crate) fn in_place_at(&self, ix: usize) -> bool {
+        self.snapshot(ix)
+            .is_some_and(|l| l.iter().all(|e| e.handler.in_place()))
     }
 
     fn snapshot(&self, ix: usize) -> Option<Arc<[Arc<Entry>]>> {

@@ -177,7 +177,7 @@ impl CodeExecute {
 impl ToolHandler for CodeExecute {
     fn invoke(&self, ctx: CallContext, args: Value) -> ToolFuture {
         let limits = self.limits;
-        let tool = ctx.tool_id.clone();
+        let tool = ctx.tool_id.to_string();
         let language = args
             .get("language")
             .and_then(Value::as_str)

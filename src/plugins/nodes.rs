@@ -229,7 +229,7 @@ impl NodeExecutor for ScriptNodeExecutor {
             let value = match manager {
                 Some(manager) => {
                     let call = CallContext {
-                        tool_id: node_type.clone(),
+                        tool_id: node_type.as_str().into(),
                         caller: ctx.caller().clone(),
                         manager,
                         depth: ctx.depth(),

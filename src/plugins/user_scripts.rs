@@ -211,7 +211,7 @@ fn fire_blocking(
     ev: Map<String, Value>,
 ) {
     let ctx = crate::tools::CallContext {
-        tool_id: point.to_string(),
+        tool_id: point.into(),
         caller: crate::tools::Caller::Host,
         manager: tools.clone(),
         depth: 0,

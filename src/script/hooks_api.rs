@@ -303,6 +303,10 @@ impl HookHandler for ScriptHook {
         )
     }
 
+    fn in_place(&self) -> bool {
+        runs_in_place()
+    }
+
     fn call(&self, point: &'static str, event: Value, ctx: CallContext) -> HookFuture {
         let scripts = self.scripts.clone();
         let f = self.f.clone();

@@ -67,7 +67,7 @@ impl ScriptEnv {
 #[derive(Clone, Debug)]
 pub struct CallInfo {
     /// Tool id being served (or the function name for direct calls).
-    pub tool_id: String,
+    pub tool_id: Arc<str>,
     /// Who asked.
     pub caller: Caller,
     /// Tool-call nesting depth of this call.
@@ -85,7 +85,7 @@ pub struct CallInfo {
 
 impl CallInfo {
     /// A top-level call from the host with no manager.
-    pub fn host(tool_id: impl Into<String>) -> Self {
+    pub fn host(tool_id: impl Into<Arc<str>>) -> Self {
         CallInfo {
             tool_id: tool_id.into(),
             caller: Caller::Host,

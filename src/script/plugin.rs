@@ -297,7 +297,7 @@ impl PluginScripts {
                 };
                 // A handler that takes no `ctx` gets none built.
                 let caller = wants_ctx.then(|| ctx.caller.to_string());
-                let hctx = caller.as_deref().map(|c| (ctx.tool_id.as_str(), c));
+                let hctx = caller.as_deref().map(|c| (&*ctx.tool_id, c));
                 let _guard = inner.lock.acquire(&inner.env.plugin, active.deadline)?;
                 let _active = enter_call(active);
                 lua.call_hook(f, event, hctx)

@@ -184,9 +184,9 @@ impl ToolError {
     }
 
     /// Shorthand for [`ToolError::Failed`].
-    pub fn failed(tool: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn failed(tool: impl AsRef<str>, message: impl Into<String>) -> Self {
         ToolError::Failed {
-            tool: tool.into(),
+            tool: tool.as_ref().to_string(),
             message: message.into(),
         }
     }

@@ -93,8 +93,8 @@ impl std::fmt::Display for Caller {
 /// What a handler knows about the call it serves.
 #[derive(Clone)]
 pub struct CallContext {
-    /// Canonical id of the tool being run.
-    pub tool_id: String,
+    /// Canonical id of the tool being run (shared with the registry: cloning it is cheap).
+    pub tool_id: Arc<str>,
     /// Who asked.
     pub caller: Caller,
     /// The manager, so a tool can call other tools (workflows, `api.tools.call`).
@@ -198,6 +198,9 @@ where
 pub struct Tool {
     /// The definition as registered.
     pub definition: ToolDefinition,
+    /// The id again, shared: every call's [`CallContext::tool_id`] is a clone of it (no
+    /// string copied per call).
+    shared_id: Arc<str>,
     wire_name: String,
     schema: ArgSchema,
     handler: Arc<dyn ToolHandler>,
@@ -362,6 +365,7 @@ impl Registry {
             by_wire || by_id || also_taken.iter().any(|t| t == w)
         });
         Ok(Tool {
+            shared_id: Arc::from(definition.id.as_str()),
             definition,
             wire_name,
             schema,
@@ -866,7 +870,7 @@ impl ToolManager {
         inv: Invocation,
     ) -> Result<Value, ToolError> {
         let ctx = CallContext {
-            tool_id: tool.id().to_string(),
+            tool_id: tool.shared_id.clone(),
             caller: inv.caller,
             manager: self.clone(),
             depth: inv.depth,

@@ -332,11 +332,27 @@ impl WorkflowError {
                 problems,
             },
             other => {
-                // Runaway tool → workflow → tool recursion keeps its own type all the way up.
-                if let WorkflowError::NodeFailed { error, .. } = &other {
+                if let WorkflowError::NodeFailed {
+                    node,
+                    node_type,
+                    error,
+                    ..
+                } = &other
+                {
                     if let NodeError::Tool(t) = &**error {
-                        if matches!(**t, ToolError::RecursionLimit { .. }) {
-                            return (**t).clone();
+                        match &**t {
+                            // Runaway tool → workflow → tool recursion keeps its own type
+                            // all the way up.
+                            ToolError::RecursionLimit { .. } => return (**t).clone(),
+                            // A veto (a node hook's, or one of a tool the node called)
+                            // reaches the caller as a veto, saying which node it stopped.
+                            ToolError::Vetoed { reason, .. } => {
+                                return ToolError::Vetoed {
+                                    tool: tool.to_string(),
+                                    reason: format!("node '{node}' ({node_type}): {reason}"),
+                                }
+                            }
+                            _ => {}
                         }
                     }
                 }

@@ -2,13 +2,14 @@
 //! around every run that has a tool manager (CLI, tool call, agent, host), and
 //! `node:before-execute` / `node:after-execute` around every executor node.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
 use super::compile::Plan;
 use super::error::{NodeError, WorkflowError};
-use super::registry::{NodeContext, NodeExecutor, NodeFuture};
+use super::registry::{NodeContext, NodeExecutor, NodeFuture, RunShared};
 use super::run::{RunOptions, RunReport};
 use crate::hooks::points::{NODE_AFTER_IX, NODE_BEFORE_IX, WORKFLOW_AFTER, WORKFLOW_BEFORE};
 use crate::hooks::{event, Hooks};
@@ -31,7 +32,7 @@ fn context(
     cancel: &tokio_util::sync::CancellationToken,
 ) -> CallContext {
     CallContext {
-        tool_id: format!("workflow:{workflow}"),
+        tool_id: format!("workflow:{workflow}").into(),
         caller: caller.clone(),
         manager: manager.clone(),
         depth,
@@ -110,16 +111,66 @@ pub(crate) async fn run_hooked(
     Ok(report)
 }
 
+/// The context node hooks fire with: one per run, built by its first hooked node.
+fn hook_context<'r>(run: &'r RunShared, manager: &Arc<ToolManager>) -> &'r CallContext {
+    run.hook_ctx.get_or_init(|| {
+        context(
+            manager,
+            &run.workflow_id,
+            &run.caller,
+            run.depth,
+            &run.cancel,
+        )
+    })
+}
+
+/// A node event for point `ix` with `keys` (the last one of this point on this thread,
+/// refilled: no key hashed anew, no string allocated when it fits), `inputs` moved in.
+fn node_event(
+    ix: usize,
+    keys: &[&str],
+    run: &RunShared,
+    node_id: &str,
+    node_type: &str,
+    inputs: Map<String, Value>,
+) -> Value {
+    let mut m = event::event_map(ix, keys);
+    let mut inputs = Some(inputs);
+    for (i, slot) in m.values_mut().enumerate() {
+        match i {
+            0 => event::set_str(slot, &run.workflow_id),
+            1 => event::set_str(slot, node_id),
+            2 => event::set_str(slot, node_type),
+            3 => *slot = inputs.take().map(Value::Object).unwrap_or_default(),
+            _ => *slot = Value::Null,
+        }
+    }
+    Value::Object(m)
+}
+
 /// The node's run with `node:before-execute` / `node:after-execute` around it. The inputs
 /// and outputs move into the events and back out (a copy of the inputs is kept only for
-/// `node:after-execute`).
+/// `node:after-execute`). An `inline` node (one the runner polls where it schedules it)
+/// whose only hook point is `node:before-execute`, with handlers that all run in place,
+/// has it fired here and now and then runs exactly as it would without hooks: no future
+/// wraps it.
 pub(crate) fn hooked_node(
     exec: Arc<dyn NodeExecutor>,
     ctx: NodeContext,
     inputs: Map<String, Value>,
     config: Map<String, Value>,
     node_type: Arc<str>,
+    inline: bool,
 ) -> NodeFuture {
+    let inputs = if inline {
+        match before_in_place(&ctx, inputs, &node_type) {
+            InPlace::Ran(Ok(inputs)) => return exec.execute(ctx, inputs, config),
+            InPlace::Ran(Err(e)) => return Box::pin(std::future::ready(Err(e))),
+            InPlace::Declined(inputs) => inputs,
+        }
+    } else {
+        inputs
+    };
     Box::pin(async move {
         let run = ctx.run.clone();
         let Some(manager) = run.tools.clone() else {
@@ -135,33 +186,18 @@ pub(crate) fn hooked_node(
         if !before && !after {
             return exec.execute(ctx, inputs, config).await;
         }
-        let cctx = context(
-            &manager,
-            &run.workflow_id,
-            &run.caller,
-            run.depth,
-            &run.cancel,
-        );
-        // The maps and their strings are the last node event's on this thread (no key
-        // hashed anew, no string allocated when it fits): filled here, handed back below.
-        let event = |ix: usize, keys: &[&str], inputs: Map<String, Value>| {
-            let mut m = event::event_map(ix, keys);
-            let mut inputs = Some(inputs);
-            for (i, slot) in m.values_mut().enumerate() {
-                match i {
-                    0 => event::set_str(slot, &run.workflow_id),
-                    1 => event::set_str(slot, &ctx.node_id),
-                    2 => event::set_str(slot, &node_type),
-                    3 => *slot = inputs.take().map(Value::Object).unwrap_or_default(),
-                    _ => *slot = Value::Null,
-                }
-            }
-            Value::Object(m)
-        };
+        let cctx = hook_context(&run, &manager);
         let mut inputs = inputs;
         if before {
-            let mut ev = event(NODE_BEFORE_IX, &BEFORE_KEYS, inputs);
-            let fired = hooks.fire_at(NODE_BEFORE_IX, &mut ev, &cctx).await;
+            let mut ev = node_event(
+                NODE_BEFORE_IX,
+                &BEFORE_KEYS,
+                &run,
+                &ctx.node_id,
+                &node_type,
+                inputs,
+            );
+            let fired = hooks.fire_at(NODE_BEFORE_IX, &mut ev, cctx).await;
             // A replacement is an object (the registry refuses others) in the same place;
             // the original otherwise.
             inputs = match take_back(NODE_BEFORE_IX, ev, 3) {
@@ -170,7 +206,16 @@ pub(crate) fn hooked_node(
             };
             fired.map_err(|e| NodeError::Tool(Box::new(e)))?;
         }
-        let ev_after = after.then(|| event(NODE_AFTER_IX, &AFTER_KEYS, inputs.clone()));
+        let ev_after = after.then(|| {
+            node_event(
+                NODE_AFTER_IX,
+                &AFTER_KEYS,
+                &run,
+                &ctx.node_id,
+                &node_type,
+                inputs.clone(),
+            )
+        });
         let out = exec.execute(ctx, inputs, config).await?;
         let Some(mut ev) = ev_after else {
             return Ok(out);
@@ -179,12 +224,63 @@ pub(crate) fn hooked_node(
             *slot = Value::Object(out);
         }
         // An after point never fails the node: a failing handler was skipped.
-        let _ = hooks.fire_at(NODE_AFTER_IX, &mut ev, &cctx).await;
+        let _ = hooks.fire_at(NODE_AFTER_IX, &mut ev, cctx).await;
         Ok(match take_back(NODE_AFTER_IX, ev, 4) {
             Value::Object(m) => m,
             _ => Map::new(),
         })
     })
+}
+
+/// What [`before_in_place`] did.
+enum InPlace {
+    /// It fired `node:before-execute`: the inputs to run with, or why the node fails.
+    Ran(Result<Map<String, Value>, NodeError>),
+    /// The node's hooks need the general path: the inputs, untouched.
+    Declined(Map<String, Value>),
+}
+
+/// Fires `node:before-execute` on this thread when it is the node's only active point and
+/// all its handlers run in place (then firing finishes in one poll, with no future kept).
+fn before_in_place(ctx: &NodeContext, inputs: Map<String, Value>, node_type: &str) -> InPlace {
+    let run = &ctx.run;
+    let Some(manager) = run.tools.as_ref() else {
+        return InPlace::Declined(inputs);
+    };
+    let Some(hooks) = Hooks::of(manager) else {
+        return InPlace::Declined(inputs);
+    };
+    if !hooks.active_at(NODE_BEFORE_IX)
+        || hooks.active_at(NODE_AFTER_IX)
+        || !hooks.in_place_at(NODE_BEFORE_IX)
+    {
+        return InPlace::Declined(inputs);
+    }
+    let cctx = hook_context(run, manager);
+    let mut ev = node_event(
+        NODE_BEFORE_IX,
+        &BEFORE_KEYS,
+        run,
+        &ctx.node_id,
+        node_type,
+        inputs,
+    );
+    let fired = {
+        let fut = std::pin::pin!(hooks.fire_at(NODE_BEFORE_IX, &mut ev, cctx));
+        match fut.poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+            std::task::Poll::Ready(r) => r.map_err(|e| NodeError::Tool(Box::new(e))),
+            // Only a handler that claims to run in place and then does not gets here.
+            std::task::Poll::Pending => Err(NodeError::Failed(format!(
+                "a node:before-execute handler of node '{}' claimed to run in place but did not finish",
+                ctx.node_id
+            ))),
+        }
+    };
+    let inputs = match take_back(NODE_BEFORE_IX, ev, 3) {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    InPlace::Ran(fired.map(|_replaced| inputs))
 }
 
 /// The keys of the node events, in order.

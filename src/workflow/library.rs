@@ -444,7 +444,7 @@ impl ToolHandler for NodeTool {
         let node_type = self.node_type.clone();
         let defaults = self.defaults;
         Box::pin(async move {
-            let tool = ctx.tool_id.clone();
+            let tool = ctx.tool_id.to_string();
             let reg = registry.get(&node_type).ok_or_else(|| {
                 ToolError::failed(&tool, format!("node type '{node_type}' is not registered"))
             })?;

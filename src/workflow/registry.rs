@@ -162,6 +162,9 @@ pub(crate) struct RunShared {
     pub(crate) cancel: CancellationToken,
     pub(crate) host_data: Option<Arc<dyn std::any::Any + Send + Sync>>,
     pub(crate) observer: crate::tools::Observer,
+    /// The context node hooks fire with, built by the first hooked node of the run (one
+    /// per run, not one per node: it holds an allocated id and clones of the token).
+    pub(crate) hook_ctx: std::sync::OnceLock<crate::tools::CallContext>,
 }
 
 /// What a node knows about its run.
@@ -192,6 +195,7 @@ impl NodeContext {
                 cancel: CancellationToken::new(),
                 host_data: None,
                 observer: None,
+                hook_ctx: std::sync::OnceLock::new(),
             }),
             node_id: Arc::from(node_id),
         }

@@ -544,6 +544,7 @@ impl Plan {
             cancel: cancel.clone(),
             host_data: opts.host_data.clone(),
             observer: opts.observer.clone(),
+            hook_ctx: std::sync::OnceLock::new(),
         });
         let n = self.nodes.len();
         let mut st = State {
@@ -791,8 +792,11 @@ impl Plan {
                 // With node hooks the node runs inside the hooked future; an inline node
                 // stays inline when its hooks finish at once (script hooks run in place).
                 let hooked = st.node_hooks.then(|| node.node_type.clone());
+                let inline = *mode != ExecMode::Async;
                 let make = move || match hooked {
-                    Some(t) => super::hooks::hooked_node(exec.clone(), ctx, inputs, config, t),
+                    Some(t) => {
+                        super::hooks::hooked_node(exec.clone(), ctx, inputs, config, t, inline)
+                    }
                     None => exec.execute(ctx, inputs, config),
                 };
                 if *mode == ExecMode::Async {
