@@ -148,6 +148,18 @@ async fn workflow_and_node_fields_can_be_replaced_and_vetoed() {
     assert!(err.to_string().contains("no stopping"), "{err}");
 }
 
+/// Vetoes the text "veto"; otherwise makes the node replace `n` with `N`.
+fn veto_or_rewrite(ev: &Value) -> HookReturn {
+    match ev["inputs"]["text"].as_str() {
+        Some("veto") => HookReturn::Veto("not this text".into()),
+        _ => HookReturn::Replace(
+            serde_json::from_value(json!({"inputs": {
+                "text": ev["inputs"]["text"], "pattern": "n", "replacement": "N"}}))
+            .unwrap(),
+        ),
+    }
+}
+
 /// `node:before-execute` alone with handlers that run in place is fired where the node is
 /// scheduled, with no future around the node; an async handler takes the general path. Both
 /// replace inputs and veto the same way.
@@ -156,16 +168,7 @@ async fn node_before_replaces_and_vetoes_in_place_and_through_an_async_handler()
     let sync_home = home(&[("workflows/shout.json", SHOUT)]);
     let in_place = Engine::builder()
         .home(sync_home.path())
-        .hook("node:before-execute", |_, ev| {
-            match ev["inputs"]["text"].as_str() {
-                Some("veto") => HookReturn::Veto("not this text".into()),
-                _ => HookReturn::Replace(
-                    serde_json::from_value(json!({"inputs": {
-                        "text": ev["inputs"]["text"], "pattern": "n", "replacement": "N"}}))
-                    .unwrap(),
-                ),
-            }
-        })
+        .hook("node:before-execute", |_, ev| veto_or_rewrite(ev))
         .build()
         .unwrap();
     let async_home = home(&[("workflows/shout.json", SHOUT)]);
@@ -173,14 +176,7 @@ async fn node_before_replaces_and_vetoes_in_place_and_through_an_async_handler()
         .home(async_home.path())
         .hook_async("node:before-execute", |_, ev, _ctx| async move {
             tokio::task::yield_now().await;
-            Ok(match ev["inputs"]["text"].as_str() {
-                Some("veto") => HookReturn::Veto("not this text".into()),
-                _ => HookReturn::Replace(
-                    serde_json::from_value(json!({"inputs": {
-                        "text": ev["inputs"]["text"], "pattern": "n", "replacement": "N"}}))
-                    .unwrap(),
-                ),
-            })
+            Ok(veto_or_rewrite(&ev))
         })
         .build()
         .unwrap();

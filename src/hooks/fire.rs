@@ -7,7 +7,7 @@ use std::time::Instant;
 use serde_json::{json, Map, Value};
 
 use super::points::{self, POINTS, TOOL_AFTER_IX, TOOL_BEFORE_IX};
-use super::{event, vetoed, HookHandle, HookReturn, Hooks, MAX_HOOK_DEPTH};
+use super::{event, vetoed, Handlers, HookHandle, HookReturn, Hooks, MAX_HOOK_DEPTH};
 use crate::tools::{CallContext, Caller, Interceptor, KeyMatching, Tool, ToolError, ToolFuture};
 
 impl Hooks {
@@ -41,12 +41,25 @@ impl Hooks {
         event: &mut Value,
         ctx: &CallContext,
     ) -> Result<bool, ToolError> {
+        match self.handlers(ix) {
+            Some(handlers) => self.fire_over(ix, handlers, event, ctx).await,
+            None => Ok(false),
+        }
+    }
+
+    /// [`Hooks::fire_at`] over `handlers`, a snapshot taken earlier (by a caller that had to
+    /// know something of them first, such as whether they all run in place).
+    pub(crate) async fn fire_over(
+        &self,
+        ix: usize,
+        handlers: Handlers,
+        event: &mut Value,
+        ctx: &CallContext,
+    ) -> Result<bool, ToolError> {
         let Some(spec) = POINTS.get(ix) else {
             return Ok(false);
         };
-        let Some(list) = self.snapshot(ix) else {
-            return Ok(false);
-        };
+        let list = handlers.0;
         if list.is_empty() {
             return Ok(false);
         }

@@ -199,6 +199,18 @@ struct Entry {
     handler: Arc<dyn HookHandler>,
 }
 
+/// A snapshot of one point's handlers, taken by [`Hooks::handlers`] and fired by
+/// [`Hooks::fire_over`].
+pub(crate) struct Handlers(Arc<[Arc<Entry>]>);
+
+impl Handlers {
+    /// Whether every handler runs in place now ([`HookHandler::in_place`]): firing them then
+    /// finishes in one poll.
+    pub(crate) fn in_place(&self) -> bool {
+        self.0.iter().all(|e| e.handler.in_place())
+    }
+}
+
 /// The engine's hook registry and override stacks. Installed in the engine's ToolManager
 /// as its [`crate::tools::Interceptor`].
 pub struct Hooks {
@@ -378,10 +390,9 @@ impl Hooks {
         out
     }
 
-    /// Whether every handler of point `ix` runs in place now ([`HookHandler::in_place`]).
-    pub(crate) fn in_place_at(&self, ix: usize) -> bool {
-        self.snapshot(ix)
-            .is_some_and(|l| l.iter().all(|e| e.handler.in_place()))
+    /// The handlers of point `ix` as they stand now (the snapshot a firing runs over).
+    pub(crate) fn handlers(&self, ix: usize) -> Option<Handlers> {
+        self.snapshot(ix).map(Handlers)
     }
 
     fn snapshot(&self, ix: usize) -> Option<Arc<[Arc<Entry>]>> {

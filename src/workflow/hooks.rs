@@ -12,7 +12,7 @@ use super::error::{NodeError, WorkflowError};
 use super::registry::{NodeContext, NodeExecutor, NodeFuture, RunShared};
 use super::run::{RunOptions, RunReport};
 use crate::hooks::points::{NODE_AFTER_IX, NODE_BEFORE_IX, WORKFLOW_AFTER, WORKFLOW_BEFORE};
-use crate::hooks::{event, Hooks};
+use crate::hooks::{event, Handlers, Hooks};
 use crate::tools::{CallContext, ToolError, ToolManager};
 
 /// The registry behind `manager`, when it has handlers for one of `points`.
@@ -188,23 +188,17 @@ pub(crate) fn hooked_node(
         }
         let cctx = hook_context(&run, &manager);
         let mut inputs = inputs;
-        if before {
-            let mut ev = node_event(
-                NODE_BEFORE_IX,
-                &BEFORE_KEYS,
+        if let Some(handlers) = before.then(|| hooks.handlers(NODE_BEFORE_IX)).flatten() {
+            inputs = fire_before(
+                hooks,
+                handlers,
                 &run,
                 &ctx.node_id,
                 &node_type,
                 inputs,
-            );
-            let fired = hooks.fire_at(NODE_BEFORE_IX, &mut ev, cctx).await;
-            // A replacement is an object (the registry refuses others) in the same place;
-            // the original otherwise.
-            inputs = match take_back(NODE_BEFORE_IX, ev, 3) {
-                Value::Object(m) => m,
-                _ => Map::new(),
-            };
-            fired.map_err(|e| NodeError::Tool(Box::new(e)))?;
+                cctx,
+            )
+            .await?;
         }
         let ev_after = after.then(|| {
             node_event(
@@ -240,8 +234,40 @@ enum InPlace {
     Declined(Map<String, Value>),
 }
 
+/// Fires `node:before-execute` over `handlers` with the node's event; the inputs to run with
+/// (a handler's replacement, else the node's own), or the veto that stops the node.
+async fn fire_before(
+    hooks: &Hooks,
+    handlers: Handlers,
+    run: &RunShared,
+    node_id: &str,
+    node_type: &str,
+    inputs: Map<String, Value>,
+    cctx: &CallContext,
+) -> Result<Map<String, Value>, NodeError> {
+    let mut ev = node_event(
+        NODE_BEFORE_IX,
+        &BEFORE_KEYS,
+        run,
+        node_id,
+        node_type,
+        inputs,
+    );
+    let fired = hooks
+        .fire_over(NODE_BEFORE_IX, handlers, &mut ev, cctx)
+        .await;
+    // A replacement is an object (the registry refuses others) in the same place.
+    let inputs = match take_back(NODE_BEFORE_IX, ev, 3) {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
+    fired
+        .map(|_replaced| inputs)
+        .map_err(|e| NodeError::Tool(Box::new(e)))
+}
+
 /// Fires `node:before-execute` on this thread when it is the node's only active point and
-/// all its handlers run in place (then firing finishes in one poll, with no future kept).
+/// all its handlers run in place: over that one snapshot, firing finishes in one poll.
 fn before_in_place(ctx: &NodeContext, inputs: Map<String, Value>, node_type: &str) -> InPlace {
     let run = &ctx.run;
     let Some(manager) = run.tools.as_ref() else {
@@ -250,37 +276,23 @@ fn before_in_place(ctx: &NodeContext, inputs: Map<String, Value>, node_type: &st
     let Some(hooks) = Hooks::of(manager) else {
         return InPlace::Declined(inputs);
     };
-    if !hooks.active_at(NODE_BEFORE_IX)
-        || hooks.active_at(NODE_AFTER_IX)
-        || !hooks.in_place_at(NODE_BEFORE_IX)
-    {
+    if hooks.active_at(NODE_AFTER_IX) || !hooks.active_at(NODE_BEFORE_IX) {
         return InPlace::Declined(inputs);
     }
+    let Some(handlers) = hooks.handlers(NODE_BEFORE_IX).filter(Handlers::in_place) else {
+        return InPlace::Declined(inputs);
+    };
     let cctx = hook_context(run, manager);
-    let mut ev = node_event(
-        NODE_BEFORE_IX,
-        &BEFORE_KEYS,
-        run,
-        &ctx.node_id,
-        node_type,
-        inputs,
-    );
-    let fired = {
-        let fut = std::pin::pin!(hooks.fire_at(NODE_BEFORE_IX, &mut ev, cctx));
-        match fut.poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
-            std::task::Poll::Ready(r) => r.map_err(|e| NodeError::Tool(Box::new(e))),
-            // Only a handler that claims to run in place and then does not gets here.
-            std::task::Poll::Pending => Err(NodeError::Failed(format!(
-                "a node:before-execute handler of node '{}' claimed to run in place but did not finish",
-                ctx.node_id
-            ))),
-        }
-    };
-    let inputs = match take_back(NODE_BEFORE_IX, ev, 3) {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    };
-    InPlace::Ran(fired.map(|_replaced| inputs))
+    let fire = fire_before(hooks, handlers, run, &ctx.node_id, node_type, inputs, cctx);
+    let fut = std::pin::pin!(fire);
+    match fut.poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+        std::task::Poll::Ready(r) => InPlace::Ran(r),
+        // Only a handler whose `in_place` says yes while its `call_now` declines gets here.
+        std::task::Poll::Pending => InPlace::Ran(Err(NodeError::Failed(format!(
+            "a node:before-execute handler for node '{}' said it runs in place (HookHandler::in_place) but did not finish when called; its in_place must return false whenever its call_now returns None",
+            ctx.node_id
+        )))),
+    }
 }
 
 /// The keys of the node events, in order.
