@@ -59,7 +59,7 @@ impl Hooks {
         let Some(spec) = POINTS.get(ix) else {
             return Ok(false);
         };
-        let list = handlers.0;
+        let Handlers { list, in_place } = handlers;
         if list.is_empty() {
             return Ok(false);
         }
@@ -85,7 +85,12 @@ impl Hooks {
             }
             // Handlers that can run here and now read the event in place (no copy, no
             // future); the others get their own copy.
-            let r = match e.handler.call_now(spec.name, event, ctx) {
+            let now = if in_place {
+                e.handler.call_in_place(spec.name, event, ctx)
+            } else {
+                e.handler.call_now(spec.name, event, ctx)
+            };
+            let r = match now {
                 Some(r) => r,
                 None => e.handler.call(spec.name, event.clone(), ctx.clone()).await,
             };

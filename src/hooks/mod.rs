@@ -24,7 +24,9 @@ pub mod points;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
 
 use serde_json::{Map, Value};
 
@@ -101,6 +103,18 @@ pub trait HookHandler: Send + Sync + 'static {
     /// future around the work it guards. The default is `false`.
     fn in_place(&self) -> bool {
         false
+    }
+
+    /// [`HookHandler::call_now`] right after [`HookHandler::in_place`] said yes on this
+    /// thread (nothing ran in between): a handler whose check costs something may skip it.
+    /// The default is `call_now`.
+    fn call_in_place(
+        &self,
+        point: &'static str,
+        event: &Value,
+        ctx: &CallContext,
+    ) -> Option<Result<HookReturn, String>> {
+        self.call_now(point, event, ctx)
     }
 }
 
@@ -201,21 +215,29 @@ struct Entry {
 
 /// A snapshot of one point's handlers, taken by [`Hooks::handlers`] and fired by
 /// [`Hooks::fire_over`].
-pub(crate) struct Handlers(Arc<[Arc<Entry>]>);
+pub(crate) struct Handlers {
+    list: arc_swap::Guard<Arc<Vec<Arc<Entry>>>>,
+    /// Every handler said it runs in place on this thread ([`Handlers::in_place`]).
+    in_place: bool,
+}
 
 impl Handlers {
-    /// Whether every handler runs in place now ([`HookHandler::in_place`]): firing them then
-    /// finishes in one poll.
-    pub(crate) fn in_place(&self) -> bool {
-        self.0.iter().all(|e| e.handler.in_place())
+    /// These handlers, when every one runs in place now ([`HookHandler::in_place`]): firing
+    /// them then finishes in one poll (each through [`HookHandler::call_in_place`]).
+    pub(crate) fn in_place(mut self) -> Option<Self> {
+        self.in_place = self.list.iter().all(|e| e.handler.in_place());
+        self.in_place.then_some(self)
     }
 }
 
 /// The engine's hook registry and override stacks. Installed in the engine's ToolManager
 /// as its [`crate::tools::Interceptor`].
 pub struct Hooks {
-    /// Handler lists by point index (the order of [`POINTS`]); writers replace whole lists.
-    lists: RwLock<Vec<Arc<[Arc<Entry>]>>>,
+    /// Handler lists by point index (the order of [`POINTS`]); writers replace whole lists,
+    /// so firing a point reads its list without a lock.
+    lists: Vec<ArcSwap<Vec<Arc<Entry>>>>,
+    /// Held by a writer from reading a list to storing its new one.
+    write: Mutex<()>,
     /// Handlers per point (same index): [`Hooks::active`] is two atomic loads, no lock.
     counts: Vec<AtomicUsize>,
     /// Handlers registered over all points: the hot path's "nothing to do" check.
@@ -235,9 +257,12 @@ impl std::fmt::Debug for Hooks {
 
 impl Default for Hooks {
     fn default() -> Self {
-        let empty: Arc<[Arc<Entry>]> = Arc::new([]);
         Hooks {
-            lists: RwLock::new(vec![empty; POINTS.len()]),
+            lists: POINTS
+                .iter()
+                .map(|_| ArcSwap::from_pointee(Vec::new()))
+                .collect(),
+            write: Mutex::new(()),
             counts: POINTS.iter().map(|_| AtomicUsize::new(0)).collect(),
             count: AtomicUsize::new(0),
             next: AtomicU64::new(0),
@@ -258,17 +283,18 @@ impl Hooks {
         manager.interceptor()?.as_any().downcast_ref::<Hooks>()
     }
 
-    fn lists(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<[Arc<Entry>]>>> {
-        // Writers replace whole lists, so a poisoned lock still holds consistent ones.
-        self.lists.read().unwrap_or_else(|p| p.into_inner())
+    fn writer(&self) -> std::sync::MutexGuard<'_, ()> {
+        // Writers replace whole lists, so a poisoned lock still guards consistent ones.
+        self.write.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Publishes the handler counts after a write (called with the write lock held).
-    fn recount(&self, lists: &[Arc<[Arc<Entry>]>]) {
+    /// Publishes the handler counts after a write (called by the writer).
+    fn recount(&self) {
         let mut total = 0;
-        for (c, l) in self.counts.iter().zip(lists) {
-            c.store(l.len(), Ordering::Release);
-            total += l.len();
+        for (c, l) in self.counts.iter().zip(&self.lists) {
+            let n = l.load().len();
+            c.store(n, Ordering::Release);
+            total += n;
         }
         self.count.store(total, Ordering::Release);
     }
@@ -294,8 +320,11 @@ impl Hooks {
             handler,
         });
         let ix = points::index(spec.name).unwrap_or_default();
-        let mut lists = self.lists.write().unwrap_or_else(|p| p.into_inner());
-        let mut list: Vec<Arc<Entry>> = lists[ix].to_vec();
+        let _writer = self.writer();
+        let Some(slot) = self.lists.get(ix) else {
+            return Err(HookError::UnknownPoint(point.to_string()));
+        };
+        let mut list: Vec<Arc<Entry>> = slot.load().to_vec();
         if let Some(id) = &entry.id {
             list.retain(|e| !(e.owner == entry.owner && e.id.as_deref() == Some(id)));
         }
@@ -305,8 +334,8 @@ impl Hooks {
             .position(|e| e.priority < entry.priority)
             .unwrap_or(list.len());
         list.insert(at, entry);
-        lists[ix] = list.into();
-        self.recount(&lists);
+        slot.store(Arc::new(list));
+        self.recount();
         Ok(HookHandle(handle))
     }
 
@@ -343,16 +372,17 @@ impl Hooks {
     }
 
     fn remove_where(&self, pred: impl Fn(&Entry) -> bool) -> usize {
-        let mut lists = self.lists.write().unwrap_or_else(|p| p.into_inner());
+        let _writer = self.writer();
         let mut removed = 0;
-        for list in lists.iter_mut() {
+        for slot in &self.lists {
+            let list = slot.load();
             if list.iter().any(|e| pred(e)) {
                 let kept: Vec<Arc<Entry>> = list.iter().filter(|e| !pred(e)).cloned().collect();
                 removed += list.len() - kept.len();
-                *list = kept.into();
+                slot.store(Arc::new(kept));
             }
         }
-        self.recount(&lists);
+        self.recount();
         removed
     }
 
@@ -374,10 +404,9 @@ impl Hooks {
 
     /// Every registered handler, by point then running order.
     pub fn list(&self) -> Vec<HookInfo> {
-        let lists = self.lists();
         let mut out = Vec::new();
-        for (p, l) in POINTS.iter().zip(lists.iter()) {
-            for e in l.iter() {
+        for (p, l) in POINTS.iter().zip(&self.lists) {
+            for e in l.load().iter() {
                 out.push(HookInfo {
                     point: p.name,
                     owner: e.owner.clone(),
@@ -392,11 +421,10 @@ impl Hooks {
 
     /// The handlers of point `ix` as they stand now (the snapshot a firing runs over).
     pub(crate) fn handlers(&self, ix: usize) -> Option<Handlers> {
-        self.snapshot(ix).map(Handlers)
-    }
-
-    fn snapshot(&self, ix: usize) -> Option<Arc<[Arc<Entry>]>> {
-        self.lists().get(ix).cloned()
+        self.lists.get(ix).map(|l| Handlers {
+            list: l.load(),
+            in_place: false,
+        })
     }
 
     /// Writes audit records (JSON lines) to `sink` from now on.

@@ -28,7 +28,6 @@ pub(crate) struct Budget {
     /// The wall-clock allowance of the current call in ms (for the timeout message).
     wall_ms: AtomicU64,
     abort: AtomicU8,
-    cancel: std::sync::Mutex<Option<tokio_util::sync::CancellationToken>>,
 }
 
 impl Budget {
@@ -40,21 +39,15 @@ impl Budget {
             deadline_ns: AtomicU64::new(u64::MAX),
             wall_ms: AtomicU64::new(0),
             abort: AtomicU8::new(0),
-            cancel: std::sync::Mutex::new(None),
         }
     }
 
     /// Starts a new budget of `instructions` ending at `deadline` (wall clock: time spent
     /// in host functions the script calls counts too); `wall_ms` is the allowance the
-    /// deadline stands for (for the timeout message).
-    pub fn reset(
-        &self,
-        instructions: u64,
-        deadline: Instant,
-        wall_ms: u64,
-        cancel: Option<tokio_util::sync::CancellationToken>,
-    ) {
-        *self.cancel.lock().unwrap_or_else(|p| p.into_inner()) = cancel;
+    /// deadline stands for (for the timeout message). Cancellation is not kept here: a
+    /// charge reads the running call's own token ([`super::host::current_cancelled`]), so
+    /// starting a budget copies no token.
+    pub fn reset(&self, instructions: u64, deadline: Instant, wall_ms: u64) {
         self.used.store(0, Ordering::Relaxed);
         self.limit.store(instructions, Ordering::Relaxed);
         self.wall_ms.store(wall_ms, Ordering::Relaxed);
@@ -91,7 +84,8 @@ impl Budget {
         self.aborted().unwrap_or(a)
     }
 
-    /// Charges `n` steps; checks the instruction limit and the deadline.
+    /// Charges `n` steps; checks the instruction limit, the deadline and whether the
+    /// script call running on this thread was cancelled.
     pub fn charge(&self, n: u64) -> Result<(), Abort> {
         if let Some(a) = self.aborted() {
             return Err(a);
@@ -104,15 +98,57 @@ impl Budget {
         if now > self.deadline_ns.load(Ordering::Relaxed) {
             return Err(self.set(Abort::Timeout));
         }
-        let cancelled = self
-            .cancel
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .is_some_and(|c| c.is_cancelled());
-        if cancelled {
+        // Charges come from the thread running the script, inside its call.
+        if super::host::current_cancelled() {
             return Err(self.set(Abort::Cancelled));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::script::host::{ActiveCall, CallInfo};
+
+    fn far() -> Instant {
+        Instant::now() + std::time::Duration::from_secs(60)
+    }
+
+    #[test]
+    fn a_budget_watches_the_token_of_the_call_running_on_its_thread() {
+        let b = Budget::new();
+        let first = CallInfo::host("t:first");
+        let second = CallInfo::host("t:second");
+        ActiveCall::new(&first, 60_000).run(|| {
+            b.reset(1_000_000, far(), 60_000);
+            assert_eq!(b.charge(1), Ok(()));
+            first.cancel.cancel();
+            assert_eq!(b.charge(1), Err(Abort::Cancelled));
+        });
+        // A new call with another token starts clean and no longer watches the first.
+        ActiveCall::new(&second, 60_000).run(|| {
+            b.reset(1_000_000, far(), 60_000);
+            assert_eq!(b.charge(1), Ok(()));
+            second.cancel.cancel();
+            assert_eq!(b.charge(1), Err(Abort::Cancelled));
+        });
+        // Outside any call nothing cancels.
+        b.reset(1_000_000, far(), 60_000);
+        assert_eq!(b.charge(1), Ok(()));
+    }
+
+    #[test]
+    fn a_reset_clears_the_count_and_the_abort() {
+        let b = Budget::new();
+        b.reset(10, far(), 60_000);
+        assert_eq!(b.charge(11), Err(Abort::Instructions));
+        assert_eq!(b.aborted(), Some(Abort::Instructions));
+        b.reset(10, far(), 60_000);
+        assert_eq!(b.aborted(), None);
+        assert_eq!(b.charge(10), Ok(()));
+        b.reset(10, Instant::now(), 0);
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert_eq!(b.charge(1), Err(Abort::Timeout));
     }
 }

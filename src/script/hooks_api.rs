@@ -296,15 +296,24 @@ impl HookHandler for ScriptHook {
         if !runs_in_place() {
             return None;
         }
+        self.call_in_place(point, event, ctx)
+    }
+
+    fn in_place(&self) -> bool {
+        runs_in_place()
+    }
+
+    fn call_in_place(
+        &self,
+        point: &'static str,
+        event: &Value,
+        ctx: &CallContext,
+    ) -> Option<Result<HookReturn, String>> {
         Some(
             self.scripts
                 .run_hook(&self.f, event, ctx)
                 .map_err(|e| hook_error(point, e.into_tool_error(&ctx.tool_id))),
         )
-    }
-
-    fn in_place(&self) -> bool {
-        runs_in_place()
     }
 
     fn call(&self, point: &'static str, event: Value, ctx: CallContext) -> HookFuture {

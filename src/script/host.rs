@@ -174,11 +174,59 @@ pub(crate) struct HostCore {
     pub hooks: super::hooks_api::ScriptHooks,
 }
 
-/// One running script call on this thread.
-#[derive(Clone)]
-pub(crate) struct ActiveCall {
-    pub info: CallInfo,
-    pub handle: Option<tokio::runtime::Handle>,
+/// What a running call was given: a script call's [`CallInfo`], or the [`CallContext`] of
+/// the tool call or hook it serves. Borrowed for the call's length: a hook fires with its
+/// run's context, and copying the fields out (a cancellation token, the manager, the caller)
+/// on every call was most of what a hook cost beyond the script itself.
+#[derive(Clone, Copy)]
+enum Given<'a> {
+    Info(&'a CallInfo),
+    Context(&'a CallContext),
+}
+
+impl Given<'_> {
+    fn tool_id(&self) -> &Arc<str> {
+        match self {
+            Given::Info(i) => &i.tool_id,
+            Given::Context(c) => &c.tool_id,
+        }
+    }
+
+    fn cancel(&self) -> &CancellationToken {
+        match self {
+            Given::Info(i) => &i.cancel,
+            Given::Context(c) => &c.cancel,
+        }
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        match self {
+            Given::Info(i) => i.deadline,
+            Given::Context(c) => c.deadline,
+        }
+    }
+
+    fn observer(&self) -> &crate::tools::Observer {
+        match self {
+            Given::Info(i) => &i.observer,
+            Given::Context(c) => &c.observer,
+        }
+    }
+
+    fn to_info(self) -> CallInfo {
+        match self {
+            Given::Info(i) => i.clone(),
+            Given::Context(c) => CallInfo::from_context(c),
+        }
+    }
+}
+
+/// One script call about to run on this thread ([`ActiveCall::run`]): what it was given
+/// and its deadline.
+#[derive(Clone, Copy)]
+pub(crate) struct ActiveCall<'a> {
+    given: Given<'a>,
+    /// When the call must end (wall clock).
     pub deadline: Instant,
     /// The wall-clock allowance `deadline` stands for, in ms (for error messages).
     pub allowed_ms: u64,
@@ -187,13 +235,22 @@ pub(crate) struct ActiveCall {
     pub wall_ms: u64,
 }
 
-impl ActiveCall {
+impl<'a> ActiveCall<'a> {
     /// A call of `info` whose deadline is the soonest of the plugin's `wall_ms`, the caller's
     /// deadline and the enclosing script call's.
-    pub fn new(info: CallInfo, handle: Option<tokio::runtime::Handle>, wall_ms: u64) -> Self {
+    pub fn new(info: &'a CallInfo, wall_ms: u64) -> Self {
+        Self::given(Given::Info(info), wall_ms)
+    }
+
+    /// [`ActiveCall::new`] for a call serving the tool call or hook of `ctx`.
+    pub fn for_context(ctx: &'a CallContext, wall_ms: u64) -> Self {
+        Self::given(Given::Context(ctx), wall_ms)
+    }
+
+    fn given(given: Given<'a>, wall_ms: u64) -> Self {
         let now = Instant::now();
         let mut deadline = now + std::time::Duration::from_millis(wall_ms);
-        if let Some(d) = info.deadline {
+        if let Some(d) = given.deadline() {
             deadline = deadline.min(d);
         }
         if let Some(d) = current_deadline() {
@@ -201,24 +258,37 @@ impl ActiveCall {
         }
         let allowed_ms = deadline.saturating_duration_since(now).as_millis() as u64;
         ActiveCall {
-            info,
-            handle,
+            given,
             deadline,
             allowed_ms,
             wall_ms,
         }
     }
+
+    /// Runs `f` as this call: the innermost call on this thread until `f` returns (or
+    /// unwinds), which nested `api.tools.call`s, budgets and `ctx.log` read.
+    pub fn run<R>(self, f: impl FnOnce() -> R) -> R {
+        // SAFETY: only the lifetime changes. The entry borrows for `'a`, which outlives this
+        // function; `Pop` removes it before this function returns or unwinds (entries are
+        // pushed and popped in nesting order, so the last one is this one); and the readers
+        // below never hand out a reference into an entry beyond their `ACTIVE.with`.
+        let entry: ActiveCall<'static> = unsafe { std::mem::transmute(self) };
+        ACTIVE.with(|a| a.borrow_mut().push(entry));
+        let _pop = Pop;
+        f()
+    }
 }
 
 thread_local! {
-    static ACTIVE: RefCell<Vec<ActiveCall>> = const { RefCell::new(Vec::new()) };
+    /// The script calls running on this thread, innermost last.
+    static ACTIVE: RefCell<Vec<ActiveCall<'static>>> = const { RefCell::new(Vec::new()) };
     static HANDLE: RefCell<Option<tokio::runtime::Handle>> = const { RefCell::new(None) };
 }
 
-/// Pops the call pushed by [`enter_call`] when dropped (also on unwinding).
-pub(crate) struct ActiveGuard(());
+/// Pops the call pushed by [`ActiveCall::run`] when dropped (also on unwinding).
+struct Pop;
 
-impl Drop for ActiveGuard {
+impl Drop for Pop {
     fn drop(&mut self) {
         ACTIVE.with(|a| {
             a.borrow_mut().pop();
@@ -226,14 +296,19 @@ impl Drop for ActiveGuard {
     }
 }
 
-pub(crate) fn enter_call(call: ActiveCall) -> ActiveGuard {
-    ACTIVE.with(|a| a.borrow_mut().push(call));
-    ActiveGuard(())
+/// The innermost script call running on this thread: what it was given (copied out), its
+/// deadline and the allowance that deadline stood for.
+pub(crate) fn current_call() -> Option<(CallInfo, Instant, u64)> {
+    ACTIVE.with(|a| {
+        a.borrow()
+            .last()
+            .map(|c| (c.given.to_info(), c.deadline, c.allowed_ms))
+    })
 }
 
-/// The innermost script call running on this thread.
-pub(crate) fn current_call() -> Option<ActiveCall> {
-    ACTIVE.with(|a| a.borrow().last().cloned())
+/// The tool id of the innermost script call running on this thread.
+pub(crate) fn current_tool_id() -> Option<Arc<str>> {
+    ACTIVE.with(|a| a.borrow().last().map(|c| c.given.tool_id().clone()))
 }
 
 /// The deadline of the innermost script call running on this thread (no copy of the call).
@@ -242,6 +317,7 @@ pub(crate) fn current_deadline() -> Option<Instant> {
 }
 
 /// What a script budget takes from the innermost script call running on this thread.
+#[derive(Clone, Copy)]
 pub(crate) struct CallBudget {
     /// The call's deadline.
     pub deadline: Instant,
@@ -249,25 +325,23 @@ pub(crate) struct CallBudget {
     pub allowed_ms: u64,
     /// The `wall_ms` the deadline was capped with.
     pub wall_ms: u64,
-    /// The call's cancellation.
-    pub cancel: CancellationToken,
 }
 
-/// The deadline and cancellation of the innermost script call running on this thread.
+/// The deadline of the innermost script call running on this thread, with the allowance
+/// and `wall_ms` it came from.
 pub(crate) fn current_budget() -> Option<CallBudget> {
     ACTIVE.with(|a| {
         a.borrow().last().map(|c| CallBudget {
             deadline: c.deadline,
             allowed_ms: c.allowed_ms,
             wall_ms: c.wall_ms,
-            cancel: c.info.cancel.clone(),
         })
     })
 }
 
 /// The observer of the innermost script call on this thread, if anybody watches it.
 fn current_observer() -> Option<Arc<dyn crate::tools::CallObserver>> {
-    ACTIVE.with(|a| a.borrow().last().and_then(|c| c.info.observer.clone()))
+    ACTIVE.with(|a| a.borrow().last().and_then(|c| c.given.observer().clone()))
 }
 
 /// Whether the innermost script call on this thread was cancelled by its caller.
@@ -275,7 +349,7 @@ pub(crate) fn current_cancelled() -> bool {
     ACTIVE.with(|a| {
         a.borrow()
             .last()
-            .is_some_and(|c| c.info.cancel.is_cancelled())
+            .is_some_and(|c| c.given.cancel().is_cancelled())
     })
 }
 
@@ -482,14 +556,13 @@ impl HostCore {
     /// inherits this call's deadline, and time spent in it counts against that deadline:
     /// a script looping on host calls ends at its deadline however few instructions it runs.
     pub fn call_tool(&self, id: &str, args: Value) -> Result<Value, ScriptError> {
-        let cur = current_call();
-        let (info, deadline) = match &cur {
-            Some(c) => (c.info.clone(), Some(c.deadline)),
-            None => (CallInfo::host(id), None),
+        let (info, deadline, allowed_ms) = match current_call() {
+            Some((info, deadline, allowed_ms)) => (info, Some(deadline), Some(allowed_ms)),
+            None => (CallInfo::host(id), None, None),
         };
         let past = |d: Option<Instant>| d.is_some_and(|d| Instant::now() >= d);
         if past(deadline) {
-            return Err(self.deadline_error(&cur));
+            return Err(self.deadline_error(allowed_ms));
         }
         let manager = match info
             .manager
@@ -529,15 +602,13 @@ impl HostCore {
         // Host time counts: a call that came back after the deadline ends the script now,
         // not at the next instruction-count check.
         if past(deadline) {
-            return Err(self.deadline_error(&cur));
+            return Err(self.deadline_error(allowed_ms));
         }
         out
     }
 
-    fn deadline_error(&self, cur: &Option<ActiveCall>) -> ScriptError {
-        let ms = cur
-            .as_ref()
-            .map_or(self.env.limits.wall_ms, |c| c.allowed_ms);
+    fn deadline_error(&self, allowed_ms: Option<u64>) -> ScriptError {
+        let ms = allowed_ms.unwrap_or(self.env.limits.wall_ms);
         ScriptError::Timeout { after_ms: ms }
     }
 
@@ -567,9 +638,8 @@ impl HostCore {
         manager: Option<&Arc<ToolManager>>,
         fut: impl std::future::Future<Output = Result<Value, crate::tools::ToolError>>,
     ) -> Result<Value, ScriptError> {
-        let handle = current_call()
-            .and_then(|c| c.handle)
-            .or_else(|| HANDLE.with(|h| h.borrow().clone()))
+        let handle = HANDLE
+            .with(|h| h.borrow().clone())
             .or_else(|| tokio::runtime::Handle::try_current().ok());
         let handle = match handle {
             Some(h) => h,
@@ -673,4 +743,66 @@ pub(crate) fn check_description(id: &str, d: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn depth() -> usize {
+        ACTIVE.with(|a| a.borrow().len())
+    }
+
+    #[test]
+    fn a_call_is_the_innermost_while_it_runs_and_gone_after_even_on_a_panic() {
+        let outer = CallInfo::host("t:outer");
+        let inner = CallInfo::host("t:inner");
+        assert!(current_tool_id().is_none());
+        let seen = ActiveCall::new(&outer, 60_000).run(|| {
+            let nested = ActiveCall::new(&inner, 10).run(|| {
+                let (info, deadline, allowed) = current_call().expect("a call runs");
+                assert!(allowed <= 10, "the shorter wall_ms wins: {allowed}");
+                (info.tool_id, deadline)
+            });
+            let back = current_tool_id();
+            (nested, back, depth())
+        });
+        assert_eq!(&*seen.0 .0, "t:inner");
+        assert_eq!(seen.1.as_deref(), Some("t:outer"));
+        assert_eq!(seen.2, 1);
+        assert_eq!(depth(), 0);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            ActiveCall::new(&outer, 60_000).run(|| panic!("inside a call"))
+        }));
+        assert!(r.is_err());
+        assert_eq!(depth(), 0, "an unwinding call is popped");
+        assert!(!in_script_thread());
+    }
+
+    #[test]
+    fn a_call_serving_a_context_reads_through_to_it() {
+        let manager = ToolManager::new();
+        let ctx = CallContext {
+            tool_id: "t:ctx".into(),
+            caller: Caller::Model(Some("agent".into())),
+            manager,
+            depth: 3,
+            cancel: CancellationToken::new(),
+            deadline: Some(Instant::now() + std::time::Duration::from_millis(50)),
+            observer: None,
+        };
+        ActiveCall::for_context(&ctx, 60_000).run(|| {
+            let (info, _, allowed) = current_call().expect("a call runs");
+            assert_eq!(&*info.tool_id, "t:ctx");
+            assert_eq!(info.caller, ctx.caller);
+            assert_eq!(info.depth, 3);
+            assert!(allowed <= 50, "the context's deadline counts: {allowed}");
+            assert!(!current_cancelled());
+            ctx.cancel.cancel();
+            assert!(current_cancelled(), "the context's own token is watched");
+            let b = current_budget().expect("a budget");
+            assert_eq!(b.wall_ms, 60_000);
+            assert!(b.allowed_ms <= 50);
+        });
+    }
 }

@@ -8,8 +8,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use super::host::{
-    enter_call, in_script_thread, set_thread_handle, ActiveCall, CallInfo, HostCore, Output,
-    ScriptEnv,
+    in_script_thread, set_thread_handle, ActiveCall, CallInfo, HostCore, Output, ScriptEnv,
 };
 use super::lock::PluginLock;
 use super::lua::LuaHost;
@@ -161,21 +160,23 @@ impl PluginScripts {
             }
         }
         let info = CallInfo::host(format!("{}:<load>", env.plugin));
-        let _active = enter_call(ActiveCall::new(info, None, limits.wall_ms));
-        for s in &sources {
-            match s.lang {
-                Lang::Lua => {
-                    if let Some(l) = &lua {
-                        l.load_file(&s.name, &s.text)?;
+        ActiveCall::new(&info, limits.wall_ms).run(|| {
+            for s in &sources {
+                match s.lang {
+                    Lang::Lua => {
+                        if let Some(l) = &lua {
+                            l.load_file(&s.name, &s.text)?;
+                        }
                     }
-                }
-                Lang::Rhai => {
-                    if let Some(r) = &mut rhai {
-                        r.load_file(&s.name, &s.text)?;
+                    Lang::Rhai => {
+                        if let Some(r) = &mut rhai {
+                            r.load_file(&s.name, &s.text)?;
+                        }
                     }
                 }
             }
-        }
+            Ok::<(), ScriptError>(())
+        })?;
         let scripts = PluginScripts {
             inner: Arc::new(Inner {
                 env,
@@ -246,22 +247,19 @@ impl PluginScripts {
         let limits = inner.env.limits;
         // A nested call never waits longer than the call that is waiting for it, nor past
         // the caller's own deadline.
-        let active = ActiveCall::new(ctx.clone(), None, limits.wall_ms);
-        let deadline = active.deadline;
+        let active = ActiveCall::new(ctx, limits.wall_ms);
         let caller = ctx.caller.to_string();
         if let Some(lua) = &inner.lua {
             // Take the plugin lock before touching the Lua state at all: mlua's own lock
             // would block without deadlock detection.
-            let guard = inner.lock.acquire(&inner.env.plugin, deadline)?;
-            let _active = enter_call(active.clone());
-            match lua.call(function, &args, &ctx.tool_id, &caller) {
+            let guard = inner.lock.acquire(&inner.env.plugin, active.deadline)?;
+            match active.run(|| lua.call(function, &args, &ctx.tool_id, &caller)) {
                 Err(ScriptError::UnknownFunction { .. }) if inner.rhai.is_some() => drop(guard),
                 other => return other,
             }
         }
         if let Some(rhai) = inner.rhai.as_ref().filter(|r| r.has_function(function)) {
-            let _active = enter_call(active);
-            return rhai.call(function, &args, &ctx.tool_id, &caller);
+            return active.run(|| rhai.call(function, &args, &ctx.tool_id, &caller));
         }
         Err(ScriptError::UnknownFunction {
             function: function.to_string(),
@@ -287,7 +285,7 @@ impl PluginScripts {
         ctx: &CallContext,
     ) -> Result<HookReturn, ScriptError> {
         let inner = &self.inner;
-        let active = ActiveCall::new(CallInfo::from_context(ctx), None, inner.env.limits.wall_ms);
+        let active = ActiveCall::for_context(ctx, inner.env.limits.wall_ms);
         match f {
             HookFn::Lua { f, ctx: wants_ctx } => {
                 let Some(lua) = &inner.lua else {
@@ -299,8 +297,7 @@ impl PluginScripts {
                 let caller = wants_ctx.then(|| ctx.caller.to_string());
                 let hctx = caller.as_deref().map(|c| (&*ctx.tool_id, c));
                 let _guard = inner.lock.acquire(&inner.env.plugin, active.deadline)?;
-                let _active = enter_call(active);
-                lua.call_hook(f, event, hctx)
+                active.run(|| lua.call_hook(f, event, hctx))
             }
             HookFn::Rhai { ptr, params } => {
                 let Some(rhai) = &inner.rhai else {
@@ -309,8 +306,7 @@ impl PluginScripts {
                     ));
                 };
                 let caller = ctx.caller.to_string();
-                let _active = enter_call(active);
-                rhai.call_hook(ptr, *params, event, &ctx.tool_id, &caller)
+                active.run(|| rhai.call_hook(ptr, *params, event, &ctx.tool_id, &caller))
             }
         }
     }

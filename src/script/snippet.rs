@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::host::{enter_call, ActiveCall, CallInfo, HostCore, Output, OutputBuffer, ScriptEnv};
+use super::host::{ActiveCall, CallInfo, HostCore, Output, OutputBuffer, ScriptEnv};
 use super::lua::LuaHost;
 use super::rhai_host::RhaiHost;
 use super::{Lang, Limits, ScriptError};
@@ -35,21 +35,17 @@ pub fn run_snippet(
     let mut env = ScriptEnv::new("snippet", std::env::temp_dir());
     env.limits = *limits;
     let core = Arc::new(HostCore::new(env, Output::Buffer(buf.clone())));
-    let _active = enter_call(ActiveCall::new(
-        CallInfo::host("snippet"),
-        None,
-        limits.wall_ms,
-    ));
-    let value = match lang {
+    let info = CallInfo::host("snippet");
+    let value = ActiveCall::new(&info, limits.wall_ms).run(|| match lang {
         Lang::Lua => {
             let host = LuaHost::new(core, *limits)?;
-            host.eval_chunk("snippet", code, &inputs)?
+            host.eval_chunk("snippet", code, &inputs)
         }
         Lang::Rhai => {
             let host = RhaiHost::new(core, *limits, None)?;
-            host.eval_snippet(code, &inputs)?
+            host.eval_snippet(code, &inputs)
         }
-    };
+    })?;
     let output = std::mem::take(&mut buf.lock().unwrap_or_else(|p| p.into_inner()).text);
     Ok(SnippetOutput { value, output })
 }

@@ -31,7 +31,7 @@ use serde_json::Value;
 use super::api::{ApiOp, API};
 use super::budget::{Abort, Budget};
 use super::error::bounded;
-use super::host::{current_call, HostCore};
+use super::host::{current_tool_id, HostCore};
 use super::{Limits, ScriptError};
 use crate::hooks::HookReturn;
 pub(crate) use convert::{from_json, to_json, ConvertLimits};
@@ -82,6 +82,9 @@ pub(crate) struct LuaHost {
     pub lua: Lua,
     pub shared: Arc<Shared>,
     /// Nesting of calls currently inside this state (re-entrant calls share the budget).
+    /// Only the thread holding the plugin's lock runs the state (every call takes it
+    /// first, as it must: two calls at once would reset each other's budget), and the lock
+    /// orders one holder's writes before the next's, so it is read and written plainly.
     depth: AtomicU64,
     handles: Handles,
 }
@@ -520,7 +523,7 @@ impl LuaHost {
             // without a ctx straight (`f(ev)` under `lua_pcall`, a failure handed to `fail`,
             // which raises it as the runner would: no Lua frame, no `pcall` in Lua), else
             // through the runner, `runner(f, ev, tool_id, caller)`. Either way the stack
-            // ends as [1] r, [2] why.
+            // ends as [1] r, [2] why, or empty when `r` is nil or true (read as nil, nil).
             // SAFETY: the closure runs inside `exec_raw`'s protected call and holds nothing
             // with a destructor; `push_event` pushes exactly one value; the stack grows by
             // three before the call (checked); `fail` never returns (it raises).
@@ -554,9 +557,16 @@ impl LuaHost {
                             ffi::lua_settop(state, 4);
                         }
                     }
-                    // [1] mt [2] keys [3] r [4] why → [1] r [2] why.
+                    // [1] mt [2] keys [3] r [4] why → [1] r [2] why; nothing when the handler
+                    // lets the work go on (nil or true: no values to read back).
                     ffi::lua_rotate(state, 1, -2);
                     ffi::lua_settop(state, 2);
+                    let t = ffi::lua_type(state, 1);
+                    if t == ffi::LUA_TNIL
+                        || (t == ffi::LUA_TBOOLEAN && ffi::lua_toboolean(state, 1) != 0)
+                    {
+                        ffi::lua_settop(state, 0);
+                    }
                 })?
             };
             if !complete {
@@ -581,7 +591,9 @@ impl LuaHost {
     /// this thread), maps every failure to a [`ScriptError`], and collects garbage after a
     /// memory error so the next call starts clean.
     fn run<T>(&self, f: impl FnOnce() -> mlua::Result<T>) -> Result<T, ScriptError> {
-        let outer = self.depth.fetch_add(1, Ordering::AcqRel) == 0;
+        let depth = self.depth.load(Ordering::Relaxed);
+        self.depth.store(depth + 1, Ordering::Relaxed);
+        let outer = depth == 0;
         if outer {
             let l = &self.shared.limits;
             // The active call's deadline already folds in the per-call deadline, the
@@ -590,26 +602,21 @@ impl LuaHost {
             // read again.
             match super::host::current_budget() {
                 Some(c) if c.wall_ms <= l.wall_ms => {
-                    self.shared.budget.reset(
-                        l.instructions,
-                        c.deadline,
-                        c.allowed_ms,
-                        Some(c.cancel),
-                    );
+                    self.shared
+                        .budget
+                        .reset(l.instructions, c.deadline, c.allowed_ms);
                 }
                 cur => {
                     let now = std::time::Instant::now();
                     let own = now + std::time::Duration::from_millis(l.wall_ms);
-                    let deadline = cur.as_ref().map_or(own, |c| c.deadline.min(own));
+                    let deadline = cur.map_or(own, |c| c.deadline.min(own));
                     let wall = deadline.saturating_duration_since(now).as_millis() as u64;
-                    self.shared
-                        .budget
-                        .reset(l.instructions, deadline, wall, cur.map(|c| c.cancel));
+                    self.shared.budget.reset(l.instructions, deadline, wall);
                 }
             }
         }
         let r = std::panic::catch_unwind(AssertUnwindSafe(f));
-        self.depth.fetch_sub(1, Ordering::AcqRel);
+        self.depth.store(depth, Ordering::Relaxed);
         let out = match r {
             Ok(Ok(v)) => match self.shared.budget.aborted() {
                 // The script caught the budget error and returned anyway: still a failure.
@@ -841,7 +848,7 @@ pub(crate) fn ctx_log(_lua: &Lua, sh: &Arc<Shared>, msg: LuaValue) -> mlua::Resu
         LuaValue::String(s) => s.to_string_lossy(),
         other => other.to_string().unwrap_or_else(|_| "<unprintable>".into()),
     };
-    let tool = current_call().map(|c| c.info.tool_id).unwrap_or_default();
+    let tool = current_tool_id().unwrap_or_default();
     tracing::info!(target: "tavern::script", plugin = %sh.core.env.plugin, tool = %tool, "{}", bounded(&text, MAX_ERROR_TEXT));
     Ok(())
 }

@@ -1,15 +1,18 @@
 //! Logic nodes: `core:Compare` and `core:If`.
 
+use std::sync::Arc;
+
 use serde_json::{json, Value};
 
-use super::{out, text_or};
+use super::{out, text_or, Regexes};
 use crate::workflow::error::{NodeError, WorkflowError};
 use crate::workflow::registry::{NodeDefinition, NodeRegistry};
 use crate::workflow::types::{DataFlowType as T, SlotDefinition as S};
 
 const OPS: [&str; 8] = ["==", "!=", "<", "<=", ">", ">=", "contains", "matches"];
 
-pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
+pub(super) fn register(r: &NodeRegistry, regexes: &Arc<Regexes>) -> Vec<Result<(), WorkflowError>> {
+    let regexes = regexes.clone();
     vec![
         r.register_fn(
             NodeDefinition::new(
@@ -28,11 +31,11 @@ pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
                     .describe("The comparison."),
             )
             .output("result", S::new(T::Boolean).describe("The answer.")),
-            |inputs, _| {
+            move |inputs, _| {
                 let a = inputs.get("a").unwrap_or(&Value::Null);
                 let b = inputs.get("b").unwrap_or(&Value::Null);
                 let op = text_or(inputs, "op", "==")?;
-                Ok(out("result", Value::Bool(compare(a, b, op)?)))
+                Ok(out("result", Value::Bool(compare(a, b, op, &regexes)?)))
             },
         ),
         r.register_fn(
@@ -72,7 +75,7 @@ pub(crate) fn truthy(v: &Value) -> bool {
     }
 }
 
-fn compare(a: &Value, b: &Value, op: &str) -> Result<bool, NodeError> {
+fn compare(a: &Value, b: &Value, op: &str, regexes: &Regexes) -> Result<bool, NodeError> {
     let num = |v: &Value| v.as_f64();
     let eq = match (num(a), num(b)) {
         (Some(x), Some(y)) => x == y,
@@ -106,7 +109,8 @@ fn compare(a: &Value, b: &Value, op: &str) -> Result<bool, NodeError> {
             _ => false,
         },
         "matches" => match (a, b) {
-            (Value::String(x), Value::String(p)) => regex::Regex::new(p)
+            (Value::String(x), Value::String(p)) => regexes
+                .get(p)
                 .map_err(|e| NodeError::input("b", format!("bad regex: {e}")))?
                 .is_match(x),
             _ => return Err(NodeError::input("b", "'matches' needs a text and a regex")),

@@ -11,6 +11,9 @@ mod tool_call;
 
 pub use script::{ScriptNode, SCRIPT};
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use serde_json::{Map, Value};
 
 use super::error::NodeError;
@@ -18,12 +21,13 @@ use super::registry::{NodeOutputs, NodeRegistry};
 
 /// Registers every built-in node in `registry`.
 pub fn register_all(registry: &NodeRegistry) {
+    let regexes = Arc::new(Regexes::default());
     for result in constants::register(registry)
         .into_iter()
-        .chain(text::register(registry))
+        .chain(text::register(registry, &regexes))
         .chain(math::register(registry))
         .chain(json::register(registry))
-        .chain(logic::register(registry))
+        .chain(logic::register(registry, &regexes))
         .chain(tool_call::register(registry))
         .chain(script::register(registry))
     {
@@ -32,6 +36,39 @@ pub fn register_all(registry: &NodeRegistry) {
         if let Err(e) = result {
             tracing::error!("built-in node: {e}");
         }
+    }
+}
+
+/// Compiled regular expressions by pattern, shared by the regex-taking nodes of one
+/// registry: a node run again (every run of a workflow, every turn of a loop) finds its
+/// pattern compiled, and compiling costs far more than matching. Bounded: patterns longer
+/// than [`Regexes::MAX_PATTERN`] are not kept, and past [`Regexes::MAX`] patterns it starts
+/// over.
+#[derive(Default)]
+pub(crate) struct Regexes(Mutex<HashMap<String, Arc<regex::Regex>>>);
+
+impl Regexes {
+    /// Most patterns kept.
+    const MAX: usize = 256;
+    /// Longest pattern kept, in bytes.
+    const MAX_PATTERN: usize = 4096;
+
+    /// `pattern` compiled (from the cache when it was compiled before).
+    pub(crate) fn get(&self, pattern: &str) -> Result<Arc<regex::Regex>, regex::Error> {
+        let cache = || self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(re) = cache().get(pattern) {
+            return Ok(re.clone());
+        }
+        // Compiled outside the lock: other nodes keep matching meanwhile.
+        let re = Arc::new(regex::Regex::new(pattern)?);
+        if pattern.len() <= Self::MAX_PATTERN {
+            let mut c = cache();
+            if c.len() >= Self::MAX {
+                c.clear();
+            }
+            c.insert(pattern.to_string(), re.clone());
+        }
+        Ok(re)
     }
 }
 
@@ -87,5 +124,42 @@ pub(crate) fn display(v: &Value) -> String {
         Value::String(s) => s.clone(),
         Value::Null => String::new(),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod regex_cache_tests {
+    use super::*;
+
+    fn kept(r: &Regexes) -> usize {
+        r.0.lock().map(|m| m.len()).unwrap_or(usize::MAX)
+    }
+
+    #[test]
+    fn a_pattern_is_compiled_once_and_bad_ones_are_reported_not_kept() {
+        let r = Regexes::default();
+        let a = r.get("a+b").expect("compiles");
+        let again = r.get("a+b").expect("cached");
+        assert!(
+            Arc::ptr_eq(&a, &again),
+            "the second use finds the first compile"
+        );
+        assert!(again.is_match("caab"));
+        let bad = r.get("(unclosed").expect_err("a bad pattern is an error");
+        assert!(bad.to_string().contains("unclosed"), "{bad}");
+        assert_eq!(kept(&r), 1);
+    }
+
+    #[test]
+    fn the_cache_stays_bounded() {
+        let r = Regexes::default();
+        for i in 0..(Regexes::MAX + 10) {
+            r.get(&format!("x{i}")).expect("compiles");
+            assert!(kept(&r) <= Regexes::MAX);
+        }
+        let long = "a".repeat(Regexes::MAX_PATTERN + 1);
+        let before = kept(&r);
+        assert!(r.get(&long).expect("compiles").is_match(&long));
+        assert_eq!(kept(&r), before, "a very long pattern is used but not kept");
     }
 }

@@ -3,12 +3,16 @@
 
 use serde_json::{json, Map, Value};
 
-use super::{display, number, out, text, text_or};
+use std::sync::Arc;
+
+use super::{display, number, out, text, text_or, Regexes};
 use crate::workflow::error::{NodeError, WorkflowError};
 use crate::workflow::registry::{NodeDefinition, NodeRegistry};
 use crate::workflow::types::{DataFlowType as T, SlotDefinition as S};
 
-pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
+pub(super) fn register(r: &NodeRegistry, regexes: &Arc<Regexes>) -> Vec<Result<(), WorkflowError>> {
+    let split_regexes = regexes.clone();
+    let replace_regexes = regexes.clone();
     vec![
         r.register_fn(
             NodeDefinition::new(
@@ -106,7 +110,7 @@ pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
             )
             .output("items", S::new(T::Array).describe("The pieces."))
             .output("count", S::new(T::Integer).describe("How many pieces.")),
-            |inputs, _| {
+            move |inputs, _| {
                 let t = text(inputs, "text")?;
                 let sep = text_or(inputs, "separator", "\n")?;
                 let skip = inputs
@@ -118,7 +122,8 @@ pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
                     .and_then(Value::as_bool)
                     .unwrap_or(false)
                 {
-                    let re = regex::Regex::new(sep)
+                    let re = split_regexes
+                        .get(sep)
                         .map_err(|e| NodeError::input("separator", format!("bad regex: {e}")))?;
                     re.split(t).map(str::to_string).collect()
                 } else if sep.is_empty() {
@@ -253,12 +258,13 @@ pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
                     .describe("Most replacements (0: all)."),
             )
             .output("text", S::new(T::String).describe("The changed text.")),
-            |inputs, _| {
+            move |inputs, _| {
                 let t = text(inputs, "text")?;
                 let p = text(inputs, "pattern")?;
                 let rep = text_or(inputs, "replacement", "")?;
                 let limit = number(inputs, "limit").unwrap_or(0.0).max(0.0) as usize;
-                let re = regex::Regex::new(p)
+                let re = replace_regexes
+                    .get(p)
                     .map_err(|e| NodeError::input("pattern", format!("bad regex: {e}")))?;
                 Ok(out(
                     "text",
