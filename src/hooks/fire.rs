@@ -41,7 +41,9 @@ impl Hooks {
         event: &mut Value,
         ctx: &CallContext,
     ) -> Result<bool, ToolError> {
-        match self.handlers(ix) {
+        // Handlers that all run here and now fire over the registry's list as it stands;
+        // others over a copy of it that can be held while they are awaited.
+        match self.handlers_in_place(ix).or_else(|| self.handlers(ix)) {
             Some(handlers) => self.fire_over(ix, handlers, event, ctx).await,
             None => Ok(false),
         }

@@ -213,20 +213,30 @@ struct Entry {
     handler: Arc<dyn HookHandler>,
 }
 
-/// A snapshot of one point's handlers, taken by [`Hooks::handlers`] and fired by
-/// [`Hooks::fire_over`].
+/// A snapshot of one point's handlers, taken by [`Hooks::handlers`] or
+/// [`Hooks::handlers_in_place`] and fired by [`Hooks::fire_over`].
 pub(crate) struct Handlers {
-    list: arc_swap::Guard<Arc<Vec<Arc<Entry>>>>,
-    /// Every handler said it runs in place on this thread ([`Handlers::in_place`]).
+    list: Snapshot,
+    /// Every handler said it runs in place on this thread ([`Hooks::handlers_in_place`]).
     in_place: bool,
 }
 
-impl Handlers {
-    /// These handlers, when every one runs in place now ([`HookHandler::in_place`]): firing
-    /// them then finishes in one poll (each through [`HookHandler::call_in_place`]).
-    pub(crate) fn in_place(mut self) -> Option<Self> {
-        self.in_place = self.list.iter().all(|e| e.handler.in_place());
-        self.in_place.then_some(self)
+/// A point's list: borrowed from the registry (no reference count touched) while firing
+/// finishes in one poll, or owned when firing may wait (a borrow must not be held across
+/// an await: the per-thread slots it uses are few).
+enum Snapshot {
+    Borrowed(arc_swap::Guard<Arc<Vec<Arc<Entry>>>>),
+    Owned(Arc<Vec<Arc<Entry>>>),
+}
+
+impl std::ops::Deref for Snapshot {
+    type Target = [Arc<Entry>];
+
+    fn deref(&self) -> &[Arc<Entry>] {
+        match self {
+            Snapshot::Borrowed(g) => g,
+            Snapshot::Owned(a) => a,
+        }
     }
 }
 
@@ -422,8 +432,19 @@ impl Hooks {
     /// The handlers of point `ix` as they stand now (the snapshot a firing runs over).
     pub(crate) fn handlers(&self, ix: usize) -> Option<Handlers> {
         self.lists.get(ix).map(|l| Handlers {
-            list: l.load(),
+            list: Snapshot::Owned(l.load_full()),
             in_place: false,
+        })
+    }
+
+    /// [`Hooks::handlers`] when every one runs in place now ([`HookHandler::in_place`]):
+    /// firing them then finishes in one poll (each through [`HookHandler::call_in_place`]),
+    /// over a list borrowed from the registry. `None` when one would have to be awaited.
+    pub(crate) fn handlers_in_place(&self, ix: usize) -> Option<Handlers> {
+        let list = self.lists.get(ix)?.load();
+        list.iter().all(|e| e.handler.in_place()).then(|| Handlers {
+            list: Snapshot::Borrowed(list),
+            in_place: true,
         })
     }
 

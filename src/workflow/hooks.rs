@@ -279,7 +279,7 @@ fn before_in_place(ctx: &NodeContext, inputs: Map<String, Value>, node_type: &st
     if hooks.active_at(NODE_AFTER_IX) || !hooks.active_at(NODE_BEFORE_IX) {
         return InPlace::Declined(inputs);
     }
-    let Some(handlers) = hooks.handlers(NODE_BEFORE_IX).and_then(Handlers::in_place) else {
+    let Some(handlers) = hooks.handlers_in_place(NODE_BEFORE_IX) else {
         return InPlace::Declined(inputs);
     };
     let cctx = hook_context(run, manager);
