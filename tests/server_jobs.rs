@@ -413,7 +413,11 @@ async fn cancel_kills_a_sleeping_process_tool() {
     let deadline = Instant::now() + Duration::from_secs(20);
     while pids_with("sleep 31.4159").is_empty() {
         let (_, j) = get_job(&c, &s.base, id).await;
-        assert_eq!(j["status"], "running", "the process tool ended early: {j}");
+        // Queued until a worker takes it, then running: anything else means it ended.
+        assert!(
+            matches!(j["status"].as_str(), Some("queued" | "running")),
+            "the process tool ended early: {j}"
+        );
         assert!(Instant::now() < deadline, "the process never started");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

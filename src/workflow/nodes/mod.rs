@@ -41,17 +41,21 @@ pub fn register_all(registry: &NodeRegistry) {
 
 /// Compiled regular expressions by pattern, shared by the regex-taking nodes of one
 /// registry: a node run again (every run of a workflow, every turn of a loop) finds its
-/// pattern compiled, and compiling costs far more than matching. Bounded: patterns longer
-/// than [`Regexes::MAX_PATTERN`] are not kept, and past [`Regexes::MAX`] patterns it starts
-/// over.
+/// pattern compiled, and compiling costs far more than matching. Bounded: at most
+/// [`Regexes::MAX`] patterns (past that it starts over), each kept only when it is short
+/// ([`Regexes::MAX_PATTERN`]) and compiles small ([`Regexes::KEPT_SIZE`]); any other pattern
+/// is compiled with the regex crate's defaults for each use, as before.
 #[derive(Default)]
 pub(crate) struct Regexes(Mutex<HashMap<String, Arc<regex::Regex>>>);
 
 impl Regexes {
     /// Most patterns kept.
-    const MAX: usize = 256;
+    const MAX: usize = 64;
     /// Longest pattern kept, in bytes.
     const MAX_PATTERN: usize = 4096;
+    /// What a kept pattern may take compiled, and its lazy DFA per thread, in bytes: with
+    /// [`Regexes::MAX`] this keeps the cache to tens of MiB however hostile the patterns.
+    const KEPT_SIZE: usize = 256 * 1024;
 
     /// `pattern` compiled (from the cache when it was compiled before).
     pub(crate) fn get(&self, pattern: &str) -> Result<Arc<regex::Regex>, regex::Error> {
@@ -60,14 +64,26 @@ impl Regexes {
             return Ok(re.clone());
         }
         // Compiled outside the lock: other nodes keep matching meanwhile.
-        let re = Arc::new(regex::Regex::new(pattern)?);
-        if pattern.len() <= Self::MAX_PATTERN {
-            let mut c = cache();
-            if c.len() >= Self::MAX {
-                c.clear();
-            }
-            c.insert(pattern.to_string(), re.clone());
+        let small = (pattern.len() <= Self::MAX_PATTERN)
+            .then(|| {
+                regex::RegexBuilder::new(pattern)
+                    .size_limit(Self::KEPT_SIZE)
+                    .dfa_size_limit(Self::KEPT_SIZE)
+                    .build()
+                    .ok()
+            })
+            .flatten();
+        let Some(re) = small else {
+            // Too long, too big or malformed: compiled as the crate would (the error, if
+            // any, is the crate's own), used once.
+            return Ok(Arc::new(regex::Regex::new(pattern)?));
+        };
+        let re = Arc::new(re);
+        let mut c = cache();
+        if c.len() >= Self::MAX {
+            c.clear();
         }
+        c.insert(pattern.to_string(), re.clone());
         Ok(re)
     }
 }
@@ -161,5 +177,17 @@ mod regex_cache_tests {
         let before = kept(&r);
         assert!(r.get(&long).expect("compiles").is_match(&long));
         assert_eq!(kept(&r), before, "a very long pattern is used but not kept");
+        // Short, but compiles past what a kept pattern may take: used, not kept.
+        let big = r"\w{100}";
+        assert!(regex::RegexBuilder::new(big)
+            .size_limit(Regexes::KEPT_SIZE)
+            .build()
+            .is_err());
+        let word = "é".repeat(100);
+        assert!(r
+            .get(big)
+            .expect("compiles with the defaults")
+            .is_match(&word));
+        assert_eq!(kept(&r), before, "a big pattern is used but not kept");
     }
 }
