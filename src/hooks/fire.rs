@@ -61,7 +61,8 @@ impl Hooks {
         let Some(spec) = POINTS.get(ix) else {
             return Ok(false);
         };
-        let Handlers { list, in_place } = handlers;
+        let in_place = handlers.in_place();
+        let list = handlers.list();
         if list.is_empty() {
             return Ok(false);
         }

@@ -215,26 +215,26 @@ struct Entry {
 
 /// A snapshot of one point's handlers, taken by [`Hooks::handlers`] or
 /// [`Hooks::handlers_in_place`] and fired by [`Hooks::fire_over`].
-pub(crate) struct Handlers {
-    list: Snapshot,
-    /// Every handler said it runs in place on this thread ([`Hooks::handlers_in_place`]).
-    in_place: bool,
-}
+pub(crate) struct Handlers(Snapshot);
 
-/// A point's list: borrowed from the registry (no reference count touched) while firing
-/// finishes in one poll, or owned when firing may wait (a borrow must not be held across
-/// an await: the per-thread slots it uses are few).
+/// A point's list: borrowed from the registry (no reference count touched) when every
+/// handler said it runs in place on this thread, so firing finishes in one poll; owned
+/// otherwise, since firing may wait (a borrow must not be held across an await: the
+/// per-thread slots it uses are few).
 enum Snapshot {
-    Borrowed(arc_swap::Guard<Arc<Vec<Arc<Entry>>>>),
+    InPlace(arc_swap::Guard<Arc<Vec<Arc<Entry>>>>),
     Owned(Arc<Vec<Arc<Entry>>>),
 }
 
-impl std::ops::Deref for Snapshot {
-    type Target = [Arc<Entry>];
+impl Handlers {
+    /// Whether every handler runs in place ([`Hooks::handlers_in_place`]).
+    fn in_place(&self) -> bool {
+        matches!(self.0, Snapshot::InPlace(_))
+    }
 
-    fn deref(&self) -> &[Arc<Entry>] {
-        match self {
-            Snapshot::Borrowed(g) => g,
+    fn list(&self) -> &[Arc<Entry>] {
+        match &self.0 {
+            Snapshot::InPlace(g) => g,
             Snapshot::Owned(a) => a,
         }
     }
@@ -431,10 +431,9 @@ impl Hooks {
 
     /// The handlers of point `ix` as they stand now (the snapshot a firing runs over).
     pub(crate) fn handlers(&self, ix: usize) -> Option<Handlers> {
-        self.lists.get(ix).map(|l| Handlers {
-            list: Snapshot::Owned(l.load_full()),
-            in_place: false,
-        })
+        self.lists
+            .get(ix)
+            .map(|l| Handlers(Snapshot::Owned(l.load_full())))
     }
 
     /// [`Hooks::handlers`] when every one runs in place now ([`HookHandler::in_place`]):
@@ -442,10 +441,9 @@ impl Hooks {
     /// over a list borrowed from the registry. `None` when one would have to be awaited.
     pub(crate) fn handlers_in_place(&self, ix: usize) -> Option<Handlers> {
         let list = self.lists.get(ix)?.load();
-        list.iter().all(|e| e.handler.in_place()).then(|| Handlers {
-            list: Snapshot::Borrowed(list),
-            in_place: true,
-        })
+        list.iter()
+            .all(|e| e.handler.in_place())
+            .then(|| Handlers(Snapshot::InPlace(list)))
     }
 
     /// Writes audit records (JSON lines) to `sink` from now on.

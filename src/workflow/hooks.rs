@@ -287,9 +287,10 @@ fn before_in_place(ctx: &NodeContext, inputs: Map<String, Value>, node_type: &st
     let fut = std::pin::pin!(fire);
     match fut.poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
         std::task::Poll::Ready(r) => InPlace::Ran(r),
-        // Only a handler whose `in_place` says yes while its `call_now` declines gets here.
+        // Only a handler whose `in_place` says yes while its `call_in_place` declines gets
+        // here.
         std::task::Poll::Pending => InPlace::Ran(Err(NodeError::Failed(format!(
-            "a node:before-execute handler for node '{}' said it runs in place (HookHandler::in_place) but did not finish when called; its in_place must return false whenever its call_now returns None",
+            "a node:before-execute handler for node '{}' said it runs in place (HookHandler::in_place) but did not finish when called; its in_place must return false whenever its call_in_place returns None",
             ctx.node_id
         )))),
     }
