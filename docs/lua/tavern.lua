@@ -1,7 +1,7 @@
 ---@meta
 -- tavern plugin API for Lua (LuaLS definitions).
 -- GENERATED from src/script/api.rs; do not edit. Regenerate with:
---   TAVERN_BLESS=1 cargo test --test script_luals
+--   TAVERN_BLESS=1 cargo test --test it script_luals
 
 ---A tool registered with api.tools.register.
 ---@class tavern.ToolSpec

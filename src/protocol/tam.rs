@@ -3,7 +3,7 @@
 //!
 //! The scanner keeps its state between calls, so the streaming reader feeds it text as
 //! it arrives and no byte is examined more than a constant number of times. Its
-//! agreement with the pest grammar is checked by `tests/protocol_grammar.rs`.
+//! agreement with the pest grammar is checked by `tests/it/protocol_grammar.rs`.
 
 use memchr::memmem::Finder;
 

@@ -333,7 +333,7 @@ pub fn namespaces() -> Vec<&'static str> {
 const PRELUDE: &str = r#"---@meta
 -- tavern plugin API for Lua (LuaLS definitions).
 -- GENERATED from src/script/api.rs; do not edit. Regenerate with:
---   TAVERN_BLESS=1 cargo test --test script_luals
+--   TAVERN_BLESS=1 cargo test --test it script_luals
 
 ---A tool registered with api.tools.register.
 ---@class tavern.ToolSpec

@@ -8,7 +8,7 @@ use super::api::{namespaces, API};
 const INTRO: &str = r#"# The Rhai API
 
 <!-- GENERATED from src/script/api.rs by tavern::script::rhai_api_markdown; do not edit.
-     Regenerate with: TAVERN_BLESS=1 cargo test --test docs_generated -->
+     Regenerate with: TAVERN_BLESS=1 cargo test --test it docs_examples -->
 
 A Rhai tool handler is a function `fn name(args, ctx)` in the script a tool file names
 (`"implementation": {"type": "service", "script": "main.rhai", "function": "name"}`).

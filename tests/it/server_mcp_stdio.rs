@@ -1,0 +1,309 @@
+//! Raw JSON-RPC over `tavern mcp`'s stdin/stdout: what the protocol notes require of the
+//! dispatcher, checked byte for byte (no client library in between).
+
+use crate::server_support;
+
+use std::io::Write;
+use std::process::{Child, ChildStdin};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use server_support::{fixture_home, spawn_mcp};
+
+struct Mcp {
+    child: Child,
+    stdin: ChildStdin,
+    rx: mpsc::Receiver<Value>,
+}
+
+impl Mcp {
+    fn start() -> Mcp {
+        Mcp::start_in(&fixture_home())
+    }
+
+    fn start_in(home: &std::path::Path) -> Mcp {
+        let (child, stdin, rx) = spawn_mcp(home);
+        Mcp { child, stdin, rx }
+    }
+
+    fn send(&mut self, v: Value) {
+        writeln!(self.stdin, "{v}").expect("write request");
+        self.stdin.flush().expect("flush");
+    }
+
+    /// The next message with this id (notifications are skipped).
+    fn response(&self, id: &Value) -> Value {
+        loop {
+            let v = self
+                .rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("a response within 30 s");
+            if v.get("id") == Some(id) {
+                return v;
+            }
+        }
+    }
+
+    /// The next message with this id, and the notifications that came before it.
+    fn response_after_notifications(&self, id: &Value) -> (Value, Vec<Value>) {
+        let mut notes = Vec::new();
+        loop {
+            let v = self
+                .rx
+                .recv_timeout(Duration::from_secs(30))
+                .expect("a response within 30 s");
+            if v.get("id") == Some(id) {
+                return (v, notes);
+            }
+            if v.get("id").is_none() {
+                notes.push(v);
+            }
+        }
+    }
+
+    fn initialize(&mut self, version: &str) -> Value {
+        self.send(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {},
+            "clientInfo": {"name": "raw-test", "version": "1"}}}),
+        );
+        let r = self.response(&json!(0));
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        r
+    }
+}
+
+impl Drop for Mcp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn discover_and_unknown_methods_get_method_not_found() {
+    let mut m = Mcp::start();
+    // The stateless-revision opener, as the Python 2.x client sends it first.
+    m.send(
+        json!({"jsonrpc": "2.0", "id": "d1", "method": "server/discover", "params": {
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {},
+                  "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}}}}),
+    );
+    let r = m.response(&json!("d1"));
+    assert_eq!(r["error"]["code"], json!(-32601), "{r}");
+    let init = m.initialize("2025-11-25");
+    assert_eq!(
+        init["result"]["protocolVersion"],
+        json!("2025-11-25"),
+        "{init}"
+    );
+    assert_eq!(
+        init["result"]["serverInfo"]["name"],
+        json!("tavern"),
+        "{init}"
+    );
+    assert_eq!(
+        init["result"]["capabilities"]["tools"]["listChanged"],
+        json!(true)
+    );
+    m.send(json!({"jsonrpc": "2.0", "id": 7, "method": "no/such_method", "params": {}}));
+    let r = m.response(&json!(7));
+    assert_eq!(r["error"]["code"], json!(-32601), "{r}");
+}
+
+#[test]
+fn older_revisions_are_accepted() {
+    for v in ["2025-06-18", "2025-03-26"] {
+        let mut m = Mcp::start();
+        let init = m.initialize(v);
+        assert_eq!(init["result"]["protocolVersion"], json!(v), "{init}");
+        // Clients send tools/list with no params at all.
+        m.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+        let r = m.response(&json!(1));
+        assert!(
+            r["result"]["tools"]
+                .as_array()
+                .is_some_and(|t| !t.is_empty()),
+            "{r}"
+        );
+    }
+}
+
+#[test]
+fn tool_errors_and_unknown_tools() {
+    let mut m = Mcp::start();
+    m.initialize("2025-11-25");
+    m.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "nope_nope", "arguments": {}}}));
+    let r = m.response(&json!(2));
+    assert_eq!(r["error"]["code"], json!(-32602), "{r}");
+    m.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "RhaiDemo_add", "arguments": {"a": 1}}}));
+    let r = m.response(&json!(3));
+    assert_eq!(r["result"]["isError"], json!(true), "{r}");
+    let text = r["result"]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(
+        text.starts_with("Observation: Error - Invalid parameters"),
+        "{text}"
+    );
+    assert!(text.contains("'b'"), "names the missing parameter: {text}");
+}
+
+#[test]
+fn cancellation_stops_the_call_and_sends_no_response() {
+    let mut m = Mcp::start();
+    m.initialize("2025-11-25");
+    m.send(json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call",
+        "params": {"name": "workflow_slow_echo", "arguments": {"text": "x", "ms": 60000}}}));
+    std::thread::sleep(Duration::from_millis(200));
+    m.send(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 10, "reason": "test"}}),
+    );
+    // The server keeps serving; the cancelled request never gets an answer.
+    m.send(json!({"jsonrpc": "2.0", "id": 11, "method": "tools/call",
+        "params": {"name": "LuaDemo_echo", "arguments": {"text": "after"}}}));
+    let mut got_11 = false;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        let Ok(v) = m.rx.recv_timeout(Duration::from_millis(500)) else {
+            if got_11 {
+                break;
+            }
+            continue;
+        };
+        assert_ne!(
+            v.get("id"),
+            Some(&json!(10)),
+            "a cancelled call was answered: {v}"
+        );
+        if v.get("id") == Some(&json!(11)) {
+            assert_eq!(v["result"]["content"][0]["text"], json!("after"), "{v}");
+            got_11 = true;
+        }
+    }
+    assert!(got_11, "the server stopped answering after a cancellation");
+}
+
+#[test]
+fn conformance_fixture_serves_the_suites_tool_names() {
+    let home = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/conformance");
+    let mut m = Mcp::start_in(&home);
+    m.initialize("2025-11-25");
+    m.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
+    let r = m.response(&json!(1));
+    let names: Vec<&str> = r["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    for want in [
+        "test_simple_text",
+        "test_image_content",
+        "test_audio_content",
+        "test_embedded_resource",
+        "test_multiple_content_types",
+        "test_tool_with_logging",
+        "test_tool_with_progress",
+        "test_error_handling",
+    ] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    let cases = [
+        ("test_image_content", "image"),
+        ("test_audio_content", "audio"),
+        ("test_embedded_resource", "resource"),
+    ];
+    for (i, (tool, kind)) in cases.iter().enumerate() {
+        let id = json!(10 + i);
+        m.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": {}}}));
+        let r = m.response(&id);
+        assert_eq!(r["result"]["content"][0]["type"], json!(kind), "{r}");
+    }
+    m.send(json!({"jsonrpc": "2.0", "id": 20, "method": "tools/call",
+        "params": {"name": "test_error_handling", "arguments": {}}}));
+    let r = m.response(&json!(20));
+    assert_eq!(r["result"]["isError"], json!(true), "{r}");
+}
+
+#[test]
+fn tool_logs_and_own_progress_reach_the_mcp_client() {
+    let home = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/conformance");
+    let mut m = Mcp::start_in(&home);
+    m.initialize("2025-11-25");
+
+    // api.log.info in a Lua tool → notifications/message, at the default level (info).
+    m.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "test_tool_with_logging", "arguments": {}}}));
+    let (r, notes) = m.response_after_notifications(&json!(1));
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    let logs: Vec<&Value> = notes
+        .iter()
+        .filter(|n| n["method"] == json!("notifications/message"))
+        .collect();
+    let texts: Vec<&str> = logs
+        .iter()
+        .filter_map(|n| n["params"]["data"].as_str())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "Tool execution started",
+            "Tool processing data",
+            "Tool execution completed"
+        ],
+        "{notes:?}"
+    );
+    assert!(
+        logs.iter().all(|n| n["params"]["level"] == json!("info")
+            && n["params"]["logger"] == json!("conformance")),
+        "{logs:?}"
+    );
+
+    // api.tools.progress → notifications/progress with the tool's own numbers.
+    m.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "test_tool_with_progress", "arguments": {},
+                   "_meta": {"progressToken": "p-1"}}}));
+    let (r, notes) = m.response_after_notifications(&json!(2));
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    let progress: Vec<(f64, Option<f64>)> = notes
+        .iter()
+        .filter(|n| n["method"] == json!("notifications/progress"))
+        .map(|n| {
+            assert_eq!(n["params"]["progressToken"], json!("p-1"), "{n}");
+            (
+                n["params"]["progress"].as_f64().expect("progress"),
+                n["params"]["total"].as_f64(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        progress,
+        [
+            (0.0, Some(100.0)),
+            (50.0, Some(100.0)),
+            (100.0, Some(100.0))
+        ],
+        "{notes:?}"
+    );
+
+    // logging/setLevel error: info messages are no longer sent.
+    m.send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "logging/setLevel",
+        "params": {"level": "error"}}),
+    );
+    m.response(&json!(3));
+    m.send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "test_tool_with_logging", "arguments": {}}}));
+    let (_, notes) = m.response_after_notifications(&json!(4));
+    assert!(
+        !notes
+            .iter()
+            .any(|n| n["method"] == json!("notifications/message")),
+        "{notes:?}"
+    );
+}
