@@ -13,7 +13,7 @@ use tavern::internal::protocol::Format;
 use tavern::internal::tools::Caller;
 use tavern::Engine;
 
-const CHAIN: &str = include_str!("data/seed_chain.tam");
+const CHAIN: &str = include_str!("../data/seed_chain.tam");
 
 fn home_with_file_operator() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();

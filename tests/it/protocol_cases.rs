@@ -204,10 +204,10 @@ fn run_file(text: &str) {
 
 #[test]
 fn shared_worked_examples() {
-    run_file(include_str!("data/parse_cases.jsonl"));
+    run_file(include_str!("../data/parse_cases.jsonl"));
 }
 
 #[test]
 fn tavern_cases_for_every_rule() {
-    run_file(include_str!("data/parse_cases_tavern.jsonl"));
+    run_file(include_str!("../data/parse_cases_tavern.jsonl"));
 }

@@ -230,8 +230,8 @@ fn key_kinds() {
 fn readers_agree_on_every_parse_case() {
     let mut n = 0;
     for file in [
-        include_str!("data/parse_cases.jsonl"),
-        include_str!("data/parse_cases_tavern.jsonl"),
+        include_str!("../data/parse_cases.jsonl"),
+        include_str!("../data/parse_cases_tavern.jsonl"),
     ] {
         for line in file.lines().filter(|l| !l.trim().is_empty()) {
             let case: serde_json::Value = serde_json::from_str(line).unwrap();
