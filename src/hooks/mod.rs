@@ -31,6 +31,7 @@ use arc_swap::ArcSwap;
 use serde_json::{Map, Value};
 
 pub use audit::{AuditSink, AuditTap};
+pub(crate) use fire::Field;
 pub use overrides::{Next, OverrideHandler, OverrideInfo};
 pub use points::{point, PointSpec, POINTS};
 
@@ -286,11 +287,6 @@ impl Hooks {
     /// An empty registry.
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
-    }
-
-    /// The registry installed in `manager`, if any.
-    pub fn of(manager: &crate::tools::ToolManager) -> Option<&Hooks> {
-        manager.interceptor()?.as_any().downcast_ref::<Hooks>()
     }
 
     fn writer(&self) -> std::sync::MutexGuard<'_, ()> {
