@@ -242,7 +242,9 @@ impl Handlers {
 }
 
 /// The engine's hook registry and override stacks. Installed in the engine's ToolManager
-/// as its [`crate::tools::Interceptor`].
+/// as its [`crate::tools::Interceptor`] (which fires the tool points), and handed to what
+/// fires other points or registers handlers: workflow runs (`RunOptions::hooks`), the
+/// plugin loader and scripts (`ScriptEnv::hooks`), the agent runtime, the engine's build.
 pub struct Hooks {
     /// Handler lists by point index (the order of [`POINTS`]); writers replace whole lists,
     /// so firing a point reads its list without a lock.
