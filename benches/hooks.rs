@@ -169,6 +169,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| {
                 let opts = RunOptions {
                     tools: Some(e.tools().clone()),
+                    hooks: Some(e.hooks().clone()),
                     ..Default::default()
                 };
                 rt.block_on(wf.plan.run(args.clone(), opts)).expect("runs")

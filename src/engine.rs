@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::config::Settings;
+use crate::hooks::points::{ENGINE_READY, ENGINE_READY_IX, PLUGIN_LOADED, PLUGIN_LOADED_IX};
+use crate::hooks::Field;
 use crate::problem::Problem;
 use crate::protocol::{self, Format, Parsed};
 use crate::tools::{
@@ -366,12 +368,15 @@ impl EngineBuilder {
         let registry = NodeRegistry::with_builtins();
         crate::agent::register_nodes(&registry, &settings);
         let workflows = Arc::new(
-            Workflows::new(Arc::new(registry)).with_defaults(RunDefaults::from_settings(&settings)),
+            Workflows::new(Arc::new(registry))
+                .with_defaults(RunDefaults::from_settings(&settings))
+                .with_hooks(self.hooks.clone()),
         );
         let plugins = if self.plugins {
             let report =
                 crate::plugins::Loader::new(&self.home, &settings, tools.clone(), &services)
                     .with_workflows(workflows.clone())
+                    .with_hooks(self.hooks.clone())
                     .host_limits(self.script_limits)
                     .process_caps(self.process_limits)
                     .load_dir(&self.home.join("plugins"));
@@ -413,16 +418,43 @@ impl EngineBuilder {
                 &workflows, &tools,
             ));
         }
-        let user_scripts = crate::plugins::user_scripts::after_load(
-            &self.hooks,
-            &tools,
-            &plugins,
-            &workflows,
-            &self.home,
-            &settings,
-            self.user_scripts.then_some(self.script_limits),
-            &mut problems,
-        );
+        // The engine's lifecycle points: `plugin:loaded` per plugin, then (after the
+        // power-user scripts) `engine:ready`.
+        if self.hooks.active_at(PLUGIN_LOADED_IX) {
+            let ctx = CallContext::top(PLUGIN_LOADED, Caller::Host, tools.clone());
+            for p in plugins.list() {
+                let mut f = [
+                    Field::Str(p.name()),
+                    Field::Value(serde_json::json!(p.tools)),
+                    Field::Value(serde_json::json!(p.nodes)),
+                    Field::Value(serde_json::json!(p.workflows)),
+                ];
+                let _ = self.hooks.fire_blocking(PLUGIN_LOADED_IX, &mut f, &ctx);
+            }
+        }
+        let user_scripts = if self.user_scripts {
+            let (s, ps) = crate::plugins::user_scripts::load(
+                &self.home,
+                &settings,
+                &tools,
+                Some(&self.hooks),
+                self.script_limits,
+            );
+            problems.extend(ps);
+            s
+        } else {
+            Vec::new()
+        };
+        if self.hooks.active_at(ENGINE_READY_IX) {
+            let ctx = CallContext::top(ENGINE_READY, Caller::Host, tools.clone());
+            let names: Vec<&str> = plugins.list().iter().map(|p| p.name()).collect();
+            let mut f = [
+                Field::Value(serde_json::json!(tools.len())),
+                Field::Value(serde_json::json!(names)),
+                Field::Value(serde_json::json!(workflows.ids())),
+            ];
+            let _ = self.hooks.fire_blocking(ENGINE_READY_IX, &mut f, &ctx);
+        }
         Ok(Engine {
             home: self.home,
             settings,

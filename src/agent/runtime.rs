@@ -29,23 +29,15 @@ pub mod hook_seam {
     use std::sync::Arc;
 
     use serde_json::{json, Map, Value};
-    use tokio_util::sync::CancellationToken;
 
-    use crate::hooks::points::{AGENT_AFTER_PARSE, AGENT_BEFORE_DELIBERATE};
-    use crate::hooks::Hooks;
+    use crate::hooks::points::{AGENT_AFTER_PARSE_IX, AGENT_BEFORE_DELIBERATE_IX};
+    use crate::hooks::{Field, Hooks};
     use crate::protocol::Parsed;
     use crate::tools::{CallContext, Caller, ToolError, ToolManager};
 
     fn ctx(agent: &str, tools: &Arc<ToolManager>) -> CallContext {
-        CallContext {
-            tool_id: format!("agent:{agent}").into(),
-            caller: Caller::Model(Some(agent.to_string())),
-            manager: tools.clone(),
-            depth: 0,
-            cancel: CancellationToken::new(),
-            deadline: None,
-            observer: None,
-        }
+        let caller = Caller::Model(Some(agent.to_string()));
+        CallContext::top(format!("agent:{agent}"), caller, tools.clone())
     }
 
     /// `agent:before-deliberate` with the workflow inputs (messages, states, manual …);
@@ -57,29 +49,20 @@ pub mod hook_seam {
         turn: u32,
         inputs: &mut Map<String, Value>,
     ) -> Result<(), ToolError> {
-        if !hooks.active(AGENT_BEFORE_DELIBERATE) {
+        if !hooks.active_at(AGENT_BEFORE_DELIBERATE_IX) {
             return Ok(());
         }
-        let mut ev = Map::new();
-        ev.insert("agent".into(), json!(agent));
-        ev.insert("turn".into(), json!(turn));
-        ev.insert("inputs".into(), Value::Object(std::mem::take(inputs)));
-        let mut ev = match hooks
-            .fire(AGENT_BEFORE_DELIBERATE, ev.clone(), &ctx(agent, tools))
-            .await
-        {
-            Ok(ev) => ev,
-            Err(e) => {
-                if let Some(Value::Object(m)) = ev.remove("inputs") {
-                    *inputs = m;
-                }
-                return Err(e);
-            }
-        };
-        if let Some(Value::Object(m)) = ev.remove("inputs") {
-            *inputs = m;
-        }
-        Ok(())
+        let mut f = [
+            Field::Str(agent),
+            Field::Value(json!(turn)),
+            Field::Value(Value::Object(std::mem::take(inputs))),
+        ];
+        let fired = hooks
+            .fire(AGENT_BEFORE_DELIBERATE_IX, &mut f, &ctx(agent, tools))
+            .await;
+        // The inputs come back, replaced or not, vetoed or not.
+        *inputs = f[2].take_map();
+        fired.map(|_| ())
     }
 
     /// `agent:after-parse` with the output and what was read from it. A veto is returned as
@@ -92,22 +75,23 @@ pub mod hook_seam {
         output: &str,
         parsed: &Parsed,
     ) -> Result<(), ToolError> {
-        if !hooks.active(AGENT_AFTER_PARSE) {
+        if !hooks.active_at(AGENT_AFTER_PARSE_IX) {
             return Ok(());
         }
-        let mut ev = Map::new();
-        ev.insert("agent".into(), json!(agent));
-        ev.insert("turn".into(), json!(turn));
-        ev.insert("output".into(), json!(output));
-        ev.insert("response_text".into(), json!(parsed.response_text));
         let calls: Vec<Value> = parsed
             .calls
             .iter()
             .map(|c| json!({"tool": c.tool, "args": c.args}))
             .collect();
-        ev.insert("calls".into(), Value::Array(calls));
+        let mut f = [
+            Field::Str(agent),
+            Field::Value(json!(turn)),
+            Field::Str(output),
+            Field::Str(&parsed.response_text),
+            Field::Value(Value::Array(calls)),
+        ];
         hooks
-            .fire(AGENT_AFTER_PARSE, ev, &ctx(agent, tools))
+            .fire(AGENT_AFTER_PARSE_IX, &mut f, &ctx(agent, tools))
             .await
             .map(|_| ())
     }
@@ -629,6 +613,7 @@ impl AgentRuntime {
         }
         let opts = RunOptions {
             tools: Some(self.dispatch.engine.clone()),
+            hooks: Some(self.hooks.clone()),
             caller: Caller::Model(Some(agent.clone())),
             host_data: Some(Arc::new(llm)),
             ..self.run_defaults.clone()

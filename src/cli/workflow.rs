@@ -217,6 +217,7 @@ async fn run_workflow(
         opts.concurrency = n;
     }
     opts.tools = Some(engine.tools().clone());
+    opts.hooks = Some(engine.hooks().clone());
     opts.caller = tavern::internal::tools::Caller::Cli;
     opts.node_report = true;
     let progress = std::io::stderr().is_terminal().then(|| {

@@ -6,65 +6,104 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-use super::points::{self, POINTS, TOOL_AFTER_IX, TOOL_BEFORE_IX};
+use super::points::{PointSpec, POINTS, TOOL_AFTER_IX, TOOL_BEFORE_IX};
 use super::{event, vetoed, Handlers, HookHandle, HookReturn, Hooks, MAX_HOOK_DEPTH};
 use crate::tools::{CallContext, Caller, Interceptor, KeyMatching, Tool, ToolError, ToolFuture};
 
-impl Hooks {
-    /// Fires `point` with `event`: runs its handlers (a snapshot, by priority then
-    /// registration order) and returns the event with the fields they replaced. At a
-    /// `before` point a veto or a failing handler is a [`ToolError::Vetoed`] for
-    /// `ctx.tool_id`; at an `after` point they are logged and skipped.
-    pub async fn fire(
-        &self,
-        point: &str,
-        event: Map<String, Value>,
-        ctx: &CallContext,
-    ) -> Result<Map<String, Value>, ToolError> {
-        let Some(ix) = points::point(point).and_then(|s| points::index(s.name)) else {
-            return Ok(event);
-        };
-        let mut ev = Value::Object(event);
-        self.fire_at(ix, &mut ev, ctx).await?;
-        Ok(match ev {
-            Value::Object(m) => m,
-            _ => Map::new(),
-        })
-    }
+/// One field of an event, given in the order of its point's `fields` column
+/// ([`PointSpec::fields`]). Strings are written into the buffers of the event map this
+/// thread kept from the point's last event; values move in and back out.
+pub(crate) enum Field<'a> {
+    /// A string field.
+    Str(&'a str),
+    /// A field holding a value written out as a string (the caller).
+    Display(&'a (dyn std::fmt::Display + Sync)),
+    /// A value, moved into the event. After firing it holds the event's value: a handler's
+    /// replacement or the value as it went in. A replaceable field is always given so.
+    Value(Value),
+    /// Not part of this event (`tool:after-invoke` has `result` or `error`). After firing
+    /// it is a [`Field::Value`] when a handler set it (a replaced `result` of a failed call).
+    Absent,
+}
 
-    /// [`Hooks::fire`] by point index, over `event` (an object) in place, so the caller can
-    /// move its values in and take them back out without copies. Returns whether a handler
-    /// replaced a field (every point has at most one replaceable field).
-    pub(crate) async fn fire_at(
-        &self,
-        ix: usize,
-        event: &mut Value,
-        ctx: &CallContext,
-    ) -> Result<bool, ToolError> {
-        // Handlers that all run here and now fire over the registry's list as it stands;
-        // others over a copy of it that can be held while they are awaited.
-        match self.handlers_in_place(ix).or_else(|| self.handlers(ix)) {
-            Some(handlers) => self.fire_over(ix, handlers, event, ctx).await,
-            None => Ok(false),
+impl Field<'_> {
+    /// The value this field holds (after firing), moved out; null for any other field.
+    pub(crate) fn take(&mut self) -> Value {
+        match self {
+            Field::Value(v) => std::mem::take(v),
+            _ => Value::Null,
         }
     }
 
-    /// [`Hooks::fire_at`] over `handlers`, a snapshot taken earlier (by a caller that had to
+    /// [`Field::take`] for a field of named values (inputs, outputs): empty when it holds
+    /// none (a handler cannot put anything else there: see `misshapen`).
+    pub(crate) fn take_map(&mut self) -> Map<String, Value> {
+        match self.take() {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+}
+
+/// Which fields of an event handlers replaced, by position in the point's `fields`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Replaced(u64);
+
+impl Replaced {
+    /// Whether a handler replaced any field.
+    pub(crate) fn any(self) -> bool {
+        self.0 != 0
+    }
+
+    /// Whether a handler replaced field `i` (its position in the point's `fields`).
+    pub(crate) fn has(self, i: usize) -> bool {
+        i < 64 && self.0 & (1 << i) != 0
+    }
+
+    fn set(&mut self, i: usize) {
+        if i < 64 {
+            self.0 |= 1 << i;
+        }
+    }
+}
+
+impl Hooks {
+    /// Fires point `ix` (an index constant of [`super::points`]): builds its event from
+    /// `fields` (one per entry of the point's `fields` column, in order), runs its handlers
+    /// (a snapshot, by priority then registration order) and hands the event's values back
+    /// into `fields`, saying which a handler replaced. Only the row's `replaceable` fields
+    /// are taken from a handler; others are ignored with a warning. At a `before` point a
+    /// veto or a failing handler is a [`ToolError::Vetoed`] for `ctx.tool_id`; at an
+    /// `after` point they are logged and skipped. Callers check [`Hooks::active_at`] first,
+    /// so a point with no handlers builds nothing.
+    pub(crate) async fn fire(
+        &self,
+        ix: usize,
+        fields: &mut [Field<'_>],
+        ctx: &CallContext,
+    ) -> Result<Replaced, ToolError> {
+        // Handlers that all run here and now fire over the registry's list as it stands;
+        // others over a copy of it that can be held while they are awaited.
+        match self.handlers_in_place(ix).or_else(|| self.handlers(ix)) {
+            Some(handlers) => self.fire_over(ix, handlers, fields, ctx).await,
+            None => Ok(Replaced::default()),
+        }
+    }
+
+    /// [`Hooks::fire`] over `handlers`, a snapshot taken earlier (by a caller that had to
     /// know something of them first, such as whether they all run in place).
     pub(crate) async fn fire_over(
         &self,
         ix: usize,
         handlers: Handlers,
-        event: &mut Value,
+        fields: &mut [Field<'_>],
         ctx: &CallContext,
-    ) -> Result<bool, ToolError> {
+    ) -> Result<Replaced, ToolError> {
         let Some(spec) = POINTS.get(ix) else {
-            return Ok(false);
+            return Ok(Replaced::default());
         };
-        let in_place = handlers.in_place();
-        let list = handlers.list();
-        if list.is_empty() {
-            return Ok(false);
+        if handlers.list().is_empty() {
+            return Ok(Replaced::default());
         }
         if ctx.depth > MAX_HOOK_DEPTH {
             let reason = format!(
@@ -76,9 +115,75 @@ impl Hooks {
                 return Err(vetoed(&ctx.tool_id, reason));
             }
             tracing::warn!(target: "tavern::hooks", point = spec.name, "{reason}");
-            return Ok(false);
+            return Ok(Replaced::default());
         }
-        let mut replaced = false;
+        debug_assert_eq!(fields.len(), spec.fields.len(), "fields of {}", spec.name);
+        let whole = !fields.iter().any(|f| matches!(f, Field::Absent));
+        let mut ev = Value::Object(if whole {
+            fill(event::event_map(ix, spec.fields), fields)
+        } else {
+            partial(spec, fields)
+        });
+        let fired = self.run_handlers(spec, handlers, &mut ev, ctx).await;
+        if let Value::Object(mut m) = ev {
+            if whole {
+                // A replacement took the same key, in the same place.
+                for (slot, f) in m.values_mut().zip(fields.iter_mut()) {
+                    if let Field::Value(v) = f {
+                        *v = std::mem::take(slot);
+                    }
+                }
+                event::recycle(ix, m);
+            } else {
+                for (name, f) in spec.fields.iter().zip(fields.iter_mut()) {
+                    let slot = m.get_mut(*name).map(std::mem::take);
+                    match (f, slot) {
+                        (Field::Value(v), slot) => *v = slot.unwrap_or_default(),
+                        (f @ Field::Absent, Some(v)) => *f = Field::Value(v),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        fired
+    }
+
+    /// [`Hooks::fire`] from synchronous code (the engine's build): on a thread of its own
+    /// with its own runtime, so it works inside or outside an async runtime.
+    pub(crate) fn fire_blocking(
+        &self,
+        ix: usize,
+        fields: &mut [Field<'_>],
+        ctx: &CallContext,
+    ) -> Result<Replaced, ToolError> {
+        let name = POINTS.get(ix).map_or("?", |p| p.name);
+        let run = || match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => rt.block_on(self.fire(ix, fields, ctx)),
+            Err(e) => {
+                tracing::warn!(target: "tavern::hooks", "cannot fire {name}: {e}");
+                Ok(Replaced::default())
+            }
+        };
+        std::thread::scope(|s| s.spawn(run).join()).unwrap_or_else(|_| {
+            tracing::error!(target: "tavern::hooks", "a {name} handler panicked");
+            Ok(Replaced::default())
+        })
+    }
+
+    /// Runs `handlers` over `event` (an object) in place; which fields they replaced.
+    async fn run_handlers(
+        &self,
+        spec: &'static PointSpec,
+        handlers: Handlers,
+        event: &mut Value,
+        ctx: &CallContext,
+    ) -> Result<Replaced, ToolError> {
+        let in_place = handlers.in_place();
+        let list = handlers.list();
+        let mut replaced = Replaced::default();
         for e in list.iter() {
             if e.once {
                 if e.spent.swap(true, std::sync::atomic::Ordering::AcqRel) {
@@ -124,11 +229,14 @@ impl Hooks {
                             // `{inputs = null}` replaces nothing.
                             continue;
                         }
-                        if spec.replaceable.contains(&k.as_str()) {
-                            if let Some(m) = event.as_object_mut() {
-                                m.insert(k, v);
-                                replaced = true;
-                            }
+                        let at = spec.fields.iter().position(|f| *f == k);
+                        if let (true, Some(i), Some(m)) = (
+                            spec.replaceable.contains(&k.as_str()),
+                            at,
+                            event.as_object_mut(),
+                        ) {
+                            m.insert(k, v);
+                            replaced.set(i);
                         } else {
                             tracing::warn!(target: "tavern::hooks", point = spec.name,
                                 owner = %e.owner, field = %k,
@@ -171,31 +279,18 @@ impl Hooks {
         // The clock is read only for what reports a duration.
         let started = (after || audit).then(Instant::now);
         if self.active_at(TOOL_BEFORE_IX) {
-            // The arguments move into the event and back out: no copy. The map and its
-            // strings are the last before-event's on this thread (no key hashed anew).
-            let mut m = event::event_map(TOOL_BEFORE_IX, &["tool", "args", "caller"]);
-            for (i, slot) in m.values_mut().enumerate() {
-                match i {
-                    0 => event::set_str(slot, tool.id()),
-                    1 => *slot = std::mem::take(&mut args),
-                    _ => event::set_display(slot, &ctx.caller),
-                }
-            }
-            let mut ev = Value::Object(m);
-            let fired = self.fire_at(TOOL_BEFORE_IX, &mut ev, &ctx).await;
-            if let Value::Object(mut m) = ev {
-                // A replacement took the same key, in the same place.
-                args = m
-                    .values_mut()
-                    .nth(1)
-                    .map(std::mem::take)
-                    .unwrap_or_default();
-                event::recycle(TOOL_BEFORE_IX, m);
-            }
+            // The arguments move into the event and back out: no copy.
+            let mut f = [
+                Field::Str(tool.id()),
+                Field::Value(args),
+                Field::Display(&ctx.caller),
+            ];
+            let fired = self.fire(TOOL_BEFORE_IX, &mut f, &ctx).await;
+            args = f[1].take();
             match fired {
                 // Replaced arguments pass the schema again.
-                Ok(true) => args = tool.prepare(args, KeyMatching::Loose)?,
-                Ok(false) => {}
+                Ok(r) if r.any() => args = tool.prepare(args, KeyMatching::Loose)?,
+                Ok(_) => {}
                 Err(e) => {
                     if audit {
                         self.audit_call(&ctx, "vetoed", started, None);
@@ -213,31 +308,30 @@ impl Hooks {
         let kept = after.then(|| args.clone());
         let mut result = self.overrides.run(&tool, ctx.clone(), args).await;
         if let Some(args) = kept {
-            let mut ev = Map::with_capacity(7);
-            ev.insert("tool".into(), Value::String(tool.id().to_string()));
-            ev.insert("args".into(), args);
-            ev.insert("caller".into(), Value::String(ctx.caller.to_string()));
-            ev.insert("ok".into(), Value::Bool(result.is_ok()));
             let ok = result.is_ok();
-            match result {
-                Ok(v) => {
-                    ev.insert("result".into(), v);
-                    result = Ok(Value::Null);
-                }
-                Err(ref e) => {
-                    ev.insert(
-                        "error".into(),
-                        json!({"code": e.code(), "message": e.to_string()}),
-                    );
-                }
-            }
+            // The result moves into the event and back out.
+            let (res, error) = match &mut result {
+                Ok(v) => (Field::Value(std::mem::take(v)), Field::Absent),
+                Err(e) => (
+                    Field::Absent,
+                    Field::Value(json!({"code": e.code(), "message": e.to_string()})),
+                ),
+            };
             let elapsed = started.map_or(0.0, |t| t.elapsed().as_secs_f64() * 1000.0);
-            ev.insert("elapsed_ms".into(), json!(elapsed));
-            let mut ev = Value::Object(ev);
-            let replaced = matches!(self.fire_at(TOOL_AFTER_IX, &mut ev, &ctx).await, Ok(true));
-            // The result moves back out; a replaced one (also for a failed call) wins.
+            let mut f = [
+                Field::Str(tool.id()),
+                Field::Value(args),
+                Field::Display(&ctx.caller),
+                Field::Value(Value::Bool(ok)),
+                res,
+                error,
+                Field::Value(json!(elapsed)),
+            ];
+            let fired = self.fire(TOOL_AFTER_IX, &mut f, &ctx).await;
+            let replaced = matches!(fired, Ok(r) if r.has(4));
+            // A replaced result (also for a failed call) wins.
             if ok || replaced {
-                result = Ok(take(&mut ev, "result"));
+                result = Ok(f[4].take());
             }
         }
         if audit {
@@ -265,12 +359,32 @@ fn misshapen(fields: &Map<String, Value>) -> Option<String> {
     })
 }
 
-/// Takes field `key` out of an event object (null when it is missing).
-fn take(ev: &mut Value, key: &str) -> Value {
-    ev.as_object_mut()
-        .and_then(|m| m.get_mut(key))
-        .map(std::mem::take)
-        .unwrap_or(Value::Null)
+/// Fills `m` (a map with the point's keys, in order) with `fields`, moving values in.
+fn fill(mut m: Map<String, Value>, fields: &mut [Field<'_>]) -> Map<String, Value> {
+    for (slot, f) in m.values_mut().zip(fields.iter_mut()) {
+        match f {
+            Field::Str(s) => event::set_str(slot, s),
+            Field::Display(d) => event::set_display(slot, d),
+            Field::Value(v) => *slot = std::mem::take(v),
+            Field::Absent => *slot = Value::Null,
+        }
+    }
+    m
+}
+
+/// A new event map of the fields that are not [`Field::Absent`].
+fn partial(spec: &PointSpec, fields: &mut [Field<'_>]) -> Map<String, Value> {
+    let mut m = Map::with_capacity(fields.len());
+    for (name, f) in spec.fields.iter().zip(fields.iter_mut()) {
+        let v = match f {
+            Field::Str(s) => Value::String(s.to_string()),
+            Field::Display(d) => Value::String(d.to_string()),
+            Field::Value(v) => std::mem::take(v),
+            Field::Absent => continue,
+        };
+        m.insert(name.to_string(), v);
+    }
+    m
 }
 
 impl Interceptor for Hooks {
@@ -278,22 +392,160 @@ impl Interceptor for Hooks {
         self.wants_tools(tool_id)
     }
 
-    fn intercept(&self, tool: Arc<Tool>, ctx: CallContext, args: Value) -> ToolFuture {
-        // The future must own the registry: it is the manager's interceptor.
-        let me = ctx.manager.interceptor().cloned();
-        Box::pin(async move {
-            match me.as_ref().and_then(|i| i.as_any().downcast_ref::<Hooks>()) {
-                Some(h) => h.run_call(tool, ctx, args).await,
-                None => tool.handler().invoke(ctx, args).await,
-            }
-        })
+    fn intercept(self: Arc<Self>, tool: Arc<Tool>, ctx: CallContext, args: Value) -> ToolFuture {
+        // The future owns the registry the manager handed over.
+        Box::pin(async move { self.run_call(tool, ctx, args).await })
     }
 
     fn refused(&self, tool_id: &str, caller: &Caller, depth: u32, error: &ToolError) {
         self.audit_refused(tool_id, caller, depth, error);
     }
+}
 
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::hooks::points::WORKFLOW_BEFORE_IX;
+    use crate::hooks::HookOptions;
+    use crate::tools::ToolManager;
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        // Registered sync handlers run in place: one poll would do, a runtime is simpler.
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a current-thread runtime builds")
+            .block_on(f)
+    }
+
+    fn ctx() -> CallContext {
+        CallContext::top("workflow:w", Caller::Cli, ToolManager::new())
+    }
+
+    /// Registers a handler at `point` that records its events and returns `ret`.
+    fn record(h: &Hooks, point: &str, priority: i64, ret: HookReturn) -> Arc<Mutex<Vec<Value>>> {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        let opts = HookOptions {
+            priority,
+            ..Default::default()
+        };
+        h.on_fn(point, opts, move |_, ev| {
+            s.lock().unwrap().push(ev.clone());
+            ret.clone()
+        })
+        .expect("a known point");
+        seen
+    }
+
+    #[test]
+    fn the_event_is_built_from_the_row_and_its_values_come_back() {
+        let h = Hooks::default();
+        let seen = record(&h, "workflow:before-execute", 0, HookReturn::Continue);
+        let caller = Caller::Cli;
+        let mut f = [
+            Field::Str("w"),
+            Field::Value(json!({"a": 1})),
+            Field::Display(&caller),
+        ];
+        let r = block_on(h.fire(WORKFLOW_BEFORE_IX, &mut f, &ctx())).expect("not vetoed");
+        assert!(!r.any());
+        assert_eq!(f[1].take(), json!({"a": 1}), "the inputs move back out");
+        let ev = seen.lock().unwrap()[0].clone();
+        assert_eq!(
+            ev,
+            json!({"workflow": "w", "inputs": {"a": 1}, "caller": "cli"})
+        );
+        let keys: Vec<&String> = ev.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["workflow", "inputs", "caller"], "in the row's order");
+    }
+
+    #[test]
+    fn replaced_fields_come_back_and_others_are_ignored() {
+        let h = Hooks::default();
+        let mut fields = Map::new();
+        fields.insert("inputs".into(), json!({"b": 2}));
+        fields.insert("workflow".into(), json!("other"));
+        record(
+            &h,
+            "workflow:before-execute",
+            1,
+            HookReturn::Replace(fields),
+        );
+        let later = record(&h, "workflow:before-execute", 0, HookReturn::Continue);
+        let caller = Caller::Cli;
+        let mut f = [
+            Field::Str("w"),
+            Field::Value(json!({"a": 1})),
+            Field::Display(&caller),
+        ];
+        let r = block_on(h.fire(WORKFLOW_BEFORE_IX, &mut f, &ctx())).expect("not vetoed");
+        assert!(r.has(1) && !r.has(0), "only `inputs` is replaceable: {r:?}");
+        assert_eq!(f[1].take(), json!({"b": 2}));
+        // The later handler saw the replacement, and not the refused field.
+        assert_eq!(
+            later.lock().unwrap()[0],
+            json!({"workflow": "w", "inputs": {"b": 2}, "caller": "cli"})
+        );
+    }
+
+    #[test]
+    fn an_absent_field_a_handler_sets_comes_back() {
+        let h = Hooks::default();
+        let mut fields = Map::new();
+        fields.insert("result".into(), json!(5));
+        let seen = record(&h, "tool:after-invoke", 0, HookReturn::Replace(fields));
+        let caller = Caller::Cli;
+        let mut f = [
+            Field::Str("a:b"),
+            Field::Value(json!({})),
+            Field::Display(&caller),
+            Field::Value(json!(false)),
+            Field::Absent,
+            Field::Value(json!({"code": "failed"})),
+            Field::Value(json!(1.0)),
+        ];
+        let r = block_on(h.fire(TOOL_AFTER_IX, &mut f, &ctx())).expect("an after point");
+        assert!(r.has(4));
+        assert_eq!(f[4].take(), json!(5));
+        assert_eq!(f[5].take(), json!({"code": "failed"}));
+        let ev = seen.lock().unwrap()[0].clone();
+        assert!(
+            ev.get("result").is_none(),
+            "an absent field is not in the event"
+        );
+        assert_eq!(ev["tool"], json!("a:b"));
+    }
+
+    #[test]
+    fn a_veto_at_a_before_point_still_hands_the_values_back() {
+        let h = Hooks::default();
+        record(&h, "tool:before-invoke", 0, HookReturn::Veto("no".into()));
+        let caller = Caller::Cli;
+        let mut f = [
+            Field::Str("a:b"),
+            Field::Value(json!({"x": 1})),
+            Field::Display(&caller),
+        ];
+        let e = block_on(h.fire(TOOL_BEFORE_IX, &mut f, &ctx())).expect_err("vetoed");
+        assert_eq!(e.code(), "vetoed");
+        assert_eq!(f[1].take(), json!({"x": 1}));
+        // At an after point a veto has nothing to stop.
+        record(&h, "tool:after-invoke", 0, HookReturn::Veto("late".into()));
+        let mut f = [
+            Field::Str("a:b"),
+            Field::Value(json!({})),
+            Field::Display(&caller),
+            Field::Value(json!(true)),
+            Field::Value(json!(1)),
+            Field::Absent,
+            Field::Value(json!(0.5)),
+        ];
+        let r = block_on(h.fire(TOOL_AFTER_IX, &mut f, &ctx())).expect("ignored");
+        assert!(!r.any());
+        assert_eq!(f[4].take(), json!(1));
     }
 }

@@ -31,6 +31,7 @@ use arc_swap::ArcSwap;
 use serde_json::{Map, Value};
 
 pub use audit::{AuditSink, AuditTap};
+pub(crate) use fire::Field;
 pub use overrides::{Next, OverrideHandler, OverrideInfo};
 pub use points::{point, PointSpec, POINTS};
 
@@ -241,7 +242,9 @@ impl Handlers {
 }
 
 /// The engine's hook registry and override stacks. Installed in the engine's ToolManager
-/// as its [`crate::tools::Interceptor`].
+/// as its [`crate::tools::Interceptor`] (which fires the tool points), and handed to what
+/// fires other points or registers handlers: workflow runs (`RunOptions::hooks`), the
+/// plugin loader and scripts (`ScriptEnv::hooks`), the agent runtime, the engine's build.
 pub struct Hooks {
     /// Handler lists by point index (the order of [`POINTS`]); writers replace whole lists,
     /// so firing a point reads its list without a lock.
@@ -286,11 +289,6 @@ impl Hooks {
     /// An empty registry.
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
-    }
-
-    /// The registry installed in `manager`, if any.
-    pub fn of(manager: &crate::tools::ToolManager) -> Option<&Hooks> {
-        manager.interceptor()?.as_any().downcast_ref::<Hooks>()
     }
 
     fn writer(&self) -> std::sync::MutexGuard<'_, ()> {

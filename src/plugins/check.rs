@@ -58,6 +58,7 @@ pub fn check_home(home: &Path, settings: &Settings) -> CheckReport {
         home,
         settings,
         &report.tools,
+        report.workflows.hooks(),
         crate::script::Limits::engine_default(),
         false,
     );
@@ -139,8 +140,13 @@ fn load(
     home_workflows: bool,
 ) -> CheckReport {
     let tools = ToolManager::new();
-    // As in the engine: scripts may register hooks and overrides while they load.
-    tools.set_interceptor(crate::hooks::Hooks::new());
+    // As in the engine: scripts may register hooks and overrides while they load, and the
+    // workflows' runs fire them.
+    let hooks = crate::hooks::Hooks::new();
+    tools.set_interceptor(hooks.clone());
+    let workflows =
+        crate::workflow::Workflows::new(Arc::new(crate::workflow::NodeRegistry::with_builtins()))
+            .with_hooks(hooks.clone());
     let mut problems = Vec::new();
     if let Err(e) = crate::tools::builtin::register(&tools) {
         problems.push(Problem::new(
@@ -149,7 +155,10 @@ fn load(
         ));
     }
     let host = HostServices::with_defaults();
-    let mut loader = Loader::new(home, settings, tools.clone(), &host).roots(roots);
+    let mut loader = Loader::new(home, settings, tools.clone(), &host)
+        .roots(roots)
+        .with_workflows(Arc::new(workflows))
+        .with_hooks(hooks);
     let mut plugins = Vec::new();
     if is_plugin_dir(path) {
         let (p, ps) = loader.load_plugin(path);

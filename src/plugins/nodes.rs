@@ -228,15 +228,14 @@ impl NodeExecutor for ScriptNodeExecutor {
             let _stop_on_drop = cancel.clone().drop_guard();
             let value = match manager {
                 Some(manager) => {
-                    let call = CallContext {
-                        tool_id: node_type.as_str().into(),
-                        caller: ctx.caller().clone(),
+                    let call = CallContext::within(
+                        node_type.as_str(),
+                        ctx.caller().clone(),
                         manager,
-                        depth: ctx.depth(),
-                        cancel: cancel.clone(),
-                        deadline: None,
-                        observer: ctx.observer().clone(),
-                    };
+                        ctx.depth(),
+                        cancel.clone(),
+                    )
+                    .with_observer(ctx.observer().clone());
                     handler.invoke(call, args).await
                 }
                 None => {

@@ -26,6 +26,8 @@ pub struct ScriptContext {
     pub limits: Limits,
     /// The manager scripts call tools through.
     pub manager: Arc<ToolManager>,
+    /// The hook registry scripts register hooks and overrides in.
+    pub hooks: Option<Arc<crate::hooks::Hooks>>,
 }
 
 /// The host's limits (`EngineBuilder::script_limits`, by default the engine defaults)
@@ -126,6 +128,7 @@ impl ScriptSet {
         env.config = ctx.config.clone();
         env.limits = ctx.limits;
         env.tools = Some(Arc::downgrade(&ctx.manager));
+        env.hooks = ctx.hooks.as_ref().map(Arc::downgrade);
         match PluginScripts::load(env, files) {
             Ok(s) => Ok(ScriptSet { scripts: Some(s) }),
             Err(e) => Err(load_problem(&ctx.dir, &files[0], &e)),

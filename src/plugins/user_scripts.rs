@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use super::manifest::PermissionsSpec;
 use super::permissions;
 use crate::config::Settings;
+use crate::hooks::Hooks;
 use crate::problem::Problem;
 use crate::script::{Limits, Permissions, PluginScripts, ScriptEnv};
 use crate::tools::ToolManager;
@@ -61,9 +62,10 @@ pub fn load(
     home: &Path,
     settings: &Settings,
     tools: &Arc<ToolManager>,
+    hooks: Option<&Arc<Hooks>>,
     limits: Limits,
 ) -> (Vec<UserScript>, Vec<Problem>) {
-    load_with(home, settings, tools, limits, true)
+    load_with(home, settings, tools, hooks, limits, true)
 }
 
 /// [`load`], creating granted write roots only when `create_roots` (`plugin check` writes
@@ -72,6 +74,7 @@ pub fn load_with(
     home: &Path,
     settings: &Settings,
     tools: &Arc<ToolManager>,
+    hooks: Option<&Arc<Hooks>>,
     limits: Limits,
     create_roots: bool,
 ) -> (Vec<UserScript>, Vec<Problem>) {
@@ -144,6 +147,7 @@ pub fn load_with(
         env.config = config;
         env.limits = limits;
         env.tools = Some(Arc::downgrade(tools));
+        env.hooks = hooks.map(Arc::downgrade);
         let rel = PathBuf::from(file.file_name().unwrap_or_default());
         match PluginScripts::load(env, &[rel]) {
             Ok(scripts) => out.push(UserScript {
@@ -155,81 +159,4 @@ pub fn load_with(
         }
     }
     (out, problems)
-}
-
-/// What the engine does once plugins and workflows are in: fires `plugin:loaded` for each
-/// plugin, loads the power-user scripts (when `limits` is given), then fires `engine:ready`.
-#[allow(clippy::too_many_arguments)]
-pub fn after_load(
-    hooks: &Arc<crate::hooks::Hooks>,
-    tools: &Arc<ToolManager>,
-    plugins: &super::PluginSet,
-    workflows: &Arc<crate::workflow::Workflows>,
-    home: &Path,
-    settings: &Settings,
-    limits: Option<Limits>,
-    problems: &mut Vec<Problem>,
-) -> Vec<UserScript> {
-    use crate::hooks::points::{ENGINE_READY, PLUGIN_LOADED};
-    if hooks.active(PLUGIN_LOADED) {
-        for p in plugins.list() {
-            let mut ev = Map::new();
-            ev.insert("plugin".into(), Value::String(p.name().to_string()));
-            ev.insert("tools".into(), serde_json::json!(p.tools));
-            ev.insert("nodes".into(), serde_json::json!(p.nodes));
-            ev.insert("workflows".into(), serde_json::json!(p.workflows));
-            fire_blocking(hooks, tools, PLUGIN_LOADED, ev);
-        }
-    }
-    let scripts = match limits {
-        Some(l) => {
-            let (s, ps) = load(home, settings, tools, l);
-            problems.extend(ps);
-            s
-        }
-        None => Vec::new(),
-    };
-    if hooks.active(ENGINE_READY) {
-        let mut ev = Map::new();
-        ev.insert("tools".into(), serde_json::json!(tools.len()));
-        ev.insert(
-            "plugins".into(),
-            serde_json::json!(plugins.list().iter().map(|p| p.name()).collect::<Vec<_>>()),
-        );
-        ev.insert("workflows".into(), serde_json::json!(workflows.ids()));
-        fire_blocking(hooks, tools, ENGINE_READY, ev);
-    }
-    scripts
-}
-
-/// Fires a point from synchronous code (the engine's build): on a thread of its own with
-/// its own runtime, so it works inside or outside an async runtime.
-fn fire_blocking(
-    hooks: &Arc<crate::hooks::Hooks>,
-    tools: &Arc<ToolManager>,
-    point: &'static str,
-    ev: Map<String, Value>,
-) {
-    let ctx = crate::tools::CallContext {
-        tool_id: point.into(),
-        caller: crate::tools::Caller::Host,
-        manager: tools.clone(),
-        depth: 0,
-        cancel: Default::default(),
-        deadline: None,
-        observer: None,
-    };
-    let hooks = hooks.clone();
-    let run = move || match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => {
-            let _ = rt.block_on(hooks.fire(point, ev, &ctx));
-        }
-        Err(e) => tracing::warn!(target: "tavern::hooks", "cannot fire {point}: {e}"),
-    };
-    if std::thread::scope(|s| s.spawn(run).join()).is_err() {
-        tracing::error!(target: "tavern::hooks", "a {point} handler panicked");
-    }
 }

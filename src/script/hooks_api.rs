@@ -68,6 +68,11 @@ fn manager(env: &ScriptEnv) -> Option<Arc<ToolManager>> {
     env.tools.as_ref().and_then(Weak::upgrade)
 }
 
+/// The registry the scripts' hooks and overrides go in.
+fn registry(env: &ScriptEnv) -> Option<Arc<Hooks>> {
+    env.hooks.as_ref().and_then(Weak::upgrade)
+}
+
 impl ScriptHooks {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
@@ -182,14 +187,9 @@ impl ScriptHooks {
         p: Pending,
         scripts: &PluginScripts,
     ) -> Result<(), ScriptError> {
-        let Some(m) = manager(env) else {
+        let Some(hooks) = registry(env) else {
             return Err(ScriptError::runtime(
-                "api.hooks: no engine is attached to this script (hooks need an engine)",
-            ));
-        };
-        let Some(hooks) = Hooks::of(&m) else {
-            return Err(ScriptError::runtime(
-                "api.hooks: this engine has no hook registry",
+                "api.hooks: no engine's hook registry is attached to this script (hooks need an engine)",
             ));
         };
         match p.kind {
@@ -254,9 +254,7 @@ impl ScriptHooks {
             return true;
         }
         match st.live.remove(&n) {
-            Some(h) => manager(env)
-                .and_then(|m| Hooks::of(&m).map(|hk| hk.off(h)))
-                .unwrap_or(false),
+            Some(h) => registry(env).is_some_and(|hk| hk.off(h)),
             None => false,
         }
     }

@@ -31,6 +31,9 @@ pub struct ScriptEnv {
     pub limits: Limits,
     /// The manager `api.tools.call` goes through when the call itself does not carry one.
     pub tools: Option<Weak<ToolManager>>,
+    /// The hook registry `api.hooks` and `api.services.override` register in (weak: the
+    /// registry holds the scripts' handlers).
+    pub hooks: Option<Weak<crate::hooks::Hooks>>,
     /// Who owns hooks and overrides these scripts register, as listings and errors name it
     /// (`plugin:<name>`, or `script:<name>` for a power-user script).
     pub owner: String,
@@ -59,6 +62,7 @@ impl ScriptEnv {
             config: Map::new(),
             limits: Limits::engine_default(),
             tools: None,
+            hooks: None,
         }
     }
 }
@@ -782,15 +786,9 @@ mod tests {
     #[test]
     fn a_call_serving_a_context_reads_through_to_it() {
         let manager = ToolManager::new();
-        let ctx = CallContext {
-            tool_id: "t:ctx".into(),
-            caller: Caller::Model(Some("agent".into())),
-            manager,
-            depth: 3,
-            cancel: CancellationToken::new(),
-            deadline: Some(Instant::now() + std::time::Duration::from_millis(50)),
-            observer: None,
-        };
+        let caller = Caller::Model(Some("agent".into()));
+        let ctx = CallContext::within("t:ctx", caller, manager, 3, CancellationToken::new())
+            .with_deadline(Some(Instant::now() + std::time::Duration::from_millis(50)));
         ActiveCall::for_context(&ctx, 60_000).run(|| {
             let (info, _, allowed) = current_call().expect("a call runs");
             assert_eq!(&*info.tool_id, "t:ctx");

@@ -15,8 +15,9 @@ pub trait Interceptor: Send + Sync + 'static {
     fn wants(&self, tool_id: &str) -> bool;
 
     /// Runs the call: hooks before, the tool's handler (or its overrides), hooks after.
-    /// `args` has passed `tool`'s schema.
-    fn intercept(&self, tool: Arc<Tool>, ctx: CallContext, args: Value) -> ToolFuture;
+    /// `args` has passed `tool`'s schema. The manager hands over its own reference to the
+    /// interceptor, so the future can own it.
+    fn intercept(self: Arc<Self>, tool: Arc<Tool>, ctx: CallContext, args: Value) -> ToolFuture;
 
     /// Told of a call refused before it ran (unknown tool, caller policy, depth limit,
     /// invalid arguments, already cancelled or past its deadline), so an audit sees every
@@ -25,7 +26,4 @@ pub trait Interceptor: Send + Sync + 'static {
     fn refused(&self, tool_id: &str, caller: &Caller, depth: u32, error: &ToolError) {
         let _ = (tool_id, caller, depth, error);
     }
-
-    /// For downcasting to the concrete type (`crate::hooks::Hooks`).
-    fn as_any(&self) -> &dyn std::any::Any;
 }

@@ -23,6 +23,7 @@
 //!   past [`ToolManager::max_depth`] the call is a [`ToolError::RecursionLimit`].
 
 pub mod builtin;
+mod context;
 mod definition;
 mod error;
 pub mod id;

@@ -515,6 +515,7 @@ struct ConfigHandler {
     tool: ConfigTool,
     workflows_registry: Arc<super::registry::NodeRegistry>,
     defaults: super::library::RunDefaults,
+    hooks: Option<Arc<crate::hooks::Hooks>>,
 }
 
 impl ConfigHandler {
@@ -523,6 +524,7 @@ impl ConfigHandler {
             tool,
             workflows_registry: workflows.registry().clone(),
             defaults: workflows.defaults(),
+            hooks: workflows.hooks().cloned(),
         }
     }
 }
@@ -532,6 +534,7 @@ impl ToolHandler for ConfigHandler {
         let tool = self.tool.clone();
         let registry = self.workflows_registry.clone();
         let defaults = self.defaults;
+        let hooks = self.hooks.clone();
         Box::pin(async move {
             let mut args = match args {
                 Value::Object(m) => m,
@@ -554,14 +557,7 @@ impl ToolHandler for ConfigHandler {
                 }
             }
             let plan = compile(&wf, &registry).map_err(|e| e.into_tool_error(&ctx.tool_id))?;
-            let opts = super::run::RunOptions {
-                tools: Some(ctx.manager.clone()),
-                caller: ctx.caller.clone(),
-                depth: ctx.depth,
-                cancel: ctx.cancel.clone(),
-                observer: ctx.observer.clone(),
-                ..defaults.options()
-            };
+            let opts = super::library::options_for(defaults, hooks, &ctx);
             let mut outputs = async { plan.run(Map::new(), opts).await?.into_outputs() }
                 .await
                 .map_err(|e| e.into_tool_error(&ctx.tool_id))?;

@@ -11,19 +11,20 @@ use super::compile::Plan;
 use super::error::{NodeError, WorkflowError};
 use super::registry::{NodeContext, NodeExecutor, NodeFuture, RunShared};
 use super::run::{RunOptions, RunReport};
-use crate::hooks::points::{NODE_AFTER_IX, NODE_BEFORE_IX, WORKFLOW_AFTER, WORKFLOW_BEFORE};
-use crate::hooks::{event, Handlers, Hooks};
+use crate::hooks::points::{NODE_AFTER_IX, NODE_BEFORE_IX, WORKFLOW_AFTER_IX, WORKFLOW_BEFORE_IX};
+use crate::hooks::{Field, Handlers, Hooks};
 use crate::tools::{CallContext, ToolError, ToolManager};
 
-/// The registry behind `manager`, when it has handlers for one of `points`.
-pub(crate) fn hooked<'m>(
-    manager: Option<&'m Arc<ToolManager>>,
-    points: &[&str],
-) -> Option<&'m Hooks> {
-    let h = Hooks::of(manager?)?;
-    points.iter().any(|p| h.active(p)).then_some(h)
+/// The registry a run fires with, when it has one, a manager for its handlers' context and
+/// handlers for one of `points` (indexes of [`crate::hooks::POINTS`]).
+pub(crate) fn hooked<'o>(opts: &'o RunOptions, points: &[usize]) -> Option<&'o Arc<Hooks>> {
+    opts.tools.as_ref()?;
+    let h = opts.hooks.as_ref()?;
+    points.iter().any(|&p| h.active_at(p)).then_some(h)
 }
 
+/// The context workflow and node points fire with: the run's, with `workflow:<id>` as the
+/// subject.
 fn context(
     manager: &Arc<ToolManager>,
     workflow: &str,
@@ -31,15 +32,13 @@ fn context(
     depth: u32,
     cancel: &tokio_util::sync::CancellationToken,
 ) -> CallContext {
-    CallContext {
-        tool_id: format!("workflow:{workflow}").into(),
-        caller: caller.clone(),
-        manager: manager.clone(),
+    CallContext::within(
+        format!("workflow:{workflow}"),
+        caller.clone(),
+        manager.clone(),
         depth,
-        cancel: cancel.clone(),
-        deadline: None,
-        observer: None,
-    }
+        cancel.clone(),
+    )
 }
 
 fn vetoed(workflow: &str, e: ToolError) -> WorkflowError {
@@ -62,51 +61,39 @@ pub(crate) async fn run_hooked(
     mut args: Map<String, Value>,
     opts: RunOptions,
 ) -> Result<RunReport, WorkflowError> {
-    let id = plan.workflow_id.to_string();
     let Some(manager) = opts.tools.clone() else {
         return plan.run_unhooked(args, opts).await;
     };
-    let ctx = context(&manager, &id, &opts.caller, opts.depth, &opts.cancel);
-    let caller = opts.caller.to_string();
-    if hooks.active(WORKFLOW_BEFORE) {
-        let mut ev = Map::new();
-        ev.insert("workflow".into(), Value::String(id.clone()));
-        ev.insert("inputs".into(), Value::Object(args.clone()));
-        ev.insert("caller".into(), Value::String(caller.clone()));
-        let mut ev = hooks
-            .fire(WORKFLOW_BEFORE, ev, &ctx)
-            .await
-            .map_err(|e| vetoed(&id, e))?;
-        match ev.remove("inputs") {
-            Some(Value::Object(m)) => args = m,
-            Some(Value::Null) | None => {}
-            Some(other) => {
-                return Err(WorkflowError::Arguments {
-                    workflow: id,
-                    problems: vec![format!(
-                        "a workflow:before-execute hook replaced the inputs with {other}, not an object"
-                    )],
-                })
-            }
-        }
+    let id: &str = &plan.workflow_id;
+    let ctx = context(&manager, id, &opts.caller, opts.depth, &opts.cancel);
+    let caller = opts.caller.clone();
+    if hooks.active_at(WORKFLOW_BEFORE_IX) {
+        // The inputs move into the event and back out (a replacement is an object: the
+        // registry refuses others).
+        let mut f = [
+            Field::Str(id),
+            Field::Value(Value::Object(args)),
+            Field::Display(&caller),
+        ];
+        let fired = hooks.fire(WORKFLOW_BEFORE_IX, &mut f, &ctx).await;
+        args = f[1].take_map();
+        fired.map_err(|e| vetoed(id, e))?;
     }
-    let inputs = args.clone();
+    // The after event needs the inputs the run got: keep a copy only then.
+    let inputs = hooks.active_at(WORKFLOW_AFTER_IX).then(|| args.clone());
     let mut report = plan.run_unhooked(args, opts).await?;
-    if hooks.active(WORKFLOW_AFTER) {
-        let mut ev = Map::new();
-        ev.insert("workflow".into(), Value::String(id.clone()));
-        ev.insert("inputs".into(), Value::Object(inputs));
-        ev.insert("caller".into(), Value::String(caller));
-        ev.insert("outputs".into(), Value::Object(report.outputs.clone()));
-        ev.insert(
-            "status".into(),
-            serde_json::to_value(report.status).unwrap_or(Value::Null),
-        );
-        if let Ok(mut ev) = hooks.fire(WORKFLOW_AFTER, ev, &ctx).await {
-            if let Some(Value::Object(m)) = ev.remove("outputs") {
-                report.outputs = m;
-            }
-        }
+    if let Some(inputs) = inputs {
+        let status = serde_json::to_value(report.status).unwrap_or(Value::Null);
+        let mut f = [
+            Field::Str(id),
+            Field::Value(Value::Object(inputs)),
+            Field::Display(&caller),
+            Field::Value(Value::Object(std::mem::take(&mut report.outputs))),
+            Field::Value(status),
+        ];
+        // An after point never fails the run: a failing handler was skipped.
+        let _ = hooks.fire(WORKFLOW_AFTER_IX, &mut f, &ctx).await;
+        report.outputs = f[3].take_map();
     }
     Ok(report)
 }
@@ -122,30 +109,6 @@ fn hook_context<'r>(run: &'r RunShared, manager: &Arc<ToolManager>) -> &'r CallC
             &run.cancel,
         )
     })
-}
-
-/// A node event for point `ix` with `keys` (the last one of this point on this thread,
-/// refilled: no key hashed anew, no string allocated when it fits), `inputs` moved in.
-fn node_event(
-    ix: usize,
-    keys: &[&str],
-    run: &RunShared,
-    node_id: &str,
-    node_type: &str,
-    inputs: Map<String, Value>,
-) -> Value {
-    let mut m = event::event_map(ix, keys);
-    let mut inputs = Some(inputs);
-    for (i, slot) in m.values_mut().enumerate() {
-        match i {
-            0 => event::set_str(slot, &run.workflow_id),
-            1 => event::set_str(slot, node_id),
-            2 => event::set_str(slot, node_type),
-            3 => *slot = inputs.take().map(Value::Object).unwrap_or_default(),
-            _ => *slot = Value::Null,
-        }
-    }
-    Value::Object(m)
 }
 
 /// The node's run with `node:before-execute` / `node:after-execute` around it. The inputs
@@ -173,10 +136,7 @@ pub(crate) fn hooked_node(
     };
     Box::pin(async move {
         let run = ctx.run.clone();
-        let Some(manager) = run.tools.clone() else {
-            return exec.execute(ctx, inputs, config).await;
-        };
-        let Some(hooks) = Hooks::of(&manager) else {
+        let (Some(manager), Some(hooks)) = (run.tools.as_ref(), run.hooks.as_deref()) else {
             return exec.execute(ctx, inputs, config).await;
         };
         let (before, after) = (
@@ -186,7 +146,7 @@ pub(crate) fn hooked_node(
         if !before && !after {
             return exec.execute(ctx, inputs, config).await;
         }
-        let cctx = hook_context(&run, &manager);
+        let cctx = hook_context(&run, manager);
         let mut inputs = inputs;
         if let Some(handlers) = before.then(|| hooks.handlers(NODE_BEFORE_IX)).flatten() {
             inputs = fire_before(
@@ -200,29 +160,22 @@ pub(crate) fn hooked_node(
             )
             .await?;
         }
-        let ev_after = after.then(|| {
-            node_event(
-                NODE_AFTER_IX,
-                &AFTER_KEYS,
-                &run,
-                &ctx.node_id,
-                &node_type,
-                inputs.clone(),
-            )
-        });
+        // What the after event needs once the node has its context: kept only then.
+        let kept = after.then(|| (inputs.clone(), ctx.node_id.clone()));
         let out = exec.execute(ctx, inputs, config).await?;
-        let Some(mut ev) = ev_after else {
+        let Some((inputs, node_id)) = kept else {
             return Ok(out);
         };
-        if let Some(slot) = ev.as_object_mut().and_then(|m| m.values_mut().nth(4)) {
-            *slot = Value::Object(out);
-        }
+        let mut f = [
+            Field::Str(&run.workflow_id),
+            Field::Str(&node_id),
+            Field::Str(&node_type),
+            Field::Value(Value::Object(inputs)),
+            Field::Value(Value::Object(out)),
+        ];
         // An after point never fails the node: a failing handler was skipped.
-        let _ = hooks.fire_at(NODE_AFTER_IX, &mut ev, cctx).await;
-        Ok(match take_back(NODE_AFTER_IX, ev, 4) {
-            Value::Object(m) => m,
-            _ => Map::new(),
-        })
+        let _ = hooks.fire(NODE_AFTER_IX, &mut f, cctx).await;
+        Ok(f[4].take_map())
     })
 }
 
@@ -245,22 +198,17 @@ async fn fire_before(
     inputs: Map<String, Value>,
     cctx: &CallContext,
 ) -> Result<Map<String, Value>, NodeError> {
-    let mut ev = node_event(
-        NODE_BEFORE_IX,
-        &BEFORE_KEYS,
-        run,
-        node_id,
-        node_type,
-        inputs,
-    );
+    let mut f = [
+        Field::Str(&run.workflow_id),
+        Field::Str(node_id),
+        Field::Str(node_type),
+        Field::Value(Value::Object(inputs)),
+    ];
     let fired = hooks
-        .fire_over(NODE_BEFORE_IX, handlers, &mut ev, cctx)
+        .fire_over(NODE_BEFORE_IX, handlers, &mut f, cctx)
         .await;
-    // A replacement is an object (the registry refuses others) in the same place.
-    let inputs = match take_back(NODE_BEFORE_IX, ev, 3) {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    };
+    // A replacement is an object (the registry refuses others).
+    let inputs = f[3].take_map();
     fired
         .map(|_replaced| inputs)
         .map_err(|e| NodeError::Tool(Box::new(e)))
@@ -270,10 +218,7 @@ async fn fire_before(
 /// all its handlers run in place: over that one snapshot, firing finishes in one poll.
 fn before_in_place(ctx: &NodeContext, inputs: Map<String, Value>, node_type: &str) -> InPlace {
     let run = &ctx.run;
-    let Some(manager) = run.tools.as_ref() else {
-        return InPlace::Declined(inputs);
-    };
-    let Some(hooks) = Hooks::of(manager) else {
+    let (Some(manager), Some(hooks)) = (run.tools.as_ref(), run.hooks.as_deref()) else {
         return InPlace::Declined(inputs);
     };
     if hooks.active_at(NODE_AFTER_IX) || !hooks.active_at(NODE_BEFORE_IX) {
@@ -294,26 +239,4 @@ fn before_in_place(ctx: &NodeContext, inputs: Map<String, Value>, node_type: &st
             ctx.node_id
         )))),
     }
-}
-
-/// The keys of the node events, in order.
-const BEFORE_KEYS: [&str; 4] = ["workflow", "node", "type", "inputs"];
-const AFTER_KEYS: [&str; 5] = ["workflow", "node", "type", "inputs", "outputs"];
-
-/// Takes value `i` out of event `ev` (null when there is none) and hands the map back for
-/// the next event of point `ix`, with its inputs and outputs dropped.
-fn take_back(ix: usize, ev: Value, i: usize) -> Value {
-    let Value::Object(mut m) = ev else {
-        return Value::Null;
-    };
-    let v = m
-        .values_mut()
-        .nth(i)
-        .map(std::mem::take)
-        .unwrap_or_default();
-    for slot in m.values_mut().skip(3) {
-        *slot = Value::Null;
-    }
-    event::recycle(ix, m);
-    v
 }

@@ -15,6 +15,7 @@ use super::registry::NodeRegistry;
 use super::run::{RunOptions, RunReport, DEFAULT_CONCURRENCY};
 use super::schema::{node_tool_definition, workflow_tool_definition};
 use crate::config::Settings;
+use crate::hooks::Hooks;
 use crate::problem::Problem;
 use crate::tools::{CallContext, ToolError, ToolFuture, ToolHandler, ToolManager};
 
@@ -91,6 +92,9 @@ pub struct Workflows {
     /// started with [`Workflows::run`] without a manager of its own uses it, so tools,
     /// hooks and audit see host runs too.
     engine_tools: std::sync::OnceLock<std::sync::Weak<ToolManager>>,
+    /// The engine's hook registry ([`Workflows::with_hooks`]), handed to every run these
+    /// workflows start (their tools, node tools, [`Workflows::run`]).
+    hooks: Option<Arc<Hooks>>,
 }
 
 impl std::fmt::Debug for Workflows {
@@ -155,7 +159,20 @@ impl Workflows {
             defaults: RunDefaults::default(),
             failed: RwLock::new(BTreeMap::new()),
             engine_tools: std::sync::OnceLock::new(),
+            hooks: None,
         }
+    }
+
+    /// Builder: the hook registry whose workflow and node points fire around the runs
+    /// these workflows start.
+    pub fn with_hooks(mut self, hooks: Arc<Hooks>) -> Self {
+        self.hooks = Some(hooks);
+        self
+    }
+
+    /// The hook registry runs get ([`Workflows::with_hooks`]).
+    pub fn hooks(&self) -> Option<&Arc<Hooks>> {
+        self.hooks.as_ref()
     }
 
     /// Builder: run limits.
@@ -336,6 +353,7 @@ impl Workflows {
             registry: self.registry.clone(),
             node_type: node_type.to_string(),
             defaults: self.defaults,
+            hooks: self.hooks.clone(),
         })
     }
 
@@ -362,7 +380,8 @@ impl Workflows {
 
     /// Runs a workflow (by id or path) with these arguments and options. Without
     /// `opts.tools` the run gets the manager the workflows were registered in (the engine's),
-    /// so its tool nodes, hook points and audit work as for any other run.
+    /// and without `opts.hooks` these workflows' registry, so its tool nodes, hook points
+    /// and audit work as for any other run.
     pub async fn run(
         &self,
         target: &str,
@@ -372,6 +391,9 @@ impl Workflows {
         let c = self.resolve(target)?;
         if opts.tools.is_none() {
             opts.tools = self.engine_tools.get().and_then(std::sync::Weak::upgrade);
+        }
+        if opts.hooks.is_none() {
+            opts.hooks = self.hooks.clone();
         }
         c.plan.run(args, opts).await
     }
@@ -398,9 +420,16 @@ fn args_object(tool: &str, args: Value) -> Result<Map<String, Value>, ToolError>
     }
 }
 
-fn options_for(defaults: RunDefaults, ctx: &CallContext) -> RunOptions {
+/// The options of a run a tool call starts: the call's manager, caller, depth, token and
+/// observer, the engine's `hooks`.
+pub(crate) fn options_for(
+    defaults: RunDefaults,
+    hooks: Option<Arc<Hooks>>,
+    ctx: &CallContext,
+) -> RunOptions {
     RunOptions {
         tools: Some(ctx.manager.clone()),
+        hooks,
         caller: ctx.caller.clone(),
         depth: ctx.depth,
         cancel: ctx.cancel.clone(),
@@ -423,7 +452,7 @@ impl ToolHandler for WorkflowTool {
                 ToolError::failed(&ctx.tool_id, format!("workflow '{id}' is not loaded"))
             })?;
             let args = args_object(&ctx.tool_id, args)?;
-            let opts = options_for(set.defaults, &ctx);
+            let opts = options_for(set.defaults, set.hooks.clone(), &ctx);
             let outputs = async { c.plan.run(args, opts).await?.into_outputs() }
                 .await
                 .map_err(|e| e.into_tool_error(&ctx.tool_id))?;
@@ -436,6 +465,7 @@ struct NodeTool {
     registry: Arc<NodeRegistry>,
     node_type: String,
     defaults: RunDefaults,
+    hooks: Option<Arc<Hooks>>,
 }
 
 impl ToolHandler for NodeTool {
@@ -443,6 +473,7 @@ impl ToolHandler for NodeTool {
         let registry = self.registry.clone();
         let node_type = self.node_type.clone();
         let defaults = self.defaults;
+        let hooks = self.hooks.clone();
         Box::pin(async move {
             let tool = ctx.tool_id.to_string();
             let reg = registry.get(&node_type).ok_or_else(|| {
@@ -504,7 +535,7 @@ impl ToolHandler for NodeTool {
                 other => other.into_tool_error(&tool),
             })?;
             let outputs = async {
-                plan.run(Map::new(), options_for(defaults, &ctx))
+                plan.run(Map::new(), options_for(defaults, hooks, &ctx))
                     .await?
                     .into_outputs()
             }

@@ -157,6 +157,8 @@ pub trait NodeExecutor: Send + Sync + 'static {
 pub(crate) struct RunShared {
     pub(crate) workflow_id: Arc<str>,
     pub(crate) tools: Option<Arc<ToolManager>>,
+    /// The engine's hook registry, for the node points (they fire when `tools` is set too).
+    pub(crate) hooks: Option<Arc<crate::hooks::Hooks>>,
     pub(crate) caller: Caller,
     pub(crate) depth: u32,
     pub(crate) cancel: CancellationToken,
@@ -190,6 +192,7 @@ impl NodeContext {
             run: Arc::new(RunShared {
                 workflow_id: Arc::from("<detached>"),
                 tools,
+                hooks: None,
                 caller: Caller::Host,
                 depth: 0,
                 cancel: CancellationToken::new(),

@@ -42,6 +42,10 @@ pub struct RunOptions {
     pub events: Option<UnboundedSender<WorkflowEvent>>,
     /// Tool registry for `core:ToolCall` and other tool-using nodes.
     pub tools: Option<Arc<ToolManager>>,
+    /// The hook registry whose workflow and node points fire around the run (with `tools`
+    /// set too: handlers get a context on that manager). The engine's runs carry the
+    /// engine's ([`Workflows::run`](super::Workflows::run) fills it in).
+    pub hooks: Option<Arc<crate::hooks::Hooks>>,
     /// Who runs the workflow.
     pub caller: Caller,
     /// Nesting depth of the tool call that started the run (0 at top level).
@@ -67,6 +71,7 @@ impl Default for RunOptions {
             cancel: CancellationToken::new(),
             events: None,
             tools: None,
+            hooks: None,
             caller: Caller::Host,
             depth: 0,
             node_report: false,
@@ -509,16 +514,11 @@ impl Plan {
         args: Map<String, Value>,
         opts: RunOptions,
     ) -> Result<RunReport, WorkflowError> {
-        // The registry is borrowed from a clone of the manager, so `opts` can move on.
-        let manager = opts.tools.clone();
-        if let Some(hooks) = super::hooks::hooked(
-            manager.as_ref(),
-            &[
-                crate::hooks::points::WORKFLOW_BEFORE,
-                crate::hooks::points::WORKFLOW_AFTER,
-            ],
-        ) {
-            return super::hooks::run_hooked(self, hooks, args, opts).await;
+        use crate::hooks::points::{WORKFLOW_AFTER_IX, WORKFLOW_BEFORE_IX};
+        if let Some(hooks) = super::hooks::hooked(&opts, &[WORKFLOW_BEFORE_IX, WORKFLOW_AFTER_IX]) {
+            // A clone of the registry, so `opts` can move on.
+            let hooks = hooks.clone();
+            return super::hooks::run_hooked(self, &hooks, args, opts).await;
         }
         self.run_unhooked(args, opts).await
     }
@@ -533,12 +533,16 @@ impl Plan {
         Ok(self.run_bound(args, opts).await)
     }
 
-    async fn run_bound(&self, args: Vec<Option<Value>>, opts: RunOptions) -> RunReport {
+    async fn run_bound(&self, args: Vec<Option<Value>>, mut opts: RunOptions) -> RunReport {
         let started = Instant::now();
         let cancel = opts.cancel.child_token();
+        use crate::hooks::points::{NODE_AFTER_IX, NODE_BEFORE_IX};
+        let node_hooks = super::hooks::hooked(&opts, &[NODE_BEFORE_IX, NODE_AFTER_IX]).is_some();
         let shared = Arc::new(RunShared {
             workflow_id: self.workflow_id.clone(),
             tools: opts.tools.clone(),
+            // Moved: nothing below reads the options' registry.
+            hooks: opts.hooks.take(),
             caller: opts.caller.clone(),
             depth: opts.depth,
             cancel: cancel.clone(),
@@ -562,14 +566,7 @@ impl Plan {
             observer: opts.observer.clone(),
             node_timeout: opts.node_timeout,
             track_time: opts.events.is_some() || opts.node_report || opts.observer.is_some(),
-            node_hooks: super::hooks::hooked(
-                opts.tools.as_ref(),
-                &[
-                    crate::hooks::points::NODE_BEFORE,
-                    crate::hooks::points::NODE_AFTER,
-                ],
-            )
-            .is_some(),
+            node_hooks,
         };
         st.emit(|| WorkflowEvent::WorkflowStarted {
             workflow: self.workflow_id.clone(),

@@ -85,6 +85,7 @@ async fn every_point_fires_for_host_closures() {
     let wf = e.workflows().get("shout").unwrap();
     let opts = RunOptions {
         tools: Some(e.tools().clone()),
+        hooks: Some(e.hooks().clone()),
         ..Default::default()
     };
     let r = wf

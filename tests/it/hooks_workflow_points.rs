@@ -118,6 +118,7 @@ async fn start(e: &Engine, entry: &str) -> (Value, &'static str) {
             let wf = e.workflows().get("shout").unwrap();
             let opts = RunOptions {
                 tools: Some(e.tools().clone()),
+                hooks: Some(e.hooks().clone()),
                 ..Default::default()
             };
             let r = wf.plan.run(text("banana"), opts).await.unwrap();

@@ -130,6 +130,8 @@ pub struct Loader<'a> {
     host_limits: Limits,
     process_caps: super::confine::ProcessLimits,
     workflows: Arc<Workflows>,
+    /// The hook registry plugin scripts register hooks and overrides in.
+    hooks: Option<Arc<crate::hooks::Hooks>>,
     /// Where declared fs roots go instead (`plugin test`; see `isolation.rs`), and whether
     /// missing write roots are created (not by `plugin check`).
     roots: super::isolation::RootPolicy,
@@ -170,8 +172,16 @@ impl<'a> Loader<'a> {
             host_limits: Limits::engine_default(),
             process_caps: super::confine::ProcessLimits::DEFAULT,
             workflows: Arc::new(Workflows::new(Arc::new(NodeRegistry::with_builtins()))),
+            hooks: None,
             roots: super::isolation::RootPolicy::default(),
         }
+    }
+
+    /// The hook registry plugin scripts register hooks and overrides in (`api.hooks`,
+    /// `api.services.override`); without one they fail to.
+    pub fn with_hooks(mut self, hooks: Arc<crate::hooks::Hooks>) -> Self {
+        self.hooks = Some(hooks);
+        self
     }
 
     /// How declared fs roots are treated (created, left alone, or mapped to a temp dir).
@@ -339,6 +349,7 @@ impl<'a> Loader<'a> {
             permissions: perms.clone(),
             limits,
             manager: self.tools.clone(),
+            hooks: self.hooks.clone(),
         };
         let scripts = match ScriptSet::load(&script_ctx, &files) {
             Ok(s) => s,
@@ -461,7 +472,10 @@ pub fn load_all(
     workflows: &Arc<Workflows>,
     host: &HostServices,
 ) -> LoadReport {
-    Loader::new(home, settings, tools.clone(), host)
-        .with_workflows(workflows.clone())
-        .load_dir(plugins_dir)
+    let loader = Loader::new(home, settings, tools.clone(), host).with_workflows(workflows.clone());
+    match workflows.hooks() {
+        Some(h) => loader.with_hooks(h.clone()),
+        None => loader,
+    }
+    .load_dir(plugins_dir)
 }
