@@ -102,6 +102,9 @@ pub(crate) struct FormatEntry {
     pub auto: Auto,
     /// How it is read.
     pub reader: Reader,
+    /// True when its calls' keys must match parameter names exactly (`<ACTION>`: seed
+    /// 002 §3.2.3, §5.5); otherwise they match case-, `_`- and `-`-insensitively (rule 3).
+    pub exact_keys: bool,
 }
 
 impl FormatEntry {
@@ -126,6 +129,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             kind: BlockKind::Tam,
             read: tam::read_block,
         },
+        exact_keys: false,
     },
     FormatEntry {
         format: Format::Action,
@@ -141,6 +145,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             unclosed: action::UNCLOSED,
             only_first: Some(action::LATER_HINT),
         }),
+        exact_keys: true,
     },
     FormatEntry {
         format: Format::Vcp,
@@ -151,6 +156,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             kind: BlockKind::Vcp,
             read: vcp::read_block,
         },
+        exact_keys: false,
     },
     FormatEntry {
         format: Format::Json,
@@ -161,6 +167,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             detect: json::detect,
             read: json::read_document,
         }),
+        exact_keys: false,
     },
 ];
 
@@ -247,6 +254,12 @@ impl Format {
         entry(self).map_or(AUTO, |e| e.name)
     }
 
+    /// True when calls read in this format match parameter names exactly (`<ACTION>`);
+    /// calls of the others, and calls built by code ([`Format::Auto`]), match loosely.
+    pub fn keys_match_exactly(self) -> bool {
+        entry(self).is_some_and(|e| e.exact_keys)
+    }
+
     /// The names as a sentence: `auto, tam, action, vcp or json`.
     pub fn names_text() -> String {
         match Self::NAMES.split_last() {
@@ -326,6 +339,8 @@ mod tests {
             assert_eq!(serde_json::from_value::<Format>((*name).into()).unwrap(), f);
         }
         assert_eq!("XML".parse::<Format>(), Ok(Format::Action));
+        let exact: Vec<Format> = Format::all().filter(|f| f.keys_match_exactly()).collect();
+        assert_eq!(exact, [Format::Action]);
         assert_eq!(
             "yaml".parse::<Format>(),
             Err("unknown format 'yaml': expected auto, tam, action, vcp or json".to_string())
