@@ -7,7 +7,7 @@
 //! [`reference_blocks_in`] and [`scanned_blocks_in`] expose both readings in one shape,
 //! block by block and pair by pair; [`reference_key`] splits a key the grammar's way and
 //! [`reference_key_kind`] classifies it; [`parse_reference`] is a whole reader built on the
-//! grammar that returns the same [`Parsed`] shape as [`parse`](super::parse): the grammar
+//! grammar that returns the same [`Parsed`] shape as [`parse`]: the grammar
 //! finds reasoning regions, blocks, pairs, values, key structure (chain step numbers) and
 //! `<ACTION>` extents; the meaning of a block's keys (calls, chains) and the XML inside
 //! `<ACTION>` are then read by the same code as the fast reader.
@@ -288,7 +288,7 @@ pub fn reference_key_kind(key: &str) -> Option<&'static str> {
 
 /// Reads every call in `text` with the grammar (the reference reader behind
 /// `tavern parse --reader grammar`): slow and exact. The result has the shape of
-/// [`parse`](super::parse)'s; a JSON call text is read by the JSON reader, as there.
+/// [`parse`]'s; a JSON call text is read by the JSON reader, as there.
 /// Fails only if the grammar cannot read the text at all (it reads any text).
 pub fn parse_reference(text: &str, format: Format) -> Result<Parsed, GrammarError> {
     if formats::document(format).is_some() {

@@ -1,5 +1,5 @@
 //! The streaming reader: model output in chunks of any size, each call yielded as soon
-//! as its block closes, the same final result as one-shot [`parse`](super::parse).
+//! as its block closes, the same final result as one-shot [`parse`].
 
 use super::formats;
 use super::read::{finish_scanner, parse};
@@ -185,7 +185,7 @@ impl StreamReader {
     }
 
     /// Ends the text and returns everything read, exactly as
-    /// [`parse`](super::parse) of the whole text would.
+    /// [`parse`] of the whole text would.
     pub fn finish(mut self) -> Parsed {
         self.validate(true);
         let text = checked_prefix(&self.buf, self.valid);

@@ -9,6 +9,14 @@
 //! The per-format files import only the shared files of `protocol` (`types.rs`,
 //! `lex.rs`, `locate.rs`, `block.rs`, `chain.rs`), never this table, so the module has no
 //! import cycle.
+//!
+//! What a row can say today: a tagged region opened at a `<` ([`Reader::Region`]: the
+//! shape of `<tool_call>…</tool_call>` too), a whole-text document that `auto` takes
+//! by its first byte ([`Reader::Document`] with [`Auto::Leading`]), or
+//! `key:「始」value「末」` blocks of a kind the grammar defines ([`Reader::Pairs`]). A
+//! shape none of these covers (a call list only at the start of an answer, a region
+//! with no closing tag) is a new variant of [`Reader`] or [`Auto`] and its handling in
+//! the scanner, once; formats of that shape are then rows again.
 
 mod action;
 mod json;
