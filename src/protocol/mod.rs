@@ -85,6 +85,11 @@ pub use render::{render_tam, try_render_tam};
 pub use stream::StreamReader;
 pub use types::{Call, Diagnostic, Format, OnError, Parsed, Severity, Span};
 
+/// True when the first non-blank character opens a JSON object or array (for readers of
+/// request bodies beside the format table).
+#[allow(unused_imports)] // Kept at this path for `input.rs` (reading request bodies).
+pub(crate) use formats::looks_like_json;
+
 /// Splits a chain step number off a key: `content2` → (`content`, `Some(2)`), `command_10`
 /// → (`command`, `Some(10)`); `None` when the key does not end in ASCII digits, and
 /// `Some((base, None))` when the number does not fit a `u32`. Used by the ToolManager to

@@ -7,9 +7,23 @@ use serde_json::{Map, Value};
 use crate::protocol::locate::locate_diags;
 use crate::protocol::types::{Call, Format, OnError, Parsed, RawDiag, Span};
 
+/// What a JSON document starts with (after blanks): an object or an array.
+pub(crate) const OPENS: &[u8] = b"{[";
+
+/// True when the first non-blank character opens a JSON object or array.
+pub(crate) fn looks_like_json(text: &str) -> bool {
+    text.trim_start()
+        .as_bytes()
+        .first()
+        .is_some_and(|b| OPENS.contains(b))
+}
+
 /// The format table's `auto` reader: the calls of a JSON call document, `None` when the
 /// text is not one (then `auto` reads it as text).
 pub(crate) fn detect(text: &str) -> Option<Parsed> {
+    if !looks_like_json(text) {
+        return None;
+    }
     match read(text) {
         JsonOutcome::Calls(p) => Some(p),
         JsonOutcome::NotCalls | JsonOutcome::Invalid(..) => None,

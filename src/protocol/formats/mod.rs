@@ -24,6 +24,7 @@ mod tam;
 mod vcp;
 
 pub use action::MAX_XML_DEPTH;
+pub(crate) use json::looks_like_json;
 
 use super::block::BlockKind;
 use super::types::{Call, Format, Parsed, RawDiag, RawPair, Span};
@@ -170,7 +171,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         format: Format::Json,
         name: "json",
         aliases: &[],
-        auto: Auto::Leading { opens: b"{[" },
+        auto: Auto::Leading { opens: json::OPENS },
         reader: Reader::Document(DocumentReader {
             detect: json::detect,
             read: json::read_document,
