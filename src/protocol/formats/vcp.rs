@@ -3,8 +3,7 @@
 //! grammar gives TAM and VCP blocks one structure); this file turns its pairs into the
 //! one call VCP means.
 
-use crate::protocol::chain::key_is;
-use crate::protocol::chain::{read_pairs, Named};
+use crate::protocol::chain::{key_is, read_pairs, Named};
 use crate::protocol::types::{Call, Format, RawDiag, RawPair, Span};
 
 /// The format table's reader for VCP blocks: at most one call per block.
