@@ -5,13 +5,13 @@ use std::path::PathBuf;
 use tavern::internal::protocol::Format;
 use tavern::internal::tools::Caller;
 
-use super::{parse_format, print_json, read_input, Globals, FAILED, OK};
+use super::{format_help, parse_format, print_json, read_input, Globals, FAILED, OK};
 
 /// Run the tool calls in model output (FILE or stdin) and print the results as JSON.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Call format to look for: auto, tam, action, vcp or json.
-    #[arg(long, default_value = "auto", value_parser = parse_format)]
+    /// Call format to look for (the names of the protocol's format table).
+    #[arg(long, default_value_t = Format::Auto, value_parser = parse_format, help = format_help())]
     pub format: Format,
     /// File to read; `-` or nothing reads standard input.
     pub file: Option<PathBuf>,

@@ -260,7 +260,16 @@ pub fn init_logging() {
         .try_init();
 }
 
-/// `--format` values: auto, tam, action (or xml), vcp, json.
+/// A `--format` value: a name from the protocol's format table (`Format::NAMES`) or
+/// an alias, in any case.
 pub fn parse_format(s: &str) -> Result<tavern::internal::protocol::Format, String> {
     s.parse()
+}
+
+/// The help of `--format`, listing the format table's names.
+pub fn format_help() -> String {
+    format!(
+        "Call format to look for: {}.",
+        tavern::internal::protocol::Format::names_text()
+    )
 }

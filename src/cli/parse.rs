@@ -7,13 +7,13 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use tavern::internal::protocol::{self, Call, Diagnostic, Format, OnError};
 
-use super::{parse_format, read_input, Globals, FAILED, INTERNAL, OK};
+use super::{format_help, parse_format, read_input, Globals, FAILED, INTERNAL, OK};
 
 /// Read tool calls from model output (FILE or stdin) and print them as JSON.
 #[derive(clap::Args)]
 pub struct Args {
-    /// Call format to look for: auto, tam, action, vcp or json.
-    #[arg(long, default_value = "auto", value_parser = parse_format)]
+    /// Call format to look for (the names of the protocol's format table).
+    #[arg(long, default_value_t = Format::Auto, value_parser = parse_format, help = format_help())]
     pub format: Format,
     /// Which reader: `fast` (the production scanner) or `grammar` (the pest grammar in
     /// grammar/tam.pest: slow, the reference definition; prints the same JSON shape).

@@ -1,11 +1,10 @@
-//! From the pairs of one TAM/VCP block to calls: plain calls (rule 12) and chains
-//! (rule 13), with the errors of rule 14.
+//! From the pairs of one TAM block to calls: plain calls (rule 12) and chains (rule 13),
+//! with the errors of rule 14; and the pair helpers VCP blocks (`formats/vcp.rs`) share.
 
 use serde_json::{Map, Value};
 
-use super::scan::RawDiag;
-use super::tam::{BlockKind, RawPair};
-use super::types::{Call, OnError, Span};
+use super::block::BlockKind;
+use super::types::{Call, Format, OnError, RawDiag, RawPair, Span};
 
 /// `file_path`, `filePath`, `FILEPATH` → `filepath` (rule 3).
 pub(crate) fn normalize_key(key: &str) -> String {
@@ -61,7 +60,7 @@ struct Step<'a> {
     first_key: usize,
 }
 
-fn text(s: &str, r: (usize, usize)) -> &str {
+pub(crate) fn text(s: &str, r: (usize, usize)) -> &str {
     // Pair ranges always lie on char boundaries (they come from the scanner).
     s.get(r.0..r.1).unwrap_or("")
 }
@@ -81,7 +80,8 @@ fn parse_on_error(v: &str, at: usize, key: &str, diags: &mut Vec<RawDiag>) -> On
     }
 }
 
-/// Turns the pairs of one block into calls. On any error the block yields no calls.
+/// Turns the pairs of one TAM block into calls (a plain call, or a chain when a tool key
+/// is numbered). On any error the block yields no calls.
 pub(crate) fn build_calls(
     s: &str,
     pairs: &[RawPair],
@@ -91,12 +91,6 @@ pub(crate) fn build_calls(
     diags: &mut Vec<RawDiag>,
     out: &mut Vec<Call>,
 ) {
-    if kind == BlockKind::Vcp {
-        if let Some(call) = build_vcp(s, pairs, block, span, diags) {
-            out.push(call);
-        }
-        return;
-    }
     let is_chain = pairs
         .iter()
         .any(|p| matches!(split_step(text(s, p.key)), Some((base, _)) if is_tool_key(base)));
@@ -111,7 +105,7 @@ pub(crate) fn build_calls(
 /// A second tool key is an error (`second` words it: message, hint); a repeated argument a
 /// warning, the last value winning. Returns the tool and its place, the arguments, and
 /// whether an error was reported.
-fn read_pairs<'s>(
+pub(crate) fn read_pairs<'s>(
     s: &'s str,
     pairs: &[RawPair],
     diags: &mut Vec<RawDiag>,
@@ -148,65 +142,20 @@ fn read_pairs<'s>(
     (tool, args, failed)
 }
 
-/// Rule 16: a VCP block as VCP reads it. `tool_name` names the tool; every other key
-/// (`command`, `command1`, `filePath1`, …) is an argument passed through with its name
-/// unchanged; no chain rules. Resolving `tool_name` + `command` to a tool, and numbered
-/// batches to chains, is the ToolManager's business (it knows which tools exist).
-fn build_vcp(
-    s: &str,
-    pairs: &[RawPair],
-    block: usize,
-    span: Span,
-    diags: &mut Vec<RawDiag>,
-) -> Option<Call> {
-    let (tool, args, failed) = read_pairs(
-        s,
-        pairs,
-        diags,
-        |k| key_is(k, "toolname"),
-        |key, first| {
-            (
-            format!("'{key}' names a second tool in one VCP block (the first was '{first}'); this block's call does not run"),
-            "Write one tool_name per <<<[TOOL_REQUEST]>>> block.".into(),
-        )
-        },
-    );
-    let Some((tool, at)) = tool else {
-        let hint = if args.keys().any(|k| key_is(k, "command")) {
-            "In a <<<[TOOL_REQUEST]>>> block the tool is named by tool_name:「始」ToolName「末」 and 'command' is the tool's sub-command argument; add tool_name, or use a <|[REQUEST_TOOL]|> block where command names the tool."
-        } else {
-            "Add tool_name:「始」ToolName「末」 as the first line of the block."
-        };
-        diags.push(RawDiag::error(
-            span.start,
-            "VCP block has no 'tool_name' key, so it names no tool; it was not executed".into(),
-            hint.into(),
-        ));
-        return None;
-    };
-    let named = Named {
-        key: "tool_name",
-        noun: "name",
-        example: "tool_name:「始」FileOperator「末」",
-        source: crate::protocol::Format::Vcp,
-    };
-    named.single_call(tool, at, args, failed, span, block, diags)
-}
-
 /// How a single-call block names its tool: the key, what its value is, an example, the
 /// format it came in.
-struct Named {
-    key: &'static str,
-    noun: &'static str,
-    example: &'static str,
-    source: crate::protocol::Format,
+pub(crate) struct Named {
+    pub key: &'static str,
+    pub noun: &'static str,
+    pub example: &'static str,
+    pub source: Format,
 }
 
 impl Named {
     /// The call of a block whose tool key was found: refused when the name is empty or the
     /// pairs failed (the diagnostics are already in `diags`).
     #[allow(clippy::too_many_arguments)] // The parts of one block, read by the caller.
-    fn single_call(
+    pub(crate) fn single_call(
         &self,
         tool: &str,
         at: usize,

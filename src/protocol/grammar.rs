@@ -7,7 +7,7 @@
 //! [`reference_blocks_in`] and [`scanned_blocks_in`] expose both readings in one shape,
 //! block by block and pair by pair; [`reference_key`] splits a key the grammar's way and
 //! [`reference_key_kind`] classifies it; [`parse_reference`] is a whole reader built on the
-//! grammar that returns the same [`Parsed`] shape as [`parse`](super::parse): the grammar
+//! grammar that returns the same [`Parsed`] shape as [`parse`]: the grammar
 //! finds reasoning regions, blocks, pairs, values, key structure (chain step numbers) and
 //! `<ACTION>` extents; the meaning of a block's keys (calls, chains) and the XML inside
 //! `<ACTION>` are then read by the same code as the fast reader.
@@ -15,10 +15,13 @@
 use pest::iterators::Pairs;
 use pest::{Parser, RuleType};
 
+pub use super::block::BlockReading;
+use super::block::{BlockKind, BodyEnd};
+use super::formats;
+use super::read::{finish_scanner, parse};
 use super::scan::{Region, Scanner};
-pub use super::tam::RawPair;
-use super::tam::{BlockKind, BodyEnd};
-use super::{Format, Parsed};
+pub use super::types::RawPair;
+use super::types::{Format, Parsed};
 
 /// The rules of `grammar/tam.pest` that readings are built from (the four generated
 /// parsers each have their own `Rule` type with these names).
@@ -173,23 +176,9 @@ fn read(format: Format, start: Kind, text: &str) -> Result<Vec<Node>, GrammarErr
         Format::Action => {
             go::<_, action_only::P>(action_only::rule(start), action_only::kind, text)
         }
-        Format::Auto | Format::Json => {
-            go::<_, auto_all::P>(auto_all::rule(start), auto_all::kind, text)
-        }
+        // `auto`, and formats the grammar does not define (read whole by `parse`).
+        _ => go::<_, auto_all::P>(auto_all::rule(start), auto_all::kind, text),
     }
-}
-
-/// One TAM/VCP block as read by the grammar or the scanner (byte offsets into the text).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BlockReading {
-    /// Offset of the start marker.
-    pub start: usize,
-    /// Offset one past the block (its end marker, or where it was cut off).
-    pub end: usize,
-    /// True when the block ended at its own end marker.
-    pub terminated: bool,
-    /// The pairs, in order.
-    pub pairs: Vec<RawPair>,
 }
 
 fn block_pairs(block: &Node) -> Vec<RawPair> {
@@ -299,16 +288,18 @@ pub fn reference_key_kind(key: &str) -> Option<&'static str> {
 
 /// Reads every call in `text` with the grammar (the reference reader behind
 /// `tavern parse --reader grammar`): slow and exact. The result has the shape of
-/// [`parse`](super::parse)'s; a JSON call text is read by the JSON reader, as there.
+/// [`parse`]'s; a JSON call text is read by the JSON reader, as there.
 /// Fails only if the grammar cannot read the text at all (it reads any text).
 pub fn parse_reference(text: &str, format: Format) -> Result<Parsed, GrammarError> {
-    if format == Format::Json
-        || (format == Format::Auto
-            && super::looks_like_json(text)
-            && matches!(super::json::read(text), super::json::JsonOutcome::Calls(_)))
-    {
-        return Ok(super::parse(text, format));
+    if formats::document(format).is_some() {
+        return Ok(parse(text, format));
     }
+    if format == Format::Auto {
+        if let Some(parsed) = formats::detect_document(text) {
+            return Ok(parsed);
+        }
+    }
+    let action = formats::region(Format::Action);
     let mut regions = Vec::new();
     for n in top_level(format, text)? {
         match n.kind {
@@ -359,7 +350,10 @@ pub fn parse_reference(text: &str, format: Format) -> Result<Parsed, GrammarErro
                     .iter()
                     .find(|c| c.kind == Kind::ActionClose)
                     .map(|c| (c.start, c.end));
+                // The grammar finds `<ACTION>` regions only where the format reads them.
+                let Some(syntax) = action else { continue };
                 regions.push(Region::Action {
+                    syntax,
                     start: n.start,
                     content,
                     close,
@@ -370,5 +364,5 @@ pub fn parse_reference(text: &str, format: Format) -> Result<Parsed, GrammarErro
     }
     let mut sc = Scanner::new(format);
     sc.replay(text, regions);
-    Ok(super::finish_scanner(sc, text))
+    Ok(finish_scanner(sc, text))
 }

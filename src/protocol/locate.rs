@@ -5,6 +5,7 @@
 //! positions are asked for (no per-block pass over the text, no whole-text line index).
 
 use super::lex::count_chars;
+use super::types::{Diagnostic, RawDiag};
 
 /// A forward-moving cursor that turns byte offsets into 1-based line and column.
 #[derive(Debug, Clone)]
@@ -51,4 +52,21 @@ impl Locator {
         self.off = to;
         (self.line, self.col)
     }
+}
+
+/// Turns raw diagnostics sorted by offset into located ones.
+pub(crate) fn locate_diags(text: &str, raw: Vec<RawDiag>) -> Vec<Diagnostic> {
+    let mut loc = Locator::default();
+    raw.into_iter()
+        .map(|d| {
+            let (line, column) = loc.locate(text.as_bytes(), d.offset);
+            Diagnostic {
+                severity: d.severity,
+                message: d.message,
+                line,
+                column,
+                hint: d.hint,
+            }
+        })
+        .collect()
 }

@@ -25,6 +25,15 @@
 //! [`Format::Auto`] finds TAM, VCP and `<ACTION>` blocks in one text; a text whose first
 //! non-blank character is `{` or `[` and that is a JSON call is read as JSON.
 //!
+//! # Layout
+//! Each format is one file in `formats/` and one row of the format table
+//! (`formats/mod.rs`: its name and aliases, how `auto` finds it, its reader); the
+//! scanner, [`parse`] and [`StreamReader`] dispatch through the table, and the one list of
+//! names ([`Format::NAMES`], with `FromStr`, `Display` and serde built on it) is what
+//! the CLI, REST and the docs show. `types.rs` holds the shared types, raw ones
+//! included, and imports nothing else of the module; no file imports one that imports
+//! it back.
+//!
 //! # Response text
 //! `response_text` is the prose outside blocks and outside `<think>` regions (rule 11a);
 //! when the text has an `<ACTION>` block, only the prose before the first one (rule 17).
@@ -55,27 +64,31 @@
 //!   text keeps the text under `#text`. Nesting deeper than [`MAX_XML_DEPTH`] is an
 //!   error.
 
-mod action;
+mod block;
 mod chain;
 mod error;
+mod formats;
 pub mod grammar;
-mod json;
 mod lex;
 mod locate;
+mod read;
 mod render;
 mod scan;
 mod stream;
-mod tam;
 mod types;
 
-pub use action::MAX_XML_DEPTH;
+pub use block::BlockKind;
 pub use error::RenderError;
+pub use formats::MAX_XML_DEPTH;
+pub use read::parse;
 pub use render::{render_tam, try_render_tam};
 pub use stream::StreamReader;
-pub use tam::BlockKind;
 pub use types::{Call, Diagnostic, Format, OnError, Parsed, Severity, Span};
 
-use scan::Scanner;
+/// True when the first non-blank character opens a JSON object or array (for readers of
+/// request bodies beside the format table).
+#[allow(unused_imports)] // Kept at this path for `input.rs` (reading request bodies).
+pub(crate) use formats::looks_like_json;
 
 /// Splits a chain step number off a key: `content2` → (`content`, `Some(2)`), `command_10`
 /// → (`command`, `Some(10)`); `None` when the key does not end in ASCII digits, and
@@ -83,44 +96,4 @@ use scan::Scanner;
 /// run VCP batches (rule 16) with the same numbering as TAM chains (rule 13).
 pub fn split_step_key(key: &str) -> Option<(&str, Option<u32>)> {
     chain::split_step(key)
-}
-
-/// Reads every call in `text` in the given format.
-///
-/// Never panics; every problem becomes a [`Diagnostic`] with a line and column.
-pub fn parse(text: &str, format: Format) -> Parsed {
-    match format {
-        Format::Json => match json::read(text) {
-            json::JsonOutcome::Calls(p) => p,
-            json::JsonOutcome::NotCalls => json::not_calls(text),
-            json::JsonOutcome::Invalid(line, col, msg) => json::invalid(text, line, col, &msg),
-        },
-        Format::Auto if looks_like_json(text) => match json::read(text) {
-            json::JsonOutcome::Calls(p) => p,
-            _ => parse_text(text, format),
-        },
-        _ => parse_text(text, format),
-    }
-}
-
-/// True when the first non-blank character opens a JSON object or array.
-pub(crate) fn looks_like_json(text: &str) -> bool {
-    matches!(text.trim_start().as_bytes().first(), Some(b'{' | b'['))
-}
-
-/// Reads the text formats (everything but JSON) in one pass.
-pub(crate) fn parse_text(text: &str, format: Format) -> Parsed {
-    let mut sc = Scanner::new(format);
-    sc.run(text, true);
-    finish_scanner(sc, text)
-}
-
-pub(crate) fn finish_scanner(mut sc: Scanner, text: &str) -> Parsed {
-    let response_text = sc.response_text(text);
-    let diagnostics = sc.diagnostics(text);
-    Parsed {
-        response_text,
-        calls: std::mem::take(&mut sc.calls),
-        diagnostics,
-    }
 }

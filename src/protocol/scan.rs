@@ -1,5 +1,8 @@
-//! The text reader: one forward pass that finds reasoning regions, TAM/VCP blocks and
-//! `<ACTION>` blocks, keeps the prose between them, and turns blocks into calls.
+//! The text reader: one forward pass that finds reasoning regions, `key:「始」value「末」`
+//! blocks (TAM, VCP) and tagged regions (`<ACTION>`), keeps the prose between them, and
+//! turns blocks into calls. Which blocks and regions it looks for, and how each becomes
+//! calls, comes from the format table (`formats/mod.rs`), looked up once per text and
+//! once per block.
 //!
 //! The same [`Scanner`] serves one-shot [`parse`](super::parse) (one run with the whole
 //! text) and the [`StreamReader`](super::StreamReader) (one run per chunk that may close
@@ -8,40 +11,11 @@
 
 use memchr::memmem::Finder;
 
-use super::action;
-use super::chain;
+use super::block::{BlockKind, BlockReading, Body, BodyEnd, Step};
+use super::formats::{self, Reader, RegionSyntax};
 use super::lex::{match_ci, match_exact, skip_ws, CLOSE, M, OPEN};
-use super::locate::Locator;
-use super::tam::{BlockKind, Body, BodyEnd, Step};
-use super::types::{Call, Diagnostic, Format, Severity, Span};
-
-/// A diagnostic before its line and column are known.
-#[derive(Debug, Clone)]
-pub(crate) struct RawDiag {
-    pub offset: usize,
-    pub severity: Severity,
-    pub message: String,
-    pub hint: Option<String>,
-}
-
-impl RawDiag {
-    pub(crate) fn warning(offset: usize, message: String, hint: String) -> Self {
-        RawDiag {
-            offset,
-            severity: Severity::Warning,
-            message,
-            hint: Some(hint),
-        }
-    }
-    pub(crate) fn error(offset: usize, message: String, hint: String) -> Self {
-        RawDiag {
-            offset,
-            severity: Severity::Error,
-            message,
-            hint: Some(hint),
-        }
-    }
-}
+use super::locate::{locate_diags, Locator};
+use super::types::{Call, Diagnostic, Format, RawDiag, RawPair, Span};
 
 /// A region the reference reader (the pest grammar, [`super::grammar`]) found, in text
 /// order; [`Scanner::replay`] turns them into the same [`Parsed`](super::Parsed) the
@@ -61,11 +35,13 @@ pub(crate) enum Region {
         kind: BlockKind,
         start: usize,
         end: BodyEnd,
-        pairs: Vec<super::tam::RawPair>,
+        pairs: Vec<RawPair>,
         strays: Vec<usize>,
     },
-    /// An `<ACTION>` block: content start and, when closed, the closing tag's range.
+    /// A tagged region (`<ACTION>`): content start and, when closed, the closing tag's
+    /// range.
     Action {
+        syntax: &'static RegionSyntax,
         start: usize,
         content: usize,
         close: Option<(usize, usize)>,
@@ -80,11 +56,13 @@ struct Piece {
     before_block: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum XmlMode {
-    Normal,
-    Cdata,
-    Comment,
+/// What the scanner looks for at a `<` in prose, from the format table.
+#[derive(Debug, Clone, Copy)]
+enum Opener {
+    /// A block start marker.
+    Block(BlockKind),
+    /// A tagged region's opening tag.
+    Region(&'static RegionSyntax),
 }
 
 #[derive(Debug)]
@@ -94,10 +72,12 @@ enum Mode {
         start: usize,
     },
     Block(Body),
-    Action {
+    Region {
+        syntax: &'static RegionSyntax,
         start: usize,
         content: usize,
-        xmode: XmlMode,
+        /// 0, or 1 + the index of the opaque section being skipped.
+        opaque: u8,
     },
     Done,
 }
@@ -108,15 +88,16 @@ enum Lt {
     ThinkOpen(usize),
     ThinkClose(usize),
     Block(BlockKind, usize),
-    Action(usize),
+    Region(&'static RegionSyntax, usize),
 }
 
 /// The resumable reader of TAM, VCP and `<ACTION>` blocks in prose.
 #[derive(Debug)]
 pub(crate) struct Scanner {
+    /// The start markers of the block kinds read (the block scanner ends a block at one).
     starts: Vec<&'static [u8]>,
-    kinds: Vec<BlockKind>,
-    action: bool,
+    /// What a `<` in prose may open, in table order.
+    openers: Vec<Opener>,
     pos: usize,
     mode: Mode,
     piece_start: usize,
@@ -126,11 +107,12 @@ pub(crate) struct Scanner {
     blocks: usize,
     loc: Locator,
     close_finder: Finder<'static>,
-    recorded: Option<Vec<super::grammar::BlockReading>>,
-    /// Where the first `<ACTION>` block ended: only that block runs, and the response text
-    /// is the prose before it (seed 002 §3.2.1, §3.3 step 4).
+    recorded: Option<Vec<BlockReading>>,
+    /// Where the first `<ACTION>` block (a region read `only_first`) ended: only that
+    /// block runs, and the response text is the prose before it (seed 002 §3.2.1, §3.3
+    /// step 4).
     first_action_end: Option<usize>,
-    spare_pairs: Vec<super::tam::RawPair>,
+    spare_pairs: Vec<RawPair>,
 }
 
 fn think_tag(s: &[u8], p: usize, eof: bool, close: bool) -> M {
@@ -153,8 +135,9 @@ fn think_tag(s: &[u8], p: usize, eof: bool, close: bool) -> M {
     }
 }
 
-fn action_tag(s: &[u8], p: usize, eof: bool, close: bool) -> M {
-    let pat: &[u8] = if close { b"</action" } else { b"<action" };
+/// A tag (`pat` is `<name` or `</name`, lowercase) matched case-insensitively, then
+/// optional blanks and `>`.
+fn tag(s: &[u8], p: usize, eof: bool, pat: &[u8]) -> M {
     let q = match match_ci(s, p, pat, eof) {
         M::Yes(e) => skip_ws(s, e),
         other => return other,
@@ -168,19 +151,25 @@ fn action_tag(s: &[u8], p: usize, eof: bool, close: bool) -> M {
 }
 
 impl Scanner {
-    /// A reader for one text format (`Format::Json` reads nothing here).
+    /// A reader for `format`'s blocks and regions, or for `auto`, of every format `auto`
+    /// finds in text (a document format, such as JSON, reads nothing here).
     pub(crate) fn new(format: Format) -> Self {
-        let (kinds, action) = match format {
-            Format::Auto => (vec![BlockKind::Tam, BlockKind::Vcp], true),
-            Format::Tam => (vec![BlockKind::Tam], false),
-            Format::Vcp => (vec![BlockKind::Vcp], false),
-            Format::Action => (vec![], true),
-            Format::Json => (vec![], false),
-        };
+        let openers: Vec<Opener> = formats::readers_for(format)
+            .filter_map(|e| match &e.reader {
+                Reader::Pairs { kind, .. } => Some(Opener::Block(*kind)),
+                Reader::Region(r) => Some(Opener::Region(r)),
+                Reader::Document(_) => None,
+            })
+            .collect();
         Scanner {
-            starts: kinds.iter().map(|k| k.start()).collect(),
-            kinds,
-            action,
+            starts: openers
+                .iter()
+                .filter_map(|o| match o {
+                    Opener::Block(k) => Some(k.start()),
+                    Opener::Region(_) => None,
+                })
+                .collect(),
+            openers,
             pos: 0,
             mode: Mode::Prose,
             piece_start: 0,
@@ -202,7 +191,7 @@ impl Scanner {
     }
 
     /// The raw readings kept since [`Scanner::record_blocks`].
-    pub(crate) fn take_recorded(&mut self) -> Vec<super::grammar::BlockReading> {
+    pub(crate) fn take_recorded(&mut self) -> Vec<BlockReading> {
         self.recorded.take().unwrap_or_default()
     }
 
@@ -213,19 +202,18 @@ impl Scanner {
             M::Partial => partial = true,
             M::No => {}
         }
-        for (i, st) in self.starts.iter().enumerate() {
-            match match_ci(s, p, st, eof) {
-                M::Yes(e) => return Lt::Block(self.kinds[i], e),
-                M::Partial => partial = true,
-                M::No => {}
-            }
-        }
-        if self.action {
-            match action_tag(s, p, eof, false) {
-                M::Yes(e) => return Lt::Action(e),
-                M::Partial => partial = true,
-                M::No => {}
-            }
+        for o in &self.openers {
+            let m = match *o {
+                Opener::Block(kind) => match match_ci(s, p, kind.start(), eof) {
+                    M::Yes(e) => return Lt::Block(kind, e),
+                    m => m,
+                },
+                Opener::Region(r) => match tag(s, p, eof, r.open) {
+                    M::Yes(e) => return Lt::Region(r, e),
+                    m => m,
+                },
+            };
+            partial |= m == M::Partial;
         }
         match think_tag(s, p, eof, true) {
             M::Yes(e) => return Lt::ThinkClose(e),
@@ -295,12 +283,13 @@ impl Scanner {
                                 self.mode = Mode::Block(Body::new(kind, p, e, pairs));
                                 self.pos = e;
                             }
-                            Lt::Action(e) => {
+                            Lt::Region(syntax, e) => {
                                 self.end_piece(p, true);
-                                self.mode = Mode::Action {
+                                self.mode = Mode::Region {
+                                    syntax,
                                     start: p,
                                     content: e,
-                                    xmode: XmlMode::Normal,
+                                    opaque: 0,
                                 };
                                 self.pos = e;
                             }
@@ -352,18 +341,19 @@ impl Scanner {
                         }
                     }
                 }
-                Mode::Action {
+                Mode::Region {
+                    syntax,
                     start,
                     content,
-                    xmode,
+                    opaque,
                 } => {
-                    let (start, content) = (*start, *content);
-                    match find_action_end(s, &mut self.pos, xmode, eof) {
+                    let (syntax, start, content) = (*syntax, *start, *content);
+                    match find_region_end(s, &mut self.pos, syntax, opaque, eof) {
                         None => return,
                         Some(Some((end_tag, end))) => {
-                            self.action_closed(text, start, content, end_tag, end);
+                            self.region_closed(text, syntax, start, content, end_tag, end);
                         }
-                        Some(None) => self.action_unclosed(start, len),
+                        Some(None) => self.region_unclosed(syntax, start, len),
                     }
                 }
             }
@@ -381,10 +371,11 @@ impl Scanner {
         self.pos = e;
     }
 
-    /// An `<ACTION>` block from `start` whose closing tag is `end_tag..end`.
-    fn action_closed(
+    /// A region (an `<ACTION>` block) from `start` whose closing tag is `end_tag..end`.
+    fn region_closed(
         &mut self,
         text: &str,
+        syntax: &RegionSyntax,
         start: usize,
         content: usize,
         end_tag: usize,
@@ -392,31 +383,37 @@ impl Scanner {
     ) {
         let block = self.blocks;
         self.blocks += 1;
-        if self.first_action_end.is_some() {
-            self.later_action(start, block, false);
-        } else {
-            self.first_action_end = Some(end);
-            let span = self.span(text.as_bytes(), start, end);
-            let calls = action::parse_action(text, content, end_tag, block, span, &mut self.diags);
-            self.calls.extend(calls);
+        match syntax.only_first {
+            Some(hint) if self.first_action_end.is_some() => {
+                self.later_region(syntax, hint, start, block, false);
+            }
+            only_first => {
+                if only_first.is_some() {
+                    self.first_action_end = Some(end);
+                }
+                let span = self.span(text.as_bytes(), start, end);
+                let calls = (syntax.read)(text, content, end_tag, block, span, &mut self.diags);
+                self.calls.extend(calls);
+            }
         }
         self.piece_start = end;
         self.pos = end;
         self.mode = Mode::Prose;
     }
 
-    /// An `<ACTION>` block from `start` that the text ends inside.
-    fn action_unclosed(&mut self, start: usize, len: usize) {
+    /// A region (an `<ACTION>` block) from `start` that the text ends inside.
+    fn region_unclosed(&mut self, syntax: &RegionSyntax, start: usize, len: usize) {
         let block = self.blocks;
         self.blocks += 1;
-        if self.first_action_end.is_some() {
-            self.later_action(start, block, true);
-        } else {
-            self.diags.push(RawDiag::error(
-                start,
-                "Malformed XML in ACTION block: <ACTION> is never closed; nothing in it was executed".into(),
-                "End the block with </ACTION> after the last call.".into(),
-            ));
+        match syntax.only_first {
+            Some(hint) if self.first_action_end.is_some() => {
+                self.later_region(syntax, hint, start, block, true);
+            }
+            _ => {
+                let (message, hint) = syntax.unclosed;
+                self.diags
+                    .push(RawDiag::error(start, message.into(), hint.into()));
+            }
         }
         self.piece_start = len;
         self.pos = len;
@@ -449,18 +446,22 @@ impl Scanner {
                     self.finish_block(text, body, end, true);
                 }
                 Region::Action {
+                    syntax,
                     start,
                     content,
                     close: Some((tag, end)),
                 } => {
                     self.end_piece(start, true);
-                    self.action_closed(text, start, content, tag, end);
+                    self.region_closed(text, syntax, start, content, tag, end);
                 }
                 Region::Action {
-                    start, close: None, ..
+                    syntax,
+                    start,
+                    close: None,
+                    ..
                 } => {
                     self.end_piece(start, true);
-                    self.action_unclosed(start, len);
+                    self.region_unclosed(syntax, start, len);
                     return;
                 }
             }
@@ -470,16 +471,24 @@ impl Scanner {
     }
 
     /// A second (or later) `<ACTION>` block: a warning, and none of its calls run.
-    fn later_action(&mut self, start: usize, block: usize, unclosed: bool) {
+    fn later_region(
+        &mut self,
+        syntax: &RegionSyntax,
+        hint: &str,
+        start: usize,
+        block: usize,
+        unclosed: bool,
+    ) {
         let what = if unclosed {
             " (it is never closed)"
         } else {
             ""
         };
+        let shown = syntax.shown_as;
         self.diags.push(RawDiag::warning(
             start,
-            format!("only the first <ACTION> block runs; this <ACTION> block (block {block}){what} was not executed"),
-            "Put every call of one answer in a single <ACTION> block, then wait for the Observation before the next action.".into(),
+            format!("only the first {shown} block runs; this {shown} block (block {block}){what} was not executed"),
+            hint.into(),
         ));
     }
 
@@ -502,7 +511,7 @@ impl Scanner {
             BodyEnd::Terminated(e) | BodyEnd::AtStart(e) | BodyEnd::Eof(e) => e,
         };
         if let Some(r) = &mut self.recorded {
-            r.push(super::grammar::BlockReading {
+            r.push(BlockReading {
                 start: body.start,
                 end: block_end,
                 terminated: matches!(end, BodyEnd::Terminated(_)),
@@ -547,15 +556,9 @@ impl Scanner {
                 self.calls.reserve(more.clamp(4, 1 << 16));
             }
         }
-        chain::build_calls(
-            text,
-            &body.pairs,
-            block,
-            span,
-            body.kind,
-            &mut diags,
-            &mut self.calls,
-        );
+        if let Some(read) = formats::pairs_reader(body.kind) {
+            read(text, &body.pairs, block, span, &mut diags, &mut self.calls);
+        }
         self.diags.extend(diags);
         self.spare_pairs = body.pairs;
         self.piece_start = block_end;
@@ -615,93 +618,60 @@ impl Scanner {
     }
 }
 
-/// Turns raw diagnostics sorted by offset into located ones.
-pub(crate) fn locate_diags(text: &str, raw: Vec<RawDiag>) -> Vec<Diagnostic> {
-    let mut loc = Locator::default();
-    raw.into_iter()
-        .map(|d| {
-            let (line, column) = loc.locate(text.as_bytes(), d.offset);
-            Diagnostic {
-                severity: d.severity,
-                message: d.message,
-                line,
-                column,
-                hint: d.hint,
-            }
-        })
-        .collect()
-}
-
-/// Finds `</ACTION>`, skipping CDATA sections and comments. `None`: need more text;
-/// `Some(None)`: the text ended first; `Some(Some((tag_start, tag_end)))`: found.
-fn find_action_end(
+/// Finds the region's closing tag (`</ACTION>`), skipping its opaque sections (CDATA
+/// sections and comments). `None`: need more text; `Some(None)`: the text ended first;
+/// `Some(Some((tag_start, tag_end)))`: found.
+fn find_region_end(
     s: &[u8],
     pos: &mut usize,
-    xmode: &mut XmlMode,
+    syntax: &RegionSyntax,
+    opaque: &mut u8,
     eof: bool,
 ) -> Option<Option<(usize, usize)>> {
     let len = s.len();
-    loop {
-        match xmode {
-            XmlMode::Normal => match memchr::memchr(b'<', &s[*pos..]) {
-                None => {
-                    *pos = len;
-                    return if eof { Some(None) } else { None };
-                }
-                Some(i) => {
-                    let p = *pos + i;
-                    match match_exact(s, p, b"<![CDATA[", eof) {
-                        M::Yes(e) => {
-                            *xmode = XmlMode::Cdata;
-                            *pos = e;
-                            continue;
-                        }
-                        M::Partial => {
-                            *pos = p;
-                            return None;
-                        }
-                        M::No => {}
+    'scan: loop {
+        if *opaque == 0 {
+            let Some(i) = memchr::memchr(b'<', &s[*pos..]) else {
+                *pos = len;
+                return if eof { Some(None) } else { None };
+            };
+            let p = *pos + i;
+            for (k, (open, _)) in syntax.opaque.iter().enumerate() {
+                match match_exact(s, p, open, eof) {
+                    M::Yes(e) => {
+                        // The table holds a handful of sections; the index fits.
+                        *opaque = k as u8 + 1;
+                        *pos = e;
+                        continue 'scan;
                     }
-                    match match_exact(s, p, b"<!--", eof) {
-                        M::Yes(e) => {
-                            *xmode = XmlMode::Comment;
-                            *pos = e;
-                            continue;
-                        }
-                        M::Partial => {
-                            *pos = p;
-                            return None;
-                        }
-                        M::No => {}
-                    }
-                    match action_tag(s, p, eof, true) {
-                        M::Yes(e) => return Some(Some((p, e))),
-                        M::Partial => {
-                            *pos = p;
-                            return None;
-                        }
-                        M::No => *pos = p + 1,
-                    }
-                }
-            },
-            XmlMode::Cdata | XmlMode::Comment => {
-                let pat: &[u8] = if *xmode == XmlMode::Cdata {
-                    b"]]>"
-                } else {
-                    b"-->"
-                };
-                match memchr::memmem::find(&s[*pos..], pat) {
-                    Some(i) => {
-                        *pos += i + pat.len();
-                        *xmode = XmlMode::Normal;
-                    }
-                    None => {
-                        if eof {
-                            return Some(None);
-                        }
-                        *pos = (*pos).max(len.saturating_sub(pat.len() - 1));
+                    M::Partial => {
+                        *pos = p;
                         return None;
                     }
+                    M::No => {}
+                }
+            }
+            match tag(s, p, eof, syntax.close) {
+                M::Yes(e) => return Some(Some((p, e))),
+                M::Partial => {
+                    *pos = p;
+                    return None;
+                }
+                M::No => *pos = p + 1,
+            }
+        } else {
+            let pat = syntax.opaque[usize::from(*opaque - 1)].1;
+            match memchr::memmem::find(&s[*pos..], pat) {
+                Some(i) => {
+                    *pos += i + pat.len();
+                    *opaque = 0;
+                }
+                None => {
+                    if eof {
+                        return Some(None);
+                    }
+                    *pos = (*pos).max(len.saturating_sub(pat.len() - 1));
+                    return None;
                 }
             }
         }

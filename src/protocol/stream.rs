@@ -1,16 +1,18 @@
 //! The streaming reader: model output in chunks of any size, each call yielded as soon
-//! as its block closes, the same final result as one-shot [`parse`](super::parse).
+//! as its block closes, the same final result as one-shot [`parse`].
 
+use super::formats;
+use super::read::{finish_scanner, parse};
 use super::scan::Scanner;
 use super::types::{Call, Format, Parsed};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
-    /// `Auto`: only blanks so far; JSON or text is not known yet.
+    /// `Auto`: only blanks so far; a document (JSON) or text is not known yet.
     Undecided,
     /// Reading TAM/VCP/`<ACTION>` as text arrives.
     Text,
-    /// A JSON document: read whole at [`StreamReader::finish`].
+    /// A document format (JSON): read whole at [`StreamReader::finish`].
     Deferred,
 }
 
@@ -56,10 +58,12 @@ pub struct StreamReader {
 impl StreamReader {
     /// A reader for `format`.
     pub fn new(format: Format) -> Self {
-        let mode = match format {
-            Format::Auto => Mode::Undecided,
-            Format::Json => Mode::Deferred,
-            _ => Mode::Text,
+        // The table says which formats stream (blocks and regions) and which are
+        // documents read whole; `auto` waits for the first non-blank byte.
+        let mode = match formats::entry(format) {
+            None => Mode::Undecided,
+            Some(e) if e.streams() => Mode::Text,
+            Some(_) => Mode::Deferred,
         };
         StreamReader {
             format,
@@ -122,7 +126,7 @@ impl StreamReader {
                         self.blank_checked = self.valid;
                         return Vec::new();
                     }
-                    Some(b'{' | b'[') => {
+                    Some(&b) if formats::opens_document(b) => {
                         self.mode = Mode::Deferred;
                         return Vec::new();
                     }
@@ -181,15 +185,15 @@ impl StreamReader {
     }
 
     /// Ends the text and returns everything read, exactly as
-    /// [`parse`](super::parse) of the whole text would.
+    /// [`parse`] of the whole text would.
     pub fn finish(mut self) -> Parsed {
         self.validate(true);
         let text = checked_prefix(&self.buf, self.valid);
         match self.mode {
-            Mode::Deferred | Mode::Undecided => super::parse(text, self.format),
+            Mode::Deferred | Mode::Undecided => parse(text, self.format),
             Mode::Text => {
                 self.scanner.run(text, true);
-                super::finish_scanner(self.scanner, text)
+                finish_scanner(self.scanner, text)
             }
         }
     }

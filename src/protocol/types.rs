@@ -1,15 +1,20 @@
-//! The one result type every call format parses into.
+//! The one result type every call format parses into, and the raw types readers share.
 //!
 //! These types are the contract between `protocol` and everything above it: the
 //! ToolManager consumes [`Call`]s, the CLI prints [`Parsed`], the agent turns
-//! [`Diagnostic`]s into Observations. They know nothing of tools.
+//! [`Diagnostic`]s into Observations. They know nothing of tools. `RawDiag` and
+//! `RawPair` are what every reader builds before places are known. This file is the
+//! leaf of the module: it imports nothing else of `protocol`, so every reader can use it.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// Which call formats a reader looks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+///
+/// The variants only name the formats: each one's name, how [`Format::Auto`] finds it and
+/// its reader are a row of the format table (`formats/mod.rs`), which also gives `Format`
+/// its `FromStr`, `Display` and serde (by name) impls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Format {
     /// TAM, VCP and `<ACTION>` blocks in the same text; a text that is one JSON call
     /// (MCP `tools/call` params or OpenAI function calls) is read as JSON.
@@ -23,23 +28,6 @@ pub enum Format {
     Vcp,
     /// One JSON document: MCP `tools/call` params or OpenAI function call(s).
     Json,
-}
-
-impl std::str::FromStr for Format {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.to_ascii_lowercase().as_str() {
-            "auto" => Ok(Format::Auto),
-            "tam" => Ok(Format::Tam),
-            "action" | "xml" => Ok(Format::Action),
-            "vcp" => Ok(Format::Vcp),
-            "json" => Ok(Format::Json),
-            other => Err(format!(
-                "unknown format '{other}': expected auto, tam, action, vcp or json"
-            )),
-        }
-    }
 }
 
 /// How bad a [`Diagnostic`] is.
@@ -174,4 +162,43 @@ impl Parsed {
             .iter()
             .any(|d| d.severity == Severity::Error)
     }
+}
+
+/// A diagnostic before its line and column are known.
+#[derive(Debug, Clone)]
+pub(crate) struct RawDiag {
+    pub offset: usize,
+    pub severity: Severity,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl RawDiag {
+    pub(crate) fn warning(offset: usize, message: String, hint: String) -> Self {
+        RawDiag {
+            offset,
+            severity: Severity::Warning,
+            message,
+            hint: Some(hint),
+        }
+    }
+    pub(crate) fn error(offset: usize, message: String, hint: String) -> Self {
+        RawDiag {
+            offset,
+            severity: Severity::Error,
+            message,
+            hint: Some(hint),
+        }
+    }
+}
+
+/// One `key:「始」value「末」` pair as byte ranges into the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RawPair {
+    /// The key's byte range.
+    pub key: (usize, usize),
+    /// The value's byte range (without `「始」`/`「末」`).
+    pub value: (usize, usize),
+    /// True when the value had no proper closing `「末」` and was cut (rule 6).
+    pub recovered: bool,
 }

@@ -193,7 +193,7 @@ pub async fn prepare(
     let format = match &q.format {
         Some(f) => f.parse::<Format>().map_err(|m| {
             ApiError::new(StatusCode::BAD_REQUEST, "bad_format", m)
-                .suggest(["auto", "tam", "action", "vcp", "json"].map(String::from))
+                .suggest(Format::NAMES.iter().map(|n| n.to_string()))
         })?,
         None if is_json => Format::Json,
         None => Format::Auto,

@@ -1038,12 +1038,12 @@ impl ToolManager {
     }
 }
 
-/// How the keys of a parsed call are matched: calls read from `<ACTION>` XML match exactly
-/// (seed 002 §3.2.3 asks for the declared name, and §5.5 treats `playerId` for `player_id` as
-/// an error the model must fix); TAM, VCP, JSON and code-built calls match loosely (TAM
-/// rule 3).
+/// How the keys of a parsed call are matched, as the format table says for its source:
+/// calls read from `<ACTION>` XML match exactly (seed 002 §3.2.3 asks for the declared name,
+/// and §5.5 treats `playerId` for `player_id` as an error the model must fix); TAM, VCP,
+/// JSON and code-built calls match loosely (TAM rule 3).
 pub fn key_matching_for(call: &Call) -> KeyMatching {
-    if call.source == Format::Action {
+    if call.source.keys_match_exactly() {
         KeyMatching::Exact
     } else {
         KeyMatching::Loose

@@ -38,6 +38,7 @@ mod plugins_sandbox;
 mod plugins_seed_chain;
 mod process_tools;
 mod protocol_cases;
+mod protocol_format_names;
 mod protocol_grammar;
 mod protocol_limits;
 mod protocol_props;

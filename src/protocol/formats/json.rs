@@ -4,11 +4,44 @@
 
 use serde_json::{Map, Value};
 
-use super::scan::{locate_diags, RawDiag};
-use super::types::{Call, Format, OnError, Parsed, Span};
+use crate::protocol::locate::locate_diags;
+use crate::protocol::types::{Call, Format, OnError, Parsed, RawDiag, Span};
+
+/// What a JSON document starts with (after blanks): an object or an array.
+pub(crate) const OPENS: &[u8] = b"{[";
+
+/// True when the first non-blank character opens a JSON object or array.
+pub(crate) fn looks_like_json(text: &str) -> bool {
+    text.trim_start()
+        .as_bytes()
+        .first()
+        .is_some_and(|b| OPENS.contains(b))
+}
+
+/// The format table's `auto` reader: the calls of a JSON call document, `None` when the
+/// text is not one (then `auto` reads it as text).
+pub(crate) fn detect(text: &str) -> Option<Parsed> {
+    if !looks_like_json(text) {
+        return None;
+    }
+    match read(text) {
+        JsonOutcome::Calls(p) => Some(p),
+        JsonOutcome::NotCalls | JsonOutcome::Invalid(..) => None,
+    }
+}
+
+/// The format table's reader for `--format json`: the calls, or a diagnostic saying why
+/// the text is not a JSON call document.
+pub(crate) fn read_document(text: &str) -> Parsed {
+    match read(text) {
+        JsonOutcome::Calls(p) => p,
+        JsonOutcome::NotCalls => not_calls(text),
+        JsonOutcome::Invalid(line, col, msg) => invalid(text, line, col, &msg),
+    }
+}
 
 /// What a JSON text turned out to be.
-pub(crate) enum JsonOutcome {
+enum JsonOutcome {
     /// A tool call document (possibly with errors in some calls).
     Calls(Parsed),
     /// Valid JSON, but no call shape.
@@ -33,7 +66,7 @@ fn byte_offset(text: &str, line: usize, column: usize) -> usize {
 }
 
 /// Reads `text` as a JSON call document.
-pub(crate) fn read(text: &str) -> JsonOutcome {
+fn read(text: &str) -> JsonOutcome {
     let value: Value = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(e) => return JsonOutcome::Invalid(e.line(), e.column(), e.to_string()),
@@ -78,7 +111,7 @@ pub(crate) fn read(text: &str) -> JsonOutcome {
 }
 
 /// An error diagnostic for text that is not valid JSON.
-pub(crate) fn invalid(text: &str, line: usize, column: usize, msg: &str) -> Parsed {
+fn invalid(text: &str, line: usize, column: usize, msg: &str) -> Parsed {
     let off = byte_offset(text, line, column);
     let d = RawDiag::error(
         off,
@@ -93,7 +126,7 @@ pub(crate) fn invalid(text: &str, line: usize, column: usize, msg: &str) -> Pars
 }
 
 /// An error diagnostic for valid JSON that is not a call.
-pub(crate) fn not_calls(text: &str) -> Parsed {
+fn not_calls(text: &str) -> Parsed {
     let d = RawDiag::error(
         0,
         "JSON is not a tool call: expected {\"name\", \"arguments\"}, a tools/call request, or OpenAI function call(s)".into(),

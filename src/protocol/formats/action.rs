@@ -11,8 +11,23 @@ use quick_xml::events::Event;
 use quick_xml::Reader;
 use serde_json::{Map, Value};
 
-use super::scan::RawDiag;
-use super::types::{Call, Format, OnError, Span};
+use crate::protocol::types::{Call, Format, OnError, RawDiag, Span};
+
+/// The opening tag, matched case-insensitively at a `<` and followed by blanks and `>`.
+pub(crate) const OPEN_TAG: &[u8] = b"<action";
+/// The closing tag, matched the same way.
+pub(crate) const CLOSE_TAG: &[u8] = b"</action";
+/// Sections inside which `</ACTION>` is content: CDATA and comments.
+pub(crate) const OPAQUE: &[(&[u8], &[u8])] = &[(b"<![CDATA[", b"]]>"), (b"<!--", b"-->")];
+/// The block as diagnostics name it.
+pub(crate) const SHOWN_AS: &str = "<ACTION>";
+/// The error for a block the text ends inside (rule 20): message and hint.
+pub(crate) const UNCLOSED: (&str, &str) = (
+    "Malformed XML in ACTION block: <ACTION> is never closed; nothing in it was executed",
+    "End the block with </ACTION> after the last call.",
+);
+/// The hint for a second `<ACTION>` block, which does not run (seed 002 §3.2.1).
+pub(crate) const LATER_HINT: &str = "Put every call of one answer in a single <ACTION> block, then wait for the Observation before the next action.";
 
 /// Deepest element nesting accepted inside `<ACTION>` (tool = 1, parameter = 2, …).
 pub const MAX_XML_DEPTH: usize = 64;

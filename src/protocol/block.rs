@@ -11,7 +11,7 @@ use super::lex::{
     floor_boundary, line_break, match_ci, match_pair_start, skip_ws, CLOSE, M, TAM_END, TAM_START,
     VCP_END, VCP_START,
 };
-use super::scan::RawDiag;
+use super::types::{Format, RawDiag, RawPair};
 
 /// Which marker pair delimits a block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,10 +32,10 @@ impl BlockKind {
     }
 
     /// The format a call read from this kind of block reports as its source.
-    pub(crate) fn format(self) -> crate::protocol::Format {
+    pub(crate) fn format(self) -> Format {
         match self {
-            BlockKind::Tam => crate::protocol::Format::Tam,
-            BlockKind::Vcp => crate::protocol::Format::Vcp,
+            BlockKind::Tam => Format::Tam,
+            BlockKind::Vcp => Format::Vcp,
         }
     }
 
@@ -65,15 +65,17 @@ impl BlockKind {
     }
 }
 
-/// One `key:「始」value「末」` pair as byte ranges into the text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RawPair {
-    /// The key's byte range.
-    pub key: (usize, usize),
-    /// The value's byte range (without `「始」`/`「末」`).
-    pub value: (usize, usize),
-    /// True when the value had no proper closing `「末」` and was cut (rule 6).
-    pub recovered: bool,
+/// One TAM/VCP block as read by the grammar or the scanner (byte offsets into the text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockReading {
+    /// Offset of the start marker.
+    pub start: usize,
+    /// Offset one past the block (its end marker, or where it was cut off).
+    pub end: usize,
+    /// True when the block ended at its own end marker.
+    pub terminated: bool,
+    /// The pairs, in order.
+    pub pairs: Vec<RawPair>,
 }
 
 /// How a block ended.

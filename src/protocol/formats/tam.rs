@@ -1,0 +1,20 @@
+//! TAM (`<|[REQUEST_TOOL]|>` … `<|[END_TOOL]|>`, rules 1–15): the meaning of a block's
+//! keys. The block itself is read by the shared block scanner (`block.rs`: the grammar
+//! gives TAM and VCP blocks one structure); its pairs become a plain call or a chain by
+//! the chain rules (`chain.rs`, which `render_tam` shares for the way back).
+
+use crate::protocol::block::BlockKind;
+use crate::protocol::chain;
+use crate::protocol::types::{Call, RawDiag, RawPair, Span};
+
+/// The format table's reader for TAM blocks: a plain call or the steps of a chain.
+pub(crate) fn read_block(
+    s: &str,
+    pairs: &[RawPair],
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    chain::build_calls(s, pairs, block, span, BlockKind::Tam, diags, out);
+}

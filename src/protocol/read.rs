@@ -1,0 +1,40 @@
+//! One-shot reading: [`parse`] dispatches through the format table (a document format
+//! reads the whole text; the others, and `auto` when the text is no document, go
+//! through the scanner).
+
+use super::formats;
+use super::scan::Scanner;
+use super::types::{Format, Parsed};
+
+/// Reads every call in `text` in the given format.
+///
+/// Never panics; every problem becomes a [`Diagnostic`](super::Diagnostic) with a line
+/// and column.
+pub fn parse(text: &str, format: Format) -> Parsed {
+    if format == Format::Auto {
+        if let Some(parsed) = formats::detect_document(text) {
+            return parsed;
+        }
+    } else if let Some(doc) = formats::document(format) {
+        return (doc.read)(text);
+    }
+    parse_text(text, format)
+}
+
+/// Reads the text formats (everything but document formats) in one pass.
+pub(crate) fn parse_text(text: &str, format: Format) -> Parsed {
+    let mut sc = Scanner::new(format);
+    sc.run(text, true);
+    finish_scanner(sc, text)
+}
+
+/// The result of a scanner that has read its whole text.
+pub(crate) fn finish_scanner(mut sc: Scanner, text: &str) -> Parsed {
+    let response_text = sc.response_text(text);
+    let diagnostics = sc.diagnostics(text);
+    Parsed {
+        response_text,
+        calls: std::mem::take(&mut sc.calls),
+        diagnostics,
+    }
+}
