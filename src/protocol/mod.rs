@@ -59,6 +59,7 @@ mod action;
 mod chain;
 mod error;
 pub mod grammar;
+pub mod input;
 mod json;
 mod lex;
 mod locate;
