@@ -1,5 +1,5 @@
 //! Plugin benchmarks: loading 100 small Lua plugins; a TAM call text parsed, validated and run
-//! by a Lua tool and by a Rhai tool, end to end through `Engine::call_text`.
+//! by a Lua tool and by a Rhai tool, end to end through `Engine::run`.
 //!
 //! Run: `CARGO_TARGET_DIR=/work/bench-target cargo bench --bench plugins`
 
@@ -78,7 +78,16 @@ fn tam_to_tool(c: &mut Criterion) {
     for lang in ["Lua", "Rhai"] {
         let text = format!("<|[REQUEST_TOOL]|>\ncommand:「始」{lang}.add「末」\na:「始」2「末」\nb:「始」40「末」\n<|[END_TOOL]|>\n");
         // Sanity: the call really runs and gives 42.
-        let (_, out) = rt.block_on(e.call_text(&text, Format::Auto, Caller::Cli));
+        let out = rt
+            .block_on(
+                e.run(
+                    tavern::Request::text(&text)
+                        .format(Format::Auto)
+                        .caller(Caller::Cli),
+                ),
+            )
+            .unwrap()
+            .outcomes;
         assert_eq!(out[0].result.as_ref().unwrap(), &serde_json::json!(42));
         // The loop runs inside the runtime, as an embedding host's calls do.
         g.bench_function(format!("tam_to_{}_tool", lang.to_lowercase()), |b| {
@@ -86,7 +95,14 @@ fn tam_to_tool(c: &mut Criterion) {
                 rt.block_on(async {
                     let start = std::time::Instant::now();
                     for _ in 0..n {
-                        std::hint::black_box(e.call_text(&text, Format::Auto, Caller::Cli).await);
+                        let _ = std::hint::black_box(
+                            e.run(
+                                tavern::Request::text(&text)
+                                    .format(Format::Auto)
+                                    .caller(Caller::Cli),
+                            )
+                            .await,
+                        );
                     }
                     start.elapsed()
                 })

@@ -39,13 +39,11 @@
 
 mod agent;
 mod config;
-mod embed;
 mod engine;
 mod hooks;
 mod plugins;
 mod problem;
 mod protocol;
-mod report;
 mod script;
 mod server;
 mod strict;
@@ -58,8 +56,10 @@ pub use agent::{
     MemoryWorldState, StateError, StopReason, Turn, WorldState,
 };
 pub use config::SettingError;
-pub use embed::{CallOptions, CallReport, CancelToken, EmbedError, Ticket};
-pub use engine::{Engine, EngineBuilder, EngineError};
+pub use engine::{
+    CallOptions, CallReport, CancelToken, EmbedError, Engine, EngineBuilder, EngineError, Input,
+    Request, Ticket,
+};
 pub use hooks::{
     HookError, HookFuture, HookHandle, HookHandler, HookOptions, HookReturn, Hooks, Next,
     OverrideHandler,
@@ -99,9 +99,9 @@ pub mod internal {
     pub mod protocol {
         pub use crate::protocol::*;
     }
-    /// The JSON `tavern call` prints.
-    pub mod report {
-        pub use crate::report::*;
+    /// The one run path (`run`) and the JSON `tavern call` prints (`outcome_json`).
+    pub mod engine {
+        pub use crate::engine::*;
     }
     /// Sandboxed Lua and Rhai.
     pub mod script {

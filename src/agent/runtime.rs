@@ -17,7 +17,7 @@ use super::state::{MemoryWorldState, PrivateState, WorldState};
 use super::tools::AgentTools;
 use super::AgentError;
 use crate::protocol::{self, Call, Diagnostic, Format, OnError, Parsed, Severity, StreamReader};
-use crate::tools::{key_matching_for, CallOutcome, Caller, ToolError, ToolManager};
+use crate::tools::{CallOutcome, Caller, ToolError, ToolManager};
 use crate::workflow::{CompiledWorkflow, RunOptions, Workflow, Workflows};
 
 /// The bundled deliberation workflow (messages → `llm:Chat` → text).
@@ -898,14 +898,18 @@ impl Dispatcher {
                     self.bus.emit(events::TOOL_STARTED, &self.agent, || {
                         json!({"turn": turn, "tool": call.tool, "args": call.args, "started_ms": ms(started)})
                     });
-                    let mut r = self
-                        .tools
-                        .execute_with(
-                            std::slice::from_ref(&call),
-                            Caller::Model(Some(self.agent.clone())),
-                            key_matching_for,
-                        )
-                        .await;
+                    // The engine's one run path, against this agent's inventory. The loop
+                    // keeps its own budget, repeat guard and chain stops around it.
+                    let req = crate::engine::Request::parsed(crate::protocol::Parsed {
+                        calls: vec![call.clone()],
+                        ..Default::default()
+                    })
+                    .options(
+                        crate::engine::CallOptions::new()
+                            .caller(Caller::Model(Some(self.agent.clone())))
+                            .inventory(self.tools.clone()),
+                    );
+                    let mut r = crate::engine::run(self.engine.clone(), req).await.outcomes;
                     let result = r.pop().map(|o| o.result).unwrap_or(Ok(Value::Null));
                     (Some(started), self.refine(result))
                 }

@@ -171,7 +171,13 @@ impl ToolHandler for Forward {
         let id = self.id.clone();
         Box::pin(async move {
             engine
-                .invoke_nested(&id, args, ctx.caller, ctx.depth, ctx.cancel)
+                .invoke(
+                    &id,
+                    args,
+                    crate::tools::Invocation::new(ctx.caller)
+                        .depth(ctx.depth)
+                        .cancel(ctx.cancel),
+                )
                 .await
         })
     }

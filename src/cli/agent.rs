@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use tavern::internal::agent::llm::LlmSettings;
 use tavern::internal::agent::{AgentError, AgentRun, Event, ManualStyle, MemoryWorldState};
 
-use tavern::internal::report::outcome_json;
+use tavern::internal::engine::outcome_json;
 use super::{print_json, print_text, Globals, FAILED, OK, USAGE};
 
 /// Run an agent (profile in agents/ID.json) or print its manual.
@@ -221,7 +221,7 @@ fn run_json(r: &AgentRun) -> Value {
             json!({
                 "output": t.output,
                 "calls": t.parsed.calls.iter().map(|c| json!({"tool": c.tool, "args": c.args})).collect::<Vec<_>>(),
-                "results": t.results.iter().map(|c| outcome_json(&c.outcome, c.call.step)).collect::<Vec<_>>(),
+                "results": t.results.iter().map(|c| outcome_json(&c.outcome, Some(&c.call))).collect::<Vec<_>>(),
             })
         })
         .collect();

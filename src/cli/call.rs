@@ -4,8 +4,9 @@ use std::path::PathBuf;
 
 use tavern::internal::protocol::Format;
 use tavern::internal::tools::Caller;
+use tavern::Request;
 
-use super::{format_help, parse_format, print_json, read_input, Globals, FAILED, OK};
+use super::{format_help, parse_format, print_json, read_input, Globals, FAILED, INTERNAL, OK};
 
 /// Run the tool calls in model output (FILE or stdin) and print the results as JSON.
 #[derive(clap::Args)]
@@ -27,9 +28,16 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
         Ok(e) => e,
         Err(code) => return code,
     };
-    let report = engine.call_report(&text, args.format, Caller::Cli).await;
-    print_json(&report.json);
-    if report.failed {
+    let req = Request::text(text).format(args.format).caller(Caller::Cli);
+    let report = match engine.run(req).await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return INTERNAL;
+        }
+    };
+    print_json(&report.to_json());
+    if report.failed() {
         FAILED
     } else {
         OK

@@ -69,6 +69,7 @@ mod chain;
 mod error;
 mod formats;
 pub mod grammar;
+pub mod input;
 mod lex;
 mod locate;
 mod read;
@@ -87,7 +88,7 @@ pub use types::{Call, Diagnostic, Format, OnError, Parsed, Severity, Span};
 
 /// True when the first non-blank character opens a JSON object or array (for readers of
 /// request bodies beside the format table).
-#[allow(unused_imports)] // Kept at this path for `input.rs` (reading request bodies).
+// `input.rs` (reading request bodies) uses it at this path.
 pub(crate) use formats::looks_like_json;
 
 /// Splits a chain step number off a key: `content2` → (`content`, `Some(2)`), `command_10`

@@ -590,7 +590,7 @@ impl HostCore {
                 });
             }
         }
-        let fut = manager.invoke_at(
+        let fut = manager.invoke(
             id,
             args,
             crate::tools::Invocation {

@@ -254,12 +254,28 @@ impl Served {
                 ),
             });
         }
-        let inv = crate::tools::Invocation {
-            cancel: cancel.clone(),
-            observer,
-            ..crate::tools::Invocation::new(caller)
+        // Through the engine's one run function, like every other way in.
+        let opts = crate::engine::CallOptions::new()
+            .caller(caller)
+            .cancel(crate::engine::CancelToken::from_token(cancel.clone()))
+            .observer(observer);
+        let req = crate::engine::Request::parsed(crate::protocol::input::read_call(tool, args))
+            .options(opts);
+        let call = async {
+            let report = crate::engine::run(engine.tools().clone(), req).await;
+            match report.outcomes.into_iter().next() {
+                Some(o) => o.result,
+                // The call could not be read (no name): what the reader said.
+                None => Err(ToolError::failed(
+                    tool,
+                    report
+                        .parsed
+                        .diagnostics
+                        .first()
+                        .map_or("the call could not be read", |d| d.message.as_str()),
+                )),
+            }
         };
-        let call = engine.tools().invoke_at(tool, args, inv);
         match self.options.call_timeout {
             None => call.await,
             Some(limit) => match tokio::time::timeout(limit, call).await {

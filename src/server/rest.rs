@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 
 use super::export::{tool_json, tools_json, ExportFormat};
 use super::Served;
-use crate::protocol::{self, Format};
-use crate::report::{call_report, CallReport};
+use crate::engine::{CallOptions, CallReport, CancelToken, Request as RunRequest};
+use crate::protocol::{self, input, Format};
 use crate::tools::{Caller, ToolError};
 
 /// A JSON error answer.
@@ -148,18 +148,17 @@ pub struct InvokeQuery {
     format: Option<String>,
 }
 
-/// A request body read and parsed: the calls of each document, ready to run.
+/// A request body read (by the one input reader, `protocol::input`), ready to run.
 pub struct Prepared {
-    docs: Vec<protocol::Parsed>,
+    parsed: protocol::Parsed,
     caller: Caller,
 }
 
 impl Prepared {
-    /// One call given as a tool id and its arguments (an MCP task's `tools/call`), checked
-    /// like a JSON body.
+    /// One call given as a tool id and its arguments (an MCP task's `tools/call`), read and
+    /// checked like a JSON body.
     pub fn call(served: &Served, tool: &str, args: Value) -> Result<Prepared, ApiError> {
-        let text = json!({"name": tool, "arguments": args}).to_string();
-        parse_text(served, &text, Format::Json, true)
+        checked(served, input::read_call(tool, args))
     }
 
     /// The same calls made on behalf of `caller` (default `remote:rest`).
@@ -170,7 +169,7 @@ impl Prepared {
 
     /// How many calls the body holds.
     pub fn call_count(&self) -> usize {
-        self.docs.iter().map(|d| d.calls.len()).sum()
+        self.parsed.calls.len()
     }
 }
 
@@ -198,7 +197,7 @@ pub async fn prepare(
         None if is_json => Format::Json,
         None => Format::Auto,
     };
-    parse_text(served, &text, format, is_json)
+    checked(served, input::read(&text, format))
 }
 
 async fn invoke(
@@ -230,109 +229,51 @@ async fn invoke(
             ])
         }),
     }?;
-    Ok(Json(report.json))
+    Ok(Json(report.to_json()))
 }
 
-/// Splits a body into documents (a JSON list of calls is one document per entry; anything
-/// else is one text) and parses each, refusing oversized arguments.
-fn parse_text(
-    served: &Served,
-    text: &str,
-    format: Format,
-    is_json: bool,
-) -> Result<Prepared, ApiError> {
-    let docs: Vec<String> = match serde_json::from_str::<Value>(text) {
-        Ok(Value::Array(items)) if is_json && items.iter().all(is_single_call) => items
+/// Refuses a body any of whose calls has arguments past the server's limit (413).
+fn checked(served: &Served, parsed: protocol::Parsed) -> Result<Prepared, ApiError> {
+    for c in &parsed.calls {
+        let size = c
+            .args
             .iter()
-            .map(|v| normalize_call(v).to_string())
-            .collect(),
-        Ok(v) if is_json && is_single_call(&v) => vec![normalize_call(&v).to_string()],
-        Ok(_) | Err(_) if is_json && format == Format::Json => {
-            vec![text.to_string()]
+            .map(|(k, v)| k.len() + v.to_string().len())
+            .sum::<usize>();
+        if size > served.options.max_args_bytes {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "arguments_too_large",
+                format!(
+                    "the arguments of {} are {size} bytes; this server accepts at most {}",
+                    c.tool, served.options.max_args_bytes
+                ),
+            ));
         }
-        _ => vec![text.to_string()],
-    };
-    let mut out = Vec::with_capacity(docs.len());
-    for doc in docs {
-        let parsed = protocol::parse(&doc, format);
-        for c in &parsed.calls {
-            let size = c
-                .args
-                .iter()
-                .map(|(k, v)| k.len() + v.to_string().len())
-                .sum::<usize>();
-            if size > served.options.max_args_bytes {
-                return Err(ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "arguments_too_large",
-                    format!(
-                        "the arguments of {} are {size} bytes; this server accepts at most {}",
-                        c.tool, served.options.max_args_bytes
-                    ),
-                ));
-            }
-        }
-        out.push(parsed);
     }
     Ok(Prepared {
-        docs: out,
+        parsed,
         caller: Caller::Remote("rest".into()),
     })
 }
 
-/// Runs prepared documents in order on `engine` under `cancel`, watched by `observer`,
-/// and shapes the outcome as `/api/invoke` answers it.
+/// Runs a prepared body on `engine` under `cancel`, watched by `observer`, through the
+/// engine's one run function (in place: a server runs on a multi-thread runtime).
 pub async fn run_prepared(
     engine: &crate::Engine,
     prepared: Prepared,
     cancel: tokio_util::sync::CancellationToken,
     observer: crate::tools::Observer,
 ) -> CallReport {
-    let mut parsed_all = protocol::Parsed::default();
-    let mut outcomes_all = Vec::new();
-    for parsed in prepared.docs {
-        let outcomes = engine
-            .tools()
-            .execute_observed(
-                &parsed.calls,
-                prepared.caller.clone(),
-                crate::tools::key_matching_for,
-                None,
-                cancel.clone(),
-                observer.clone(),
-            )
-            .await;
-        parsed_all.calls.extend(parsed.calls);
-        parsed_all.diagnostics.extend(parsed.diagnostics);
-        outcomes_all.extend(outcomes);
-    }
-    call_report(&parsed_all, &outcomes_all)
-}
-
-/// A JSON object naming one tool: `{"tool"|"name"|"id", "args"|"arguments"|"parameters"}`.
-fn is_single_call(v: &Value) -> bool {
-    v.as_object().is_some_and(|o| {
-        ["tool", "name", "id"]
-            .iter()
-            .any(|k| o.get(*k).is_some_and(Value::is_string))
-    })
-}
-
-/// The MCP `tools/call` params form the JSON reader takes: `{"name", "arguments"}`.
-fn normalize_call(v: &Value) -> Value {
-    let o = v.as_object().cloned().unwrap_or_default();
-    if o.contains_key("name") && !o.contains_key("tool") && !o.contains_key("id") {
-        return v.clone();
-    }
-    let name = ["tool", "name", "id"]
-        .iter()
-        .find_map(|k| o.get(*k).and_then(Value::as_str))
-        .unwrap_or_default();
-    let args = ["args", "arguments", "parameters", "params", "input"]
-        .iter()
-        .find_map(|k| o.get(*k).cloned())
-        .unwrap_or_else(|| json!({}));
-    json!({"name": name, "arguments": args})
+    let opts = CallOptions::new()
+        .caller(prepared.caller)
+        .cancel(CancelToken::from_token(cancel))
+        .observer(observer);
+    crate::engine::run(
+        engine.tools().clone(),
+        RunRequest::parsed(prepared.parsed).options(opts),
+    )
+    .await
 }
 
 /// Reads a body up to `limit` bytes; past it, 413.

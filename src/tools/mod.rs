@@ -126,7 +126,7 @@ impl CallContext {
     /// Calls another tool from inside a handler, one level deeper.
     pub async fn call(&self, id: &str, args: Value) -> Result<Value, ToolError> {
         self.manager
-            .invoke_at(
+            .invoke(
                 id,
                 args,
                 Invocation {
@@ -449,6 +449,42 @@ impl Invocation {
             observer: None,
         }
     }
+
+    /// At nesting depth `depth`.
+    pub fn depth(mut self, depth: u32) -> Self {
+        self.depth = depth;
+        self
+    }
+
+    /// Under the cancel token `cancel`.
+    pub fn cancel(mut self, cancel: CancellationToken) -> Self {
+        self.cancel = cancel;
+        self
+    }
+
+    /// With the deadline `deadline` (none: the caller waits as long as it takes).
+    pub fn deadline(mut self, deadline: Option<Instant>) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// Matching argument keys as `matching` says.
+    pub fn matching(mut self, matching: KeyMatching) -> Self {
+        self.matching = matching;
+        self
+    }
+
+    /// Watched by `observer`.
+    pub fn observer(mut self, observer: Observer) -> Self {
+        self.observer = observer;
+        self
+    }
+}
+
+impl From<Caller> for Invocation {
+    fn from(caller: Caller) -> Self {
+        Invocation::new(caller)
+    }
 }
 
 /// Polls a handler's future inside `catch_unwind`: a panicking handler becomes
@@ -752,61 +788,18 @@ impl ToolManager {
         Ok((tool, args))
     }
 
-    /// Validates `args` for tool `id` and runs it as a top-level call.
+    /// Validates and runs a call as `inv` describes (a bare [`Caller`] is a top-level call
+    /// with loose key matching and no deadline): id resolution, the caller policy, the
+    /// depth limit, arguments, cancellation and the deadline are checked before the handler
+    /// runs; a handler that panics (when called or while polled) is
+    /// [`ToolError::Panicked`], never an unwinding caller. The one way to run one tool.
     pub async fn invoke(
         self: &Arc<Self>,
         id: &str,
         args: Value,
-        caller: Caller,
+        inv: impl Into<Invocation>,
     ) -> Result<Value, ToolError> {
-        self.invoke_nested(id, args, caller, 0, CancellationToken::new())
-            .await
-    }
-
-    /// Validates and runs a call at a given nesting depth (keys matched loosely).
-    pub async fn invoke_nested(
-        self: &Arc<Self>,
-        id: &str,
-        args: Value,
-        caller: Caller,
-        depth: u32,
-        cancel: CancellationToken,
-    ) -> Result<Value, ToolError> {
-        self.invoke_with(id, args, caller, depth, cancel, KeyMatching::Loose)
-            .await
-    }
-
-    /// Validates and runs a call with an explicit key-matching mode.
-    pub async fn invoke_with(
-        self: &Arc<Self>,
-        id: &str,
-        args: Value,
-        caller: Caller,
-        depth: u32,
-        cancel: CancellationToken,
-        matching: KeyMatching,
-    ) -> Result<Value, ToolError> {
-        let inv = Invocation {
-            caller,
-            depth,
-            cancel,
-            deadline: None,
-            matching,
-            observer: None,
-        };
-        self.invoke_at(id, args, inv).await
-    }
-
-    /// Validates and runs a call as `inv` describes: id resolution, the caller policy, the
-    /// depth limit, arguments, cancellation and the deadline are checked before the handler
-    /// runs; a handler that panics (when called or while polled) is
-    /// [`ToolError::Panicked`], never an unwinding caller.
-    pub async fn invoke_at(
-        self: &Arc<Self>,
-        id: &str,
-        args: Value,
-        inv: Invocation,
-    ) -> Result<Value, ToolError> {
+        let inv = inv.into();
         match self.admit(id, args, &inv) {
             Ok((tool, args)) => self.run_admitted(tool, args, inv).await,
             Err((tool_id, e)) => {
@@ -908,50 +901,24 @@ impl ToolManager {
         result
     }
 
-    /// Runs parsed calls in order, matching keys as [`key_matching_for`] says. Within one
-    /// block (a chain), a failing step with `on_error: stop` skips the later steps; blocks
-    /// are independent.
-    pub async fn execute(self: &Arc<Self>, calls: &[Call], caller: Caller) -> Vec<CallOutcome> {
-        self.execute_with(calls, caller, key_matching_for).await
-    }
-
-    /// [`ToolManager::execute`] with a key-matching mode chosen per call (see
-    /// [`key_matching_for`]).
-    pub async fn execute_with(
+    /// Runs parsed calls in order as `inv` says (caller, deadline, cancel token, observer;
+    /// each call's keys matched as [`key_matching_for`] says). Within one block (a chain),
+    /// a failing step with `on_error: stop` skips the later steps; blocks are independent.
+    /// The observer hears each call end ([`CallObserver::call_ended`], skipped steps
+    /// included) and everything the calls report (workflow nodes). The engine's run
+    /// function (`engine::run`) is the one caller outside tests.
+    pub async fn execute(
         self: &Arc<Self>,
         calls: &[Call],
-        caller: Caller,
-        matching: impl Fn(&Call) -> KeyMatching,
+        inv: impl Into<Invocation>,
     ) -> Vec<CallOutcome> {
-        self.execute_within(calls, caller, matching, None, CancellationToken::new())
-            .await
-    }
-
-    /// [`ToolManager::execute_with`] under one deadline and cancel token for every call.
-    pub async fn execute_within(
-        self: &Arc<Self>,
-        calls: &[Call],
-        caller: Caller,
-        matching: impl Fn(&Call) -> KeyMatching,
-        deadline: Option<Instant>,
-        cancel: CancellationToken,
-    ) -> Vec<CallOutcome> {
-        self.execute_observed(calls, caller, matching, deadline, cancel, None)
-            .await
-    }
-
-    /// [`ToolManager::execute_within`] watched by `observer`: it hears each call end
-    /// ([`CallObserver::call_ended`], skipped steps included) and everything the calls
-    /// report (workflow nodes).
-    pub async fn execute_observed(
-        self: &Arc<Self>,
-        calls: &[Call],
-        caller: Caller,
-        matching: impl Fn(&Call) -> KeyMatching,
-        deadline: Option<Instant>,
-        cancel: CancellationToken,
-        observer: Observer,
-    ) -> Vec<CallOutcome> {
+        let Invocation {
+            caller,
+            cancel,
+            deadline,
+            observer,
+            ..
+        } = inv.into();
         // VCP calls not dispatched yet (rule 16, `vcp`); a no-op for everything else.
         let resolved;
         let calls = if calls
@@ -991,10 +958,10 @@ impl ToolManager {
                 depth: 0,
                 cancel: cancel.clone(),
                 deadline,
-                matching: matching(call),
+                matching: key_matching_for(call),
                 observer: observer.clone(),
             };
-            let result = self.invoke_at(&call.tool, args, inv).await;
+            let result = self.invoke(&call.tool, args, inv).await;
             let elapsed = started.elapsed();
             if let Some(o) = &observer {
                 o.call_ended(&call.tool, result.is_ok(), elapsed);

@@ -261,7 +261,7 @@ impl NodeContext {
             observer: self.run.observer.clone(),
             ..crate::tools::Invocation::new(Caller::Workflow(self.run.workflow_id.to_string()))
         };
-        tools.invoke_at(id, args, inv).await
+        tools.invoke(id, args, inv).await
     }
 }
 

@@ -36,7 +36,15 @@ async fn count(engine: &Engine, n: u64) -> Result<serde_json::Value, ToolError> 
     let text = format!(
         "<|[REQUEST_TOOL]|>\ncommand:「始」Loops.count「末」\nn:「始」{n}「末」\n<|[END_TOOL]|>"
     );
-    let (parsed, mut out) = engine.call_text(&text, Format::Tam, Caller::Host).await;
+    let (parsed, mut out) = engine
+        .run(
+            tavern::Request::text(&text)
+                .format(Format::Tam)
+                .caller(Caller::Host),
+        )
+        .await
+        .map(|r| (r.parsed, r.outcomes))
+        .unwrap();
     assert!(!parsed.has_errors(), "{:?}", parsed.diagnostics);
     out.remove(0).result
 }

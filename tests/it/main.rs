@@ -84,3 +84,4 @@ mod workflow_engine;
 mod workflow_nodes;
 mod workflow_script;
 mod workflow_tools;
+mod ways_in;

@@ -166,7 +166,15 @@ async fn node_tool_infers_its_parameters_and_runs_from_tam() {
     let text =
         "<|[REQUEST_TOOL]|>\ncommand1:「始」Mix.shout「末」\ntext1:「始」quiet please「末」\n\
                 command2:「始」Mix:shout「末」\ntxt2:「始」typo「末」\n<|[END_TOOL]|>\n";
-    let (parsed, outcomes) = e.call_text(text, Format::Auto, Caller::Cli).await;
+    let (parsed, outcomes) = e
+        .run(
+            tavern::Request::text(text)
+                .format(Format::Auto)
+                .caller(Caller::Cli),
+        )
+        .await
+        .map(|r| (r.parsed, r.outcomes))
+        .unwrap();
     assert!(parsed.diagnostics.is_empty(), "{:?}", parsed.diagnostics);
     assert_eq!(outcomes.len(), 2);
     assert_eq!(
@@ -188,7 +196,15 @@ async fn plugin_workflow_is_a_workflow_tool_and_binds_workflow_tools() {
         let text = format!(
             "<|[REQUEST_TOOL]|>\ncommand:「始」{id}「末」\ntext:「始」no way「末」\n<|[END_TOOL]|>"
         );
-        let (_, outcomes) = e.call_text(&text, Format::Auto, Caller::Cli).await;
+        let (_, outcomes) = e
+            .run(
+                tavern::Request::text(&text)
+                    .format(Format::Auto)
+                    .caller(Caller::Cli),
+            )
+            .await
+            .map(|r| (r.parsed, r.outcomes))
+            .unwrap();
         assert_eq!(outcomes[0].result.as_ref().unwrap(), &want, "{id}");
     }
     let by_id = e.tools().get("Mix:loud_by_id").unwrap().definition.clone();

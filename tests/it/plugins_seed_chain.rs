@@ -49,7 +49,15 @@ async fn through_the_engine() {
         .build()
         .unwrap();
     assert!(e.problems().is_empty(), "{:?}", e.problems());
-    let (parsed, outcomes) = e.call_text(CHAIN, Format::Auto, Caller::Cli).await;
+    let (parsed, outcomes) = e
+        .run(
+            tavern::Request::text(CHAIN)
+                .format(Format::Auto)
+                .caller(Caller::Cli),
+        )
+        .await
+        .map(|r| (r.parsed, r.outcomes))
+        .unwrap();
     assert_eq!(parsed.calls.len(), 2, "{:?}", parsed.diagnostics);
     for o in &outcomes {
         assert!(o.result.is_ok(), "{}: {:?}", o.tool, o.result);

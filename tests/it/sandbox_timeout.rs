@@ -100,8 +100,12 @@ async fn cancelled_calls_stop() {
         let t2 = token.clone();
         let m2 = m.clone();
         let task = tokio::spawn(async move {
-            m2.invoke_nested("cancel:spin", json!({}), Caller::Cli, 0, t2)
-                .await
+            m2.invoke(
+                "cancel:spin",
+                json!({}),
+                tavern::internal::tools::Invocation::new(Caller::Cli).cancel(t2),
+            )
+            .await
         });
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         token.cancel();

@@ -174,7 +174,11 @@ async fn cancelled_calls_do_not_run() {
     let token = tokio_util::sync::CancellationToken::new();
     token.cancel();
     let err = tools
-        .invoke_nested("t:ok", json!({"n": 1}), Caller::Host, 0, token)
+        .invoke(
+            "t:ok",
+            json!({"n": 1}),
+            tavern::internal::tools::Invocation::new(Caller::Host).cancel(token),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.code(), "cancelled");
@@ -242,12 +246,14 @@ async fn seed_002_5_5_through_the_engine() {
         )
         .unwrap();
     let (parsed, out) = engine
-        .call_text(
-            SEED_002_5_5,
-            tavern::internal::protocol::Format::Auto,
-            Caller::Model(None),
+        .run(
+            tavern::Request::text(SEED_002_5_5)
+                .format(tavern::internal::protocol::Format::Auto)
+                .caller(Caller::Model(None)),
         )
-        .await;
+        .await
+        .map(|r| (r.parsed, r.outcomes))
+        .unwrap();
     assert_eq!(
         parsed.calls.len(),
         1,
@@ -259,12 +265,14 @@ async fn seed_002_5_5_through_the_engine() {
     );
     let fixed = SEED_002_5_5.replace("playerId", "player_id");
     let (_, out) = engine
-        .call_text(
-            &fixed,
-            tavern::internal::protocol::Format::Auto,
-            Caller::Model(None),
+        .run(
+            tavern::Request::text(&fixed)
+                .format(tavern::internal::protocol::Format::Auto)
+                .caller(Caller::Model(None)),
         )
-        .await;
+        .await
+        .map(|r| (r.parsed, r.outcomes))
+        .unwrap();
     assert_eq!(out[0].result, Ok(json!("player123")));
 }
 

@@ -325,11 +325,13 @@ async fn a_workflow_is_called_through_tam_text() {
     assert_eq!(outcomes[0].result, Ok(json!("First point.")));
     // The same through the engine facade.
     let (_, outcomes) = e
-        .call_text(
-            text,
-            tavern::internal::protocol::Format::Auto,
-            Caller::Model(None),
+        .run(
+            tavern::Request::text(text)
+                .format(tavern::internal::protocol::Format::Auto)
+                .caller(Caller::Model(None)),
         )
-        .await;
+        .await
+        .map(|r| (r.parsed, r.outcomes))
+        .unwrap();
     assert_eq!(outcomes[0].result, Ok(json!("First point.")));
 }

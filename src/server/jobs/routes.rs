@@ -104,18 +104,18 @@ async fn run(served: &Served, job: &Arc<Job>, prepared: Prepared) {
         }
     };
     let outcome = tokio::select! {
-        report = &mut work => Outcome::Done {
-            error: first_error(&report),
-            result: report.json,
-        },
+        report = &mut work => {
+            let result = report.to_json();
+            Outcome::Done { error: first_error(report.failed(), &result), result }
+        }
         _ = job.cancel.cancelled() => {
             let r = tokio::time::timeout(CANCEL_GRACE, &mut work).await.ok();
-            Outcome::Cancelled(r.map(|r| r.json))
+            Outcome::Cancelled(r.map(|r| r.to_json()))
         }
         _ = deadline => {
             work_cancel.cancel();
             let r = tokio::time::timeout(CANCEL_GRACE, &mut work).await.ok();
-            Outcome::TimedOut { after: limit.unwrap_or_default(), result: r.map(|r| r.json) }
+            Outcome::TimedOut { after: limit.unwrap_or_default(), result: r.map(|r| r.to_json()) }
         }
     };
     job.finish(outcome);
@@ -123,11 +123,11 @@ async fn run(served: &Served, job: &Arc<Job>, prepared: Prepared) {
 
 /// The first failure of a report as `{code, message}`: a failed call, else an error
 /// diagnostic of the text.
-fn first_error(report: &crate::report::CallReport) -> Option<Value> {
-    if !report.failed {
+fn first_error(failed: bool, report: &Value) -> Option<Value> {
+    if !failed {
         return None;
     }
-    let results = report.json["results"].as_array();
+    let results = report["results"].as_array();
     if let Some(r) = results
         .into_iter()
         .flatten()
@@ -138,12 +138,12 @@ fn first_error(report: &crate::report::CallReport) -> Option<Value> {
             "message": r["error"]["message"],
         }));
     }
-    let diag = report.json["diagnostics"]
+    let diag = report["diagnostics"]
         .as_array()
         .into_iter()
         .flatten()
         .find(|d| d["severity"] == "error")
-        .or_else(|| report.json["diagnostics"].get(0));
+        .or_else(|| report["diagnostics"].get(0));
     Some(match diag {
         Some(d) => json!({
             "code": "parse_error",

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use super::super::rest::ApiError;
 use super::super::Served;
 use crate::agent::{list_ids, AgentError, AgentRuntime, Turn};
-use crate::report::outcome_json;
+use crate::engine::outcome_json;
 
 /// Most chat sessions kept at once.
 pub const MAX_SESSIONS: usize = 64;
@@ -142,7 +142,7 @@ pub fn turn_json(t: &Turn) -> Value {
         .results
         .iter()
         .map(|r| {
-            let mut v = outcome_json(&r.outcome, r.call.step);
+            let mut v = outcome_json(&r.outcome, Some(&r.call));
             if let Some(m) = v.as_object_mut() {
                 m.insert("args".into(), Value::Object(r.call.args.clone()));
                 m.insert(

@@ -1,17 +1,16 @@
-//! `Engine`: the embedding entry point. Built by [`Engine::builder`]; no global state, so
-//! several engines can live in one process.
+//! [`EngineBuilder`]: what a host configures before [`EngineBuilder::build`] loads plugins
+//! and workflows, and [`EngineError`] when that fails.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
+use super::Engine;
 use crate::config::Settings;
 use crate::hooks::points::{ENGINE_READY, ENGINE_READY_IX, PLUGIN_LOADED, PLUGIN_LOADED_IX};
 use crate::hooks::Field;
 use crate::problem::Problem;
-use crate::protocol::{self, Format, Parsed};
 use crate::tools::{
-    CallContext, CallOutcome, Caller, CallerPolicy, ToolDefinition, ToolError, ToolHandler,
-    ToolManager,
+    CallContext, CallerPolicy, ToolDefinition, ToolError, ToolHandler, ToolManager,
 };
 use crate::workflow::{NodeRegistry, RunDefaults, Workflows};
 
@@ -462,123 +461,9 @@ impl EngineBuilder {
             workflows,
             problems,
             plugins,
-            pump: crate::embed::Pump::default(),
+            pump: super::Pump::default(),
             hooks: self.hooks,
             user_scripts,
         })
-    }
-}
-
-/// A configured tavern engine.
-pub struct Engine {
-    home: PathBuf,
-    settings: Settings,
-    tools: Arc<ToolManager>,
-    workflows: Arc<Workflows>,
-    problems: Vec<Problem>,
-    /// Loaded plugins; holding them keeps their script states alive.
-    plugins: crate::plugins::PluginSet,
-    /// Submitted calls and their results (`submit`/`pump`/`take`).
-    pub(crate) pump: crate::embed::Pump,
-    hooks: Arc<crate::hooks::Hooks>,
-    /// Power-user scripts; holding them keeps their script states alive.
-    user_scripts: Vec<crate::plugins::user_scripts::UserScript>,
-}
-
-// A host shares one engine between its threads.
-const _: () = {
-    const fn assert_send_sync<T: Send + Sync>() {}
-    assert_send_sync::<Engine>();
-};
-
-impl Engine {
-    /// Starts configuring an engine (see [`EngineBuilder`] for the options).
-    ///
-    /// ```
-    /// # let home = tempfile::tempdir().unwrap();
-    /// let engine = tavern::Engine::builder()
-    ///     .home(home.path())
-    ///     .plugins(false)
-    ///     .build()
-    ///     .unwrap();
-    /// assert_eq!(engine.home(), home.path());
-    /// ```
-    pub fn builder() -> EngineBuilder {
-        EngineBuilder::default()
-    }
-
-    /// The home directory.
-    pub fn home(&self) -> &Path {
-        &self.home
-    }
-
-    /// The effective settings.
-    /// Internal (`tavern::internal`), for the binary and tests; not part of the host API.
-    #[doc(hidden)]
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
-    /// The tool registry.
-    /// Internal (`tavern::internal`), for the binary and tests; not part of the host API.
-    #[doc(hidden)]
-    pub fn tools(&self) -> &Arc<ToolManager> {
-        &self.tools
-    }
-
-    /// The plugins loaded from `<home>/plugins`.
-    /// Internal (`tavern::internal`), for the binary and tests; not part of the host API.
-    #[doc(hidden)]
-    pub fn plugins(&self) -> &crate::plugins::PluginSet {
-        &self.plugins
-    }
-
-    /// The loaded workflows and the node registry behind them.
-    /// Internal (`tavern::internal`), for the binary and tests; not part of the host API.
-    #[doc(hidden)]
-    pub fn workflows(&self) -> &Arc<Workflows> {
-        &self.workflows
-    }
-
-    /// Hooks and overrides (register host hooks here, or on the builder).
-    pub fn hooks(&self) -> &Arc<crate::hooks::Hooks> {
-        &self.hooks
-    }
-
-    /// The power-user scripts loaded from `<home>/scripts`.
-    /// Internal (`tavern::internal`), for the binary and tests; not part of the host API.
-    #[doc(hidden)]
-    pub fn user_scripts(&self) -> &[crate::plugins::user_scripts::UserScript] {
-        &self.user_scripts
-    }
-
-    /// Problems found while loading plugins and workflows.
-    pub fn problems(&self) -> &[Problem] {
-        &self.problems
-    }
-
-    /// Parses `text` and runs every call in it, in order.
-    /// Calls from a block with an error diagnostic are never in `parsed.calls`.
-    /// The calls run on the engine's runtime (see [`EngineBuilder::runtime`]), so this
-    /// future may be awaited under any executor.
-    pub async fn call_text(
-        &self,
-        text: &str,
-        format: Format,
-        caller: Caller,
-    ) -> (Parsed, Vec<CallOutcome>) {
-        let opts = crate::embed::CallOptions::new()
-            .format(format)
-            .caller(caller.clone());
-        match self.call(text, opts).await {
-            Ok(r) => (r.parsed, r.outcomes),
-            // No runtime could be started: run here, under whatever runs this future.
-            Err(_) => {
-                let mut parsed = protocol::parse(text, format);
-                parsed.calls = self.tools.resolve_vcp(std::mem::take(&mut parsed.calls));
-                let outcomes = self.tools.execute(&parsed.calls, caller).await;
-                (parsed, outcomes)
-            }
-        }
     }
 }

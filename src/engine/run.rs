@@ -1,0 +1,396 @@
+//! The one run path: a [`Request`] (text or parsed calls, and [`CallOptions`]: caller,
+//! deadline, cancel token, observer, format, warnings policy, inventory) goes into [`run`],
+//! which returns the one [`CallReport`]. `tavern call`, REST invoke and jobs, MCP
+//! `tools/call`, the C ABI, `call` / `call_blocking` / `submit` and the agent loop all
+//! build a request and call it, so VCP dispatch, chains and their steps, inventories,
+//! hooks and observers happen here and nowhere else.
+//!
+//! `call`, `call_blocking` and `submit` run it on the engine's runtime (a small one it
+//! owns, or the handle given to [`EngineBuilder::runtime`](crate::EngineBuilder::runtime)),
+//! never on the caller's thread, so a host with no tokio runtime, a current-thread runtime
+//! or another executor gets the same results and nothing panics for lack of a reactor.
+
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use super::CallReport;
+use crate::protocol::{input, Format, Parsed, Severity};
+use crate::tools::{CallOutcome, Caller, Invocation, Observer, ToolError, ToolManager};
+use crate::Engine;
+
+/// A cancel signal the host keeps and may fire from any thread; calls made with it stop
+/// (scripts at their next budget check, pending calls before they start).
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(CancellationToken);
+
+impl CancelToken {
+    /// A new, unfired token.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Fires the token.
+    pub fn cancel(&self) {
+        self.0.cancel();
+    }
+
+    /// Whether it was fired.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.is_cancelled()
+    }
+
+    /// Wraps a token a way in already has (a served request's, a job's).
+    pub(crate) fn from_token(token: CancellationToken) -> Self {
+        CancelToken(token)
+    }
+}
+
+/// Options for one [`Engine::call`]: the format to read, who is calling, a deadline, a
+/// cancel token and whether warnings refuse the calls.
+///
+/// ```
+/// use std::time::Duration;
+/// use tavern::{CallOptions, Caller, CancelToken};
+/// let stop = CancelToken::new();
+/// let opts = CallOptions::new()
+///     .caller(Caller::Model(None))
+///     .timeout(Duration::from_millis(50))
+///     .cancel(stop.clone())
+///     .refuse_on_warnings(true);
+/// assert!(opts.deadline.is_some());
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct CallOptions {
+    /// Which call format to look for (default [`Format::Auto`]).
+    pub format: Format,
+    /// Who is calling (default [`Caller::Host`]); checked against each tool's
+    /// [`CallerPolicy`](crate::CallerPolicy).
+    pub caller: Caller,
+    /// When the host stops waiting: wall clock, so time spent in host tools counts too.
+    /// Scripts stop at it; Rust tools see it as [`CallContext::deadline`](crate::tools::CallContext::deadline).
+    pub deadline: Option<Instant>,
+    /// Fired by the host to stop the calls.
+    pub cancel: Option<CancelToken>,
+    /// Refuse every call (as [`ToolError::RefusedWarnings`]) when parsing produced warnings.
+    pub refuse_on_warnings: bool,
+    /// Who watches the calls (a served job, an MCP progress token). Internal.
+    #[doc(hidden)]
+    pub observer: Observer,
+    /// The tools to run against instead of the engine's own (an agent's inventory).
+    /// Internal.
+    #[doc(hidden)]
+    pub inventory: Option<Arc<ToolManager>>,
+}
+
+impl Default for CallOptions {
+    fn default() -> Self {
+        CallOptions {
+            format: Format::Auto,
+            caller: Caller::Host,
+            deadline: None,
+            cancel: None,
+            refuse_on_warnings: false,
+            observer: None,
+            inventory: None,
+        }
+    }
+}
+
+impl CallOptions {
+    /// The defaults: auto format, caller host, no deadline, no cancel, warnings allowed.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the format.
+    pub fn format(mut self, format: Format) -> Self {
+        self.format = format;
+        self
+    }
+
+    /// Sets the caller.
+    pub fn caller(mut self, caller: Caller) -> Self {
+        self.caller = caller;
+        self
+    }
+
+    /// Sets the deadline.
+    pub fn deadline(mut self, at: Instant) -> Self {
+        self.deadline = Some(at);
+        self
+    }
+
+    /// Sets the deadline `after` from now.
+    pub fn timeout(self, after: Duration) -> Self {
+        self.deadline(Instant::now() + after)
+    }
+
+    /// Sets the cancel token.
+    pub fn cancel(mut self, token: CancelToken) -> Self {
+        self.cancel = Some(token);
+        self
+    }
+
+    /// Whether warnings refuse the calls.
+    pub fn refuse_on_warnings(mut self, yes: bool) -> Self {
+        self.refuse_on_warnings = yes;
+        self
+    }
+
+    /// Sets who watches the calls. Internal.
+    #[doc(hidden)]
+    pub fn observer(mut self, observer: Observer) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    /// Runs against `tools` instead of the engine's own. Internal.
+    #[doc(hidden)]
+    pub fn inventory(mut self, tools: Arc<ToolManager>) -> Self {
+        self.inventory = Some(tools);
+        self
+    }
+}
+
+/// What a request carries: a body still to be read, or calls already read.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Input {
+    /// A body in any shape the engine reads (TAM, `<ACTION>` or VCP text; `{tool, args}`;
+    /// MCP, OpenAI or Anthropic calls and messages; a list of calls), read as
+    /// [`CallOptions::format`] says.
+    Text(String),
+    /// Calls read already (by the agent's stream reader, or a way in that reads the body
+    /// itself to check its size first).
+    Parsed(Parsed),
+}
+
+/// One run: what to run and how. Every way in builds one and hands it to [`run`] (through
+/// [`Engine::run`], [`Engine::call`], [`Engine::call_blocking`] or [`Engine::submit_with`]).
+///
+/// ```
+/// use tavern::{Caller, Request};
+/// let req = Request::text("<|[REQUEST_TOOL]|>\ncommand:「始」system:echo「末」\n<|[END_TOOL]|>")
+///     .caller(Caller::Cli);
+/// assert_eq!(req.options.caller, Caller::Cli);
+/// ```
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct Request {
+    /// The body or the calls.
+    pub input: Input,
+    /// Caller, deadline, cancel token, format, warnings policy.
+    pub options: CallOptions,
+}
+
+impl Request {
+    /// A body to read (see [`Input::Text`]), with default options.
+    pub fn text(body: impl Into<String>) -> Self {
+        Request {
+            input: Input::Text(body.into()),
+            options: CallOptions::new(),
+        }
+    }
+
+    /// Calls already read, with default options.
+    pub fn parsed(parsed: Parsed) -> Self {
+        Request {
+            input: Input::Parsed(parsed),
+            options: CallOptions::new(),
+        }
+    }
+
+    /// Replaces the options.
+    pub fn options(mut self, options: CallOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Sets the caller.
+    pub fn caller(mut self, caller: Caller) -> Self {
+        self.options.caller = caller;
+        self
+    }
+
+    /// Sets the format the body is read in.
+    pub fn format(mut self, format: Format) -> Self {
+        self.options.format = format;
+        self
+    }
+}
+
+/// Why an embedding entry point could not run the calls at all (a call that ran and failed
+/// is an `Err` in its [`CallOutcome`] instead).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EmbedError {
+    /// The engine's runtime could not be started (no thread could be spawned).
+    #[error("cannot start the engine's runtime: {0}")]
+    Runtime(String),
+    /// `call_blocking` was called on a current-thread runtime that the engine also runs
+    /// on: waiting would deadlock. Use the async `call` there.
+    #[error("call_blocking would block the runtime the engine runs on; use `call().await` on this thread")]
+    WouldDeadlock,
+    /// The task running the calls ended without a report (it panicked; the panic was
+    /// contained and logged).
+    #[error("the calls were lost: {0}")]
+    Lost(String),
+}
+
+/// The one run function: reads the input (if it is text), dispatches VCP calls, refuses
+/// everything when warnings must refuse, then runs the calls in order against the
+/// request's inventory (else `tools`) with its caller, deadline, cancel token and
+/// observer. Chains stop as their `on_error` says. Runs where it is awaited.
+pub async fn run(tools: Arc<ToolManager>, req: Request) -> CallReport {
+    let opts = req.options;
+    let tools = opts.inventory.unwrap_or(tools);
+    let mut parsed = match req.input {
+        Input::Text(body) => input::read(&body, opts.format),
+        Input::Parsed(p) => p,
+    };
+    // VCP dispatch first, so `parsed.calls` pairs one-to-one with the outcomes.
+    parsed.calls = tools.resolve_vcp(std::mem::take(&mut parsed.calls));
+    if opts.refuse_on_warnings {
+        let warnings: Vec<&str> = parsed
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Warning)
+            .map(|d| d.message.as_str())
+            .collect();
+        if !warnings.is_empty() {
+            let joined = warnings.join("; ");
+            let outcomes = parsed
+                .calls
+                .iter()
+                .map(|c| CallOutcome {
+                    tool: c.tool.clone(),
+                    id: tools.canonical_id(&c.tool),
+                    result: Err(ToolError::RefusedWarnings {
+                        tool: c.tool.clone(),
+                        warnings: joined.clone(),
+                    }),
+                    elapsed: Duration::ZERO,
+                })
+                .collect();
+            return CallReport { parsed, outcomes };
+        }
+    }
+    let inv = Invocation::new(opts.caller)
+        .cancel(opts.cancel.map(|c| c.0).unwrap_or_default())
+        .deadline(opts.deadline)
+        .observer(opts.observer);
+    let outcomes = tools.execute(&parsed.calls, inv).await;
+    CallReport { parsed, outcomes }
+}
+
+impl Engine {
+    /// Parses `text` and runs its calls on the engine's runtime. The future can be awaited
+    /// under any executor; dropping it fires the calls' cancel token.
+    ///
+    /// ```
+    /// # let home = tempfile::tempdir().unwrap();
+    /// let engine = tavern::Engine::builder().home(home.path()).build().unwrap();
+    /// let text = "<|[REQUEST_TOOL]|>\ncommand:「始」system:echo「末」\ntext:「始」hi「末」\n<|[END_TOOL]|>";
+    /// # let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    /// let report = rt.block_on(engine.call(text, tavern::CallOptions::new())).unwrap();
+    /// assert!(report.ok());
+    /// ```
+    pub async fn call(&self, text: &str, opts: CallOptions) -> Result<CallReport, EmbedError> {
+        self.run(Request::text(text).options(opts)).await
+    }
+
+    /// Runs `req` on the engine's runtime ([`Engine::call`] for any [`Request`]). The
+    /// future can be awaited under any executor; dropping it fires the calls' cancel token.
+    pub async fn run(&self, req: Request) -> Result<CallReport, EmbedError> {
+        let Request {
+            input,
+            options: opts,
+        } = req;
+        let handle = self
+            .tools()
+            .runtime_handle()
+            .map_err(|e| EmbedError::Runtime(e.to_string()))?;
+        // A child of the host's token (firing the host's token still stops the calls), so
+        // stopping these calls when this future is dropped never fires the host's token.
+        let token = opts
+            .cancel
+            .as_ref()
+            .map_or_else(CancellationToken::new, |c| c.0.child_token());
+        let opts = CallOptions {
+            cancel: Some(CancelToken(token.clone())),
+            ..opts
+        };
+        // Stop the calls if the caller stops waiting.
+        let _stop = token.drop_guard();
+        // Already on a multi-thread runtime (a server, the CLI): run here. A hop onto the
+        // engine's own runtime costs two thread wake-ups (~60 µs on a small VM) per call;
+        // scripts still leave the worker through `block_in_place`. Anywhere else (no
+        // runtime, a current-thread one, another executor) the engine's runtime runs it.
+        if tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+        {
+            return Ok(run(
+                self.tools().clone(),
+                Request {
+                    input,
+                    options: opts,
+                },
+            )
+            .await);
+        }
+        let task = handle.spawn(run(
+            self.tools().clone(),
+            Request {
+                input,
+                options: opts,
+            },
+        ));
+        task.await.map_err(|e| EmbedError::Lost(e.to_string()))
+    }
+
+    /// [`Engine::call`] for a caller with no async runtime (a game loop, a C host): blocks
+    /// this thread until the calls finish. Works under any runtime or none; inside a
+    /// multi-thread runtime it moves the worker's other tasks away first.
+    ///
+    /// ```
+    /// # let home = tempfile::tempdir().unwrap();
+    /// let engine = tavern::Engine::builder().home(home.path()).build().unwrap();
+    /// let text = "<|[REQUEST_TOOL]|>\ncommand:「始」system:echo「末」\ntext:「始」hi「末」\n<|[END_TOOL]|>";
+    /// let report = engine.call_blocking(text, tavern::CallOptions::new()).unwrap();
+    /// assert_eq!(report.outcomes[0].id.as_deref(), Some("system:echo"));
+    /// ```
+    pub fn call_blocking(&self, text: &str, opts: CallOptions) -> Result<CallReport, EmbedError> {
+        self.run_blocking(Request::text(text).options(opts))
+    }
+
+    /// [`Engine::run`] for a caller with no async runtime ([`Engine::call_blocking`] for
+    /// any [`Request`]).
+    pub fn run_blocking(&self, req: Request) -> Result<CallReport, EmbedError> {
+        let handle = self
+            .tools()
+            .runtime_handle()
+            .map_err(|e| EmbedError::Runtime(e.to_string()))?;
+        let (tx, rx) = mpsc::sync_channel(1);
+        let fut = run(self.tools().clone(), req);
+        handle.spawn(async move {
+            let _ = tx.send(fut.await);
+        });
+        let wait = move || {
+            rx.recv()
+                .map_err(|_| EmbedError::Lost("the task running the calls stopped".into()))
+        };
+        match tokio::runtime::Handle::try_current() {
+            Err(_) => wait(),
+            Ok(cur) => match cur.runtime_flavor() {
+                tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(wait),
+                // A current-thread runtime other than the engine's own keeps the engine's
+                // workers free; the host's own current-thread runtime would wait for itself.
+                _ if self.tools().owns_runtime() => wait(),
+                _ => Err(EmbedError::WouldDeadlock),
+            },
+        }
+    }
+}
