@@ -10,7 +10,7 @@ use crate::hooks::points::{ENGINE_READY, ENGINE_READY_IX, PLUGIN_LOADED, PLUGIN_
 use crate::hooks::Field;
 use crate::problem::Problem;
 use crate::tools::{
-    CallContext, CallerPolicy, ToolDefinition, ToolError, ToolHandler, ToolManager,
+    CallContext, Caller, CallerPolicy, ToolDefinition, ToolError, ToolHandler, ToolManager,
 };
 use crate::workflow::{NodeRegistry, RunDefaults, Workflows};
 
