@@ -17,7 +17,10 @@ pub fn cases() -> Vec<Value> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ways_in/cases.json");
     let text = std::fs::read_to_string(path).expect("read the ways-in cases");
     let cases: Vec<Value> = serde_json::from_str(&text).expect("the cases are JSON");
-    assert!(!cases.is_empty(), "{path} holds no case: the test would prove nothing");
+    assert!(
+        !cases.is_empty(),
+        "{path} holds no case: the test would prove nothing"
+    );
     cases
 }
 
@@ -176,7 +179,10 @@ async fn every_way_in_answers_the_same() {
             let got: Value = r.json().await.unwrap();
             assert_eq!(got, cli_json, "{name}: {way} differs from tavern call");
             let got = job(&c, &server.base, case, as_json).await;
-            assert_eq!(got, cli_json, "{name}: job ({way}) differs from tavern call");
+            assert_eq!(
+                got, cli_json,
+                "{name}: job ({way}) differs from tavern call"
+            );
         }
 
         if let Some(call) = case.get("mcp") {
