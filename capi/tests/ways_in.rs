@@ -13,10 +13,16 @@ use tavern_capi::{
 };
 
 fn cases() -> Vec<Value> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/data/ways_in/cases.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/data/ways_in/cases.json"
+    );
     let text = std::fs::read_to_string(path).expect("read the ways-in cases");
     let cases: Vec<Value> = serde_json::from_str(&text).expect("the cases are JSON");
-    assert!(!cases.is_empty(), "{path} holds no case: the test would prove nothing");
+    assert!(
+        !cases.is_empty(),
+        "{path} holds no case: the test would prove nothing"
+    );
     cases
 }
 

@@ -45,7 +45,7 @@ impl Default for Pump {
 }
 
 impl Engine {
-    /// Queues `text` (read with [`Format::Auto`], caller host) to run on the engine's
+    /// Queues `text` (read with [`Format::Auto`](crate::Format::Auto), caller host) to run on the engine's
     /// runtime and returns at once. Collect the result with [`Engine::pump`] and
     /// [`Engine::take`].
     ///

@@ -168,8 +168,9 @@ pub enum Input {
     Parsed(Parsed),
 }
 
-/// One run: what to run and how. Every way in builds one and hands it to [`run`] (through
-/// [`Engine::run`], [`Engine::call`], [`Engine::call_blocking`] or [`Engine::submit_with`]).
+/// One run: what to run and how. Every way in builds one and hands it to the engine's one
+/// run function (through [`Engine::run`], [`Engine::call`], [`Engine::call_blocking`],
+/// [`Engine::submit_with`] or [`Engine::submit_request`]).
 ///
 /// ```
 /// use tavern::{Caller, Request};

@@ -355,9 +355,9 @@ impl ServerHandler for TavernMcp {
                     min_level,
                 }) as Arc<dyn CallObserver>
             });
-        let call =
-            self.served
-                .invoke_observed(&request.name, args, Self::caller(), ct.clone(), observer);
+        let call = self
+            .served
+            .invoke(&request.name, args, Self::caller(), ct.clone(), observer);
         let mut call = pin!(call);
         // Heartbeats start after the first interval, and stop for good once the tool
         // reports its own progress (it knows better than a timer).

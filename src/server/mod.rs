@@ -218,21 +218,11 @@ impl Served {
         true
     }
 
-    /// Runs one call on the current engine with the server's limits: the arguments size
-    /// limit, the per-call timeout (then the call is cancelled) and `cancel`.
+    /// Runs one call (MCP `tools/call`) on the current engine through the one run path,
+    /// with the server's limits: the arguments size limit, the per-call timeout (then the
+    /// call is cancelled) and `cancel`; watched by `observer` (workflow nodes and nested
+    /// calls report to it; see [`crate::tools::observe`]).
     pub async fn invoke(
-        &self,
-        tool: &str,
-        args: Value,
-        caller: Caller,
-        cancel: CancellationToken,
-    ) -> Result<Value, ToolError> {
-        self.invoke_observed(tool, args, caller, cancel, None).await
-    }
-
-    /// [`Served::invoke`] watched by `observer` (workflow nodes and nested calls report to
-    /// it; see [`crate::tools::observe`]).
-    pub async fn invoke_observed(
         &self,
         tool: &str,
         args: Value,

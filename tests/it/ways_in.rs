@@ -3,7 +3,8 @@
 //! (as text and, for JSON bodies, as JSON), a job (`POST /api/jobs`, then `GET` until it
 //! ends) and, for single calls, MCP `tools/call`. The binary's results must match the case's
 //! `expect` (tool, called_as, step, ok, value, error code, dispatch), and every other way
-//! must answer exactly the binary's JSON. The C ABI leg is `capi/tests/ways_in.rs`.
+//! must answer exactly the binary's JSON. Every parse case of `tests/data/*.jsonl` goes
+//! through the binary, invoke and a job too. The C ABI leg is `capi/tests/ways_in.rs`.
 
 use crate::{cli_support, server_support};
 
@@ -17,7 +18,10 @@ pub fn cases() -> Vec<Value> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ways_in/cases.json");
     let text = std::fs::read_to_string(path).expect("read the ways-in cases");
     let cases: Vec<Value> = serde_json::from_str(&text).expect("the cases are JSON");
-    assert!(!cases.is_empty(), "{path} holds no case: the test would prove nothing");
+    assert!(
+        !cases.is_empty(),
+        "{path} holds no case: the test would prove nothing"
+    );
     cases
 }
 
@@ -73,6 +77,11 @@ async fn job(c: &reqwest::Client, base: &str, case: &Value, as_json: bool) -> Va
     assert_eq!(r.status(), reqwest::StatusCode::ACCEPTED);
     let v: Value = r.json().await.unwrap();
     let id = v["id"].as_str().expect("job id").to_string();
+    wait_job(c, base, &id).await
+}
+
+/// The `result` of job `id` once it ended.
+async fn wait_job(c: &reqwest::Client, base: &str, id: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let j: Value = c
@@ -176,7 +185,10 @@ async fn every_way_in_answers_the_same() {
             let got: Value = r.json().await.unwrap();
             assert_eq!(got, cli_json, "{name}: {way} differs from tavern call");
             let got = job(&c, &server.base, case, as_json).await;
-            assert_eq!(got, cli_json, "{name}: job ({way}) differs from tavern call");
+            assert_eq!(
+                got, cli_json,
+                "{name}: job ({way}) differs from tavern call"
+            );
         }
 
         if let Some(call) = case.get("mcp") {
@@ -209,4 +221,64 @@ async fn every_way_in_answers_the_same() {
     assert_eq!(checked, cases.len());
     let _ = mcp_child.kill();
     let _ = mcp_child.wait();
+}
+
+/// Every parse case of `tests/data/parse_cases*.jsonl` (model output of every format, with
+/// its prose, diagnostics and chains; no tool in the home, so calls fail as unknown):
+/// `tavern call`, `POST /api/invoke` and a job answer the same JSON, one result per call
+/// the case expects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_parse_case_answers_the_same_everywhere() {
+    let mut cases = Vec::new();
+    for file in ["parse_cases.jsonl", "parse_cases_tavern.jsonl"] {
+        let path = format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).expect("read the parse cases");
+        cases.extend(
+            text.lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| serde_json::from_str::<Value>(l).expect("a parse case is JSON")),
+        );
+    }
+    assert!(
+        !cases.is_empty(),
+        "no parse case: the test would prove nothing"
+    );
+    let home = tempfile::tempdir().unwrap();
+    let server = server_support::Server::start(home.path(), &[]);
+    let c = reqwest::Client::new();
+    for case in &cases {
+        let name = case["name"].as_str().expect("a case has a name");
+        let format = case["format"].as_str().unwrap_or("auto");
+        let input = case["input"].as_str().expect("a case has an input");
+        let cli = cli_support::tavern(home.path(), &["call", "--format", format], input.as_bytes());
+        let cli_json = cli.json();
+        if let Some(calls) = case["calls"].as_array() {
+            assert_eq!(
+                cli_json["results"].as_array().map(Vec::len),
+                Some(calls.len()),
+                "{name}: one result per call: {cli_json}"
+            );
+        }
+        let body = json!({"body": input});
+        let url = format!("{}/api/invoke?format={format}", server.base);
+        let got: Value = post(&c, &url, &body, false).await.json().await.unwrap();
+        assert_eq!(
+            got, cli_json,
+            "{name}: POST /api/invoke differs from tavern call"
+        );
+        let r = post(
+            &c,
+            &format!("{}/api/jobs?format={format}", server.base),
+            &body,
+            false,
+        )
+        .await;
+        assert_eq!(r.status(), reqwest::StatusCode::ACCEPTED, "{name}");
+        let id = r.json::<Value>().await.unwrap()["id"]
+            .as_str()
+            .expect("job id")
+            .to_string();
+        let got = wait_job(&c, &server.base, &id).await;
+        assert_eq!(got, cli_json, "{name}: the job differs from tavern call");
+    }
 }
