@@ -46,6 +46,7 @@ mod plugins;
 mod problem;
 mod protocol;
 mod report;
+mod sandbox;
 mod script;
 mod server;
 mod strict;
@@ -64,9 +65,9 @@ pub use hooks::{
     HookError, HookFuture, HookHandle, HookHandler, HookOptions, HookReturn, Hooks, Next,
     OverrideHandler,
 };
-pub use plugins::confine::ProcessLimits;
 pub use problem::Problem;
 pub use protocol::{parse, Call, Diagnostic, Format, OnError, Parsed, Severity, Span};
+pub use sandbox::confine::ProcessLimits;
 pub use script::{Limits, ScriptError};
 pub use tools::{
     CallContext, CallOutcome, Caller, CallerPolicy, Implementation, ToolDefinition, ToolError,
@@ -102,6 +103,10 @@ pub mod internal {
     /// The JSON `tavern call` prints.
     pub mod report {
         pub use crate::report::*;
+    }
+    /// Process confinement, process tools and code execution.
+    pub mod sandbox {
+        pub use crate::sandbox::*;
     }
     /// Sandboxed Lua and Rhai.
     pub mod script {

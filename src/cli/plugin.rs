@@ -115,7 +115,7 @@ fn run_check(globals: &Globals, dir: Option<PathBuf>, json: bool) -> u8 {
             "ok": problems.is_empty(),
             "problems": problems,
             "permissions": report.permissions,
-            "confinement": tavern::internal::plugins::confine::check_lines(&report),
+            "confinement": tavern::internal::sandbox::confine::check_lines(&report),
             "plugins": report.plugins.iter().map(|p| p.name()).collect::<Vec<_>>(),
             "tools": tools,
         });
@@ -129,7 +129,7 @@ fn run_check(globals: &Globals, dir: Option<PathBuf>, json: bool) -> u8 {
         for text in &report.permissions {
             eprint!("{text}");
         }
-        for line in tavern::internal::plugins::confine::check_lines(&report) {
+        for line in tavern::internal::sandbox::confine::check_lines(&report) {
             println!("{line}");
         }
         eprintln!(

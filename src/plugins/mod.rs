@@ -9,9 +9,7 @@
 //! loads and serves.
 
 pub mod check;
-pub mod code_execute;
 pub mod config;
-pub mod confine;
 pub mod host_services;
 pub mod isolation;
 pub mod loader;
@@ -19,7 +17,6 @@ pub mod locate;
 pub mod manifest;
 pub mod nodes;
 pub mod permissions;
-pub mod process;
 pub mod scaffold;
 pub mod scripts;
 pub mod testing;

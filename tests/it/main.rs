@@ -2,9 +2,9 @@
 //! `*_support` modules and `common` are the helpers they share (rust-analyzer's layout: one
 //! crate links once, instead of one binary per file).
 
-mod common;
 mod agent_support;
 mod cli_support;
+mod common;
 mod hooks_support;
 mod plugin_support;
 mod server_support;

@@ -6,8 +6,8 @@ use tavern::internal::tools::{KeyMatching, ToolDefinition, ToolError, ToolManage
 
 #[test]
 fn argument_cases() {
-    let data: Value =
-        serde_json::from_str(include_str!("../data/tool_args_cases.json")).expect("valid test data");
+    let data: Value = serde_json::from_str(include_str!("../data/tool_args_cases.json"))
+        .expect("valid test data");
     let tools = ToolManager::new();
     for (name, schema) in data["schemas"].as_object().expect("schemas") {
         tools

@@ -128,7 +128,7 @@ pub struct Loader<'a> {
     names: HashMap<String, PathBuf>,
     node_files: HashMap<String, PathBuf>,
     host_limits: Limits,
-    process_caps: super::confine::ProcessLimits,
+    process_caps: crate::sandbox::confine::ProcessLimits,
     workflows: Arc<Workflows>,
     /// Where declared fs roots go instead (`plugin test`; see `isolation.rs`), and whether
     /// missing write roots are created (not by `plugin check`).
@@ -168,7 +168,7 @@ impl<'a> Loader<'a> {
             names: HashMap::new(),
             node_files: HashMap::new(),
             host_limits: Limits::engine_default(),
-            process_caps: super::confine::ProcessLimits::DEFAULT,
+            process_caps: crate::sandbox::confine::ProcessLimits::DEFAULT,
             workflows: Arc::new(Workflows::new(Arc::new(NodeRegistry::with_builtins()))),
             roots: super::isolation::RootPolicy::default(),
         }
@@ -198,9 +198,9 @@ impl<'a> Loader<'a> {
         self
     }
 
-    /// Caps every process tool's limits (default: [`super::confine::ProcessLimits::DEFAULT`];
+    /// Caps every process tool's limits (default: [`crate::sandbox::confine::ProcessLimits::DEFAULT`];
     /// `process.<limit>` settings replace single caps).
-    pub fn process_caps(mut self, caps: super::confine::ProcessLimits) -> Self {
+    pub fn process_caps(mut self, caps: crate::sandbox::confine::ProcessLimits) -> Self {
         self.process_caps = caps;
         self
     }

@@ -950,8 +950,8 @@ pub fn confine_spec(
     spec: &mut super::process::ProcessSpec,
     settings: &Settings,
     caps: &ProcessLimits,
-    bind: &super::host_services::BindContext,
-    perms: &super::permissions::ResolvedPermissions,
+    bind: &crate::plugins::host_services::BindContext,
+    perms: &crate::plugins::permissions::ResolvedPermissions,
     tool_limits: Option<&Value>,
 ) -> Result<(), (String, String)> {
     let fix_settings = "fix the setting in tavern.toml".to_string();
@@ -999,7 +999,7 @@ pub fn confine_spec(
 
 /// What `tavern plugin check` prints about process tools: the kernel's mechanisms once,
 /// then one line per process tool with what it will be allowed.
-pub fn check_lines(report: &super::check::CheckReport) -> Vec<String> {
+pub fn check_lines(report: &crate::plugins::check::CheckReport) -> Vec<String> {
     let mut lines = Vec::new();
     for p in &report.plugins {
         for id in &p.tools {

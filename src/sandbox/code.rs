@@ -14,9 +14,9 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 
 use super::confine::{self, ProcessLimits};
-use super::host_services::{HostServices, ServiceFactory};
 use super::process::{self, ProcessSpec};
-use super::scripts::effective_limits;
+use crate::plugins::host_services::{HostServices, ServiceFactory};
+use crate::plugins::scripts::effective_limits;
 use crate::script::{run_snippet, Lang, Limits};
 use crate::tools::{CallContext, ToolDefinition, ToolError, ToolFuture, ToolHandler};
 
