@@ -25,7 +25,7 @@ use self::manifest::ManifestSource;
 use super::config;
 use super::host_services::{BindContext, HostServices};
 use super::manifest::PluginManifest;
-use super::permissions::{self, ResolvedPermissions};
+use super::permissions::{self, Permissions};
 use super::scripts::{self, ScriptContext, ScriptSet};
 use crate::config::Settings;
 use crate::problem::Problem;
@@ -44,7 +44,7 @@ pub struct Plugin {
     /// Resolved config values, option → value.
     pub config: Map<String, Value>,
     /// Resolved permissions.
-    pub permissions: ResolvedPermissions,
+    pub permissions: Permissions,
     /// Ids of the tools it registered.
     pub tools: Vec<String>,
     /// Its node directory (`nodes: {entry}`, or `./nodes` when present).
