@@ -48,6 +48,7 @@ mod protocol;
 mod report;
 mod sandbox;
 mod script;
+#[cfg(feature = "server")]
 mod server;
 mod strict;
 mod suggest;
@@ -112,7 +113,8 @@ pub mod internal {
     pub mod script {
         pub use crate::script::*;
     }
-    /// MCP, REST and hot reload.
+    /// MCP, REST and hot reload (the `server` feature).
+    #[cfg(feature = "server")]
     pub mod server {
         pub use crate::server::*;
     }

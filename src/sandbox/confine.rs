@@ -287,15 +287,26 @@ pub fn bare(limits: ProcessLimits) -> Arc<Confinement> {
     })
 }
 
-/// Where a bare program name resolves on `path` (`PATH`).
+/// Where a bare program name resolves on `path` (`PATH`): an executable file (on Windows, a
+/// file with or without one of the usual executable extensions).
 pub fn which(program: &str, path: Option<&str>) -> Option<PathBuf> {
-    use std::os::unix::fs::PermissionsExt;
     let path = path?;
-    std::env::split_paths(path)
-        .map(|d| d.join(program))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+    std::env::split_paths(path).find_map(|d| {
+        #[cfg(unix)]
+        let found = {
+            use std::os::unix::fs::PermissionsExt;
+            let p = d.join(program);
+            std::fs::metadata(&p)
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .then_some(p)
+        };
+        #[cfg(not(unix))]
+        let found = ["", ".exe", ".cmd", ".bat"]
+            .iter()
+            .map(|ext| d.join(format!("{program}{ext}")))
+            .find(|p| p.is_file());
+        found
+    })
 }
 
 /// The installation a program outside the system paths belongs to (`/root/.pyenv` for
