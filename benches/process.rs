@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::{json, Map};
-use tavern::internal::plugins::confine::{Confinement, ProcessLimits};
-use tavern::internal::plugins::process::{self, ProcessSpec};
+use tavern::internal::sandbox::confine::{Confinement, ProcessLimits};
+use tavern::internal::sandbox::process::{self, ProcessSpec};
 
 fn spec(dir: &std::path::Path, confine: Option<Arc<Confinement>>) -> ProcessSpec {
     ProcessSpec {

@@ -44,7 +44,9 @@ mod hooks;
 mod plugins;
 mod problem;
 mod protocol;
+mod sandbox;
 mod script;
+#[cfg(feature = "server")]
 mod server;
 mod strict;
 mod suggest;
@@ -64,9 +66,9 @@ pub use hooks::{
     HookError, HookFuture, HookHandle, HookHandler, HookOptions, HookReturn, Hooks, Next,
     OverrideHandler,
 };
-pub use plugins::confine::ProcessLimits;
 pub use problem::Problem;
 pub use protocol::{parse, Call, Diagnostic, Format, OnError, Parsed, Severity, Span};
+pub use sandbox::confine::ProcessLimits;
 pub use script::{Limits, ScriptError};
 pub use tools::{
     CallContext, CallOutcome, Caller, CallerPolicy, Implementation, ToolDefinition, ToolError,
@@ -103,11 +105,16 @@ pub mod internal {
     pub mod engine {
         pub use crate::engine::*;
     }
+    /// Process confinement, process tools and code execution.
+    pub mod sandbox {
+        pub use crate::sandbox::*;
+    }
     /// Sandboxed Lua and Rhai.
     pub mod script {
         pub use crate::script::*;
     }
-    /// MCP, REST and hot reload.
+    /// MCP, REST and hot reload (the `server` feature).
+    #[cfg(feature = "server")]
     pub mod server {
         pub use crate::server::*;
     }

@@ -109,35 +109,17 @@ fn run_check(globals: &Globals, dir: Option<PathBuf>, json: bool) -> u8 {
         None => check::check_home(&globals.home, &s),
     };
     problems.extend(report.problems.iter().cloned());
-    let tools: usize = report.plugins.iter().map(|p| p.tools.len()).sum();
     if json {
-        let out = serde_json::json!({
-            "ok": problems.is_empty(),
-            "problems": problems,
-            "permissions": report.permissions,
-            "confinement": tavern::internal::plugins::confine::check_lines(&report),
-            "plugins": report.plugins.iter().map(|p| p.name()).collect::<Vec<_>>(),
-            "tools": tools,
-        });
+        let out = check::output::to_json(&report, &problems);
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
     } else {
-        for p in &problems {
-            println!("{p}");
-        }
         // stdout stays one problem per line (undeclared uses among them); the
         // declared-beside-used table is for the reader, on stderr with the summary.
-        for text in &report.permissions {
-            eprint!("{text}");
-        }
-        for line in tavern::internal::plugins::confine::check_lines(&report) {
+        let text = check::output::to_text(&report, &problems);
+        for line in &text.stdout {
             println!("{line}");
         }
-        eprintln!(
-            "{} plugin(s), {} tool(s), {} problem(s)",
-            report.plugins.len(),
-            tools,
-            problems.len()
-        );
+        eprint!("{}", text.stderr);
     }
     if problems.is_empty() {
         OK

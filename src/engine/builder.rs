@@ -76,7 +76,7 @@ pub struct EngineBuilder {
     workflows: bool,
     host_tools: Vec<(ToolDefinition, Arc<dyn ToolHandler>)>,
     script_limits: crate::script::Limits,
-    process_limits: crate::plugins::confine::ProcessLimits,
+    process_limits: crate::sandbox::confine::ProcessLimits,
     /// Caller policies for host tools, by id.
     policies: Vec<(String, CallerPolicy)>,
     /// Namespaces reserved for the host beyond those of its tools.
@@ -102,7 +102,7 @@ impl Default for EngineBuilder {
             workflows: true,
             host_tools: Vec::new(),
             script_limits: crate::script::Limits::engine_default(),
-            process_limits: crate::plugins::confine::ProcessLimits::DEFAULT,
+            process_limits: crate::sandbox::confine::ProcessLimits::DEFAULT,
             policies: Vec::new(),
             reserved: Vec::new(),
             services: Vec::new(),
@@ -156,9 +156,9 @@ impl EngineBuilder {
     }
 
     /// The host's cap on every process tool's limits (memory, CPU, processes, open files,
-    /// output; default [`crate::plugins::confine::ProcessLimits::DEFAULT`]). Plugins and tools
+    /// output; default [`crate::sandbox::confine::ProcessLimits::DEFAULT`]). Plugins and tools
     /// may lower them; `process.*` settings replace single caps.
-    pub fn process_limits(mut self, limits: crate::plugins::confine::ProcessLimits) -> Self {
+    pub fn process_limits(mut self, limits: crate::sandbox::confine::ProcessLimits) -> Self {
         self.process_limits = limits;
         self
     }

@@ -53,7 +53,7 @@ impl HostServices {
     /// The services every engine provides (`code.execute`, `text.regex_replace`).
     pub fn with_defaults() -> Self {
         let mut s = Self::new();
-        super::code_execute::register(&mut s);
+        super::code_service::register(&mut s);
         super::text_service::register(&mut s);
         s
     }

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::permissions::ResolvedPermissions;
+use super::permissions::Permissions;
 
 /// Directory of files copied into every mapped root before a test run.
 pub const FIXTURES_DIR: &str = "tests/fixtures";
@@ -31,7 +31,7 @@ impl RootPolicy {
     }
 
     /// Rewrites `perms`' roots for plugin directory `plugin_dir` (only for `MapTo`).
-    pub fn apply(&self, perms: &mut ResolvedPermissions, plugin_dir: &Path) {
+    pub fn apply(&self, perms: &mut Permissions, plugin_dir: &Path) {
         let RootPolicy::MapTo(base) = self else {
             return;
         };
@@ -87,7 +87,7 @@ mod tests {
         std::fs::create_dir_all(plugin.path().join("tests/fixtures/sub")).unwrap();
         std::fs::write(plugin.path().join("tests/fixtures/sub/a.txt"), "hi").unwrap();
         let base = tempfile::tempdir().unwrap();
-        let mut perms = ResolvedPermissions {
+        let mut perms = Permissions {
             fs_read: vec!["/real/data".into(), "/real/ws".into()],
             fs_write: vec!["/real/ws".into()],
             ..Default::default()

@@ -9,9 +9,8 @@
 //! loads and serves.
 
 pub mod check;
-pub mod code_execute;
+pub mod code_service;
 pub mod config;
-pub mod confine;
 pub mod host_services;
 pub mod isolation;
 pub mod loader;
@@ -19,7 +18,7 @@ pub mod locate;
 pub mod manifest;
 pub mod nodes;
 pub mod permissions;
-pub mod process;
+pub mod process_tools;
 pub mod scaffold;
 pub mod scripts;
 pub mod testing;
@@ -33,7 +32,7 @@ pub mod vcp;
 pub use host_services::{BindContext, HostServices, ServiceFactory};
 pub use loader::{load_all, LoadReport, Loader, Plugin, PluginSet};
 pub use manifest::PluginManifest;
-pub use permissions::ResolvedPermissions;
+pub use permissions::Permissions;
 
 /// The files in `dir` whose names end with `suffix`, sorted by name so that loading is
 /// deterministic.

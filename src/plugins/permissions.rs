@@ -1,33 +1,13 @@
 //! Permissions: what `permissions:` in plugin.yaml asks for, with `{config.X}` substituted and
-//! file roots made absolute, ready for the script sandbox.
+//! file roots made absolute, as the one [`Permissions`] type (`script::permissions`) the
+//! script sandbox and process tools read.
 
 use std::path::{Component, Path, PathBuf};
 
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::manifest::PermissionsSpec;
-
-/// Permissions with absolute, normalised file roots.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ResolvedPermissions {
-    /// Hook names the plugin may register.
-    pub hooks: Vec<String>,
-    /// Services it may override.
-    pub services_override: Vec<String>,
-    /// Roots it may read (write roots are readable too).
-    pub fs_read: Vec<PathBuf>,
-    /// Roots it may write.
-    pub fs_write: Vec<PathBuf>,
-    /// Whether it may start processes.
-    pub processes: bool,
-    /// Tools it may call through `api.tools.call` (globs).
-    pub tools: Vec<String>,
-    /// Whether its process tools may use the network.
-    pub network: bool,
-    /// Host environment variables its process tools receive.
-    pub env: Vec<String>,
-}
+pub use crate::script::Permissions;
 
 /// Why a permission could not be resolved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -136,7 +116,7 @@ pub fn resolve(
     spec: &PermissionsSpec,
     config: &Map<String, Value>,
     home: &Path,
-) -> Result<ResolvedPermissions, Vec<PermissionError>> {
+) -> Result<Permissions, Vec<PermissionError>> {
     let mut errors = Vec::new();
     let mut roots = |list: &[String]| {
         list.iter()
@@ -152,7 +132,7 @@ pub fn resolve(
     if !errors.is_empty() {
         return Err(errors);
     }
-    Ok(ResolvedPermissions {
+    Ok(Permissions {
         hooks: spec.hooks.clone(),
         services_override: spec.services.override_.clone(),
         fs_read,

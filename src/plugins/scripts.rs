@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::permissions::ResolvedPermissions;
 use crate::problem::Problem;
 use crate::script::{Limits, PartialLimits, Permissions, PluginScripts, ScriptEnv, ScriptError};
 use crate::tools::{ToolDefinition, ToolHandler, ToolManager};
@@ -21,7 +20,7 @@ pub struct ScriptContext {
     /// Resolved config values.
     pub config: Map<String, Value>,
     /// Resolved permissions.
-    pub permissions: ResolvedPermissions,
+    pub permissions: Permissions,
     /// Effective limits.
     pub limits: Limits,
     /// The manager scripts call tools through.
@@ -44,19 +43,6 @@ pub(crate) fn effective_limits(
             let partial: PartialLimits =
                 serde_json::from_value(v.clone()).map_err(|e| format!("invalid limits: {e}"))?;
             Ok(base.lowered_by(&partial))
-        }
-    }
-}
-
-impl From<&ResolvedPermissions> for Permissions {
-    fn from(p: &ResolvedPermissions) -> Self {
-        Permissions {
-            hooks: p.hooks.clone(),
-            services_override: p.services_override.clone(),
-            fs_read: p.fs_read.clone(),
-            fs_write: p.fs_write.clone(),
-            processes: p.processes,
-            tools: p.tools.clone(),
         }
     }
 }
@@ -124,7 +110,7 @@ impl ScriptSet {
             return Ok(Self::empty());
         }
         let mut env = ScriptEnv::new(ctx.plugin.clone(), ctx.dir.clone());
-        env.permissions = Permissions::from(&ctx.permissions);
+        env.permissions = ctx.permissions.clone();
         env.config = ctx.config.clone();
         env.limits = ctx.limits;
         env.tools = Some(Arc::downgrade(&ctx.manager));

@@ -14,7 +14,7 @@ use super::permissions;
 use crate::config::Settings;
 use crate::hooks::Hooks;
 use crate::problem::Problem;
-use crate::script::{Limits, Permissions, PluginScripts, ScriptEnv};
+use crate::script::{Limits, PluginScripts, ScriptEnv};
 use crate::tools::ToolManager;
 
 /// One loaded power-user script.
@@ -137,7 +137,7 @@ pub fn load_with(
         for root in resolved.fs_write.iter().filter(|_| create_roots) {
             let _ = std::fs::create_dir_all(root);
         }
-        let mut perms = Permissions::from(&resolved);
+        let mut perms = resolved.clone();
         // The home owner's own scripts: every hook point and every override.
         perms.hooks = vec!["*".into()];
         perms.services_override = vec!["*".into()];

@@ -122,7 +122,7 @@ pub fn declared(u: &Use, plugin: &str, perms: &Permissions, tools: &ToolManager)
 /// The permissions report of one plugin: declared beside used, and a problem for every
 /// undeclared use.
 pub fn report(plugin: &Plugin, tools: &ToolManager) -> (String, Vec<Problem>) {
-    let perms = Permissions::from(&plugin.permissions);
+    let perms = plugin.permissions.clone();
     let uses = scan(&plugin.dir);
     let list = |v: &[String]| {
         if v.is_empty() {

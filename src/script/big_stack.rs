@@ -13,7 +13,11 @@
 //! To keep a deep call from pinning up to 64 MiB of memory for the thread's lifetime, the
 //! part of the segment beyond its first [`KEEP_RESIDENT`] bytes is returned to the kernel
 //! (`MADV_DONTNEED`) after a call that reached it (checked with one `mincore`).
+//!
+//! Elsewhere (Windows) the kept segment is not used: `stacker::maybe_grow` switches to a
+//! fresh stack when the thread has less than [`RED_ZONE`] left.
 
+#[cfg(unix)]
 use std::cell::{Cell, RefCell};
 
 /// Size of a segment (plus one guard page below it).
@@ -21,11 +25,14 @@ pub(crate) const STACK_SIZE: usize = 64 << 20;
 /// Stack an evaluation is guaranteed: below this much remaining stack a call moves to a
 /// segment.
 pub(crate) const RED_ZONE: usize = 48 << 20;
+#[cfg(unix)]
 /// The top of a segment that stays resident between calls.
 const KEEP_RESIDENT: usize = 1 << 20;
+#[cfg(unix)]
 /// Segments a thread keeps for reuse (a nested call that needs its own is rare).
 const KEEP_SEGMENTS: usize = 1;
 
+#[cfg(unix)]
 /// One mapped stack: `[base, base + page)` is a guard page, `[base + page, base + len)` is
 /// the usable stack.
 struct Segment {
@@ -34,6 +41,7 @@ struct Segment {
     page: usize,
 }
 
+#[cfg(unix)]
 impl Segment {
     fn map() -> Option<Segment> {
         // SAFETY: sysconf has no preconditions.
@@ -102,6 +110,7 @@ impl Segment {
     }
 }
 
+#[cfg(unix)]
 impl Drop for Segment {
     fn drop(&mut self) {
         // SAFETY: the mapping was made by `map` with this length and nothing runs on it.
@@ -111,6 +120,7 @@ impl Drop for Segment {
     }
 }
 
+#[cfg(unix)]
 thread_local! {
     /// Segments this thread keeps for its next calls.
     static SPARE: RefCell<Vec<Segment>> = const { RefCell::new(Vec::new()) };
@@ -118,6 +128,7 @@ thread_local! {
     static LIMIT: Cell<Option<usize>> = const { Cell::new(None) };
 }
 
+#[cfg(unix)]
 /// Stack left below the current frame.
 fn remaining() -> usize {
     let sp = psm::stack_pointer() as usize;
@@ -127,6 +138,7 @@ fn remaining() -> usize {
     }
 }
 
+#[cfg(unix)]
 /// Runs `f` with at least [`RED_ZONE`] bytes of stack: in place when the thread has them,
 /// otherwise on this thread's kept segment (mapped on first use). A panic in `f` is carried
 /// back to the caller's stack and resumed there.
@@ -161,7 +173,14 @@ pub(crate) fn on_big_stack<T>(f: impl FnOnce() -> T) -> T {
     }
 }
 
-#[cfg(test)]
+/// Runs `f` with at least [`RED_ZONE`] bytes of stack, growing onto a fresh stack when
+/// the thread has less.
+#[cfg(not(unix))]
+pub(crate) fn on_big_stack<T>(f: impl FnOnce() -> T) -> T {
+    stacker::maybe_grow(RED_ZONE, STACK_SIZE, f)
+}
+
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

@@ -1,4 +1,7 @@
-//! What a plugin declared in plugin.yaml `permissions`, already resolved by the loader.
+//! What a plugin declared in plugin.yaml `permissions`, already resolved by the loader
+//! (`plugins::permissions::resolve`): the one permissions type of the crate, read by the
+//! script sandbox (`api.fs`, hooks, overrides, `api.tools.call`) and by process tools
+//! (file roots, network, environment).
 
 use std::path::{Path, PathBuf};
 
@@ -6,7 +9,7 @@ use super::ScriptError;
 
 /// A plugin's declared permissions. File roots are absolute paths (the loader resolves them
 /// against the plugin directory or the engine home).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Permissions {
     /// Hook points the plugin may register handlers for.
     pub hooks: Vec<String>,
@@ -21,6 +24,10 @@ pub struct Permissions {
     /// Tools it may call through `api.tools.call` (globs like `FileOperator:*`; its own
     /// tools and `system:*` need no entry).
     pub tools: Vec<String>,
+    /// Whether its process tools may use the network.
+    pub network: bool,
+    /// Host environment variables its process tools receive.
+    pub env: Vec<String>,
 }
 
 /// Which kind of file access an `api.fs` function needs.

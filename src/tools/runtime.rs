@@ -59,6 +59,7 @@ impl RuntimeSlot {
 
 /// How much lower than the host's threads the engine's own threads are scheduled: an
 /// increment to the inherited nice value (19 is the lowest Linux allows).
+#[cfg(target_os = "linux")]
 const BACKGROUND_NICE: libc::c_int = 10;
 
 /// Lowers the calling thread's scheduling priority below the host's. Called on every thread

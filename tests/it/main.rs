@@ -1,40 +1,62 @@
 //! The one integration-test crate: each module is what was a test binary of its own, the
 //! `*_support` modules and `common` are the helpers they share (rust-analyzer's layout: one
 //! crate links once, instead of one binary per file).
+//!
+//! Modules that run the `tavern` binary need the features it requires (`cli`, `server`,
+//! `llm-http`); the fake model server of the agent tests needs `server` (axum) and
+//! `llm-http`. The rest runs on the lean library: `cargo test --no-default-features --test it`.
 
+#[cfg(all(feature = "server", feature = "llm-http"))]
 mod agent_support;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod cli_support;
 mod common;
 mod hooks_support;
 mod plugin_support;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod server_support;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod web_support;
 
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod agent_cli;
+#[cfg(all(feature = "server", feature = "llm-http"))]
 mod agent_e2e;
 mod agent_profile_strict;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod cli_call;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod cli_panic;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod cli_parse;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod cli_tools;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod cli_vcp;
 mod config_tools;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod docs_examples;
 mod embed_host;
 mod engine_script_limits;
 mod fileoperator_tools;
 mod hooks_lua;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod hooks_permissions;
 mod hooks_rhai;
 mod hooks_rust;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod hooks_scripts;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod hooks_workflow_points;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod modder_errors;
 mod node_tools;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod plugins_cli;
 mod plugins_loading;
 mod plugins_nodes;
 mod plugins_sandbox;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod plugins_seed_chain;
 mod process_tools;
 mod protocol_cases;
@@ -53,6 +75,7 @@ mod sandbox_panic;
 mod sandbox_patterns;
 mod sandbox_process_code;
 mod sandbox_process_hostile;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod sandbox_process_limits;
 mod sandbox_recursion;
 mod sandbox_reentrancy;
@@ -66,10 +89,15 @@ mod sandbox_values;
 mod script_api;
 mod script_error_values;
 mod script_luals;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod server_jobs;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod server_mcp_python;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod server_mcp_stdio;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod server_mcp_tasks;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod server_rest;
 mod tools_args;
 mod tools_builtin;
@@ -77,9 +105,13 @@ mod tools_dispatch;
 mod tools_registry;
 mod tools_vcp_dispatch;
 mod typed_errors;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod ways_in;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod web_api;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod web_e2e;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod workflow_cli;
 mod workflow_engine;
 mod workflow_nodes;

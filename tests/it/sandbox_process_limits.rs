@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 use serde_json::{json, Value};
-use tavern::internal::plugins::confine::ProcessLimits;
+use tavern::internal::sandbox::confine::ProcessLimits;
 use tavern::Engine;
 
 /// A plugin `P` with one python tool; `yaml_extra` goes into plugin.yaml, `limits` into the

@@ -1,15 +1,18 @@
-//! Talking to a model: settings, the chat request, backends (an OpenAI-compatible HTTP
-//! client and a scripted one for offline runs) and the `llm:Chat` workflow node.
+//! Talking to a model: settings, the chat request, the [`ChatBackend`] trait and its
+//! backends (an OpenAI-compatible HTTP client with the `llm-http` feature, a scripted one for
+//! offline runs, or the host's own) and the `llm:Chat` workflow node.
 //!
 //! Settings are layered, most specific last: built-in defaults, `tavern.toml` `[llm]`, the
 //! agent profile's `llm`, the node's `configValues`, then the run's overrides (`--llm`,
 //! `--model`, or [`AgentRuntimeBuilder::llm`](crate::agent::AgentRuntimeBuilder::llm)).
 
 mod node;
+#[cfg(feature = "llm-http")]
 mod openai;
 mod scripted;
 
 pub use node::{register_nodes, LlmRunContext, CHAT_NODE};
+#[cfg(feature = "llm-http")]
 pub use openai::OpenAiBackend;
 pub use scripted::ScriptedBackend;
 
@@ -251,15 +254,28 @@ pub trait ChatBackend: Send + Sync + 'static {
     ) -> ChatFuture<'a>;
 }
 
-/// Picks the backend for a base URL: `scripted:FILE` or an HTTP server.
+/// Picks the backend for a base URL: `scripted:FILE` or an HTTP server (with the
+/// `llm-http` feature; without it, an error saying the host must supply a backend).
 pub fn backend_for(base_url: &str) -> Result<Arc<dyn ChatBackend>, LlmError> {
     match base_url.strip_prefix("scripted:") {
         Some(file) => Ok(Arc::new(ScriptedBackend::from_file(std::path::Path::new(
             file,
         ))?)),
-        None => Ok(Arc::new(OpenAiBackend::new())),
+        None => http_backend(),
     }
 }
+
+/// The built-in HTTP backend, when this build has one.
+pub fn http_backend() -> Result<Arc<dyn ChatBackend>, LlmError> {
+    #[cfg(feature = "llm-http")]
+    return Ok(Arc::new(OpenAiBackend::new()));
+    #[cfg(not(feature = "llm-http"))]
+    Err(LlmError::Config(NO_HTTP.to_string()))
+}
+
+/// Why an HTTP model cannot be reached in a build without `llm-http`.
+#[cfg(not(feature = "llm-http"))]
+const NO_HTTP: &str = "this build of tavern has no HTTP model client (the `llm-http` feature); give the agent a backend (AgentRuntimeBuilder::backend) or use scripted:FILE";
 
 /// Why the model gave no text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Map, Value};
 
-use super::{backend_for, ChatBackend, ChatRequest, ChunkSink, LlmSettings, OpenAiBackend};
+use super::{backend_for, http_backend, ChatBackend, ChatRequest, ChunkSink, LlmSettings};
 use crate::config::Settings;
 use crate::workflow::{
     DataFlowType, NodeContext, NodeDefinition, NodeError, NodeExecutor, NodeFuture, NodeRegistry,
@@ -34,7 +34,8 @@ pub struct LlmRunContext {
 
 struct ChatNode {
     settings: Result<LlmSettings, super::LlmSettingsError>,
-    http: Arc<OpenAiBackend>,
+    /// The built-in HTTP backend, made once (or why this build has none).
+    http: Result<Arc<dyn ChatBackend>, super::LlmError>,
 }
 
 fn str_slot(desc: &str) -> SlotDefinition {
@@ -69,7 +70,7 @@ pub fn register_nodes(registry: &NodeRegistry, settings: &Settings) {
     .output("text", str_slot("The model's reply."));
     let exec = ChatNode {
         settings: LlmSettings::from_settings(settings),
-        http: Arc::new(OpenAiBackend::new()),
+        http: http_backend(),
     };
     if let Err(e) = registry.register(def, Arc::new(exec)) {
         tracing::error!("cannot register {CHAT_NODE}: {e}");
@@ -144,7 +145,7 @@ impl NodeExecutor for ChatNode {
                 (None, Some(u)) if u.starts_with("scripted:") => {
                     backend_for(u).map_err(|e| NodeError::Failed(e.to_string()))?
                 }
-                _ => http,
+                _ => http.map_err(|e| NodeError::Failed(e.to_string()))?,
             };
             let tools = match inputs.get("tools") {
                 Some(Value::Array(t)) => t.clone(),

@@ -10,11 +10,11 @@ use serde_json::{Map, Value};
 use super::declarations::Decl;
 use super::{inside, Loader, Pending, Plugin};
 use crate::plugins::host_services::BindContext;
-use crate::plugins::permissions::{self, ResolvedPermissions};
-use crate::plugins::process::{ProcessSpec, ProcessToolHandler};
+use crate::plugins::permissions::{self, Permissions};
 use crate::plugins::scripts::ScriptSet;
 use crate::plugins::tool_file::problem_at_key;
 use crate::problem::Problem;
+use crate::sandbox::process::{ProcessSpec, ProcessToolHandler};
 use crate::tools::{Implementation, ToolDefinition, ToolHandler};
 use crate::workflow::{node_tool_definition, workflow_tool_definition};
 
@@ -156,7 +156,7 @@ impl Loader<'_> {
         text: &str,
         dir: &Path,
         cfg: &Map<String, Value>,
-        perms: &ResolvedPermissions,
+        perms: &Permissions,
         bind: &BindContext,
         extra: &Map<String, Value>,
         scripts: &ScriptSet,
@@ -195,7 +195,7 @@ impl Loader<'_> {
                 }
                 let mut spec = ProcessSpec::new(command, dir, cfg, *timeout_ms).map_err(|e| at(format!("command '{command}': {e}")))?;
                 spec.extra_args = extra.clone();
-                super::super::confine::confine_spec(&mut spec, self.settings, &self.process_caps, bind, perms, limits.as_ref())
+                crate::plugins::process_tools::confine_spec(&mut spec, self.settings, &self.process_caps, bind, perms, limits.as_ref())
                     .map_err(|(msg, hint)| at(format!("tool '{}' {msg}", def.id)).hint(hint))?;
                 Ok(Arc::new(ProcessToolHandler::new(spec)))
             }

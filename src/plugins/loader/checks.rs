@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use super::manifest::ManifestSource;
 use super::{absolute, Loader};
-use crate::plugins::permissions::{self, ResolvedPermissions};
+use crate::plugins::permissions::{self, Permissions};
 use crate::problem::Problem;
 
 impl Loader<'_> {
@@ -16,7 +16,7 @@ impl Loader<'_> {
         src: &ManifestSource,
         cfg: &Map<String, Value>,
         problems: &mut Vec<Problem>,
-    ) -> Option<ResolvedPermissions> {
+    ) -> Option<Permissions> {
         let mut perms = match permissions::resolve(&src.manifest.permissions, cfg, &self.home) {
             Ok(p) => p,
             Err(errs) => {

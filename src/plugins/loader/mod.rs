@@ -25,7 +25,7 @@ use self::manifest::ManifestSource;
 use super::config;
 use super::host_services::{BindContext, HostServices};
 use super::manifest::PluginManifest;
-use super::permissions::{self, ResolvedPermissions};
+use super::permissions::{self, Permissions};
 use super::scripts::{self, ScriptContext, ScriptSet};
 use crate::config::Settings;
 use crate::problem::Problem;
@@ -44,7 +44,7 @@ pub struct Plugin {
     /// Resolved config values, option → value.
     pub config: Map<String, Value>,
     /// Resolved permissions.
-    pub permissions: ResolvedPermissions,
+    pub permissions: Permissions,
     /// Ids of the tools it registered.
     pub tools: Vec<String>,
     /// Its node directory (`nodes: {entry}`, or `./nodes` when present).
@@ -128,7 +128,7 @@ pub struct Loader<'a> {
     names: HashMap<String, PathBuf>,
     node_files: HashMap<String, PathBuf>,
     host_limits: Limits,
-    process_caps: super::confine::ProcessLimits,
+    process_caps: crate::sandbox::confine::ProcessLimits,
     workflows: Arc<Workflows>,
     /// The hook registry plugin scripts register hooks and overrides in.
     hooks: Option<Arc<crate::hooks::Hooks>>,
@@ -170,7 +170,7 @@ impl<'a> Loader<'a> {
             names: HashMap::new(),
             node_files: HashMap::new(),
             host_limits: Limits::engine_default(),
-            process_caps: super::confine::ProcessLimits::DEFAULT,
+            process_caps: crate::sandbox::confine::ProcessLimits::DEFAULT,
             workflows: Arc::new(Workflows::new(Arc::new(NodeRegistry::with_builtins()))),
             hooks: None,
             roots: super::isolation::RootPolicy::default(),
@@ -208,9 +208,9 @@ impl<'a> Loader<'a> {
         self
     }
 
-    /// Caps every process tool's limits (default: [`super::confine::ProcessLimits::DEFAULT`];
+    /// Caps every process tool's limits (default: [`crate::sandbox::confine::ProcessLimits::DEFAULT`];
     /// `process.<limit>` settings replace single caps).
-    pub fn process_caps(mut self, caps: super::confine::ProcessLimits) -> Self {
+    pub fn process_caps(mut self, caps: crate::sandbox::confine::ProcessLimits) -> Self {
         self.process_caps = caps;
         self
     }

@@ -1,6 +1,8 @@
 //! `tavern plugin check` and `tavern plugin test`: load one plugin (or a whole plugins
 //! directory) into a fresh registry, collect every problem, and run the plugins' own tests.
 
+pub mod output;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

@@ -1,27 +1,19 @@
-//! Host service `code.execute`: runs model-written code in a fresh sandbox with strict
-//! limits (seed 001 §4.3, `CodeInterpreter:execute`) and returns
-//! `{"value": …, "output": "<what it printed>"}`.
-//!
-//! Lua and Rhai run in the engine's script sandbox. Python and JavaScript run as `python3` /
-//! `node` child processes, when present, inside the process-tool confinement
-//! ([`super::confine`]) with no file roots, no network and [`ProcessLimits::CODE`]; only the
-//! languages this machine can run are listed in the tool's `language` enum.
+//! Model-written Python and JavaScript (seed 001 §4.3, `CodeInterpreter:execute`): run as
+//! `python3` / `node` child processes, when present, inside the process-tool confinement
+//! ([`super::confine`]) with no file roots, no network and [`ProcessLimits::CODE`], answering
+//! `{"value": …, "output": "<what it printed>"}`. The `code.execute` host service
+//! (`plugins::code_service`) sends Lua and Rhai to the script sandbox and the rest here.
 
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
+use tokio_util::sync::CancellationToken;
 
-use super::confine::{self, ProcessLimits};
-use super::host_services::{HostServices, ServiceFactory};
+use super::confine::{self, Confinement, ProcessLimits};
 use super::process::{self, ProcessSpec};
-use super::scripts::effective_limits;
-use crate::script::{run_snippet, Lang, Limits};
-use crate::tools::{CallContext, ToolDefinition, ToolError, ToolFuture, ToolHandler};
-
-/// Name of the service.
-pub const NAME: &str = "code.execute";
+use crate::tools::ToolError;
 
 /// Wall-clock limit of a Python or JavaScript snippet.
 pub const PROCESS_TIMEOUT: Duration = Duration::from_secs(10);
@@ -127,29 +119,32 @@ fn interpreters() -> &'static [Interpreter] {
     })
 }
 
-/// The languages `code.execute` runs on this machine.
-pub fn languages() -> Vec<&'static str> {
-    let mut v = vec!["lua", "rhai"];
-    v.extend(interpreters().iter().map(|i| i.language));
-    v
+/// The process languages this machine runs confined (`python`, `javascript`).
+pub fn process_languages() -> Vec<&'static str> {
+    interpreters().iter().map(|i| i.language).collect()
 }
 
-/// Keeps only the languages this machine runs in the definition's `language` enum.
-fn adjust(def: &mut ToolDefinition) {
-    let available = languages();
-    if let Some(Value::Array(list)) = def.parameters.pointer_mut("/properties/language/enum") {
-        list.retain(|v| v.as_str().is_some_and(|l| available.contains(&l)));
-    }
-}
-
-struct CodeExecute {
-    limits: Limits,
+/// Runs snippets in the process languages under one confinement, shared by every call so its
+/// private temporary directories are reused.
+pub struct CodeRunner {
     process_limits: ProcessLimits,
-    /// Shared by every call, so the private temp dirs are reused.
-    confinement: Arc<confine::Confinement>,
+    confinement: Arc<Confinement>,
 }
 
-impl CodeExecute {
+impl CodeRunner {
+    /// A runner with `limits` (see [`ProcessLimits::CODE`]).
+    pub fn new(limits: ProcessLimits) -> Self {
+        CodeRunner {
+            process_limits: limits,
+            confinement: confine::bare(limits),
+        }
+    }
+
+    /// Whether `language` runs here as a process.
+    pub fn runs(&self, language: &str) -> bool {
+        interpreters().iter().any(|i| i.language == language)
+    }
+
     fn process_spec(&self, i: &Interpreter) -> ProcessSpec {
         let wrapper = if i.language == "python" {
             vec!["-I", "-S", "-c", PY_WRAPPER]
@@ -172,84 +167,29 @@ impl CodeExecute {
             confine: Some(self.confinement.clone()),
         }
     }
-}
 
-impl ToolHandler for CodeExecute {
-    fn invoke(&self, ctx: CallContext, args: Value) -> ToolFuture {
-        let limits = self.limits;
-        let tool = ctx.tool_id.to_string();
-        let language = args
-            .get("language")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let process = interpreters()
-            .iter()
-            .find(|i| i.language == language)
-            .map(|i| self.process_spec(i));
-        Box::pin(async move {
-            let Some(code) = args.get("code").and_then(Value::as_str).map(str::to_string) else {
-                return Err(ToolError::InvalidParameters {
-                    tool,
-                    problems: vec!["parameter 'code' is required".into()],
-                });
-            };
-            let inputs = args
-                .get("inputs")
-                .cloned()
-                .unwrap_or_else(|| Value::Object(Map::new()));
-            if let Some(spec) = process {
-                let input = json!({"code": code, "inputs": inputs});
-                return process::run(&spec, &tool, input, ctx.cancel.clone()).await;
-            }
-            let Some(lang) = Lang::from_name(&language) else {
-                return Err(ToolError::InvalidParameters {
-                    tool,
-                    problems: vec![format!(
-                        "parameter 'language': '{language}' is not one of {}",
-                        languages().join(", ")
-                    )],
-                });
-            };
-            // Script work never runs on the async workers; the sandbox bounds its time.
-            let result =
-                tokio::task::spawn_blocking(move || run_snippet(lang, &code, inputs, &limits))
-                    .await
-                    .map_err(|e| {
-                        ToolError::failed(&tool, format!("the interpreter thread failed: {e}"))
-                    })?;
-            match result {
-                Ok(out) => Ok(json!({"value": out.value, "output": out.output})),
-                Err(e) => Err(e.into_tool_error(&tool)),
-            }
-        })
+    /// Runs `code` in `language` with `inputs` for tool `tool`; `None` when the language
+    /// does not run here as a process.
+    pub async fn run(
+        &self,
+        tool: &str,
+        language: &str,
+        code: String,
+        inputs: Value,
+        cancel: CancellationToken,
+    ) -> Option<Result<Value, ToolError>> {
+        let i = interpreters().iter().find(|i| i.language == language)?;
+        let spec = self.process_spec(i);
+        let input = json!({"code": code, "inputs": inputs});
+        Some(process::run(&spec, tool, input, cancel).await)
     }
 
-    fn describe_sandbox(&self) -> Option<Value> {
+    /// What `tavern plugin check` shows (nothing when no process language runs here).
+    pub fn describe(&self) -> Option<Value> {
         interpreters().first()?;
         Some(
             self.confinement
                 .describe(PROCESS_TIMEOUT.as_millis() as u64),
         )
     }
-}
-
-/// Adds `code.execute` to `services`. Lua/Rhai snippets run with [`Limits::strict`], lowered
-/// further by the binding plugin's `limits:` section; Python/JavaScript with
-/// [`ProcessLimits::CODE`], lowered by its `processLimits:`.
-pub fn register(services: &mut HostServices) {
-    let f: ServiceFactory = Arc::new(|ctx| {
-        let limits = effective_limits(ctx.limits.as_ref(), &Limits::strict())
-            .unwrap_or_else(|_| Limits::strict());
-        let process_limits = ProcessLimits::CODE.lowered_by(
-            &confine::PartialProcessLimits::parse(ctx.process_limits.as_ref()).unwrap_or_default(),
-        );
-        Arc::new(CodeExecute {
-            limits,
-            process_limits,
-            confinement: confine::bare(process_limits),
-        }) as Arc<dyn ToolHandler>
-    });
-    services.register(NAME, f);
-    services.register_adjuster(NAME, adjust);
 }

@@ -2,9 +2,9 @@
 //! contract. The arguments go to the child's stdin as one JSON object; the child answers on
 //! stdout with `{"status":"success","result":…}` or `{"status":"error","error":"…"}`.
 //!
-//! The child runs in the plugin's directory, in its own process group (so a timeout kills the
-//! whole tree), with an environment that holds only `PATH` and the plugin's config values, and
-//! with stdout and stderr capped.
+//! The child runs in the plugin's directory, in its own process group on Unix (so a timeout
+//! kills the whole tree; elsewhere the child itself is killed), with an environment that
+//! holds only `PATH` and the plugin's config values, and with stdout and stderr capped.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -204,6 +204,7 @@ struct GroupGuard {
 
 impl GroupGuard {
     fn kill(&mut self) {
+        #[cfg(unix)]
         if let Some(pgid) = self.pgid.take() {
             // SAFETY: kill(2) with a negative pid signals the process group we created with
             // process_group(0); it has no memory-safety preconditions.
@@ -211,6 +212,9 @@ impl GroupGuard {
                 libc::kill(-pgid, libc::SIGKILL);
             }
         }
+        // Elsewhere there is no process group: `kill_on_drop` ends the child itself.
+        #[cfg(not(unix))]
+        self.pgid.take();
     }
 }
 
@@ -306,8 +310,9 @@ pub async fn run(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
+    #[cfg(unix)]
+    cmd.process_group(0);
     if let Some(p) = &prepared {
         cmd.env("TMPDIR", p.tmp()).env("HOME", p.tmp());
         p.apply(&mut cmd);
@@ -420,6 +425,27 @@ pub async fn run(
     }
 }
 
+/// The signal that ended the process (Unix only).
+fn signal_of(status: &std::process::ExitStatus) -> Option<i32> {
+    #[cfg(unix)]
+    return std::os::unix::process::ExitStatusExt::signal(status);
+    #[cfg(not(unix))]
+    {
+        let _ = status;
+        None
+    }
+}
+
+#[cfg(unix)]
+const SIGXCPU: i32 = libc::SIGXCPU;
+#[cfg(unix)]
+const SIGKILL: i32 = libc::SIGKILL;
+// No signals elsewhere: values no exit status carries.
+#[cfg(not(unix))]
+const SIGXCPU: i32 = -1;
+#[cfg(not(unix))]
+const SIGKILL: i32 = -2;
+
 /// Text in stderr that means an allocation failed.
 const OUT_OF_MEMORY: &[&str] = &[
     "MemoryError",
@@ -443,7 +469,7 @@ fn limit_failure(
         return None;
     }
     let l = &c.limits;
-    let signal = std::os::unix::process::ExitStatusExt::signal(status);
+    let signal = signal_of(status);
     let limit = |limit: &str, message: String| {
         Some(ToolError::LimitExceeded {
             tool: tool.to_string(),
@@ -451,7 +477,7 @@ fn limit_failure(
             message: with_stderr(message, err),
         })
     };
-    if signal == Some(libc::SIGXCPU) {
+    if signal == Some(SIGXCPU) {
         return limit(
             "cpu",
             format!(
@@ -460,7 +486,7 @@ fn limit_failure(
             ),
         );
     }
-    if signal == Some(libc::SIGKILL) {
+    if signal == Some(SIGKILL) {
         return limit("cpu", format!("the process was killed (SIGKILL): it passed its CPU time limit of {} s (cpuSeconds), or the system ran out of memory", l.cpu_seconds));
     }
     if prepared.processes_refused() > 0 {
@@ -514,10 +540,7 @@ fn interpret(
         .and_then(Value::as_str)
         .map(str::to_ascii_lowercase);
     if !status.success() {
-        let how = match (
-            status.code(),
-            std::os::unix::process::ExitStatusExt::signal(&status),
-        ) {
+        let how = match (status.code(), signal_of(&status)) {
             (Some(c), _) => format!("exit status {c}"),
             (None, Some(s)) => format!("signal {s}"),
             _ => "an unknown status".into(),
