@@ -42,6 +42,7 @@ impl CancelToken {
     }
 
     /// Wraps a token a way in already has (a served request's, a job's).
+    #[cfg(feature = "server")]
     pub(crate) fn from_token(token: CancellationToken) -> Self {
         CancelToken(token)
     }
