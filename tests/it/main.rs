@@ -60,6 +60,7 @@ mod plugins_sandbox;
 mod plugins_seed_chain;
 mod process_tools;
 mod protocol_cases;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod protocol_format_names;
 mod protocol_grammar;
 mod protocol_limits;
