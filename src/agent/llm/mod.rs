@@ -275,7 +275,7 @@ pub fn http_backend() -> Result<Arc<dyn ChatBackend>, LlmError> {
 
 /// Why an HTTP model cannot be reached in a build without `llm-http`.
 #[cfg(not(feature = "llm-http"))]
-const NO_HTTP: &str = "this build of tavern has no HTTP model client (the `llm-http` feature); give the agent a backend (AgentRuntimeBuilder::backend) or use scripted:FILE";
+const NO_HTTP: &str = "this build of tavern has no HTTP model client (the `llm-http` feature); give the agent a ChatBackend (AgentRuntimeBuilder::backend) or use scripted:FILE";
 
 /// Why the model gave no text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -333,4 +333,26 @@ pub enum LlmError {
         /// What is wrong.
         message: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without `llm-http` an HTTP base URL is a configuration error that tells the host what
+    /// to do; with it, the OpenAI client answers.
+    #[test]
+    fn http_backend_follows_the_feature() {
+        let r = backend_for("http://127.0.0.1:1/v1");
+        #[cfg(feature = "llm-http")]
+        assert!(r.is_ok());
+        #[cfg(not(feature = "llm-http"))]
+        match r {
+            Err(LlmError::Config(m)) => {
+                assert!(m.contains("llm-http") && m.contains("ChatBackend"), "{m}")
+            }
+            Err(e) => panic!("wrong error: {e}"),
+            Ok(_) => panic!("a lean build has no HTTP backend"),
+        }
+    }
 }
