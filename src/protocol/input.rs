@@ -54,7 +54,21 @@ pub fn read_value(body: &Value) -> Parsed {
 
 /// One call given as a tool id and its arguments (MCP `tools/call`), read like a body.
 pub fn read_call(tool: &str, args: Value) -> Parsed {
-    read_value(&json!({"name": tool, "arguments": args}))
+    // The common shape (a named call with an object of arguments) is the call the JSON
+    // reader would build from it, without writing it out and reading it back: this is
+    // MCP `tools/call`'s hot path. Anything else goes through the reader and its messages.
+    let name = tool.trim();
+    match args {
+        Value::Object(args) if !name.is_empty() => Parsed {
+            response_text: String::new(),
+            calls: vec![super::Call {
+                source: Format::Json,
+                ..super::Call::new(name, args)
+            }],
+            diagnostics: Vec::new(),
+        },
+        args => read_value(&json!({"name": tool, "arguments": args})),
+    }
 }
 
 /// The body rewritten into shapes the JSON reader takes, or `None` when it takes it as is.
