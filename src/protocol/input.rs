@@ -48,7 +48,11 @@ pub fn read(body: &str, format: Format) -> Parsed {
 /// Reads an already-decoded JSON body (an MCP `tools/call`'s params, a job's call) as
 /// [`read`] reads its text.
 pub fn read_value(body: &Value) -> Parsed {
-    let text = normalize(body).unwrap_or_else(|| body.clone()).to_string();
+    // A body the reader takes as it is is written out as it is, not copied first.
+    let text = match normalize(body) {
+        Some(rewritten) => rewritten.to_string(),
+        None => body.to_string(),
+    };
     parse(&text, Format::Json)
 }
 
