@@ -71,8 +71,8 @@ pub use protocol::{parse, Call, Diagnostic, Format, OnError, Parsed, Severity, S
 pub use sandbox::confine::ProcessLimits;
 pub use script::{Limits, ScriptError};
 pub use tools::{
-    CallContext, CallOutcome, Caller, CallerPolicy, Implementation, ToolDefinition, ToolError,
-    ToolFuture, ToolHandler,
+    CallContext, CallOutcome, Caller, CallerPolicy, Implementation, LogCallback, LogLevel,
+    LogRecord, ToolDefinition, ToolError, ToolFuture, ToolHandler,
 };
 
 /// The engine's modules, for the `tavern` binary, the C ABI crate, tests and benches.

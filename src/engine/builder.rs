@@ -90,6 +90,15 @@ pub struct EngineBuilder {
     hook_errors: Vec<crate::hooks::HookError>,
     audit: Option<PathBuf>,
     user_scripts: bool,
+    /// Main-thread host tools, each bound to the thread that registered it.
+    main_tools: Vec<(ToolDefinition, super::host_tools::BoundMainFn)>,
+    log: Option<crate::tools::LogCallback>,
+}
+
+/// The namespace a host tool's id reserves (`world` for `world:set`, the id itself for a
+/// bare id).
+pub(crate) fn namespace_of(id: &str) -> &str {
+    id.split_once(':').map_or(id, |(n, _)| n)
 }
 
 impl Default for EngineBuilder {
@@ -111,6 +120,8 @@ impl Default for EngineBuilder {
             hook_errors: Vec::new(),
             audit: None,
             user_scripts: true,
+            main_tools: Vec::new(),
+            log: None,
         }
     }
 }
@@ -173,6 +184,12 @@ impl EngineBuilder {
     /// Registers a host tool from a closure (see [`EngineBuilder::tool`]). A panic in the
     /// closure is contained: the call fails with [`ToolError::Panicked`].
     ///
+    /// The closure may block: it runs on the engine runtime's blocking pool (inline when a
+    /// mod's script calls it, on the script's own thread), so a slow one never delays
+    /// another call. It must be `Send + Sync`; for a handler that must run on the game's
+    /// thread, see [`EngineBuilder::main_thread_tool`]; async ones are
+    /// [`EngineBuilder::host_tool_async`].
+    ///
     /// ```
     /// use serde_json::json;
     /// use tavern::{CallOptions, Engine, ToolDefinition, ToolError};
@@ -210,10 +227,113 @@ impl EngineBuilder {
             + Sync
             + 'static,
     {
-        self.tool(definition, crate::tools::fn_handler(f))
+        self.tool(definition, super::blocking_handler(f))
     }
 
-    /// Registers an async host tool from a closure (see [`EngineBuilder::tool`]).
+    /// Registers a main-thread host tool: its handler runs only inside [`Engine::pump`]
+    /// (or while [`Engine::call_blocking`] waits) on **the thread that calls this method**,
+    /// so it need not be `Send` and may touch the game's world objects directly.
+    ///
+    /// A call to it — from a model's text or from a mod's `api.tools.call` — is parked
+    /// until the next pump on that thread runs it, within that pump's budget; its result
+    /// then goes back to the caller (a mod resumes where it called). A parked call still
+    /// ends at its caller's deadline or cancel token. A panic in the handler fails the call
+    /// with [`ToolError::Panicked`]. Its namespace is reserved like any host tool's.
+    ///
+    /// ```
+    /// use std::cell::RefCell;
+    /// use std::rc::Rc;
+    /// use std::time::Duration;
+    /// use serde_json::json;
+    /// use tavern::{Engine, ToolDefinition};
+    /// # let home = tempfile::tempdir().unwrap();
+    /// // Not `Send`: the world lives on the game thread.
+    /// let spawned = Rc::new(RefCell::new(Vec::<String>::new()));
+    /// let world = spawned.clone();
+    /// let engine = Engine::builder()
+    ///     .home(home.path())
+    ///     .main_thread_tool(
+    ///         ToolDefinition::host("world:spawn", "Spawns an actor.", json!({
+    ///             "type": "object", "properties": {"kind": {"type": "string"}}, "required": ["kind"]})),
+    ///         move |_ctx, args| {
+    ///             world.borrow_mut().push(args["kind"].as_str().unwrap_or("?").to_string());
+    ///             Ok(json!({"id": world.borrow().len()}))
+    ///         },
+    ///     )
+    ///     .build()
+    ///     .unwrap();
+    /// let ticket = engine.submit("<|[REQUEST_TOOL]|>\ncommand:「始」world:spawn「末」\nkind:「始」goblin「末」\n<|[END_TOOL]|>").unwrap();
+    /// let report = loop {
+    ///     engine.pump(Duration::from_millis(2)); // one frame's budget: runs world:spawn here
+    ///     if let Some(r) = engine.take(ticket) {
+    ///         break r.unwrap();
+    ///     }
+    /// };
+    /// assert_eq!(report.outcomes[0].result, Ok(json!({"id": 1})));
+    /// assert_eq!(spawned.borrow().as_slice(), ["goblin"]);
+    /// ```
+    pub fn main_thread_tool<F>(mut self, definition: ToolDefinition, f: F) -> Self
+    where
+        F: FnMut(&CallContext, serde_json::Value) -> Result<serde_json::Value, ToolError> + 'static,
+    {
+        let bound = super::host_tools::bind(std::thread::current().id(), Box::new(f));
+        self.main_tools.push((definition, bound));
+        self
+    }
+
+    /// [`EngineBuilder::main_thread_tool`] for a handler that may move between threads,
+    /// run by pumps on the thread `owner` (the C ABI: the thread that registered it).
+    #[doc(hidden)]
+    pub fn main_thread_tool_on<F>(
+        mut self,
+        owner: std::thread::ThreadId,
+        definition: ToolDefinition,
+        f: F,
+    ) -> Self
+    where
+        F: FnMut(&CallContext, serde_json::Value) -> Result<serde_json::Value, ToolError>
+            + Send
+            + 'static,
+    {
+        let bound = super::host_tools::bind(owner, Box::new(f));
+        self.main_tools.push((definition, bound));
+        self
+    }
+
+    /// Sends mods' `print` and `api.log.*` lines (and `ctx.log`), and the engine's own
+    /// warnings (a panicking tool or script, and every load problem once the build ends),
+    /// to `callback` instead of `tracing`. The record's `source` is the plugin or script
+    /// (`plugin:<name>`, `script:<name>`), `tool:<id>`, or a file for a load problem. Per
+    /// engine; called from engine threads, possibly several at once: keep it quick.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// # let home = tempfile::tempdir().unwrap();
+    /// # let dir = home.path().join("plugins/chatty");
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # std::fs::write(dir.join("plugin.yaml"), "name: chatty\nversion: 1.0.0\n").unwrap();
+    /// # std::fs::write(dir.join("main.lua"), "api.tools.register({id = 'hi', description = 'says hi', handler = function() print('hello from the mod'); return true end})").unwrap();
+    /// let lines = Arc::new(Mutex::new(Vec::new()));
+    /// let sink = lines.clone();
+    /// let engine = tavern::Engine::builder()
+    ///     .home(home.path())
+    ///     .log_callback(move |r| sink.lock().unwrap().push(format!("{}: {}", r.source, r.message)))
+    ///     .build()
+    ///     .unwrap();
+    /// engine.call_blocking("<|[REQUEST_TOOL]|>\ncommand:「始」chatty:hi「末」\n<|[END_TOOL]|>", Default::default()).unwrap();
+    /// assert!(lines.lock().unwrap().contains(&"plugin:chatty: hello from the mod".to_string()));
+    /// ```
+    pub fn log_callback<F>(mut self, callback: F) -> Self
+    where
+        F: Fn(&crate::tools::LogRecord<'_>) + Send + Sync + 'static,
+    {
+        self.log = Some(Arc::new(callback));
+        self
+    }
+
+    /// Registers an async host tool from a closure (see [`EngineBuilder::tool`]). Its future
+    /// runs on the engine's runtime and must not block (use [`EngineBuilder::host_tool`]
+    /// for blocking work).
     pub fn host_tool_async<F, Fut>(self, definition: ToolDefinition, f: F) -> Self
     where
         F: Fn(CallContext, serde_json::Value) -> Fut + Send + Sync + 'static,
@@ -244,7 +364,7 @@ impl EngineBuilder {
             + Sync
             + 'static,
     {
-        let handler = crate::tools::fn_handler(f);
+        let handler = super::blocking_handler(f);
         let factory: crate::plugins::ServiceFactory = Arc::new(move |_| handler.clone());
         self.services.push((name.into(), factory));
         self
@@ -328,6 +448,8 @@ impl EngineBuilder {
             return Err(EngineError::Hook(e));
         }
         let tools = ToolManager::new();
+        tools.log().set(self.log);
+        let pump = Arc::new(super::pump::PumpShared::default());
         if let Some(h) = self.runtime {
             tools.set_runtime(h);
         }
@@ -352,11 +474,24 @@ impl EngineBuilder {
         for ns in &self.reserved {
             tools.reserve_namespace(ns);
         }
-        for (def, _) in &self.host_tools {
-            tools.reserve_namespace(def.id.split_once(':').map_or(&*def.id, |(n, _)| n));
+        for def in self
+            .host_tools
+            .iter()
+            .map(|(d, _)| d)
+            .chain(self.main_tools.iter().map(|(d, _)| d))
+        {
+            tools.reserve_namespace(namespace_of(&def.id));
         }
         for (def, handler) in self.host_tools {
             tools.register_reserved(def, handler, CallerPolicy::ANY)?;
+        }
+        for (def, f) in self.main_tools {
+            let tool = super::host_tools::MainThreadTool::new(f, &pump);
+            tools.register_reserved(
+                def,
+                Arc::new(super::host_tools::Parked(tool)),
+                CallerPolicy::ANY,
+            )?;
         }
         let mut services = crate::plugins::HostServices::with_defaults();
         for (name, factory) in self.services {
@@ -454,6 +589,17 @@ impl EngineBuilder {
             ];
             let _ = self.hooks.fire_blocking(ENGINE_READY_IX, &mut f, &ctx);
         }
+        // The host hears of every load problem through its log callback, if it set one
+        // (without one they are only in `Engine::problems`, as the CLI prints them).
+        if tools.log().has_callback() {
+            for p in &problems {
+                let source = match p.line {
+                    Some(l) => format!("{}:{l}", p.file.display()),
+                    None => p.file.display().to_string(),
+                };
+                tools.log().warn(&source, &p.message);
+            }
+        }
         Ok(Engine {
             home: self.home,
             settings,
@@ -461,7 +607,7 @@ impl EngineBuilder {
             workflows,
             problems,
             plugins,
-            pump: super::Pump::default(),
+            pump: super::Pump::new(pump),
             hooks: self.hooks,
             user_scripts,
         })

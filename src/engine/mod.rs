@@ -11,11 +11,13 @@
 //! - `report.rs`: the [`CallReport`] and the JSON `tavern call` prints.
 
 mod builder;
+mod host_tools;
 mod pump;
 mod report;
 mod run;
 
 pub use builder::{EngineBuilder, EngineError};
+pub use host_tools::blocking_handler;
 pub(crate) use pump::Pump;
 pub use pump::Ticket;
 pub use report::{outcome_json, CallReport};
@@ -26,7 +28,7 @@ use std::sync::Arc;
 
 use crate::config::Settings;
 use crate::problem::Problem;
-use crate::tools::ToolManager;
+use crate::tools::{CallContext, CallerPolicy, ToolDefinition, ToolError, ToolManager};
 use crate::workflow::Workflows;
 
 /// A configured tavern engine.
@@ -115,5 +117,72 @@ impl Engine {
     /// Problems found while loading plugins and workflows.
     pub fn problems(&self) -> &[Problem] {
         &self.problems
+    }
+
+    /// Sends mods' `print` and `api.log.*` lines and the engine's warnings to `callback`
+    /// from now on (`None`: back to `tracing`). See [`EngineBuilder::log_callback`].
+    pub fn set_log_callback(&self, callback: Option<crate::tools::LogCallback>) {
+        self.tools.log().set(callback);
+    }
+
+    /// Registers a sync host tool after the build (see [`EngineBuilder::host_tool`]): its
+    /// namespace is reserved from now on, and it runs on the engine's blocking pool.
+    pub fn register_host_tool<F>(&self, definition: ToolDefinition, f: F) -> Result<(), ToolError>
+    where
+        F: Fn(&CallContext, serde_json::Value) -> Result<serde_json::Value, ToolError>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.tools
+            .reserve_namespace(builder::namespace_of(&definition.id));
+        self.tools
+            .register_reserved(definition, blocking_handler(f), CallerPolicy::ANY)
+    }
+
+    /// Registers a main-thread tool after the build (see
+    /// [`EngineBuilder::main_thread_tool`]), run by pumps on this thread.
+    pub fn register_main_thread_tool<F>(
+        &self,
+        definition: ToolDefinition,
+        f: F,
+    ) -> Result<(), ToolError>
+    where
+        F: FnMut(&CallContext, serde_json::Value) -> Result<serde_json::Value, ToolError> + 'static,
+    {
+        let bound = host_tools::bind(std::thread::current().id(), Box::new(f));
+        self.register_bound(definition, bound)
+    }
+
+    /// [`Engine::register_main_thread_tool`] for a handler that may move between threads,
+    /// run by pumps on the thread `owner` (the C ABI: the thread that registered it).
+    #[doc(hidden)]
+    pub fn register_main_thread_tool_on<F>(
+        &self,
+        owner: std::thread::ThreadId,
+        definition: ToolDefinition,
+        f: F,
+    ) -> Result<(), ToolError>
+    where
+        F: FnMut(&CallContext, serde_json::Value) -> Result<serde_json::Value, ToolError>
+            + Send
+            + 'static,
+    {
+        self.register_bound(definition, host_tools::bind(owner, Box::new(f)))
+    }
+
+    fn register_bound(
+        &self,
+        definition: ToolDefinition,
+        f: host_tools::BoundMainFn,
+    ) -> Result<(), ToolError> {
+        self.tools
+            .reserve_namespace(builder::namespace_of(&definition.id));
+        let tool = host_tools::MainThreadTool::new(f, &self.pump.shared);
+        self.tools.register_reserved(
+            definition,
+            Arc::new(host_tools::Parked(tool)),
+            CallerPolicy::ANY,
+        )
     }
 }

@@ -1,19 +1,24 @@
 //! Frame-budgeted work for a game loop: [`Engine::submit`] queues a request, [`Engine::pump`]
-//! collects finished ones within a time budget, [`Engine::take`] hands a report over.
+//! runs main-thread host tools and collects finished requests within a time budget,
+//! [`Engine::take`] hands a report over, [`Engine::cancel`] stops one.
+//!
+//! Waiting is sleeping: finished requests and parked main-thread calls are pushed into one
+//! state under a mutex and signalled on a condition variable, which `pump` (and a blocking
+//! call on a thread with main-thread tools) sleeps on until the budget ends.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{mpsc, Mutex};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::{CallOptions, CallReport, EmbedError, Request};
-use crate::Engine;
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 
-/// How much of a `pump` budget's end is spent polling instead of asleep. Measured on a
-/// 2-core VM (BENCHMARKS.md, embedding), with no engine CPU use: sleeping through a 1 ms
-/// budget returned later than 1.5 ms in about 1 pump in 300 (under a parallel build),
-/// polling through it in at most 1 of 4,173 (quiet).
-const SPIN_TAIL: Duration = Duration::from_millis(1);
+use super::host_tools::MainThreadTool;
+use super::{CallOptions, CallReport, CancelToken, EmbedError, Request};
+use crate::tools::{CallContext, ToolError};
+use crate::Engine;
 
 /// A submitted call's number (never 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -21,26 +26,188 @@ pub struct Ticket(pub u64);
 
 type Finished = (u64, Result<CallReport, EmbedError>);
 
-/// Submitted calls: their results arrive on a channel; `pump` moves them to `done`.
+/// A main-thread tool call parked until a pump on the tool's thread runs it.
+struct Job {
+    /// Queued before a pump started (such calls run even when its budget is zero).
+    seq: u64,
+    tool: Arc<MainThreadTool>,
+    ctx: CallContext,
+    args: Value,
+    reply: oneshot::Sender<Result<Value, ToolError>>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Finished submissions not yet collected by a pump.
+    arrived: Vec<Finished>,
+    /// Parked main-thread calls, oldest first.
+    jobs: VecDeque<Job>,
+    job_seq: u64,
+}
+
+/// What the engine's threads share with the pumping thread: finished work and parked
+/// main-thread calls, and the signal a waiting pump sleeps on.
+#[derive(Default)]
+pub(crate) struct PumpShared {
+    state: Mutex<State>,
+    signal: Condvar,
+    /// Parked main-thread calls (read without the lock on `pump`'s idle path).
+    queued: AtomicUsize,
+    /// Whether a main-thread tool exists (then blocking calls serve parked calls).
+    has_main: AtomicBool,
+}
+
+impl PumpShared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every section under the lock only pushes or pops whole entries.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn arrive(&self, f: Finished) {
+        self.lock().arrived.push(f);
+        self.signal.notify_all();
+    }
+
+    /// Wakes every waiter (taking the lock first, so a waiter that checked its condition
+    /// under the lock cannot miss it).
+    fn notify(&self) {
+        drop(self.lock());
+        self.signal.notify_all();
+    }
+
+    pub(crate) fn main_tool_added(&self) {
+        self.has_main.store(true, Ordering::Release);
+    }
+
+    /// Parks a main-thread call; the receiver gets its result.
+    pub(crate) fn park(
+        &self,
+        tool: Arc<MainThreadTool>,
+        ctx: CallContext,
+        args: Value,
+    ) -> oneshot::Receiver<Result<Value, ToolError>> {
+        let (reply, rx) = oneshot::channel();
+        let mut st = self.lock();
+        let seq = st.job_seq;
+        st.job_seq += 1;
+        st.jobs.push_back(Job {
+            seq,
+            tool,
+            ctx,
+            args,
+            reply,
+        });
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        drop(st);
+        self.signal.notify_all();
+        rx
+    }
+
+    /// The oldest parked call this thread may run now for which `due(seq)` holds; calls
+    /// whose caller stopped waiting are dropped on the way.
+    fn take_job(&self, st: &mut State, due: impl Fn(u64) -> bool) -> Option<Job> {
+        let before = st.jobs.len();
+        st.jobs.retain(|j| !j.reply.is_closed());
+        let mut found = None;
+        for (i, j) in st.jobs.iter().enumerate() {
+            if due(j.seq) && j.tool.ready_here() {
+                found = Some(i);
+                break;
+            }
+        }
+        let job = found.and_then(|i| st.jobs.remove(i));
+        let gone = before - st.jobs.len();
+        if gone > 0 {
+            self.queued.fetch_sub(gone, Ordering::AcqRel);
+        }
+        job
+    }
+
+    /// Runs a taken job on this thread and sends its result back.
+    fn run_job(&self, job: Job) {
+        match job.tool.run(&job.ctx, job.args.clone()) {
+            Some(r) => {
+                let _ = job.reply.send(r);
+            }
+            // Cannot happen (`take_job` checked): keep the call parked, not lost.
+            None => {
+                let mut st = self.lock();
+                st.jobs.push_front(job);
+                self.queued.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+    }
+}
+
+/// Submitted calls: their results arrive in the shared state; `pump` moves them to `done`.
 pub(crate) struct Pump {
     next: AtomicU64,
     /// Submitted and not yet moved to `done` (read without a lock on the hot path).
     pending: AtomicUsize,
-    tx: mpsc::Sender<Finished>,
-    rx: Mutex<mpsc::Receiver<Finished>>,
+    pub(crate) shared: Arc<PumpShared>,
     done: Mutex<HashMap<u64, Result<CallReport, EmbedError>>>,
+    /// The cancel tokens of submissions still running, by ticket.
+    running: Mutex<HashMap<u64, CancellationToken>>,
 }
 
 impl Default for Pump {
     fn default() -> Self {
-        let (tx, rx) = mpsc::channel();
+        Pump::new(Arc::default())
+    }
+}
+
+impl Pump {
+    pub(crate) fn new(shared: Arc<PumpShared>) -> Self {
         Pump {
             next: AtomicU64::new(1),
             pending: AtomicUsize::new(0),
-            tx,
-            rx: Mutex::new(rx),
+            shared,
             done: Mutex::new(HashMap::new()),
+            running: Mutex::new(HashMap::new()),
         }
+    }
+
+    fn running(&self) -> MutexGuard<'_, HashMap<u64, CancellationToken>> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits for `rx` on a thread that may own main-thread tools, running their parked
+    /// calls meanwhile (a blocking call from the game thread that reaches a main-thread
+    /// tool would otherwise wait for a pump that cannot come).
+    pub(crate) fn wait_serving<T>(&self, rx: &std::sync::mpsc::Receiver<T>) -> Option<T> {
+        let sh = &self.shared;
+        let mut st = sh.lock();
+        loop {
+            match rx.try_recv() {
+                Ok(v) => return Some(v),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => return None,
+                Err(std::sync::mpsc::TryRecvError::Empty) => {}
+            }
+            if let Some(job) = sh.take_job(&mut st, |_| true) {
+                drop(st);
+                sh.run_job(job);
+                st = sh.lock();
+                continue;
+            }
+            st = sh.signal.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Whether blocking calls must serve parked main-thread calls while they wait.
+    pub(crate) fn has_main_thread_tools(&self) -> bool {
+        self.shared.has_main.load(Ordering::Acquire)
+    }
+
+    /// Called by a blocking call's task when its result is sent.
+    pub(crate) fn notifier(&self) -> Arc<PumpShared> {
+        self.shared.clone()
+    }
+}
+
+impl PumpShared {
+    /// Wakes threads waiting in [`Pump::wait_serving`].
+    pub(crate) fn wake(&self) {
+        self.notify();
     }
 }
 
@@ -78,31 +245,46 @@ impl Engine {
 
     /// Queues any [`Request`] ([`Engine::submit`] for calls already read, or an agent's
     /// inventory).
-    pub fn submit_request(&self, req: Request) -> Result<Ticket, EmbedError> {
+    pub fn submit_request(&self, mut req: Request) -> Result<Ticket, EmbedError> {
         let handle = self
             .tools()
             .runtime_handle()
             .map_err(|e| EmbedError::Runtime(e.to_string()))?;
         let n = self.pump.next.fetch_add(1, Ordering::Relaxed);
+        // A child of the host's token (firing the host's still stops the calls), so
+        // `Engine::cancel` of this ticket never fires the host's token.
+        let token = req
+            .options
+            .cancel
+            .as_ref()
+            .map_or_else(CancellationToken::new, |c| c.token().child_token());
+        req.options.cancel = Some(CancelToken::from_token(token.clone()));
+        self.pump.running().insert(n, token);
         self.pump.pending.fetch_add(1, Ordering::AcqRel);
-        let tx = self.pump.tx.clone();
+        let shared = self.pump.shared.clone();
         let fut = super::run(self.tools().clone(), req);
         let task = handle.spawn(fut);
         // A second task reports the first one's end, also when it panicked.
         handle.spawn(async move {
             let r = task.await.map_err(|e| EmbedError::Lost(e.to_string()));
-            let _ = tx.send((n, r));
+            shared.arrive((n, r));
         });
         Ok(Ticket(n))
     }
 
-    /// Collects finished submissions for at most `budget` and returns how many finished
-    /// during this pump. Returns at once when nothing is pending; otherwise waits for
-    /// results until the budget is spent or nothing is pending. Script work never runs on
-    /// this thread, and the engine's own threads run at a lower priority than the host's,
-    /// so a looping script cannot hold it past the budget. The last millisecond of the
-    /// budget is spent polling (yielding between polls) rather than asleep: on a
-    /// loaded machine a sleeping thread's wake-up can come milliseconds late.
+    /// Runs due main-thread tool calls and collects finished submissions, for at most
+    /// `budget`; returns how many submissions finished during this pump.
+    ///
+    /// - Returns at once when nothing is pending and no main-thread call is parked.
+    /// - Main-thread tools registered on this thread run here, one call at a time: those
+    ///   parked before this pump started always, those parked while it waits while the
+    ///   budget lasts. (A handler that runs long makes the pump return late: it is the
+    ///   host's own code.)
+    /// - Otherwise it sleeps until something finishes, a main-thread call is parked or the
+    ///   budget ends, and returns when everything submitted is done or the budget is spent.
+    ///   It never spins, and script work never runs on this thread.
+    /// - `pump(Duration::ZERO)` is the non-blocking poll: it runs the main-thread calls
+    ///   already parked, collects what has finished and never waits.
     ///
     /// ```
     /// use std::time::{Duration, Instant};
@@ -117,41 +299,46 @@ impl Engine {
     /// }
     /// assert_eq!(finished, 1);
     /// assert!(engine.take(ticket).is_some());
+    /// // The non-blocking poll.
+    /// assert_eq!(engine.pump(Duration::ZERO), 0);
     /// ```
     pub fn pump(&self, budget: Duration) -> usize {
-        if self.pump.pending.load(Ordering::Acquire) == 0 {
+        let p = &self.pump;
+        let sh = &p.shared;
+        if p.pending.load(Ordering::Acquire) == 0 && sh.queued.load(Ordering::Acquire) == 0 {
             return 0;
         }
         let until = Instant::now() + budget;
-        let rx = self.pump.rx.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = sh.lock();
+        let entry_seq = st.job_seq;
         let mut finished = 0;
         loop {
-            let got = match rx.try_recv() {
-                Ok(f) => Some(f),
-                Err(mpsc::TryRecvError::Disconnected) => None,
-                Err(mpsc::TryRecvError::Empty) => {
-                    let now = Instant::now();
-                    if now >= until || self.pump.pending.load(Ordering::Acquire) == 0 {
-                        None
-                    } else if until - now > SPIN_TAIL {
-                        rx.recv_timeout(until - now - SPIN_TAIL).ok()
-                    } else {
-                        // The budget's last stretch: poll rather than sleep, yielding
-                        // between polls (a spin without yielding used up this thread's
-                        // share and was preempted for whole time slices under load).
-                        std::thread::yield_now();
-                        continue;
-                    }
+            if !st.arrived.is_empty() {
+                let mut done = p.done.lock().unwrap_or_else(|e| e.into_inner());
+                let mut running = p.running();
+                for (n, r) in st.arrived.drain(..) {
+                    running.remove(&n);
+                    done.insert(n, r);
+                    p.pending.fetch_sub(1, Ordering::AcqRel);
+                    finished += 1;
                 }
-            };
-            let Some((n, r)) = got else { break };
-            self.pump
-                .done
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(n, r);
-            self.pump.pending.fetch_sub(1, Ordering::AcqRel);
-            finished += 1;
+            }
+            let now = Instant::now();
+            let in_budget = now < until;
+            if let Some(job) = sh.take_job(&mut st, |seq| seq < entry_seq || in_budget) {
+                drop(st);
+                sh.run_job(job);
+                st = sh.lock();
+                continue;
+            }
+            if !in_budget || p.pending.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            st = sh
+                .signal
+                .wait_timeout(st, until - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
         finished
     }
@@ -179,6 +366,45 @@ impl Engine {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&ticket.0)
+    }
+
+    /// Stops a submission that is still running (its cancel token fires: scripts stop at
+    /// their next budget check, parked and pending calls before they start); its report,
+    /// with the calls failed as cancelled, is collected by a pump as usual. False when the
+    /// ticket is unknown or its submission has already finished.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use serde_json::json;
+    /// # let home = tempfile::tempdir().unwrap();
+    /// let engine = tavern::Engine::builder()
+    ///     .home(home.path())
+    ///     .main_thread_tool(
+    ///         tavern::ToolDefinition::host("world:never", "Runs when pumped.", json!({"type": "object"})),
+    ///         |_ctx, _args| Ok(json!(null)),
+    ///     )
+    ///     .build()
+    ///     .unwrap();
+    /// // Parked until a pump runs it; cancelled first.
+    /// let ticket = engine.submit("<|[REQUEST_TOOL]|>\ncommand:「始」world:never「末」\n<|[END_TOOL]|>").unwrap();
+    /// assert!(engine.cancel(ticket));
+    /// let report = loop {
+    ///     engine.pump(Duration::from_millis(5));
+    ///     if let Some(r) = engine.take(ticket) {
+    ///         break r.unwrap();
+    ///     }
+    /// };
+    /// assert_eq!(report.outcomes[0].result.as_ref().unwrap_err().code(), "cancelled");
+    /// assert!(!engine.cancel(ticket), "finished: nothing to cancel");
+    /// ```
+    pub fn cancel(&self, ticket: Ticket) -> bool {
+        match self.pump.running().get(&ticket.0) {
+            Some(t) => {
+                t.cancel();
+                true
+            }
+            None => false,
+        }
     }
 
     /// How many submissions are not yet collected by a pump.

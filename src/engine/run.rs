@@ -41,10 +41,14 @@ impl CancelToken {
         self.0.is_cancelled()
     }
 
-    /// Wraps a token a way in already has (a served request's, a job's).
-    #[cfg(feature = "server")]
+    /// Wraps a token a way in already has (a served request's, a job's, a submission's).
     pub(crate) fn from_token(token: CancellationToken) -> Self {
         CancelToken(token)
+    }
+
+    /// The token underneath.
+    pub(crate) fn token(&self) -> &CancellationToken {
+        &self.0
     }
 }
 
@@ -67,7 +71,7 @@ impl CancelToken {
 pub struct CallOptions {
     /// Which call format to look for (default [`Format::Auto`]).
     pub format: Format,
-    /// Who is calling (default [`Caller::Host`]); checked against each tool's
+    /// Who is calling (default [`Caller::Host`], which is `Caller::default()`); checked against each tool's
     /// [`CallerPolicy`](crate::CallerPolicy).
     pub caller: Caller,
     /// When the host stops waiting: wall clock, so time spent in host tools counts too.
@@ -90,7 +94,7 @@ impl Default for CallOptions {
     fn default() -> Self {
         CallOptions {
             format: Format::Auto,
-            caller: Caller::Host,
+            caller: Caller::default(),
             deadline: None,
             cancel: None,
             refuse_on_warnings: false,
@@ -377,12 +381,23 @@ impl Engine {
             .map_err(|e| EmbedError::Runtime(e.to_string()))?;
         let (tx, rx) = mpsc::sync_channel(1);
         let fut = run(self.tools().clone(), req);
+        let serve = self.pump.has_main_thread_tools();
+        let wake = self.pump.notifier();
         handle.spawn(async move {
             let _ = tx.send(fut.await);
+            if serve {
+                wake.wake();
+            }
         });
+        let lost = || EmbedError::Lost("the task running the calls stopped".into());
+        // With main-thread tools, this thread may own some the calls reach: run their
+        // parked calls while waiting (no pump can come while this thread blocks here).
         let wait = move || {
-            rx.recv()
-                .map_err(|_| EmbedError::Lost("the task running the calls stopped".into()))
+            if serve {
+                self.pump.wait_serving(&rx).ok_or_else(lost)
+            } else {
+                rx.recv().map_err(|_| lost())
+            }
         };
         match tokio::runtime::Handle::try_current() {
             Err(_) => wait(),

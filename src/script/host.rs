@@ -152,10 +152,11 @@ impl OutputBuffer {
     }
 }
 
-impl Output {
-    pub fn print(&self, plugin: &str, line: &str) {
-        match self {
-            Output::Log => tracing::info!(target: "tavern::script", plugin, "{line}"),
+impl HostCore {
+    /// `print`: to the engine's log sink (the host's callback, else tracing), or a buffer.
+    pub fn print(&self, line: &str) {
+        match &self.output {
+            Output::Log => self.emit(LogLevel::Info, line),
             Output::Buffer(b) => {
                 let mut b = b.lock().unwrap_or_else(|p| p.into_inner());
                 b.push(line);
@@ -420,23 +421,26 @@ impl HostCore {
         Ok(FsRoot::new(root, self.env.limits.max_string_bytes))
     }
 
-    pub fn log(&self, level: ApiOp, text: &str) {
-        let plugin = self.env.plugin.as_str();
-        match level {
-            ApiOp::LogDebug => tracing::debug!(target: "tavern::script", plugin, "{text}"),
-            ApiOp::LogWarn => tracing::warn!(target: "tavern::script", plugin, "{text}"),
-            ApiOp::LogError => tracing::error!(target: "tavern::script", plugin, "{text}"),
-            _ => tracing::info!(target: "tavern::script", plugin, "{text}"),
+    /// One line to the engine's log sink (its host callback, else tracing), with this
+    /// plugin or script (`plugin:<name>`, `script:<name>`) as its source.
+    pub fn emit(&self, level: LogLevel, text: &str) {
+        match self.env.tools.as_ref().and_then(Weak::upgrade) {
+            Some(m) => m.log().emit(level, &self.env.owner, text),
+            None => crate::tools::LogSink::default().emit(level, &self.env.owner, text),
         }
+    }
+
+    pub fn log(&self, level: ApiOp, text: &str) {
+        let level = match level {
+            ApiOp::LogDebug => LogLevel::Debug,
+            ApiOp::LogWarn => LogLevel::Warning,
+            ApiOp::LogError => LogLevel::Error,
+            _ => LogLevel::Info,
+        };
+        self.emit(level, text);
         // Whoever watches the running call (an MCP client, a served job) sees it too.
         if let Some(obs) = current_observer() {
-            let level = match level {
-                ApiOp::LogDebug => LogLevel::Debug,
-                ApiOp::LogWarn => LogLevel::Warning,
-                ApiOp::LogError => LogLevel::Error,
-                _ => LogLevel::Info,
-            };
-            obs.log(level, plugin, text);
+            obs.log(level, &self.env.plugin, text);
         }
     }
 
@@ -679,8 +683,10 @@ impl HostCore {
             Ok(Err(crate::tools::ToolError::Panicked { .. })) | Err(_) => {
                 self.panics
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                tracing::error!(target: "tavern::script", plugin = %self.env.plugin,
-                    "api.tools.call('{id}') panicked (a Rust tool panicked)");
+                self.emit(
+                    LogLevel::Error,
+                    &format!("api.tools.call('{id}') panicked (a Rust tool panicked)"),
+                );
                 Err(ScriptError::Internal(format!(
                     "api.tools.call('{id}'): the tool panicked (logged by the host)"
                 )))

@@ -32,6 +32,7 @@ use std::path::Path;
 
 pub use api::luals_definitions;
 pub use error::ScriptError;
+pub(crate) use host::in_script_thread;
 pub use host::{CallInfo, ScriptEnv};
 pub use limits::{Limits, PartialLimits};
 pub use permissions::{FsAccess, Permissions};

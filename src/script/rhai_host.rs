@@ -267,7 +267,7 @@ impl RhaiHost {
             super::host::current_cancelled().then(|| Dynamic::from("cancelled"))
         });
         let c = core.clone();
-        engine.on_print(move |s| c.output.print(&c.env.plugin, s));
+        engine.on_print(move |s| c.print(s));
         let c = core.clone();
         engine.on_debug(move |s, _src, _pos| c.log(ApiOp::LogDebug, s));
         let shared = Arc::new(RhaiShared {

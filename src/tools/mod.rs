@@ -29,6 +29,7 @@ mod error;
 pub mod id;
 mod intercept;
 mod listing;
+mod log;
 pub mod observe;
 mod policy;
 pub(crate) mod runtime;
@@ -40,6 +41,7 @@ pub use definition::{empty_object_schema, tool_shape, Implementation, ToolDefini
 pub use error::ToolError;
 pub use intercept::Interceptor;
 pub use listing::success_observation;
+pub use log::{LogCallback, LogRecord, LogSink};
 pub use observe::{CallObserver, LogLevel, NodeEvent, NodeState, Observer};
 pub use policy::CallerPolicy;
 pub use schema::{normalize_key, KeyMatching};
@@ -59,13 +61,14 @@ use schema::ArgSchema;
 /// The future a handler returns.
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send + 'static>>;
 
-/// Who is calling a tool (for logs, hooks and permission checks).
+/// Who is calling a tool (for logs, hooks and permission checks). The default is
+/// [`Caller::Host`], as in [`CallOptions`](crate::CallOptions).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Caller {
     /// A person at the command line.
-    #[default]
     Cli,
     /// The embedding host program.
+    #[default]
     Host,
     /// A model, through the agent runtime (agent id if known).
     Model(Option<String>),
@@ -87,6 +90,38 @@ impl std::fmt::Display for Caller {
             Caller::Plugin(p) => write!(f, "plugin:{p}"),
             Caller::Workflow(w) => write!(f, "workflow:{w}"),
             Caller::Remote(r) => write!(f, "remote:{r}"),
+        }
+    }
+}
+
+/// Reads a caller as [`Caller`]'s `Display` writes it: `cli`, `host`, `model`,
+/// `model:<agent>`, `plugin:<name>`, `workflow:<id>`, `remote:<client>`.
+///
+/// ```
+/// use tavern::Caller;
+/// assert_eq!("model:npc-1".parse(), Ok(Caller::Model(Some("npc-1".into()))));
+/// assert_eq!("host".parse(), Ok(Caller::Host));
+/// assert!("robot".parse::<Caller>().is_err());
+/// ```
+impl std::str::FromStr for Caller {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (kind, name) = match s.split_once(':') {
+            Some((k, n)) => (k, Some(n.to_string())),
+            None => (s, None),
+        };
+        match (kind, name) {
+            ("cli", None) => Ok(Caller::Cli),
+            ("host", None) => Ok(Caller::Host),
+            ("model", n) => Ok(Caller::Model(n)),
+            ("plugin", Some(n)) => Ok(Caller::Plugin(n)),
+            ("workflow", Some(n)) => Ok(Caller::Workflow(n)),
+            ("remote", Some(n)) => Ok(Caller::Remote(n)),
+            _ => Err(format!(
+                "unknown caller '{s}': write cli, host, model, model:<agent>, plugin:<name>, \
+                 workflow:<id> or remote:<client>"
+            )),
         }
     }
 }
@@ -407,6 +442,8 @@ pub struct ToolManager {
     runtime: runtime::RuntimeSlot,
     /// Hooks and overrides around every call (set once, by the engine).
     interceptor: OnceLock<Arc<dyn Interceptor>>,
+    /// Where mods' log lines and the engine's warnings go (the host's callback or tracing).
+    log: LogSink,
 }
 
 impl Default for ToolManager {
@@ -416,6 +453,7 @@ impl Default for ToolManager {
             max_depth: DEFAULT_MAX_DEPTH,
             runtime: runtime::RuntimeSlot::default(),
             interceptor: OnceLock::new(),
+            log: LogSink::default(),
         }
     }
 }
@@ -626,6 +664,12 @@ impl ToolManager {
     /// The installed interceptor, if any.
     pub fn interceptor(&self) -> Option<&Arc<dyn Interceptor>> {
         self.interceptor.get()
+    }
+
+    /// The engine's log sink: mods' `print` and `api.log.*` lines and the engine's own
+    /// warnings (see [`LogSink`]).
+    pub fn log(&self) -> &LogSink {
+        &self.log
     }
 
     /// The nesting limit for tools calling tools.
@@ -889,7 +933,11 @@ impl ToolManager {
             Err(p) => Err(panic_message(p.as_ref())),
         };
         let result = result.unwrap_or_else(|message| {
-            tracing::error!(tool = tool.id(), "tool handler panicked: {message}");
+            self.log.emit(
+                LogLevel::Error,
+                &format!("tool:{}", tool.id()),
+                &format!("tool handler panicked: {message}"),
+            );
             Err(ToolError::Panicked {
                 tool: tool.id().to_string(),
                 message,

@@ -48,6 +48,7 @@ mod hooks_rust;
 mod hooks_scripts;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod hooks_workflow_points;
+mod host_loop;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod modder_errors;
 mod node_tools;

@@ -128,8 +128,10 @@ where
                     .or_else(|| p.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "unknown panic".into());
                 sh.core.panics.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(target: "tavern::script", plugin = %sh.core.env.plugin,
-                    "panic in the Rust function behind {name}: {what}");
+                sh.core.emit(
+                    crate::tools::LogLevel::Error,
+                    &format!("panic in the Rust function behind {name}: {what}"),
+                );
                 Err(mlua::Error::runtime(format!(
                     "internal error in {name} (logged by the host)"
                 )))
@@ -631,8 +633,10 @@ impl LuaHost {
                     .or_else(|| p.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "unknown panic".into());
                 self.shared.core.panics.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(target: "tavern::script", plugin = %self.shared.core.env.plugin,
-                    "panic while running Lua: {what}");
+                self.shared.core.emit(
+                    crate::tools::LogLevel::Error,
+                    &format!("panic while running Lua: {what}"),
+                );
                 Err(ScriptError::Internal(format!(
                     "panic while running Lua: {what}"
                 )))
@@ -849,7 +853,10 @@ pub(crate) fn ctx_log(_lua: &Lua, sh: &Arc<Shared>, msg: LuaValue) -> mlua::Resu
         other => other.to_string().unwrap_or_else(|_| "<unprintable>".into()),
     };
     let tool = current_tool_id().unwrap_or_default();
-    tracing::info!(target: "tavern::script", plugin = %sh.core.env.plugin, tool = %tool, "{}", bounded(&text, MAX_ERROR_TEXT));
+    sh.core.emit(
+        crate::tools::LogLevel::Info,
+        &format!("[{tool}] {}", bounded(&text, MAX_ERROR_TEXT)),
+    );
     Ok(())
 }
 

@@ -391,7 +391,7 @@ pub(crate) fn install(lua: &Lua, sh: &Arc<Shared>) -> mlua::Result<Function> {
                     break;
                 }
             }
-            sh.core.output.print(&sh.core.env.plugin, &line);
+            sh.core.print(&line);
             Ok(())
         })?,
     )?;
