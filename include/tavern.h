@@ -20,10 +20,31 @@
 #include <stdint.h>
 
 /*
+ Log levels passed to a `TavernLogCallback`.
+ */
+#define TAVERN_LOG_DEBUG 0
+
+/*
+ `print`, `api.log.info`, `ctx.log`.
+ */
+#define TAVERN_LOG_INFO 1
+
+/*
+ `api.log.warn`, load problems.
+ */
+#define TAVERN_LOG_WARN 2
+
+/*
+ `api.log.error`, a panicking tool or script.
+ */
+#define TAVERN_LOG_ERROR 3
+
+/*
  An engine: opaque to C. Made by `tavern_engine_new`, freed by `tavern_engine_free`.
 
- The engine is built (plugins and workflows loaded) on the first `tavern_engine_call` or
- `tavern_engine_submit`, so host tools registered before then exist before any plugin
+ The engine is built (plugins and workflows loaded) by `tavern_engine_build`, or else on
+ the first call that needs it (`tavern_engine_call`, `tavern_engine_submit[_with]`,
+ `tavern_engine_problems`), so host tools registered before then exist before any plugin
  loads and their namespaces are reserved: a plugin cannot take their ids.
  */
 typedef struct TavernEngine TavernEngine;
@@ -34,6 +55,15 @@ typedef struct TavernEngine TavernEngine;
  */
 typedef char *(*TavernToolCallback)(void *user_data, const char *args_json);
 
+/*
+ The host's log callback:
+ `void callback(void *user_data, int level, const char *source, const char *message)`.
+ `level` is one of `TAVERN_LOG_*`; `source` is who wrote the line (`plugin:<name>`,
+ `script:<name>`, `tool:<id>`, or a file for a load problem); both strings are borrowed
+ for the call only.
+ */
+typedef void (*TavernLogCallback)(void *user_data, int level, const char *source, const char *message);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -42,7 +72,7 @@ extern "C" {
  Makes an engine for the home directory `home` (holding `plugins/`, `workflows/` and
  `tavern.toml`). `home` is borrowed. Returns NULL on failure (NULL or non-UTF-8 `home`,
  not a directory, unreadable `tavern.toml`); see `tavern_last_error`.
- Plugins load on the first `tavern_engine_call` or `tavern_engine_submit`.
+ Plugins load at `tavern_engine_build`, or else on the first call that needs them.
  The engine is owned by the caller: free it with `tavern_engine_free`.
  */
 struct TavernEngine *tavern_engine_new(const char *home);
@@ -59,31 +89,100 @@ void tavern_engine_free(struct TavernEngine *engine);
  (`world`) is reserved for the host. `callback(user_data, args_json)` runs the tool:
  `args_json` is borrowed for the call; it returns a JSON text allocated with malloc, which
  the engine frees with free() — the tool's value, or `{"error": "why"}` to fail; NULL fails
- too. The callback runs on an engine thread, one call at a time per tool, and must not
- unwind (C++ exceptions) across the boundary. `user_data` is passed through untouched and
- must stay valid until the engine is freed.
+ too. The callback runs on an engine thread where blocking is allowed (the runtime's
+ blocking pool, or the thread of the mod's script that called it), so a slow callback
+ never delays another call; one call at a time per tool. It must not unwind (C++
+ exceptions) across the boundary. `user_data` is passed through untouched and must stay
+ valid until the engine is freed. For a callback that must run on the host's own thread,
+ use `tavern_engine_register_main_thread_tool`.
  Returns 0 on success, -1 on failure (see `tavern_last_error`).
  */
 int tavern_engine_register_tool(struct TavernEngine *engine, const char *definition_json, TavernToolCallback callback, void *user_data);
 
 /*
- Parses `text` (borrowed) and runs its calls, blocking until they finish. Returns what
+ Registers a main-thread host tool: like `tavern_engine_register_tool`, but `callback`
+ runs only on **the thread calling this function**, inside `tavern_engine_pump` (or while
+ a `tavern_engine_call` on that thread waits), never on an engine thread. A call to it —
+ from model text or from a mod's `api.tools.call` — is parked until that thread's next
+ pump runs it within the pump's budget; its result then goes back to the caller (a mod
+ resumes). A parked call still ends at its caller's timeout or cancel. Use it for world
+ objects only the game thread may touch. Returns 0 on success, -1 on failure (see
+ `tavern_last_error`).
+ */
+int tavern_engine_register_main_thread_tool(struct TavernEngine *engine, const char *definition_json, TavernToolCallback callback, void *user_data);
+
+/*
+ Sends mods' `print` and `api.log.*` lines, and the engine's own warnings (a panicking
+ tool or script; every load problem once the engine is built), to `callback` instead of
+ the engine's default (Rust `tracing`, which a C host does not see). `callback` runs on
+ engine threads (and the pumping thread), one call at a time; it must be quick and must
+ not call back into this engine. `user_data` is passed through untouched and must stay
+ valid until the engine is freed or the callback replaced. A NULL `callback` goes back to
+ the default. Set it before `tavern_engine_build` to hear the load problems.
+ */
+void tavern_engine_set_log_callback(struct TavernEngine *engine, TavernLogCallback callback, void *user_data);
+
+/*
+ Builds the engine now: loads plugins and workflows (with the host tools registered so
+ far). Returns the number of load problems (0 when everything loaded; read them with
+ `tavern_engine_problems`), or -1 when the engine cannot be built (see
+ `tavern_last_error`). Calling it again returns the same count. Without it, the first
+ call, submit or problems query builds the engine.
+ */
+int tavern_engine_build(struct TavernEngine *engine);
+
+/*
+ The load problems (building the engine first if needed) as a JSON array, each
+ `{"file": "...", "line": N, "column": N, "message": "...", "hint": "..."}` (`line`,
+ `column` and `hint` only when known); `[]` when everything loaded. Owned by the caller:
+ free with `tavern_string_free`. NULL on failure (see `tavern_last_error`).
+ */
+char *tavern_engine_problems(struct TavernEngine *engine);
+
+/*
+ Parses `text` (borrowed) and runs its calls as the host (caller `host`), blocking until
+ they finish; main-thread tools registered on this thread run here meanwhile. Returns what
  `tavern call` prints: `{"results": [...], "diagnostics": [...]}`, owned by the caller
  (free with `tavern_string_free`), or NULL on failure (see `tavern_last_error`).
  */
 char *tavern_engine_call(struct TavernEngine *engine, const char *text);
 
 /*
- Queues `text` (borrowed) to run on the engine's threads and returns at once with a
- ticket (never 0), or 0 on failure (see `tavern_last_error`). Collect the result with
- `tavern_engine_pump` and `tavern_engine_take`.
+ Queues `text` (borrowed) to run on the engine's threads as the host (caller `host`, no
+ timeout) and returns at once with a ticket (never 0), or 0 on failure (see
+ `tavern_last_error`). Collect the result with `tavern_engine_pump` and
+ `tavern_engine_take`; stop it with `tavern_engine_cancel`.
  */
 uint64_t tavern_engine_submit(struct TavernEngine *engine, const char *text);
 
 /*
- Collects finished submissions for at most `budget_us` microseconds and returns how many
- finished during this call (0 with nothing queued, at once). Script work never runs on
- the calling thread. On a NULL engine returns 0 and sets `tavern_last_error`.
+ `tavern_engine_submit` with options: `options_json` (borrowed; NULL for the defaults) is
+ a JSON object with any of `"timeout_ms": N` (the calls end, as `timeout` errors, N ms
+ from now, time in host tools included), `"caller": "model:npc-1"` (who is calling,
+ checked against each tool's caller policy: `host` (the default), `cli`, `model`,
+ `model:<agent>`, `plugin:<name>`, `workflow:<id>`, `remote:<client>`) and
+ `"refuse_on_warnings": true` (refuse every call when parsing warned). An unknown key or a
+ wrong type fails. Returns a ticket (never 0), or 0 on failure (see `tavern_last_error`).
+ */
+uint64_t tavern_engine_submit_with(struct TavernEngine *engine, const char *text, const char *options_json);
+
+/*
+ Stops a submission: its calls end as `cancelled` (a script at its next check, a parked
+ or pending call before it starts); its result is still collected by a pump and taken
+ with `tavern_engine_take`. Returns 0 when it was still running (now cancelled), 1 when it
+ had already finished (nothing to stop; take its result), -1 for an unknown or already
+ taken ticket or a NULL engine (see `tavern_last_error`).
+ */
+int tavern_engine_cancel(struct TavernEngine *engine, uint64_t ticket);
+
+/*
+ Runs due main-thread tools registered on this thread and collects finished submissions
+ for at most `budget_us` microseconds; returns how many submissions finished during this
+ call. While it waits it sleeps (no busy loop) until something finishes, a main-thread
+ call is parked or the budget ends. Returns at once with nothing queued. `budget_us = 0`
+ is the non-blocking poll: it runs the main-thread calls already parked, collects what
+ has finished and never waits. Script work never runs on the calling thread. On a NULL
+ engine returns 0 and sets `tavern_last_error`.
  */
 uint32_t tavern_engine_pump(struct TavernEngine *engine, uint32_t budget_us);
 
@@ -103,8 +202,8 @@ char *tavern_engine_take(struct TavernEngine *engine, uint64_t ticket);
 const char *tavern_last_error(void);
 
 /*
- Frees a string returned by `tavern_engine_call` or `tavern_engine_take` (NULL is
- ignored). Do not use free() on these strings.
+ Frees a string returned by `tavern_engine_call`, `tavern_engine_take` or
+ `tavern_engine_problems` (NULL is ignored). Do not use free() on these strings.
  */
 void tavern_string_free(char *s);
 

@@ -3,8 +3,9 @@
 //!
 //! Every function catches panics (a panic is an error code plus [`tavern_last_error`]),
 //! checks every pointer for NULL and every string for UTF-8, and keeps the last error per
-//! thread.
+//! thread. Every `unsafe` block says why it is sound (`// SAFETY:`; clippy checks).
 #![allow(clippy::missing_safety_doc)] // Each function's safety contract is its doc comment.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -12,23 +13,98 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::ThreadId;
 use std::time::Duration;
 
 use serde_json::Value;
-use tavern::{CallOptions, Engine, EngineBuilder, Ticket, ToolDefinition, ToolError};
+use tavern::{CallOptions, Caller, Engine, EngineBuilder, Ticket, ToolDefinition, ToolError};
 
 /// An engine: opaque to C. Made by `tavern_engine_new`, freed by `tavern_engine_free`.
 ///
-/// The engine is built (plugins and workflows loaded) on the first `tavern_engine_call` or
-/// `tavern_engine_submit`, so host tools registered before then exist before any plugin
+/// The engine is built (plugins and workflows loaded) by `tavern_engine_build`, or else on
+/// the first call that needs it (`tavern_engine_call`, `tavern_engine_submit[_with]`,
+/// `tavern_engine_problems`), so host tools registered before then exist before any plugin
 /// loads and their namespaces are reserved: a plugin cannot take their ids.
 pub struct TavernEngine {
     home: PathBuf,
-    /// Host tools registered before the engine was built.
-    early: Mutex<Vec<(ToolDefinition, HostCallback)>>,
+    /// What was registered before the engine was built.
+    early: Mutex<Early>,
     engine: OnceLock<Result<Engine, String>>,
     /// Tickets handed out and not yet taken.
     tickets: Mutex<HashSet<u64>>,
+}
+
+/// Host tools, main-thread tools and the log callback given before the build.
+#[derive(Default)]
+struct Early {
+    tools: Vec<(ToolDefinition, HostCallback)>,
+    main: Vec<(ToolDefinition, HostCallback, ThreadId)>,
+    log: Option<LogCallback>,
+}
+
+impl Early {
+    fn has(&self, id: &str) -> bool {
+        self.tools.iter().any(|(d, _)| d.id == id) || self.main.iter().any(|(d, _, _)| d.id == id)
+    }
+}
+
+/// Log levels passed to a `TavernLogCallback`.
+pub const TAVERN_LOG_DEBUG: c_int = 0;
+/// `print`, `api.log.info`, `ctx.log`.
+pub const TAVERN_LOG_INFO: c_int = 1;
+/// `api.log.warn`, load problems.
+pub const TAVERN_LOG_WARN: c_int = 2;
+/// `api.log.error`, a panicking tool or script.
+pub const TAVERN_LOG_ERROR: c_int = 3;
+
+/// The host's log callback:
+/// `void callback(void *user_data, int level, const char *source, const char *message)`.
+/// `level` is one of `TAVERN_LOG_*`; `source` is who wrote the line (`plugin:<name>`,
+/// `script:<name>`, `tool:<id>`, or a file for a load problem); both strings are borrowed
+/// for the call only.
+pub type TavernLogCallback = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        level: c_int,
+        source: *const c_char,
+        message: *const c_char,
+    ),
+>;
+
+/// A registered C log callback and its user data.
+#[derive(Clone)]
+struct LogCallback {
+    f: unsafe extern "C" fn(*mut c_void, c_int, *const c_char, *const c_char),
+    user_data: *mut c_void,
+    /// One call at a time: C callbacks need not be thread-safe.
+    serial: Arc<Mutex<()>>,
+}
+
+// SAFETY: the header documents that the log callback and its user_data are called from
+// engine threads, one call at a time (`serial`); the host promises that this is sound.
+unsafe impl Send for LogCallback {}
+// SAFETY: as above; a shared `LogCallback` only ever calls `f` under `serial`.
+unsafe impl Sync for LogCallback {}
+
+impl LogCallback {
+    fn call(&self, r: &tavern::LogRecord<'_>) {
+        let level = match r.level {
+            tavern::LogLevel::Debug => TAVERN_LOG_DEBUG,
+            tavern::LogLevel::Info => TAVERN_LOG_INFO,
+            tavern::LogLevel::Warning => TAVERN_LOG_WARN,
+            tavern::LogLevel::Error => TAVERN_LOG_ERROR,
+        };
+        let source = CString::new(r.source.replace('\0', " ")).unwrap_or_default();
+        let message = CString::new(r.message.replace('\0', " ")).unwrap_or_default();
+        let _one = self.serial.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: `f` is the host's callback, called as the header documents it; both
+        // strings live until it returns.
+        unsafe { (self.f)(self.user_data, level, source.as_ptr(), message.as_ptr()) };
+    }
+
+    fn boxed(self) -> tavern::LogCallback {
+        Arc::new(move |r: &tavern::LogRecord<'_>| self.call(r))
+    }
 }
 
 /// The C callback of a host tool.
@@ -46,8 +122,10 @@ struct HostCallback {
 }
 
 // SAFETY: the header documents that the callback and its user_data are used from engine
-// threads, one call at a time per tool (`serial`); the host promises that this is sound.
+// threads (a main-thread tool's only from the thread that registered it), one call at a
+// time per tool (`serial`); the host promises that this is sound.
 unsafe impl Send for HostCallback {}
+// SAFETY: as above; a shared `HostCallback` only ever calls `f` under `serial`.
 unsafe impl Sync for HostCallback {}
 
 impl HostCallback {
@@ -61,9 +139,10 @@ impl HostCallback {
         if out.is_null() {
             return Err(ToolError::failed(tool, "the host callback returned NULL"));
         }
-        // SAFETY: the callback returns a NUL-terminated string from malloc (documented); we
-        // copy it and free it with free().
+        // SAFETY: the callback returns a NUL-terminated string from malloc (documented),
+        // non-NULL (checked above); we copy it before freeing it.
         let owned = unsafe { CStr::from_ptr(out) }.to_bytes().to_vec();
+        // SAFETY: `out` came from the host's malloc (documented) and is freed once, here.
         unsafe { libc::free(out.cast()) };
         let text = String::from_utf8(owned)
             .map_err(|_| ToolError::failed(tool, "the host callback returned invalid UTF-8"))?;
@@ -119,6 +198,9 @@ fn guard<T>(fail: T, f: impl FnOnce() -> Result<T, String>) -> T {
 }
 
 /// A borrowed C string as UTF-8, or why not.
+///
+/// # Safety
+/// `p` is NULL or a NUL-terminated string that stays valid for `'a`.
 unsafe fn text<'a>(p: *const c_char, what: &str) -> Result<&'a str, String> {
     if p.is_null() {
         return Err(format!("{what} is NULL"));
@@ -129,6 +211,10 @@ unsafe fn text<'a>(p: *const c_char, what: &str) -> Result<&'a str, String> {
         .map_err(|e| format!("{what} is not valid UTF-8 (at byte {})", e.valid_up_to()))
 }
 
+/// The engine behind a handle, or why not.
+///
+/// # Safety
+/// `engine` is NULL or a handle made by `tavern_engine_new` and not yet freed.
 unsafe fn handle<'a>(engine: *mut TavernEngine) -> Result<&'a TavernEngine, String> {
     if engine.is_null() {
         return Err("engine is NULL".into());
@@ -143,34 +229,80 @@ fn owned_string(s: String) -> *mut c_char {
         .into_raw()
 }
 
-fn host_tool(b: EngineBuilder, def: ToolDefinition, cb: HostCallback) -> EngineBuilder {
-    b.host_tool(def, move |ctx, args| cb.call(&ctx.tool_id, &args))
-}
-
 impl TavernEngine {
-    /// The engine, built on first use with the host tools registered so far.
+    /// The engine, built on first use with what was registered so far.
     fn engine(&self) -> Result<&Engine, String> {
         let built = self.engine.get_or_init(|| {
-            let mut b = Engine::builder().home(&self.home);
+            let mut b: EngineBuilder = Engine::builder().home(&self.home);
             let early = std::mem::take(&mut *self.early.lock().unwrap_or_else(|p| p.into_inner()));
-            for (def, cb) in early {
-                b = host_tool(b, def, cb);
+            for (def, cb) in early.tools {
+                b = b.host_tool(def, move |ctx, args| cb.call(&ctx.tool_id, &args));
+            }
+            for (def, cb, owner) in early.main {
+                b = b
+                    .main_thread_tool_on(owner, def, move |ctx, args| cb.call(&ctx.tool_id, &args));
+            }
+            if let Some(log) = early.log {
+                let log = log.boxed();
+                b = b.log_callback(move |r| log(r));
             }
             b.build()
                 .map_err(|e| format!("cannot build the engine: {e}"))
         });
         built.as_ref().map_err(Clone::clone)
     }
+
+    /// The engine if it is built already (and built without error).
+    fn built(&self) -> Option<&Engine> {
+        self.engine.get().and_then(|r| r.as_ref().ok())
+    }
+}
+
+/// A tool definition from the host's JSON (`implementation` defaults to a service).
+fn definition(text: &str) -> Result<ToolDefinition, String> {
+    let mut v: Value = serde_json::from_str(text)
+        .map_err(|e| format!("definition_json is not valid JSON: {e}"))?;
+    let obj = v
+        .as_object_mut()
+        .ok_or("definition_json must be a JSON object")?;
+    obj.entry("implementation")
+        .or_insert_with(|| serde_json::json!({"type": "service"}));
+    serde_json::from_value(v).map_err(|e| format!("definition_json is not a tool definition: {e}"))
+}
+
+/// A tool registration from C: the engine, its definition and its callback, checked.
+///
+/// # Safety
+/// As `tavern_engine_register_tool`'s contract.
+unsafe fn registration<'a>(
+    engine: *mut TavernEngine,
+    definition_json: *const c_char,
+    callback: TavernToolCallback,
+    user_data: *mut c_void,
+) -> Result<(&'a TavernEngine, ToolDefinition, HostCallback), String> {
+    // SAFETY: the caller's contract (a live handle or NULL).
+    let e = unsafe { handle(engine) }?;
+    // SAFETY: the caller's contract (NULL or a NUL-terminated string for the call).
+    let text = unsafe { text(definition_json, "definition_json") }?;
+    let f = callback.ok_or("callback is NULL")?;
+    let def = definition(text)?;
+    let cb = HostCallback {
+        f,
+        user_data,
+        serial: Arc::new(Mutex::new(())),
+    };
+    Ok((e, def, cb))
 }
 
 /// Makes an engine for the home directory `home` (holding `plugins/`, `workflows/` and
 /// `tavern.toml`). `home` is borrowed. Returns NULL on failure (NULL or non-UTF-8 `home`,
 /// not a directory, unreadable `tavern.toml`); see `tavern_last_error`.
-/// Plugins load on the first `tavern_engine_call` or `tavern_engine_submit`.
+/// Plugins load at `tavern_engine_build`, or else on the first call that needs them.
 /// The engine is owned by the caller: free it with `tavern_engine_free`.
 #[no_mangle]
 pub unsafe extern "C" fn tavern_engine_new(home: *const c_char) -> *mut TavernEngine {
     guard(std::ptr::null_mut(), || {
+        // SAFETY: the caller's contract: NULL or a NUL-terminated string for the call.
         let home = PathBuf::from(unsafe { text(home, "home") }?);
         if !home.is_dir() {
             return Err(format!("home '{}' is not a directory", home.display()));
@@ -179,7 +311,7 @@ pub unsafe extern "C" fn tavern_engine_new(home: *const c_char) -> *mut TavernEn
             .map_err(|p| format!("cannot read the configuration: {p}"))?;
         Ok(Box::into_raw(Box::new(TavernEngine {
             home,
-            early: Mutex::new(Vec::new()),
+            early: Mutex::new(Early::default()),
             engine: OnceLock::new(),
             tickets: Mutex::new(HashSet::new()),
         })))
@@ -204,9 +336,12 @@ pub unsafe extern "C" fn tavern_engine_free(engine: *mut TavernEngine) {
 /// (`world`) is reserved for the host. `callback(user_data, args_json)` runs the tool:
 /// `args_json` is borrowed for the call; it returns a JSON text allocated with malloc, which
 /// the engine frees with free() — the tool's value, or `{"error": "why"}` to fail; NULL fails
-/// too. The callback runs on an engine thread, one call at a time per tool, and must not
-/// unwind (C++ exceptions) across the boundary. `user_data` is passed through untouched and
-/// must stay valid until the engine is freed.
+/// too. The callback runs on an engine thread where blocking is allowed (the runtime's
+/// blocking pool, or the thread of the mod's script that called it), so a slow callback
+/// never delays another call; one call at a time per tool. It must not unwind (C++
+/// exceptions) across the boundary. `user_data` is passed through untouched and must stay
+/// valid until the engine is freed. For a callback that must run on the host's own thread,
+/// use `tavern_engine_register_main_thread_tool`.
 /// Returns 0 on success, -1 on failure (see `tavern_last_error`).
 #[no_mangle]
 pub unsafe extern "C" fn tavern_engine_register_tool(
@@ -216,40 +351,20 @@ pub unsafe extern "C" fn tavern_engine_register_tool(
     user_data: *mut c_void,
 ) -> c_int {
     guard(-1, || {
-        let e = unsafe { handle(engine) }?;
-        let text = unsafe { text(definition_json, "definition_json") }?;
-        let f = callback.ok_or("callback is NULL")?;
-        let mut v: Value = serde_json::from_str(text)
-            .map_err(|e| format!("definition_json is not valid JSON: {e}"))?;
-        let obj = v
-            .as_object_mut()
-            .ok_or("definition_json must be a JSON object")?;
-        obj.entry("implementation")
-            .or_insert_with(|| serde_json::json!({"type": "service"}));
-        let def: ToolDefinition = serde_json::from_value(v)
-            .map_err(|e| format!("definition_json is not a tool definition: {e}"))?;
-        let cb = HostCallback {
-            f,
-            user_data,
-            serial: Arc::new(Mutex::new(())),
-        };
+        // SAFETY: this function's contract is `registration`'s.
+        let (e, def, cb) = unsafe { registration(engine, definition_json, callback, user_data) }?;
         match e.engine.get() {
             None => {
                 let mut early = e.early.lock().unwrap_or_else(|p| p.into_inner());
-                if early.iter().any(|(d, _)| d.id == def.id) {
+                if early.has(&def.id) {
                     return Err(format!("tool '{}' is already registered", def.id));
                 }
-                early.push((def, cb));
+                early.tools.push((def, cb));
             }
             Some(built) => {
                 let engine = built.as_ref().map_err(Clone::clone)?;
-                let tools = engine.tools();
-                tools.reserve_namespace(def.id.split_once(':').map_or(&*def.id, |(n, _)| n));
-                let handler = tavern::internal::tools::fn_handler(move |ctx, args| {
-                    cb.call(&ctx.tool_id, &args)
-                });
-                tools
-                    .register_reserved(def, handler, tavern::CallerPolicy::ANY)
+                engine
+                    .register_host_tool(def, move |ctx, args| cb.call(&ctx.tool_id, &args))
                     .map_err(|e| e.to_string())?;
             }
         }
@@ -257,7 +372,109 @@ pub unsafe extern "C" fn tavern_engine_register_tool(
     })
 }
 
-/// Parses `text` (borrowed) and runs its calls, blocking until they finish. Returns what
+/// Registers a main-thread host tool: like `tavern_engine_register_tool`, but `callback`
+/// runs only on **the thread calling this function**, inside `tavern_engine_pump` (or while
+/// a `tavern_engine_call` on that thread waits), never on an engine thread. A call to it —
+/// from model text or from a mod's `api.tools.call` — is parked until that thread's next
+/// pump runs it within the pump's budget; its result then goes back to the caller (a mod
+/// resumes). A parked call still ends at its caller's timeout or cancel. Use it for world
+/// objects only the game thread may touch. Returns 0 on success, -1 on failure (see
+/// `tavern_last_error`).
+#[no_mangle]
+pub unsafe extern "C" fn tavern_engine_register_main_thread_tool(
+    engine: *mut TavernEngine,
+    definition_json: *const c_char,
+    callback: TavernToolCallback,
+    user_data: *mut c_void,
+) -> c_int {
+    guard(-1, || {
+        // SAFETY: this function's contract is `registration`'s.
+        let (e, def, cb) = unsafe { registration(engine, definition_json, callback, user_data) }?;
+        let owner = std::thread::current().id();
+        match e.engine.get() {
+            None => {
+                let mut early = e.early.lock().unwrap_or_else(|p| p.into_inner());
+                if early.has(&def.id) {
+                    return Err(format!("tool '{}' is already registered", def.id));
+                }
+                early.main.push((def, cb, owner));
+            }
+            Some(built) => {
+                let engine = built.as_ref().map_err(Clone::clone)?;
+                engine
+                    .register_main_thread_tool_on(owner, def, move |ctx, args| {
+                        cb.call(&ctx.tool_id, &args)
+                    })
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(0)
+    })
+}
+
+/// Sends mods' `print` and `api.log.*` lines, and the engine's own warnings (a panicking
+/// tool or script; every load problem once the engine is built), to `callback` instead of
+/// the engine's default (Rust `tracing`, which a C host does not see). `callback` runs on
+/// engine threads (and the pumping thread), one call at a time; it must be quick and must
+/// not call back into this engine. `user_data` is passed through untouched and must stay
+/// valid until the engine is freed or the callback replaced. A NULL `callback` goes back to
+/// the default. Set it before `tavern_engine_build` to hear the load problems.
+#[no_mangle]
+pub unsafe extern "C" fn tavern_engine_set_log_callback(
+    engine: *mut TavernEngine,
+    callback: TavernLogCallback,
+    user_data: *mut c_void,
+) {
+    guard((), || {
+        // SAFETY: the caller's contract (a live handle or NULL).
+        let e = unsafe { handle(engine) }?;
+        let cb = callback.map(|f| LogCallback {
+            f,
+            user_data,
+            serial: Arc::new(Mutex::new(())),
+        });
+        // Under the lock, so a build running now either takes it or is seen built.
+        let mut early = e.early.lock().unwrap_or_else(|p| p.into_inner());
+        match e.built() {
+            Some(engine) => engine.set_log_callback(cb.map(LogCallback::boxed)),
+            None => early.log = cb,
+        }
+        Ok(())
+    })
+}
+
+/// Builds the engine now: loads plugins and workflows (with the host tools registered so
+/// far). Returns the number of load problems (0 when everything loaded; read them with
+/// `tavern_engine_problems`), or -1 when the engine cannot be built (see
+/// `tavern_last_error`). Calling it again returns the same count. Without it, the first
+/// call, submit or problems query builds the engine.
+#[no_mangle]
+pub unsafe extern "C" fn tavern_engine_build(engine: *mut TavernEngine) -> c_int {
+    guard(-1, || {
+        // SAFETY: the caller's contract (a live handle or NULL).
+        let e = unsafe { handle(engine) }?;
+        let n = e.engine()?.problems().len();
+        Ok(c_int::try_from(n).unwrap_or(c_int::MAX))
+    })
+}
+
+/// The load problems (building the engine first if needed) as a JSON array, each
+/// `{"file": "...", "line": N, "column": N, "message": "...", "hint": "..."}` (`line`,
+/// `column` and `hint` only when known); `[]` when everything loaded. Owned by the caller:
+/// free with `tavern_string_free`. NULL on failure (see `tavern_last_error`).
+#[no_mangle]
+pub unsafe extern "C" fn tavern_engine_problems(engine: *mut TavernEngine) -> *mut c_char {
+    guard(std::ptr::null_mut(), || {
+        // SAFETY: the caller's contract (a live handle or NULL).
+        let e = unsafe { handle(engine) }?;
+        let problems = e.engine()?.problems();
+        let json = serde_json::to_string(problems).map_err(|e| e.to_string())?;
+        Ok(owned_string(json))
+    })
+}
+
+/// Parses `text` (borrowed) and runs its calls as the host (caller `host`), blocking until
+/// they finish; main-thread tools registered on this thread run here meanwhile. Returns what
 /// `tavern call` prints: `{"results": [...], "diagnostics": [...]}`, owned by the caller
 /// (free with `tavern_string_free`), or NULL on failure (see `tavern_last_error`).
 #[no_mangle]
@@ -266,7 +483,9 @@ pub unsafe extern "C" fn tavern_engine_call(
     text: *const c_char,
 ) -> *mut c_char {
     guard(std::ptr::null_mut(), || {
+        // SAFETY: the caller's contract (a live handle or NULL).
         let e = unsafe { handle(engine) }?;
+        // SAFETY: the caller's contract (NULL or a NUL-terminated string for the call).
         let t = unsafe { self::text(text, "text") }?;
         let report = e
             .engine()?
@@ -276,18 +495,87 @@ pub unsafe extern "C" fn tavern_engine_call(
     })
 }
 
-/// Queues `text` (borrowed) to run on the engine's threads and returns at once with a
-/// ticket (never 0), or 0 on failure (see `tavern_last_error`). Collect the result with
-/// `tavern_engine_pump` and `tavern_engine_take`.
+/// Queues `text` (borrowed) to run on the engine's threads as the host (caller `host`, no
+/// timeout) and returns at once with a ticket (never 0), or 0 on failure (see
+/// `tavern_last_error`). Collect the result with `tavern_engine_pump` and
+/// `tavern_engine_take`; stop it with `tavern_engine_cancel`.
 #[no_mangle]
 pub unsafe extern "C" fn tavern_engine_submit(
     engine: *mut TavernEngine,
     text: *const c_char,
 ) -> u64 {
+    // SAFETY: the same contract; NULL options are the defaults.
+    unsafe { tavern_engine_submit_with(engine, text, std::ptr::null()) }
+}
+
+/// The options `tavern_engine_submit_with` reads.
+fn call_options(json: Option<&str>) -> Result<CallOptions, String> {
+    let mut opts = CallOptions::new();
+    let Some(json) = json else { return Ok(opts) };
+    let v: Value =
+        serde_json::from_str(json).map_err(|e| format!("options_json is not valid JSON: {e}"))?;
+    let obj = v.as_object().ok_or("options_json must be a JSON object")?;
+    for (k, v) in obj {
+        match k.as_str() {
+            "timeout_ms" => {
+                let ms = v.as_u64().ok_or_else(|| {
+                    format!("options_json: timeout_ms must be a whole number of milliseconds, got {v}")
+                })?;
+                opts = opts.timeout(Duration::from_millis(ms));
+            }
+            "caller" => {
+                let c: Caller = v
+                    .as_str()
+                    .ok_or_else(|| format!("options_json: caller must be a string, got {v}"))?
+                    .parse()
+                    .map_err(|e| format!("options_json: {e}"))?;
+                opts = opts.caller(c);
+            }
+            "refuse_on_warnings" => {
+                let b = v.as_bool().ok_or_else(|| {
+                    format!("options_json: refuse_on_warnings must be true or false, got {v}")
+                })?;
+                opts = opts.refuse_on_warnings(b);
+            }
+            other => {
+                return Err(format!(
+                    "options_json: unknown option '{other}' (known: timeout_ms, caller, refuse_on_warnings)"
+                ))
+            }
+        }
+    }
+    Ok(opts)
+}
+
+/// `tavern_engine_submit` with options: `options_json` (borrowed; NULL for the defaults) is
+/// a JSON object with any of `"timeout_ms": N` (the calls end, as `timeout` errors, N ms
+/// from now, time in host tools included), `"caller": "model:npc-1"` (who is calling,
+/// checked against each tool's caller policy: `host` (the default), `cli`, `model`,
+/// `model:<agent>`, `plugin:<name>`, `workflow:<id>`, `remote:<client>`) and
+/// `"refuse_on_warnings": true` (refuse every call when parsing warned). An unknown key or a
+/// wrong type fails. Returns a ticket (never 0), or 0 on failure (see `tavern_last_error`).
+#[no_mangle]
+pub unsafe extern "C" fn tavern_engine_submit_with(
+    engine: *mut TavernEngine,
+    text: *const c_char,
+    options_json: *const c_char,
+) -> u64 {
     guard(0, || {
+        // SAFETY: the caller's contract (a live handle or NULL).
         let e = unsafe { handle(engine) }?;
+        // SAFETY: the caller's contract (NULL or a NUL-terminated string for the call).
         let t = unsafe { self::text(text, "text") }?;
-        let ticket = e.engine()?.submit(t).map_err(|e| e.to_string())?;
+        let opts = if options_json.is_null() {
+            None
+        } else {
+            // SAFETY: non-NULL, NUL-terminated for the call (the caller's contract).
+            Some(unsafe { self::text(options_json, "options_json") }?)
+        };
+        let opts = call_options(opts)?;
+        let ticket = e
+            .engine()?
+            .submit_with(t, opts)
+            .map_err(|e| e.to_string())?;
         e.tickets
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -296,12 +584,36 @@ pub unsafe extern "C" fn tavern_engine_submit(
     })
 }
 
-/// Collects finished submissions for at most `budget_us` microseconds and returns how many
-/// finished during this call (0 with nothing queued, at once). Script work never runs on
-/// the calling thread. On a NULL engine returns 0 and sets `tavern_last_error`.
+/// Stops a submission: its calls end as `cancelled` (a script at its next check, a parked
+/// or pending call before it starts); its result is still collected by a pump and taken
+/// with `tavern_engine_take`. Returns 0 when it was still running (now cancelled), 1 when it
+/// had already finished (nothing to stop; take its result), -1 for an unknown or already
+/// taken ticket or a NULL engine (see `tavern_last_error`).
+#[no_mangle]
+pub unsafe extern "C" fn tavern_engine_cancel(engine: *mut TavernEngine, ticket: u64) -> c_int {
+    guard(-1, || {
+        // SAFETY: the caller's contract (a live handle or NULL).
+        let e = unsafe { handle(engine) }?;
+        let tickets = e.tickets.lock().unwrap_or_else(|p| p.into_inner());
+        if !tickets.contains(&ticket) {
+            return Err(format!("ticket {ticket} is unknown or was already taken"));
+        }
+        let engine = e.built().ok_or("the engine is not built")?;
+        Ok(if engine.cancel(Ticket(ticket)) { 0 } else { 1 })
+    })
+}
+
+/// Runs due main-thread tools registered on this thread and collects finished submissions
+/// for at most `budget_us` microseconds; returns how many submissions finished during this
+/// call. While it waits it sleeps (no busy loop) until something finishes, a main-thread
+/// call is parked or the budget ends. Returns at once with nothing queued. `budget_us = 0`
+/// is the non-blocking poll: it runs the main-thread calls already parked, collects what
+/// has finished and never waits. Script work never runs on the calling thread. On a NULL
+/// engine returns 0 and sets `tavern_last_error`.
 #[no_mangle]
 pub unsafe extern "C" fn tavern_engine_pump(engine: *mut TavernEngine, budget_us: u32) -> u32 {
     guard(0, || {
+        // SAFETY: the caller's contract (a live handle or NULL).
         let e = unsafe { handle(engine) }?;
         let Some(Ok(engine)) = e.engine.get() else {
             return Ok(0);
@@ -318,6 +630,7 @@ pub unsafe extern "C" fn tavern_engine_pump(engine: *mut TavernEngine, budget_us
 #[no_mangle]
 pub unsafe extern "C" fn tavern_engine_take(engine: *mut TavernEngine, ticket: u64) -> *mut c_char {
     guard(std::ptr::null_mut(), || {
+        // SAFETY: the caller's contract (a live handle or NULL).
         let e = unsafe { handle(engine) }?;
         let mut tickets = e.tickets.lock().unwrap_or_else(|p| p.into_inner());
         if !tickets.contains(&ticket) {
@@ -345,8 +658,8 @@ pub extern "C" fn tavern_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ref().map_or(std::ptr::null(), |c| c.as_ptr()))
 }
 
-/// Frees a string returned by `tavern_engine_call` or `tavern_engine_take` (NULL is
-/// ignored). Do not use free() on these strings.
+/// Frees a string returned by `tavern_engine_call`, `tavern_engine_take` or
+/// `tavern_engine_problems` (NULL is ignored). Do not use free() on these strings.
 #[no_mangle]
 pub unsafe extern "C" fn tavern_string_free(s: *mut c_char) {
     if !s.is_null() {

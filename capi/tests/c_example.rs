@@ -13,9 +13,22 @@ api.tools.register({
   parameters = {type = "object", properties = {amount = {type = "integer"}}, required = {"amount"}},
   handler = function(args)
     local w = api.tools.call("world:get", {})
+    print("reward given")
     return {total = w.gold + args.amount}
   end,
 })
+api.tools.register({
+  id = "summon",
+  description = "Spawns through the host's main-thread tool.",
+  parameters = {type = "object", properties = {kind = {type = "string"}}, required = {"kind"}},
+  handler = function(args)
+    local got = api.tools.call("world:spawn", {kind = args.kind})
+    return {spawned = got.id}
+  end,
+})
+api.tools.register({id = "spin", description = "Loops until stopped.", handler = function()
+  while true do end
+end})
 "#;
 
 /// The directory holding libtavern_capi.so for this test build.
@@ -48,6 +61,10 @@ fn c_host_exercises_every_function_without_leaks() {
     )
     .unwrap();
     std::fs::write(quest.join("main.lua"), QUEST_LUA).unwrap();
+    // A broken plugin: one load problem for tavern_engine_build / tavern_engine_problems.
+    let broken = home.join("plugins/broken");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(broken.join("plugin.yaml"), "name: [").unwrap();
 
     let lib = lib_dir();
     let exe = tmp.join("host");
@@ -128,8 +145,8 @@ fn the_c_host_calls_every_function_the_header_declares() {
         })
         .collect();
     assert!(
-        declared.len() >= 9,
-        "the header declares the functions of issue 11: {declared:?}"
+        declared.len() >= 15,
+        "the header declares the functions of issues 11 and 27: {declared:?}"
     );
     for name in &declared {
         assert!(
