@@ -4,13 +4,20 @@
 //! reads the world through the host tool), and drives model output through
 //! `submit` / `pump` / `take` so no frame waits on a script for more than its budget.
 //!
+//! The world is the game thread's alone (`Rc<RefCell<…>>`, no mutex): the two world tools
+//! are main-thread tools, so their handlers run only inside `pump`, on this thread, between
+//! simulation steps. A mod calling them waits (parked) until the next frame's pump runs
+//! them, then resumes. The mod's `print` and `api.log` lines reach the host through the log
+//! callback.
+//!
 //! Run: `cargo run --example game_host`. No tokio runtime in sight: the engine owns its own.
 
-use std::sync::{Arc, Mutex};
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tavern::{CallOptions, Caller, Engine, ToolDefinition, ToolError};
+use tavern::{CallOptions, Caller, Engine, ToolDefinition};
 
 /// The game's state, shared with the host tools.
 #[derive(Default)]
@@ -28,6 +35,7 @@ api.tools.register({
       {path = "environment.weather", default_value = "unknown"})
     local next = ({sunny = "cloudy", cloudy = "rain", rain = "sunny"})[today] or "unknown"
     api.tools.call("PublishEventTool", {event_type = "weather.forecast", payload = {tomorrow = next}})
+    api.log.info("forecast: " .. today .. " then " .. next)
     return {today = today, tomorrow = next}
   end,
 })
@@ -51,14 +59,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     std::fs::write(dir.join("main.lua"), WEATHER_MOD)?;
 
-    let world = Arc::new(Mutex::new(World {
+    // The game thread's world: no lock, not `Send`.
+    let world = Rc::new(RefCell::new(World {
         state: json!({"environment": {"weather": "sunny", "time": {"current_hour": 9}}}),
         events: Vec::new(),
     }));
     let (w1, w2) = (world.clone(), world.clone());
     let engine = Engine::builder()
         .home(home.path())
-        .host_tool(
+        // Mods' `print` / `api.log` lines and the engine's warnings, with their source.
+        .log_callback(|r| println!("[{:?}] {}: {}", r.level, r.source, r.message))
+        // Main-thread tools: run inside `engine.pump` on this thread only.
+        .main_thread_tool(
             ToolDefinition::host(
                 "ReadWorldStateTool",
                 "Reads a value from the shared world state.",
@@ -67,13 +79,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                        "required": ["path"]}),
             ),
             move |_ctx, args| {
-                let w = w1.lock().map_err(|_| ToolError::failed("ReadWorldStateTool", "world lock poisoned"))?;
+                let w = w1.borrow();
                 let path = args["path"].as_str().unwrap_or_default();
                 Ok(read_path(&w.state, path)
                     .unwrap_or_else(|| args.get("default_value").cloned().unwrap_or(Value::Null)))
             },
         )
-        .host_tool(
+        .main_thread_tool(
             ToolDefinition::host(
                 "PublishEventTool",
                 "Publishes an event to the event bus.",
@@ -82,7 +94,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                        "required": ["event_type"]}),
             ),
             move |ctx, args| {
-                let mut w = w2.lock().map_err(|_| ToolError::failed("PublishEventTool", "world lock poisoned"))?;
+                let mut w = w2.borrow_mut();
                 let kind = args["event_type"].as_str().unwrap_or_default().to_string();
                 w.events.push((format!("{kind} (from {})", ctx.caller), args["payload"].clone()));
                 Ok(json!(true))
@@ -106,14 +118,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|t| engine.submit_with(t, opts.clone()))
         .collect::<Result<_, _>>()?;
 
-    // The fixed-step loop: simulate, then give the engine at most 1 ms of the frame.
+    // The fixed-step loop: simulate, then give the engine at most 1 ms of the frame (the
+    // world tools the calls reach run inside that pump; waiting, it sleeps).
     let step = Duration::from_micros(16_667);
     let mut worst_pump = Duration::ZERO;
     for tick in 0..600u32 {
         let frame = Instant::now();
-        if let Ok(mut w) = world.lock() {
-            w.state["environment"]["time"]["current_hour"] = json!(9 + tick / 60);
-        }
+        world.borrow_mut().state["environment"]["time"]["current_hour"] = json!(9 + tick / 60);
         let t0 = Instant::now();
         engine.pump(Duration::from_millis(1));
         worst_pump = worst_pump.max(t0.elapsed());
@@ -139,7 +150,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         std::thread::sleep(step.saturating_sub(frame.elapsed()));
     }
-    let w = world.lock().map_err(|_| "world lock poisoned")?;
+    let w = world.borrow();
     for (kind, payload) in &w.events {
         println!("event {kind}: {payload}");
     }
