@@ -5,6 +5,13 @@
 //! `write_figures`), and the same while the pending call only sleeps
 //! (`embed/pump_1ms_*_while_waiting`): the machine's own wake-up lateness, for comparison.
 //!
+//!
+//! Issue 27 adds: a main-thread host tool called from a Lua mod, submit to take, with the
+//! host pumping back to back (`main_thread_tool_from_lua`: the engine's whole overhead) and
+//! in a 60 Hz frame loop with one 1 ms pump per frame (`main_thread_call_frames_*`: in
+//! which frame the result is taken), and the pumping thread's CPU time while a long call is
+//! pending, as a share of the pump budgets it was given (`pump_cpu_*`).
+//!
 //! Run: `cargo bench --bench embed -- --warm-up-time 1 --measurement-time 3`
 
 use std::path::Path;
@@ -22,6 +29,9 @@ api.tools.register({id = "calls", description = "calls the host n times", handle
 end})
 api.tools.register({id = "spin", description = "loops", handler = function()
   while true do end
+end})
+api.tools.register({id = "spawn", description = "spawns through the main-thread tool", handler = function()
+  return api.tools.call("world:spawn", {}).n
 end})
 "#;
 
@@ -61,10 +71,99 @@ fn engine(home: &Path) -> Engine {
                 Ok(json!(null))
             },
         )
+        // Runs only inside `pump` on the thread that built the engine (the bench's).
+        .main_thread_tool(
+            ToolDefinition::host("world:spawn", "counts", json!({"type": "object"})),
+            {
+                let spawned = std::rc::Rc::new(std::cell::Cell::new(0u64));
+                move |_, _| {
+                    spawned.set(spawned.get() + 1);
+                    Ok(json!({"n": spawned.get()}))
+                }
+            },
+        )
         .build()
         .unwrap();
     assert!(e.problems().is_empty(), "{:?}", e.problems());
     e
+}
+
+/// CPU time this thread has used.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write into; the clock id is a constant.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// One 60 Hz frame.
+const FRAME: Duration = Duration::from_micros(16_667);
+
+/// A main-thread tool call from a mod in a frame loop: submit at a frame's start, the game
+/// simulates for the rest of the frame (sleeps), then pumps for at most 1 ms; returns in
+/// which frame (1 = the one it was submitted in) and how long after the submit the result
+/// was taken, per call.
+fn frames_to_take(e: &Engine, calls: usize) -> (Vec<u32>, Vec<Duration>) {
+    let text = tam("bench:spawn", 0);
+    let (mut frames, mut latency) = (Vec::new(), Vec::new());
+    for _ in 0..calls {
+        let submitted = Instant::now();
+        let t = e.submit(&text).unwrap();
+        let mut frame = 1u32;
+        let mut start = submitted;
+        loop {
+            std::thread::sleep(
+                (start + FRAME - Duration::from_millis(1))
+                    .saturating_duration_since(Instant::now()),
+            );
+            e.pump(Duration::from_millis(1));
+            if let Some(r) = e.take(t) {
+                assert!(r.unwrap().ok());
+                latency.push(submitted.elapsed());
+                break;
+            }
+            std::thread::sleep((start + FRAME).saturating_duration_since(Instant::now()));
+            start += FRAME;
+            frame += 1;
+            assert!(frame < 600, "the call never finished");
+        }
+        frames.push(frame);
+        std::thread::sleep((start + FRAME).saturating_duration_since(Instant::now()));
+    }
+    (frames, latency)
+}
+
+/// The pumping thread's CPU time over `n` pumps of `budget` while a call of `tool` stays
+/// pending, as a share of the budgets given (the call is then ended).
+fn pump_cpu(e: &Engine, tool: &str, budget: Duration, n: u32) -> f64 {
+    let cancel = CancelToken::new();
+    let opts = CallOptions::new()
+        .timeout(Duration::from_secs(300))
+        .cancel(cancel.clone());
+    let ticket = e.submit_with(&tam(tool, 0), opts).unwrap();
+    // Let the call start on the engine's threads first.
+    std::thread::sleep(Duration::from_millis(50));
+    let cpu0 = thread_cpu();
+    for _ in 0..n {
+        assert_eq!(
+            e.pump(budget),
+            0,
+            "the {tool} call ended during the measurement"
+        );
+    }
+    let cpu = thread_cpu() - cpu0;
+    assert_eq!(e.pending(), 1, "the {tool} call must still be running");
+    cancel.cancel();
+    RELEASE.store(true, Ordering::Relaxed);
+    while e.take(ticket).is_none() {
+        e.pump(Duration::from_millis(10));
+    }
+    RELEASE.store(false, Ordering::Relaxed);
+    cpu.as_secs_f64() / (budget * n).as_secs_f64()
 }
 
 fn tam(id: &str, n: u64) -> String {
@@ -97,6 +196,25 @@ fn bench(c: &mut Criterion) {
         })
     });
 
+    // A main-thread tool called from a Lua mod: submit, pump (returning as soon as the
+    // call is done), take. All of it is the engine's overhead: the handler only counts.
+    let spawn = tam("bench:spawn", 0);
+    g.bench_function("main_thread_tool_from_lua", |b| {
+        b.iter(|| {
+            let t = e.submit(&spawn).unwrap();
+            loop {
+                e.pump(FRAME);
+                if let Some(r) = e.take(t) {
+                    break r.unwrap();
+                }
+            }
+        })
+    });
+    let (frames, mut latency) = frames_to_take(&e, 120);
+    latency.sort();
+    let frames_max = frames.iter().copied().max().unwrap_or(0);
+    let in_first = frames.iter().filter(|f| **f == 1).count();
+
     // pump(1 ms) while a script spins on the engine's threads. The plugin's limits come
     // from the host's `script_limits` (raised above), so the spin outlives the measurement.
     let spin = pump_lateness(&mut g, &e, "pump_1ms_while_looping", "bench:spin");
@@ -105,8 +223,36 @@ fn bench(c: &mut Criterion) {
     let idle = pump_lateness(&mut g, &e, "pump_1ms_while_waiting", "world:wait");
     let bare = bare_lateness(&mut g);
     g.finish();
+    // The pumping thread's CPU while a long call is pending: back-to-back pumps of 1 ms and
+    // of a whole frame, while a host tool sleeps and while a mod's script spins.
+    let cpu_wait_1 = pump_cpu(&e, "world:wait", Duration::from_millis(1), 2000);
+    let cpu_wait_frame = pump_cpu(&e, "world:wait", FRAME, 120);
+    let cpu_spin_1 = pump_cpu(&e, "bench:spin", Duration::from_millis(1), 2000);
+    let cpu_spin_frame = pump_cpu(&e, "bench:spin", FRAME, 120);
     let ms = |d: Duration| format!("{:.3} ms", d.as_secs_f64() * 1e3);
+    let pct = |x: f64| format!("{:.2} % of the budgets", x * 100.0);
+    let p99 = |v: &[Duration]| v[(v.len() * 99 / 100).min(v.len() - 1)];
+    println!(
+        "main-thread call from a mod in a 60 Hz loop: {in_first} of {} taken in their first frame, max frame {frames_max}, submit to take p99 {:?}, max {:?}",
+        frames.len(),
+        p99(&latency),
+        latency.last().copied().unwrap_or_default()
+    );
+    println!(
+        "pumping thread CPU while pending: wait 1 ms {}, wait frame {}, spin 1 ms {}, spin frame {}",
+        pct(cpu_wait_1),
+        pct(cpu_wait_frame),
+        pct(cpu_spin_1),
+        pct(cpu_spin_frame)
+    );
     write_figures(&json!({
+        "embed/main_thread_call_frames_max": format!("{frames_max} ({in_first} of {} in the first frame)", frames.len()),
+        "embed/main_thread_call_take_p99": ms(p99(&latency)),
+        "embed/main_thread_call_take_max": ms(latency.last().copied().unwrap_or_default()),
+        "embed/pump_cpu_1ms_while_waiting": pct(cpu_wait_1),
+        "embed/pump_cpu_frame_while_waiting": pct(cpu_wait_frame),
+        "embed/pump_cpu_1ms_while_looping": pct(cpu_spin_1),
+        "embed/pump_cpu_frame_while_looping": pct(cpu_spin_frame),
         "embed/pump_1ms_max_while_looping": ms(spin.max),
         "embed/pump_1ms_p99_while_looping": ms(spin.p99),
         "embed/pump_1ms_late_while_looping": format!("{} of {}", spin.late, spin.n),
@@ -187,7 +333,8 @@ fn pump_lateness(
 }
 
 /// The floor: no engine, a plain thread spinning at the engine threads' priority, and the
-/// host thread polling the clock for 1 ms the way `pump` does (yielding between polls).
+/// host thread polling the clock for 1 ms, yielding between polls (as `pump` did before it
+/// slept on a signal: a polling host thread's floor on this machine).
 fn bare_lateness(
     g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
 ) -> Lateness {
