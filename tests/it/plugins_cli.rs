@@ -115,3 +115,15 @@ fn the_repository_is_a_working_home() {
     let o = tavern(repo, &["plugin", "check"]);
     assert!(o.status.success(), "{}", text(&o));
 }
+
+/// CI runs the bundled plugins' own tests here (`cargo test` runs this): a fresh clone's
+/// `tavern plugin test` passes on the repository's home.
+#[test]
+fn the_bundled_plugin_tests_pass_on_the_repository_home() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let o = tavern(repo, &["plugin", "test"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains(" 0 failed, 0 problem(s)"), "{}", text(&o));
+    assert!(!out.contains("FAIL "), "{}", text(&o));
+}
