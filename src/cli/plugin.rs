@@ -109,17 +109,11 @@ fn run_check(globals: &Globals, dir: Option<PathBuf>, json: bool) -> u8 {
         None => check::check_home(&globals.home, &s),
     };
     problems.extend(report.problems.iter().cloned());
+    // Everything on stdout: `plugin check | less` shows the whole report.
     if json {
-        let out = check::output::to_json(&report, &problems);
-        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        super::print_json(&check::output::to_json(&report, &problems));
     } else {
-        // stdout stays one problem per line (undeclared uses among them); the
-        // declared-beside-used table is for the reader, on stderr with the summary.
-        let text = check::output::to_text(&report, &problems);
-        for line in &text.stdout {
-            println!("{line}");
-        }
-        eprint!("{}", text.stderr);
+        super::print_text(&check::output::to_text(&report, &problems));
     }
     if problems.is_empty() {
         OK

@@ -329,9 +329,9 @@ fn an_undeclared_setting_is_blamed_on_its_source_and_disables_only_itself() {
         run.stdout
     );
     assert!(
-        run.stderr.contains("1 plugin(s), 1 tool(s)"),
+        run.stdout.contains("1 plugin(s), 1 tool(s)"),
         "the plugin still loads: {}",
-        run.stderr
+        run.stdout
     );
 
     // From the environment.

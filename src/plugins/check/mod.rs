@@ -27,7 +27,7 @@ pub struct CheckReport {
     /// The workflows and node types the plugins loaded into.
     pub workflows: Arc<crate::workflow::Workflows>,
     /// Per plugin: declared permissions beside what its scripts use.
-    pub permissions: Vec<String>,
+    pub permissions: Vec<super::uses::PermissionReport>,
 }
 
 /// True when `dir` is itself a plugin (has a manifest).
@@ -205,8 +205,8 @@ fn load(
     }
     let mut permissions = Vec::new();
     for p in &plugins {
-        let (text, ps) = super::uses::report(p, &tools);
-        permissions.push(text);
+        let (r, ps) = super::uses::report(p, &tools);
+        permissions.push(r);
         problems.extend(ps);
     }
     CheckReport {
