@@ -54,6 +54,8 @@ pub fn check_home(home: &Path, settings: &Settings) -> CheckReport {
         PathBuf::new()
     };
     let mut report = load(&path, home, settings, RootPolicy::LeaveAlone, true);
+    // Built-in settings by type and name, as the engine's build reports them.
+    report.problems.extend(settings.check_known());
     report.problems.extend(check_scripts(&home.join("scripts")));
     // Power-user scripts (`scripts/*.lua`, `*.rhai`) load as the engine loads them.
     let (_scripts, ps) = super::user_scripts::load_with(
