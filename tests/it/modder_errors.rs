@@ -558,3 +558,42 @@ fn check_reads_agents_and_settings_by_type() {
         run.stderr
     );
 }
+
+/// Issue 23 item 8: a setting of the wrong type drops its plugin, and calling one of its
+/// tools says which setting and what it wants, not "Unknown tool".
+#[test]
+fn a_bad_setting_value_names_the_setting_not_unknown_tool() {
+    let h = home();
+    let yaml = "name: Dice\nconfigOptions:\n  - id: max_count\n    type: integer\n    default: 3\n";
+    write(
+        h.path(),
+        &[
+            ("plugins/Dice/plugin.yaml", yaml),
+            ("plugins/Dice/tools/roll.tool.json", GOOD_TOOL),
+            ("plugins/Dice/main.lua", GOOD_LUA),
+        ],
+    );
+    let call = br#"{"tool": "Dice:roll", "args": {}}"#;
+    let run = tavern(
+        h.path(),
+        &[
+            "--home",
+            ".",
+            "--set",
+            "extensions.Dice.max_count=lots",
+            "call",
+        ],
+        call,
+    );
+    let out = run.json();
+    let err = &out["results"][0]["error"];
+    assert_eq!(err["code"], "tool_unavailable", "{out}");
+    let msg = err["message"].as_str().unwrap();
+    assert!(
+        msg.contains("--set extensions.Dice.max_count")
+            && msg.contains("expected integer, got \"lots\"")
+            && msg.contains("wants a whole number"),
+        "{msg}"
+    );
+    assert!(!msg.contains("Unknown tool"), "{msg}");
+}
