@@ -194,6 +194,156 @@ impl Settings {
     }
 }
 
+/// The type a built-in setting takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Text.
+    String,
+    /// A whole number, 0 or more.
+    Integer,
+    /// A whole number, 1 or more.
+    Positive,
+    /// Any number.
+    Number,
+    /// `true` or `false`.
+    Bool,
+    /// A list of strings.
+    Strings,
+}
+
+impl Kind {
+    /// What a value of this kind looks like, for messages.
+    pub fn wants(self) -> &'static str {
+        match self {
+            Kind::String => "a string (in quotes)",
+            Kind::Integer => "a whole number (0 or more)",
+            Kind::Positive => "a whole number (1 or more)",
+            Kind::Number => "a number",
+            Kind::Bool => "true or false",
+            Kind::Strings => "a list of strings ([\"a\", \"b\"])",
+        }
+    }
+
+    /// Whether `v` is of this kind.
+    pub fn accepts(self, v: &Value) -> bool {
+        match self {
+            Kind::String => v.is_string(),
+            Kind::Integer => v.is_u64(),
+            Kind::Positive => v.as_u64().is_some_and(|n| n > 0),
+            Kind::Number => v.is_number(),
+            Kind::Bool => v.is_boolean(),
+            Kind::Strings => v.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
+        }
+    }
+}
+
+/// Every built-in setting with its type: the keys of `tavern.toml` outside the sections
+/// that belong to plugins and scripts ([`OPEN_SECTIONS`]). `plugin check` and the engine's
+/// build check every setting against it ([`Settings::check_known`]); a unit test checks the
+/// `[llm]` keys against the LLM settings' own list.
+pub const KNOWN: &[(&str, Kind)] = &[
+    ("llm.base_url", Kind::String),
+    ("llm.model", Kind::String),
+    ("llm.temperature", Kind::Number),
+    ("llm.max_tokens", Kind::Integer),
+    ("llm.stream", Kind::Bool),
+    ("llm.api_key_env", Kind::String),
+    ("llm.timeout_ms", Kind::Integer),
+    ("llm.connect_timeout_ms", Kind::Integer),
+    ("llm.retries", Kind::Integer),
+    ("llm.retry_backoff_ms", Kind::Integer),
+    ("process.memory_mb", Kind::Positive),
+    ("process.cpu_seconds", Kind::Positive),
+    ("process.processes", Kind::Positive),
+    ("process.open_files", Kind::Positive),
+    ("process.output_bytes", Kind::Positive),
+    ("process.allow_unconfined", Kind::Bool),
+    ("process.network_plugins", Kind::Strings),
+    ("audit.file", Kind::String),
+    ("tools.list_nodes", Kind::Bool),
+];
+
+/// Sections whose keys are declared elsewhere: `extensions.<plugin>.*` by each plugin's
+/// `configOptions` (checked by the plugin loader), `scripts.*` by the power-user scripts.
+pub const OPEN_SECTIONS: &[&str] = &["extensions", "scripts"];
+
+impl Settings {
+    /// Every built-in setting ([`KNOWN`]) of the wrong type, and every key of a built-in
+    /// section that tavern does not know (with a did-you-mean), each placed where the
+    /// value came from (`tavern.toml:LINE`, `--set`, the environment).
+    pub fn check_known(&self) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        let sections: Vec<&str> = KNOWN
+            .iter()
+            .filter_map(|(k, _)| k.split('.').next())
+            .chain(OPEN_SECTIONS.iter().copied())
+            .collect();
+        for (key, value) in &self.values {
+            let section = key.split('.').next().unwrap_or(key);
+            if OPEN_SECTIONS.contains(&section) {
+                continue;
+            }
+            let place = |message: String| match self.origins.get(key) {
+                Some(o) => o.problem(key, message),
+                None => Problem::new("tavern.toml", message),
+            };
+            match KNOWN.iter().find(|(k, _)| k == key) {
+                Some((_, kind)) if !kind.accepts(value) => problems.push(
+                    place(format!(
+                        "setting {key}: expected {}, got {value}",
+                        kind.wants()
+                    ))
+                    .hint(format!("write {key} as {}", kind.wants())),
+                ),
+                Some(_) => {}
+                None => {
+                    let known: Vec<&str> = if sections.contains(&section) {
+                        KNOWN.iter().map(|(k, _)| *k).collect()
+                    } else {
+                        sections.clone()
+                    };
+                    let wanted = if sections.contains(&section) {
+                        key.as_str()
+                    } else {
+                        section
+                    };
+                    let mut p = place(format!("unknown setting {key}; the setting is ignored"));
+                    match crate::suggest::closest(wanted, &known) {
+                        Some(d) if sections.contains(&section) => {
+                            p = p.hint(format!("did you mean {d}?"))
+                        }
+                        Some(d) => p = p.hint(format!("did you mean [{d}]?")),
+                        None => {
+                            let here: Vec<&str> = KNOWN
+                                .iter()
+                                .map(|(k, _)| *k)
+                                .filter(|k| k.starts_with(&format!("{section}.")))
+                                .collect();
+                            p = p.hint(if here.is_empty() {
+                                format!("the sections are {}", sections_text(&sections))
+                            } else {
+                                format!("[{section}] knows {}", here.join(", "))
+                            });
+                        }
+                    }
+                    problems.push(p);
+                }
+            }
+        }
+        problems
+    }
+}
+
+fn sections_text(sections: &[&str]) -> String {
+    let mut v: Vec<&str> = sections.to_vec();
+    v.sort();
+    v.dedup();
+    v.iter()
+        .map(|s| format!("[{s}]"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The 1-based line of every `key = value` of TOML `text`, by full dotted key (table headers
 /// applied). A plain line scan: enough to point at a setting.
 fn key_lines(text: &str) -> BTreeMap<String, u32> {
@@ -267,6 +417,45 @@ fn toml_to_json(v: &toml::Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn built_in_settings_are_checked_by_type_and_name() {
+        let text = "[llm]\nmodel = 5\nmodle = \"x\"\nstream = true\n[proces]\nmemory_mb = 1\n[process]\nprocesses = 0\n[extensions.X]\nanything = 1\n";
+        let mut s = Settings::from_toml(text).unwrap();
+        let lines = key_lines(text);
+        for (k, l) in &lines {
+            s.origins.insert(
+                k.clone(),
+                Origin::File {
+                    path: "tavern.toml".into(),
+                    line: Some(*l),
+                },
+            );
+        }
+        let got: Vec<String> = s.check_known().iter().map(|p| p.to_string()).collect();
+        let want = [
+            "tavern.toml:2: setting llm.model: expected a string (in quotes), got 5",
+            "tavern.toml:3: unknown setting llm.modle; the setting is ignored (did you mean llm.model?)",
+            "tavern.toml:8: setting process.processes: expected a whole number (1 or more), got 0",
+            "tavern.toml:6: unknown setting proces.memory_mb; the setting is ignored (did you mean [process]?)",
+        ];
+        for w in want {
+            assert!(got.iter().any(|g| g.starts_with(w)), "{w}\n{got:#?}");
+        }
+        assert_eq!(got.len(), 4, "{got:#?}");
+    }
+
+    #[test]
+    fn the_llm_keys_are_the_llm_settings_fields() {
+        let mut known: Vec<&str> = KNOWN
+            .iter()
+            .filter_map(|(k, _)| k.strip_prefix("llm."))
+            .collect();
+        known.sort();
+        let mut fields = crate::strict::fields_of::<crate::agent::llm::LlmSettings>().to_vec();
+        fields.sort();
+        assert_eq!(known, fields);
+    }
 
     #[test]
     fn nested_tables_flatten_to_dotted_keys() {

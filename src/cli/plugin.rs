@@ -94,6 +94,38 @@ fn load_for_tests(
     Ok(report)
 }
 
+/// Reads every `agents/*.json` as `tavern agent run` reads it (keys and value types, with
+/// file:line), adding each problem at a place the key check did not already report.
+fn agent_problems(home: &std::path::Path, problems: &mut Vec<tavern::Problem>) {
+    use tavern::internal::agent::{AgentError, AgentProfile};
+    let dir = home.join("agents");
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    let mut files: Vec<PathBuf> = rd
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    for f in files {
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue; // the key check reported it
+        };
+        if let Err(AgentError::Load(ps)) = AgentProfile::from_json(&text, &f) {
+            for p in ps {
+                // One problem per place: the key check may have met it already.
+                if !problems
+                    .iter()
+                    .any(|q| q.file == p.file && q.line == p.line)
+                {
+                    problems.push(p);
+                }
+            }
+        }
+    }
+}
+
 /// `tavern plugin check [DIR] [--json]`.
 fn run_check(globals: &Globals, dir: Option<PathBuf>, json: bool) -> u8 {
     // A broken tavern.toml is one more problem, not a reason to stop checking.
@@ -104,22 +136,19 @@ fn run_check(globals: &Globals, dir: Option<PathBuf>, json: bool) -> u8 {
     if let Err(code) = apply_sets(globals, &mut s) {
         return code;
     }
-    let report = match dir {
-        Some(d) => check::check(&d, &globals.home, &s),
+    let report = match &dir {
+        Some(d) => check::check(d, &globals.home, &s),
         None => check::check_home(&globals.home, &s),
     };
     problems.extend(report.problems.iter().cloned());
+    if dir.is_none() {
+        agent_problems(&globals.home, &mut problems);
+    }
+    // Everything on stdout: `plugin check | less` shows the whole report.
     if json {
-        let out = check::output::to_json(&report, &problems);
-        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        super::print_json(&check::output::to_json(&report, &problems));
     } else {
-        // stdout stays one problem per line (undeclared uses among them); the
-        // declared-beside-used table is for the reader, on stderr with the summary.
-        let text = check::output::to_text(&report, &problems);
-        for line in &text.stdout {
-            println!("{line}");
-        }
-        eprint!("{}", text.stderr);
+        super::print_text(&check::output::to_text(&report, &problems));
     }
     if problems.is_empty() {
         OK

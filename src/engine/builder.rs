@@ -497,7 +497,9 @@ impl EngineBuilder {
         for (name, factory) in self.services {
             services.register(name, factory);
         }
-        let mut problems = Vec::new();
+        // A built-in setting of the wrong type or an unknown one (`[llm] modle`) is a
+        // problem where it was written, as `plugin check` reports it.
+        let mut problems = settings.check_known();
         // The node registry exists before plugins load, so plugins can add node types.
         let registry = NodeRegistry::with_builtins();
         crate::agent::register_nodes(&registry, &settings);

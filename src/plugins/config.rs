@@ -60,6 +60,16 @@ fn describe(v: &Value) -> String {
     }
 }
 
+/// What a value of `kind` looks like, for the hint of a bad setting.
+fn wants(kind: OptionType) -> &'static str {
+    match kind {
+        OptionType::String => "text",
+        OptionType::Integer => "a whole number (e.g. 3)",
+        OptionType::Number => "a number (e.g. 0.5)",
+        OptionType::Boolean => "true or false",
+    }
+}
+
 /// Resolves every declared option: setting, else default, else absent. Returns the option →
 /// value object the plugin's scripts and processes see, or every problem found.
 ///
@@ -109,8 +119,8 @@ pub fn resolve(
                         }
                     }
                     .hint(format!(
-                        "set a {} value in tavern.toml or with --set {key}=…",
-                        opt.kind.name()
+                        "{key} wants {}; set one in tavern.toml or with --set {key}=…",
+                        wants(opt.kind)
                     )),
                 ),
             }

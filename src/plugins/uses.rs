@@ -119,18 +119,93 @@ pub fn declared(u: &Use, plugin: &str, perms: &Permissions, tools: &ToolManager)
     }
 }
 
+/// One permission of a plugin: what its manifest declares beside what its scripts use.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PermissionRow {
+    /// The permission as written in plugin.yaml (`hooks`, `services.override`, `tools`,
+    /// `fs.read`, `fs.write`).
+    pub permission: &'static str,
+    /// What the manifest declares (roots as resolved paths).
+    pub declared: Vec<String>,
+    /// What the scripts use (points, tool ids, `api.fs` functions), in file order.
+    pub used: Vec<String>,
+}
+
+/// A use the manifest does not declare.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Undeclared {
+    /// The permission it needs.
+    pub permission: &'static str,
+    /// The point, tool id or function used.
+    pub target: String,
+    /// Where.
+    pub file: PathBuf,
+    /// 1-based line.
+    pub line: u32,
+    /// What is wrong, in words.
+    pub message: String,
+}
+
+/// The permissions report of one plugin, as data (`plugin check --json`) and as text
+/// ([`PermissionReport::text`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PermissionReport {
+    /// The plugin's name.
+    pub plugin: String,
+    /// Declared beside used, per permission that scripts use.
+    pub permissions: Vec<PermissionRow>,
+    /// `permissions.processes`.
+    pub processes: bool,
+    /// `permissions.network`.
+    pub network: bool,
+    /// `permissions.env`.
+    pub env: Vec<String>,
+    /// Every undeclared use.
+    pub undeclared: Vec<Undeclared>,
+}
+
+impl PermissionReport {
+    /// The table `tavern plugin check` prints.
+    pub fn text(&self) -> String {
+        let list = |v: &[String]| {
+            if v.is_empty() {
+                "-".to_string()
+            } else {
+                v.join(", ")
+            }
+        };
+        let mut text = format!("plugin {}\n", self.plugin);
+        for r in &self.permissions {
+            text.push_str(&format!(
+                "  {:<18} declared: {:<32} used: {}\n",
+                r.permission,
+                list(&r.declared),
+                list(&r.used)
+            ));
+        }
+        text.push_str(&format!(
+            "  {:<18} declared: {}\n",
+            "processes", self.processes
+        ));
+        text.push_str(&format!("  {:<18} declared: {}\n", "network", self.network));
+        text.push_str(&format!("  {:<18} declared: {}\n", "env", list(&self.env)));
+        for u in &self.undeclared {
+            text.push_str(&format!(
+                "  undeclared: {}:{}: {}\n",
+                u.file.display(),
+                u.line,
+                u.message
+            ));
+        }
+        text
+    }
+}
+
 /// The permissions report of one plugin: declared beside used, and a problem for every
 /// undeclared use.
-pub fn report(plugin: &Plugin, tools: &ToolManager) -> (String, Vec<Problem>) {
+pub fn report(plugin: &Plugin, tools: &ToolManager) -> (PermissionReport, Vec<Problem>) {
     let perms = plugin.permissions.clone();
     let uses = scan(&plugin.dir);
-    let list = |v: &[String]| {
-        if v.is_empty() {
-            "-".to_string()
-        } else {
-            v.join(", ")
-        }
-    };
     let paths = |v: &[PathBuf]| {
         v.iter()
             .map(|p| p.display().to_string())
@@ -143,25 +218,23 @@ pub fn report(plugin: &Plugin, tools: &ToolManager) -> (String, Vec<Problem>) {
             .map(|u| u.target.clone())
             .collect();
         v.dedup();
-        list(&v)
+        v
     };
-    let mut text = format!("plugin {}\n", plugin.name());
-    for (kind, decl) in [
-        ("hooks", list(&perms.hooks)),
-        ("services.override", list(&perms.services_override)),
-        ("tools", list(&perms.tools)),
-        ("fs.read", list(&paths(&perms.fs_read))),
-        ("fs.write", list(&paths(&perms.fs_write))),
-    ] {
-        text.push_str(&format!(
-            "  {kind:<18} declared: {decl:<32} used: {}\n",
-            used(kind)
-        ));
-    }
-    text.push_str(&format!(
-        "  {:<18} declared: {}\n",
-        "processes", perms.processes
-    ));
+    let permissions = [
+        ("hooks", perms.hooks.clone()),
+        ("services.override", perms.services_override.clone()),
+        ("tools", perms.tools.clone()),
+        ("fs.read", paths(&perms.fs_read)),
+        ("fs.write", paths(&perms.fs_write)),
+    ]
+    .into_iter()
+    .map(|(permission, declared)| PermissionRow {
+        permission,
+        declared,
+        used: used(permission),
+    })
+    .collect();
+    let mut undeclared = Vec::new();
     let mut problems = Vec::new();
     for u in &uses {
         if !declared(u, plugin.name(), &perms, tools) {
@@ -172,11 +245,6 @@ pub fn report(plugin: &Plugin, tools: &ToolManager) -> (String, Vec<Problem>) {
                     u.target
                 ),
             };
-            text.push_str(&format!(
-                "  undeclared: {}:{}: {what}\n",
-                u.file.display(),
-                u.line
-            ));
             problems.push(
                 Problem::new(&u.file, format!("plugin '{}' {what}", plugin.name()))
                     .at(u.line, None)
@@ -185,9 +253,24 @@ pub fn report(plugin: &Plugin, tools: &ToolManager) -> (String, Vec<Problem>) {
                         u.kind
                     )),
             );
+            undeclared.push(Undeclared {
+                permission: u.kind,
+                target: u.target.clone(),
+                file: u.file.clone(),
+                line: u.line,
+                message: what,
+            });
         }
     }
-    (text, problems)
+    let report = PermissionReport {
+        plugin: plugin.name().to_string(),
+        permissions,
+        processes: perms.processes,
+        network: perms.network,
+        env: perms.env.clone(),
+        undeclared,
+    };
+    (report, problems)
 }
 
 #[cfg(test)]

@@ -161,8 +161,10 @@ fn plugin_check_sets_declared_beside_used_and_names_undeclared_uses() {
         "stdout: {}\nstderr: {}",
         run.stdout, run.stderr
     );
-    // The table (stderr): declared beside used, and each undeclared use.
-    let table = &run.stderr;
+    // Everything is on stdout (issue 23 item 7: `plugin check | less` shows the table).
+    assert!(run.stderr.trim().is_empty(), "{}", run.stderr);
+    // The table: declared beside used, and each undeclared use.
+    let table = &run.stdout;
     assert!(table.contains("plugin Sneaky"), "{table}");
     assert!(
         table.lines().any(|l| l.contains("hooks")
@@ -174,9 +176,10 @@ fn plugin_check_sets_declared_beside_used_and_names_undeclared_uses() {
         table.contains("undeclared:") && table.contains("main.lua:2"),
         "{table}"
     );
-    // The problems (stdout, one per line with file and line).
-    let out = &run.stdout;
+    // The problems: one per line with file and line, before the table.
+    let out = run.stdout.split("\n\n").next().unwrap_or_default();
     assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(run.stdout.contains("2 problem(s)"), "{}", run.stdout);
     assert!(
         out.contains("main.lua:2") && out.contains("hooks 'tool:before-invoke'"),
         "{out}"

@@ -329,9 +329,9 @@ fn an_undeclared_setting_is_blamed_on_its_source_and_disables_only_itself() {
         run.stdout
     );
     assert!(
-        run.stderr.contains("1 plugin(s), 1 tool(s)"),
+        run.stdout.contains("1 plugin(s), 1 tool(s)"),
         "the plugin still loads: {}",
-        run.stderr
+        run.stdout
     );
 
     // From the environment.
@@ -480,4 +480,120 @@ fn a_rhai_syntax_error_points_at_its_file_line_and_column() {
         13,
         &["script does not compile"],
     );
+}
+
+/// Issue 23 item 6: `plugin check` reads agent profiles and built-in settings by type, as
+/// `agent run` and the engine read them, each problem at its file and line.
+#[test]
+fn check_reads_agents_and_settings_by_type() {
+    let h = home();
+    write(
+        h.path(),
+        &[
+            (
+                "agents/bad.json",
+                "{\n  \"id\": \"bad\",\n  \"max_turns\": \"eight\"\n}\n",
+            ),
+            ("tavern.toml", "[llm]\nmodel = 5\nmodle = \"gpt\"\n"),
+        ],
+    );
+    let run = tavern(h.path(), &["--home", ".", "plugin", "check"], b"");
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let has = |start: &str, part: &str| {
+        run.stdout
+            .lines()
+            .any(|l| l.contains(start) && l.contains(part))
+    };
+    assert!(
+        has("agents/bad.json:3:", "invalid type: string \"eight\""),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        has("tavern.toml:2:", "setting llm.model: expected a string"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        has("tavern.toml:3:", "unknown setting llm.modle")
+            && has("tavern.toml:3:", "did you mean llm.model?"),
+        "{}",
+        run.stdout
+    );
+
+    // `agent run` fails on the same profile with the same message.
+    std::fs::write(h.path().join("tavern.toml"), "").unwrap();
+    std::fs::write(h.path().join("replies.json"), "[\"hi\"]").unwrap();
+    let run = tavern(
+        h.path(),
+        &[
+            "--home",
+            ".",
+            "agent",
+            "run",
+            "bad",
+            "--llm",
+            "scripted:replies.json",
+        ],
+        b"",
+    );
+    assert_ne!(run.code, 0);
+    assert!(
+        run.stderr.contains("bad.json:3:") && run.stderr.contains("invalid type: string \"eight\""),
+        "{}",
+        run.stderr
+    );
+
+    // The engine reports a mistyped setting too, where it was written.
+    let run = tavern(
+        h.path(),
+        &["--home", ".", "--set", "llm.stream=maybe", "tools"],
+        b"",
+    );
+    assert!(
+        run.stderr.contains(
+            "--set llm.stream: setting llm.stream: expected true or false, got \"maybe\""
+        ),
+        "{}",
+        run.stderr
+    );
+}
+
+/// Issue 23 item 8: a setting of the wrong type drops its plugin, and calling one of its
+/// tools says which setting and what it wants, not "Unknown tool".
+#[test]
+fn a_bad_setting_value_names_the_setting_not_unknown_tool() {
+    let h = home();
+    let yaml = "name: Dice\nconfigOptions:\n  - id: max_count\n    type: integer\n    default: 3\n";
+    write(
+        h.path(),
+        &[
+            ("plugins/Dice/plugin.yaml", yaml),
+            ("plugins/Dice/tools/roll.tool.json", GOOD_TOOL),
+            ("plugins/Dice/main.lua", GOOD_LUA),
+        ],
+    );
+    let call = br#"{"tool": "Dice:roll", "args": {}}"#;
+    let run = tavern(
+        h.path(),
+        &[
+            "--home",
+            ".",
+            "--set",
+            "extensions.Dice.max_count=lots",
+            "call",
+        ],
+        call,
+    );
+    let out = run.json();
+    let err = &out["results"][0]["error"];
+    assert_eq!(err["code"], "tool_unavailable", "{out}");
+    let msg = err["message"].as_str().unwrap();
+    assert!(
+        msg.contains("--set extensions.Dice.max_count")
+            && msg.contains("expected integer, got \"lots\"")
+            && msg.contains("wants a whole number"),
+        "{msg}"
+    );
+    assert!(!msg.contains("Unknown tool"), "{msg}");
 }

@@ -40,11 +40,14 @@ fn scaffolded_plugins_load_and_pass_their_tests() {
         }
         let o = tavern(home.path(), &["plugin", "check"]);
         assert!(o.status.success(), "{lang}: {}", text(&o));
+        // No problem lines: the report starts with the plugin's permissions table.
+        let out = String::from_utf8_lossy(&o.stdout);
         assert!(
-            String::from_utf8_lossy(&o.stdout).trim().is_empty(),
+            out.starts_with(&format!("plugin {name}\n")),
             "{lang}: {}",
             text(&o)
         );
+        assert!(out.contains(", 0 problem(s)"), "{lang}: {}", text(&o));
         let o = tavern(home.path(), &["plugin", "test", dir.to_str().unwrap()]);
         assert!(o.status.success(), "{lang}: {}", text(&o));
         assert!(
@@ -103,7 +106,10 @@ fn check_prints_every_problem_with_its_place() {
         text(&o)
     );
     assert!(out.lines().any(|l| l.starts_with(&b)), "{}", text(&o));
-    assert_eq!(out.lines().count(), 2, "{}", text(&o));
+    // The problems come first, one per line; the permissions report follows a blank line.
+    let problems = out.split("\n\n").next().unwrap_or_default();
+    assert_eq!(problems.lines().count(), 2, "{}", text(&o));
+    assert!(out.contains("2 problem(s)"), "{}", text(&o));
 
     let o = tavern(home.path(), &["plugin", "new", "bad.name"]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
@@ -114,4 +120,88 @@ fn the_repository_is_a_working_home() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let o = tavern(repo, &["plugin", "check"]);
     assert!(o.status.success(), "{}", text(&o));
+}
+
+/// CI runs the bundled plugins' own tests here (`cargo test` runs this): a fresh clone's
+/// `tavern plugin test` passes on the repository's home.
+#[test]
+fn the_bundled_plugin_tests_pass_on_the_repository_home() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let o = tavern(repo, &["plugin", "test"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains(" 0 failed, 0 problem(s)"), "{}", text(&o));
+    assert!(!out.contains("FAIL "), "{}", text(&o));
+}
+
+/// Every string in a JSON document, with its path.
+fn strings<'a>(v: &'a serde_json::Value, path: String, out: &mut Vec<(String, &'a str)>) {
+    match v {
+        serde_json::Value::String(s) => out.push((path, s)),
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                strings(x, format!("{path}[{i}]"), out);
+            }
+        }
+        serde_json::Value::Object(o) => {
+            for (k, x) in o {
+                strings(x, format!("{path}.{k}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Issue 23 item 7: the whole report (problems, permissions, summary) is on stdout, so
+/// `plugin check | less` shows it; `--json` holds data, not preformatted text.
+#[test]
+fn check_reports_on_stdout_and_its_json_is_structured() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("plugins/Sneaky");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("plugin.yaml"),
+        "name: Sneaky\npermissions:\n  hooks: [\"tool:after-invoke\"]\n  env: [LANG]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("main.lua"),
+        "function later()\n  api.hooks.on('tool:before-invoke', function() end)\nend\n",
+    )
+    .unwrap();
+    let o = tavern(home.path(), &["plugin", "check"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(o.stderr.is_empty(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for want in [
+        "main.lua:2: plugin 'Sneaky' uses hooks 'tool:before-invoke'",
+        "plugin Sneaky\n",
+        "declared: tool:after-invoke",
+        "  env                declared: LANG",
+        "  network            declared: false",
+        "1 plugin(s), 0 tool(s), 1 problem(s)",
+    ] {
+        assert!(out.contains(want), "missing {want:?}: {}", text(&o));
+    }
+
+    let o = tavern(home.path(), &["plugin", "check", "--json"]);
+    assert!(o.stderr.is_empty(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let p = &v["permissions"][0];
+    assert_eq!(p["plugin"], "Sneaky", "{v}");
+    assert_eq!(p["env"], serde_json::json!(["LANG"]), "{v}");
+    let hooks = p["permissions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["permission"] == "hooks")
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(hooks["declared"], serde_json::json!(["tool:after-invoke"]));
+    assert_eq!(hooks["used"], serde_json::json!(["tool:before-invoke"]));
+    assert_eq!(p["undeclared"][0]["line"], 2, "{v}");
+    let mut all = Vec::new();
+    strings(&v, String::new(), &mut all);
+    for (path, s) in all {
+        assert!(!s.contains('\n'), "preformatted text at {path}: {s:?}");
+    }
 }

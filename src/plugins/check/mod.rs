@@ -27,7 +27,7 @@ pub struct CheckReport {
     /// The workflows and node types the plugins loaded into.
     pub workflows: Arc<crate::workflow::Workflows>,
     /// Per plugin: declared permissions beside what its scripts use.
-    pub permissions: Vec<String>,
+    pub permissions: Vec<super::uses::PermissionReport>,
 }
 
 /// True when `dir` is itself a plugin (has a manifest).
@@ -54,6 +54,8 @@ pub fn check_home(home: &Path, settings: &Settings) -> CheckReport {
         PathBuf::new()
     };
     let mut report = load(&path, home, settings, RootPolicy::LeaveAlone, true);
+    // Built-in settings by type and name, as the engine's build reports them.
+    report.problems.extend(settings.check_known());
     report.problems.extend(check_scripts(&home.join("scripts")));
     // Power-user scripts (`scripts/*.lua`, `*.rhai`) load as the engine loads them.
     let (_scripts, ps) = super::user_scripts::load_with(
@@ -205,8 +207,8 @@ fn load(
     }
     let mut permissions = Vec::new();
     for p in &plugins {
-        let (text, ps) = super::uses::report(p, &tools);
-        permissions.push(text);
+        let (r, ps) = super::uses::report(p, &tools);
+        permissions.push(r);
         problems.extend(ps);
     }
     CheckReport {

@@ -301,6 +301,12 @@ impl<'a> Loader<'a> {
         ) {
             Ok(c) => c,
             Err(ps) => {
+                // A bad setting (often a `--set`, outside the plugins directory) drops the
+                // plugin: its tools answer `tool_unavailable` naming the setting, not
+                // "unknown tool".
+                if let Some(p) = ps.first() {
+                    self.tools.mark_namespace_unavailable(&name, p.to_string());
+                }
                 problems.extend(ps);
                 return (None, problems);
             }
