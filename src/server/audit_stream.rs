@@ -2,91 +2,141 @@
 //! server-sent events, for the web's `/audit` page.
 //!
 //! The [`AuditHub`] is an audit tap ([`crate::hooks::AuditTap`]) on every engine the server
-//! puts in service. Records go into a bounded broadcast channel: sending never waits, so a
-//! slow client cannot hold a call up; a client that falls more than [`BUFFER`] records
-//! behind is told how many it missed (event `dropped`) and disconnected. With no client
-//! connected the tap says it wants nothing, and calls skip the audit work (unless an
-//! `--audit` file or a log subscriber wants it).
+//! puts in service. Each client has its own bounded queue of [`BUFFER`] records: sending
+//! never waits, so a slow client cannot hold a call up. A client whose queue is full when a
+//! record comes is dropped at once, by the hub, whether or not its stream is being read: it
+//! is sent one `dropped` event if it still reads, and its connection is closed shortly after
+//! (a client that stopped reading altogether never takes its stream's data, so only closing
+//! the connection frees it). With no client connected the tap says it wants nothing, and
+//! calls skip the audit work (unless an `--audit` file or a log subscriber wants it).
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::get;
-use axum::Router;
-use futures_util::Stream;
+use axum::{Extension, Router};
+use futures_util::{Stream, StreamExt};
 use serde_json::{json, Value};
-use tokio::sync::broadcast;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
+use super::conn::ConnHandle;
 use super::Served;
 
 /// Records a client may fall behind before it is dropped.
 pub const BUFFER: usize = 1024;
 
-/// The audit records of a server, fanned out to its SSE clients.
-pub struct AuditHub {
-    tx: broadcast::Sender<Arc<str>>,
+struct Client {
+    tx: mpsc::Sender<Arc<str>>,
+    lagged: CancellationToken,
+    conn: Option<ConnHandle>,
 }
 
-impl Default for AuditHub {
-    fn default() -> Self {
-        AuditHub {
-            tx: broadcast::channel(BUFFER).0,
-        }
-    }
+/// The audit records of a server, fanned out to its SSE clients.
+#[derive(Default)]
+pub struct AuditHub {
+    clients: Mutex<Vec<Client>>,
+    /// `clients.len()`, read without the lock by [`crate::hooks::AuditTap::wanted`].
+    count: AtomicUsize,
 }
 
 impl std::fmt::Debug for AuditHub {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AuditHub")
-            .field("clients", &self.tx.receiver_count())
+            .field("clients", &self.count.load(Ordering::Relaxed))
             .finish()
     }
 }
 
 impl crate::hooks::AuditTap for AuditHub {
     fn wanted(&self) -> bool {
-        self.tx.receiver_count() > 0
+        self.count.load(Ordering::Acquire) > 0
     }
 
     fn record(&self, record: &Value) {
-        // No receiver is not an error: the record is simply not wanted.
-        let _ = self.tx.send(Arc::from(record.to_string()));
+        let text: Arc<str> = Arc::from(record.to_string());
+        let mut clients = self.lock();
+        clients.retain(|c| match c.tx.try_send(text.clone()) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                c.lagged.cancel();
+                if let Some(conn) = &c.conn {
+                    conn.close_soon();
+                }
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        });
+        self.count.store(clients.len(), Ordering::Release);
     }
 }
 
+/// One client's records, and the switch the hub flips when it falls behind.
+pub struct Subscription {
+    rx: mpsc::Receiver<Arc<str>>,
+    lagged: CancellationToken,
+}
+
 impl AuditHub {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Client>> {
+        // Clients are pushed and removed whole: a poisoned list is still valid.
+        self.clients.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A receiver of records from now on (`conn`: its connection, closed if it lags).
+    pub fn subscribe_on(&self, conn: Option<ConnHandle>) -> Subscription {
+        let (tx, rx) = mpsc::channel(BUFFER);
+        let lagged = CancellationToken::new();
+        let mut clients = self.lock();
+        clients.retain(|c| !c.tx.is_closed());
+        clients.push(Client {
+            tx,
+            lagged: lagged.clone(),
+            conn,
+        });
+        self.count.store(clients.len(), Ordering::Release);
+        Subscription { rx, lagged }
+    }
+
     /// A receiver of records from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<str>> {
-        self.tx.subscribe()
+    pub fn subscribe(&self) -> Subscription {
+        self.subscribe_on(None)
     }
 }
 
 /// The SSE stream of one client: `audit` events, then `dropped` if it fell behind.
-fn stream(rx: broadcast::Receiver<Arc<str>>) -> impl Stream<Item = Result<Event, Infallible>> {
-    futures_util::stream::unfold(Some(rx), |rx| async move {
-        let mut rx = rx?;
-        match rx.recv().await {
-            Ok(r) => Some((Ok(Event::default().event("audit").data(&*r)), Some(rx))),
-            Err(broadcast::error::RecvError::Lagged(n)) => {
-                let data = json!({"missed": n, "message": format!(
-                    "this client fell {n} audit records behind and was disconnected; reconnect to follow again"
+fn stream(sub: Subscription) -> impl Stream<Item = Result<Event, Infallible>> {
+    futures_util::stream::unfold(Some(sub), |sub| async move {
+        let mut sub = sub?;
+        tokio::select! {
+            biased;
+            _ = sub.lagged.cancelled() => {
+                let data = json!({"missed": 1, "message": format!(
+                    "this client fell more than {BUFFER} audit records behind and was disconnected; reconnect to follow again"
                 )});
                 Some((
                     Ok(Event::default().event("dropped").data(data.to_string())),
                     None,
                 ))
             }
-            Err(broadcast::error::RecvError::Closed) => None,
+            r = sub.rx.recv() => {
+                let r = r?;
+                Some((Ok(Event::default().event("audit").data(&*r)), Some(sub)))
+            }
         }
     })
 }
 
 async fn audit_events(
     State(served): State<Arc<Served>>,
+    conn: Option<Extension<ConnHandle>>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    Sse::new(stream(served.audit_hub().subscribe())).keep_alive(KeepAlive::default())
+    let sub = served.audit_hub().subscribe_on(conn.map(|Extension(c)| c));
+    let s = stream(sub).take_until(served.streams_end());
+    Sse::new(s).keep_alive(KeepAlive::default())
 }
 
 /// The audit stream route.

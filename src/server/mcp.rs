@@ -489,7 +489,8 @@ impl TavernMcp {
             .map_err(|e| McpError::invalid_params(e.message, Some(json!({"code": e.code}))))?
             .with_caller(Self::caller());
         let job = self.served.jobs().create().map_err(|e| {
-            McpError::internal_error(e.to_string(), Some(json!({"code": "too_many_jobs"})))
+            let code = super::jobs::routes::refused(&e).code;
+            McpError::internal_error(e.to_string(), Some(json!({ "code": code })))
         })?;
         super::jobs::routes::spawn(self.served.clone(), job.clone(), prepared);
         tokio::select! {
@@ -596,22 +597,23 @@ pub async fn serve_stdio(served: Arc<Served>) -> Result<(), std::io::Error> {
     Ok(())
 }
 
-/// The Streamable HTTP service for `/mcp`: a session per client; `cancel` ends them all.
+/// The Streamable HTTP service for `/mcp`: a session per client, at most
+/// `--max-sessions` of them ([`super::sessions::BoundedSessions`]); `cancel` ends them all.
 pub fn http_service(
     served: Arc<Served>,
     allowed_hosts: Vec<String>,
     cancel: tokio_util::sync::CancellationToken,
-) -> rmcp::transport::StreamableHttpService<
-    TavernMcp,
-    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
-> {
+) -> rmcp::transport::StreamableHttpService<TavernMcp, super::sessions::BoundedSessions> {
     let config = rmcp::transport::StreamableHttpServerConfig::default()
         .with_allowed_hosts(allowed_hosts)
         .with_cancellation_token(cancel)
         .with_max_request_body_bytes(served.options.max_body_bytes);
+    let sessions = Arc::new(super::sessions::BoundedSessions::new(
+        served.options.max_sessions,
+    ));
     rmcp::transport::StreamableHttpService::new(
         move || Ok(TavernMcp::new(served.clone())),
-        Default::default(),
+        sessions,
         config,
     )
 }
