@@ -16,7 +16,15 @@ pub fn parse(text: &str, format: Format) -> Parsed {
             return parsed;
         }
     } else if let Some(doc) = formats::document(format) {
-        return (doc.read)(text);
+        let whole = (doc.read)(text);
+        if whole.calls.is_empty() {
+            // Not one document: the same shape may fill a fenced block.
+            let fenced = parse_text(text, format);
+            if !fenced.calls.is_empty() {
+                return fenced;
+            }
+        }
+        return whole;
     }
     parse_text(text, format)
 }
@@ -28,8 +36,10 @@ pub(crate) fn parse_text(text: &str, format: Format) -> Parsed {
     finish_scanner(sc, text)
 }
 
-/// The result of a scanner that has read its whole text.
+/// The result of a scanner that has read its whole text, with the shapes taken only at
+/// the start of the answer or as a whole fenced block.
 pub(crate) fn finish_scanner(mut sc: Scanner, text: &str) -> Parsed {
+    sc.read_leading(text, &formats::leading_for(sc.format));
     let response_text = sc.response_text(text);
     let diagnostics = sc.diagnostics(text);
     Parsed {

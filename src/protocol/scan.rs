@@ -12,10 +12,12 @@
 use memchr::memmem::Finder;
 
 use super::block::{BlockKind, BlockReading, Body, BodyEnd, Step};
-use super::formats::{self, Reader, RegionSyntax};
+use super::formats::lead::{self, LeadRead, Taken};
+use super::formats::lit::ValueEnd;
+use super::formats::{self, Close, Open, Reader, RegionSyntax};
 use super::lex::{match_ci, match_exact, skip_ws, CLOSE, M, OPEN};
 use super::locate::{locate_diags, Locator};
-use super::types::{Call, Diagnostic, Format, RawDiag, RawPair, Span};
+use super::types::{Call, Diagnostic, Format, RawDiag, RawPair, Severity, Span};
 
 /// A region the reference reader (the pest grammar, [`super::grammar`]) found, in text
 /// order; [`Scanner::replay`] turns them into the same [`Parsed`](super::Parsed) the
@@ -78,8 +80,33 @@ enum Mode {
         content: usize,
         /// 0, or 1 + the index of the opaque section being skipped.
         opaque: u8,
+        /// Where a region that ends with its value ([`Close::Value`]) stands.
+        value: ValuePhase,
     },
     Done,
+}
+
+/// Reading a region that ends with its bracketed value.
+#[derive(Debug, Clone, Copy)]
+enum ValuePhase {
+    /// Before the value (blanks, or a name and its marker); true once a name was read.
+    Lead(bool),
+    /// Inside the value.
+    In(ValueEnd),
+    /// After a value that ended here; another may follow a separator.
+    After(usize),
+}
+
+/// Where a region ends, as far as the text tells.
+enum RegionEnd {
+    /// More text is needed.
+    NeedMore,
+    /// The text ended inside it.
+    Eof,
+    /// Its content ends at the first offset, the region at the second.
+    Closed(usize, usize),
+    /// No call follows the opening marker: it is prose.
+    NotRegion,
 }
 
 enum Lt {
@@ -94,6 +121,8 @@ enum Lt {
 /// The resumable reader of TAM, VCP and `<ACTION>` blocks in prose.
 #[derive(Debug)]
 pub(crate) struct Scanner {
+    /// The format it reads.
+    pub format: Format,
     /// The start markers of the block kinds read (the block scanner ends a block at one).
     starts: Vec<&'static [u8]>,
     /// What a `<` in prose may open, in table order.
@@ -108,6 +137,8 @@ pub(crate) struct Scanner {
     loc: Locator,
     close_finder: Finder<'static>,
     recorded: Option<Vec<BlockReading>>,
+    /// A second byte (besides `<`) that may open a region in prose (`[`).
+    other_trigger: Option<u8>,
     /// Where the first `<ACTION>` block (a region read `only_first`) ended: only that
     /// block runs, and the response text is the prose before it (seed 002 §3.2.1, §3.3
     /// step 4).
@@ -158,10 +189,16 @@ impl Scanner {
             .filter_map(|e| match &e.reader {
                 Reader::Pairs { kind, .. } => Some(Opener::Block(*kind)),
                 Reader::Region(r) => Some(Opener::Region(r)),
-                Reader::Document(_) => None,
+                Reader::Document(_) | Reader::Leading => None,
             })
             .collect();
+        let other_trigger = openers.iter().find_map(|o| match o {
+            Opener::Region(r) if r.open.first_byte() != b'<' => Some(r.open.first_byte()),
+            _ => None,
+        });
         Scanner {
+            format,
+            other_trigger,
             starts: openers
                 .iter()
                 .filter_map(|o| match o {
@@ -197,6 +234,18 @@ impl Scanner {
 
     fn classify_lt(&self, s: &[u8], p: usize, eof: bool) -> Lt {
         let mut partial = false;
+        if s[p] != b'<' {
+            for o in &self.openers {
+                if let Opener::Region(r) = *o {
+                    match open_region(s, p, eof, r.open) {
+                        M::Yes(e) => return Lt::Region(r, e),
+                        M::Partial => partial = true,
+                        M::No => {}
+                    }
+                }
+            }
+            return if partial { Lt::Partial } else { Lt::None };
+        }
         match think_tag(s, p, eof, false) {
             M::Yes(e) => return Lt::ThinkOpen(e),
             M::Partial => partial = true,
@@ -208,7 +257,7 @@ impl Scanner {
                     M::Yes(e) => return Lt::Block(kind, e),
                     m => m,
                 },
-                Opener::Region(r) => match tag(s, p, eof, r.open) {
+                Opener::Region(r) => match open_region(s, p, eof, r.open) {
                     M::Yes(e) => return Lt::Region(r, e),
                     m => m,
                 },
@@ -254,7 +303,7 @@ impl Scanner {
         loop {
             match &mut self.mode {
                 Mode::Done => return,
-                Mode::Prose => match memchr::memchr(b'<', &s[self.pos..]) {
+                Mode::Prose => match self.next_trigger(&s[self.pos..]) {
                     None => {
                         self.pos = len;
                         if eof {
@@ -290,6 +339,7 @@ impl Scanner {
                                     start: p,
                                     content: e,
                                     opaque: 0,
+                                    value: ValuePhase::Lead(false),
                                 };
                                 self.pos = e;
                             }
@@ -346,17 +396,47 @@ impl Scanner {
                     start,
                     content,
                     opaque,
+                    value,
                 } => {
                     let (syntax, start, content) = (*syntax, *start, *content);
-                    match find_region_end(s, &mut self.pos, syntax, opaque, eof) {
-                        None => return,
-                        Some(Some((end_tag, end))) => {
+                    let found = match syntax.close {
+                        Close::Tag(_) | Close::Exact(_) => {
+                            find_region_end(s, &mut self.pos, syntax, opaque, eof)
+                        }
+                        Close::Value { sep, name_then } => {
+                            find_value_end(s, &mut self.pos, sep, name_then, value, eof)
+                        }
+                    };
+                    match found {
+                        RegionEnd::NeedMore => return,
+                        RegionEnd::Closed(end_tag, end) => {
                             self.region_closed(text, syntax, start, content, end_tag, end);
                         }
-                        Some(None) => self.region_unclosed(syntax, start, len),
+                        RegionEnd::Eof => self.region_unclosed(text, syntax, start, content),
+                        RegionEnd::NotRegion => {
+                            // Like rule 9: a marker with no call after it is prose.
+                            if self
+                                .pieces
+                                .last()
+                                .is_some_and(|p| p.end == start && p.start == self.piece_start)
+                            {
+                                self.pieces.pop();
+                            }
+                            self.pos = start + 1;
+                            self.mode = Mode::Prose;
+                        }
                     }
                 }
             }
+        }
+    }
+
+    /// The offset in `rest` of the next byte that may start something in prose.
+    #[inline]
+    fn next_trigger(&self, rest: &[u8]) -> Option<usize> {
+        match self.other_trigger {
+            None => memchr::memchr(b'<', rest),
+            Some(b) => memchr::memchr2(b'<', b, rest),
         }
     }
 
@@ -401,13 +481,31 @@ impl Scanner {
         self.mode = Mode::Prose;
     }
 
-    /// A region (an `<ACTION>` block) from `start` that the text ends inside.
-    fn region_unclosed(&mut self, syntax: &RegionSyntax, start: usize, len: usize) {
+    /// A region from `start` that the text ends inside: an error, or (for formats that
+    /// read it) its content up to the end with a warning.
+    fn region_unclosed(&mut self, text: &str, syntax: &RegionSyntax, start: usize, content: usize) {
+        let len = text.len();
         let block = self.blocks;
         self.blocks += 1;
         match syntax.only_first {
             Some(hint) if self.first_action_end.is_some() => {
                 self.later_region(syntax, hint, start, block, true);
+            }
+            _ if syntax.reads_unclosed => {
+                let (message, hint) = syntax.unclosed;
+                let before = self.diags.len();
+                let span = self.span(text.as_bytes(), start, len);
+                let calls = (syntax.read)(text, content, len, block, span, &mut self.diags);
+                if self.diags[before..]
+                    .iter()
+                    .any(|d| d.severity == Severity::Error)
+                {
+                    // Something in it was cut off: nothing of it runs.
+                } else {
+                    self.diags
+                        .push(RawDiag::warning(start, message.into(), hint.into()));
+                    self.calls.extend(calls);
+                }
             }
             _ => {
                 let (message, hint) = syntax.unclosed;
@@ -457,11 +555,11 @@ impl Scanner {
                 Region::Action {
                     syntax,
                     start,
+                    content,
                     close: None,
-                    ..
                 } => {
                     self.end_piece(start, true);
-                    self.region_unclosed(syntax, start, len);
+                    self.region_unclosed(text, syntax, start, content);
                     return;
                 }
             }
@@ -519,7 +617,13 @@ impl Scanner {
             });
         }
         let mut diags = body.diags;
+        let cut = cut_off_pair(s, &body.pairs, end);
+        if let Some(p) = cut {
+            // The error below replaces the recovery warning for that value.
+            diags.retain(|d| !(d.offset == p.key.0 && d.severity == Severity::Warning));
+        }
         match end {
+            _ if cut.is_some() => {}
             BodyEnd::Terminated(_) => {}
             BodyEnd::AtStart(_) => diags.push(RawDiag::warning(
                 body.start,
@@ -556,13 +660,106 @@ impl Scanner {
                 self.calls.reserve(more.clamp(4, 1 << 16));
             }
         }
-        if let Some(read) = formats::pairs_reader(body.kind) {
-            read(text, &body.pairs, block, span, &mut diags, &mut self.calls);
+        match cut {
+            // Issue 24: a value the end of the text cut off is never run, not even
+            // recovered; a block missing only its end marker still runs (rule 8).
+            Some(p) => {
+                let key = String::from_utf8_lossy(&s[p.key.0..p.key.1]).into_owned();
+                diags.push(RawDiag::error(
+                    s.len(),
+                    format!(
+                        "the output was cut off: it ends inside the value of '{key}' (no 「末」 and no end marker {}); nothing in this block was executed",
+                        body.kind.end_text()
+                    ),
+                    format!(
+                        "Write the whole block again, closing the value with 「末」 and the block with {}.",
+                        body.kind.end_text()
+                    ),
+                ));
+            }
+            None => {
+                if let Some(read) = formats::pairs_reader(body.kind) {
+                    read(text, &body.pairs, block, span, &mut diags, &mut self.calls);
+                }
+            }
         }
         self.diags.extend(diags);
         self.spare_pairs = body.pairs;
         self.piece_start = block_end;
         self.pos = block_end;
+    }
+
+    /// Reads the shapes that are calls only at the start of the answer or as a whole
+    /// fenced block (`formats/lead.rs`) in the prose found: at the start always, in
+    /// fences only when nothing else in the text was a call. What they take is no
+    /// longer prose.
+    pub(crate) fn read_leading(&mut self, text: &str, readers: &[LeadRead]) {
+        if readers.is_empty() || self.pieces.is_empty() {
+            return;
+        }
+        let first = self.pieces[0];
+        let before = &text[..first.start];
+        let at_start = (before.trim().is_empty()
+            || before
+                .trim_start()
+                .as_bytes()
+                .get(..6)
+                .is_some_and(|h| h.eq_ignore_ascii_case(b"<think")))
+            && self.calls.iter().all(|c| c.span.start >= first.start);
+        let mut taken = if at_start {
+            lead::at_start(text, first.start, first.end, readers)
+        } else {
+            None
+        };
+        if taken.is_none()
+            && self.calls.is_empty()
+            && !self.diags.iter().any(|d| d.severity == Severity::Error)
+        {
+            let mut t = Taken::default();
+            for p in &self.pieces {
+                lead::in_fences(text, p.start, p.end, readers, &mut t);
+            }
+            if !t.calls.is_empty() || !t.diags.is_empty() {
+                taken = Some(t);
+            }
+        }
+        let Some(mut t) = taken else { return };
+        let mut loc = Locator::default();
+        let n = t.calls.len();
+        for (i, c) in t.calls.iter_mut().enumerate() {
+            let (line, column) = loc.locate(text.as_bytes(), c.span.start);
+            c.span.line = line;
+            c.span.column = column;
+            c.block = i;
+        }
+        for c in &mut self.calls {
+            c.block += n;
+        }
+        t.calls.append(&mut self.calls);
+        self.calls = t.calls;
+        self.diags.append(&mut t.diags);
+        t.removed.sort_unstable();
+        let mut pieces = Vec::with_capacity(self.pieces.len() + 1);
+        for p in std::mem::take(&mut self.pieces) {
+            let mut cur = p;
+            for &(a, b) in &t.removed {
+                if b <= cur.start || a >= cur.end {
+                    continue;
+                }
+                if a > cur.start {
+                    pieces.push(Piece {
+                        start: cur.start,
+                        end: a,
+                        before_block: false,
+                    });
+                }
+                cur.start = b.min(cur.end);
+            }
+            if cur.end > cur.start {
+                pieces.push(cur);
+            }
+        }
+        self.pieces = pieces;
     }
 
     /// The prose outside blocks and reasoning (rule 11a), plus warnings for pairs
@@ -618,6 +815,18 @@ impl Scanner {
     }
 }
 
+/// The pair whose value the end of the text cut off: the last pair of a block that
+/// reached the end of the text, recovered (no closing `「末」`), with nothing but a line
+/// break after its value.
+fn cut_off_pair(s: &[u8], pairs: &[RawPair], end: BodyEnd) -> Option<RawPair> {
+    let BodyEnd::Eof(len) = end else {
+        return None;
+    };
+    let last = *pairs.last()?;
+    let rest = s.get(last.value.1..len)?;
+    (last.recovered && rest.iter().all(|b| matches!(b, b'\n' | b'\r'))).then_some(last)
+}
+
 /// Finds the region's closing tag (`</ACTION>`), skipping its opaque sections (CDATA
 /// sections and comments). `None`: need more text; `Some(None)`: the text ended first;
 /// `Some(Some((tag_start, tag_end)))`: found.
@@ -627,13 +836,22 @@ fn find_region_end(
     syntax: &RegionSyntax,
     opaque: &mut u8,
     eof: bool,
-) -> Option<Option<(usize, usize)>> {
+) -> RegionEnd {
     let len = s.len();
+    let (close, exact) = match syntax.close {
+        Close::Tag(t) => (t, false),
+        Close::Exact(t) => (t, true),
+        Close::Value { .. } => return RegionEnd::NotRegion,
+    };
     'scan: loop {
         if *opaque == 0 {
-            let Some(i) = memchr::memchr(b'<', &s[*pos..]) else {
+            let Some(i) = memchr::memchr(close[0], &s[*pos..]) else {
                 *pos = len;
-                return if eof { Some(None) } else { None };
+                return if eof {
+                    RegionEnd::Eof
+                } else {
+                    RegionEnd::NeedMore
+                };
             };
             let p = *pos + i;
             for (k, (open, _)) in syntax.opaque.iter().enumerate() {
@@ -646,16 +864,21 @@ fn find_region_end(
                     }
                     M::Partial => {
                         *pos = p;
-                        return None;
+                        return RegionEnd::NeedMore;
                     }
                     M::No => {}
                 }
             }
-            match tag(s, p, eof, syntax.close) {
-                M::Yes(e) => return Some(Some((p, e))),
+            let m = if exact {
+                match_exact(s, p, close, eof)
+            } else {
+                tag(s, p, eof, close)
+            };
+            match m {
+                M::Yes(e) => return RegionEnd::Closed(p, e),
                 M::Partial => {
                     *pos = p;
-                    return None;
+                    return RegionEnd::NeedMore;
                 }
                 M::No => *pos = p + 1,
             }
@@ -668,10 +891,132 @@ fn find_region_end(
                 }
                 None => {
                     if eof {
-                        return Some(None);
+                        return RegionEnd::Eof;
                     }
                     *pos = (*pos).max(len.saturating_sub(pat.len() - 1));
-                    return None;
+                    return RegionEnd::NeedMore;
+                }
+            }
+        }
+    }
+}
+
+/// Longest tool name read before a region's value (`[TOOL_CALLS]name[ARGS]`) or in a
+/// named opening tag (`<function=name>`).
+const MAX_NAME: usize = 256;
+
+/// Matches a region's opening marker at `p`.
+fn open_region(s: &[u8], p: usize, eof: bool, open: Open) -> M {
+    match open {
+        Open::Tag(pat) => tag(s, p, eof, pat),
+        Open::Exact(pat) => match_exact(s, p, pat, eof),
+        Open::Named(pat) => {
+            let mut q = match match_ci(s, p, pat, eof) {
+                M::Yes(e) => e,
+                other => return other,
+            };
+            let name_start = q;
+            while q < s.len() && is_name_byte(s[q]) && q - name_start < MAX_NAME {
+                q += 1;
+            }
+            match s.get(q) {
+                Some(b'>') if q > name_start => M::Yes(q + 1),
+                None if !eof => M::Partial,
+                _ => M::No,
+            }
+        }
+    }
+}
+
+/// Bytes of a tool name as written in a marker (`forge.smelt`, `Forge:smelt`,
+/// `forge\_smelt`, any non-ASCII letter).
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-' | b'\\') || b >= 0x80
+}
+
+/// Finds where a region that ends with its bracketed value ends ([`Close::Value`]).
+fn find_value_end(
+    s: &[u8],
+    pos: &mut usize,
+    sep: Option<u8>,
+    name_then: Option<&'static [u8]>,
+    phase: &mut ValuePhase,
+    eof: bool,
+) -> RegionEnd {
+    let len = s.len();
+    let skip = |mut q: usize| {
+        while q < len && s[q].is_ascii_whitespace() {
+            q += 1;
+        }
+        q
+    };
+    loop {
+        match phase {
+            ValuePhase::Lead(named) => {
+                let q = skip(*pos);
+                let Some(&b) = s.get(q) else {
+                    *pos = q;
+                    return if eof {
+                        RegionEnd::Eof
+                    } else {
+                        RegionEnd::NeedMore
+                    };
+                };
+                if b == b'{' || b == b'[' {
+                    *pos = q;
+                    *phase = ValuePhase::In(ValueEnd::default());
+                    continue;
+                }
+                let Some(marker) = name_then.filter(|_| !*named) else {
+                    return RegionEnd::NotRegion;
+                };
+                let mut e = q;
+                while e < len && is_name_byte(s[e]) && e - q < MAX_NAME {
+                    e += 1;
+                }
+                if e == q {
+                    return RegionEnd::NotRegion;
+                }
+                match match_exact(s, e, marker, eof) {
+                    M::Yes(after) => {
+                        *pos = after;
+                        *phase = ValuePhase::Lead(true);
+                    }
+                    M::Partial => return RegionEnd::NeedMore,
+                    M::No if e == len && !eof => return RegionEnd::NeedMore,
+                    M::No if e == len => return RegionEnd::Eof,
+                    M::No => return RegionEnd::NotRegion,
+                }
+            }
+            ValuePhase::In(v) => match v.feed(s, pos) {
+                Some(end) => *phase = ValuePhase::After(end),
+                None => {
+                    return if eof {
+                        RegionEnd::Eof
+                    } else {
+                        RegionEnd::NeedMore
+                    }
+                }
+            },
+            ValuePhase::After(end) => {
+                let end = *end;
+                let Some(sep) = sep else {
+                    return RegionEnd::Closed(end, end);
+                };
+                let q = skip(end);
+                match s.get(q) {
+                    None if !eof => return RegionEnd::NeedMore,
+                    Some(&b) if b == sep => {}
+                    _ => return RegionEnd::Closed(end, end),
+                }
+                let r = skip(q + 1);
+                match s.get(r) {
+                    None if !eof => return RegionEnd::NeedMore,
+                    Some(b'{' | b'[') => {
+                        *pos = r;
+                        *phase = ValuePhase::In(ValueEnd::default());
+                    }
+                    _ => return RegionEnd::Closed(end, end),
                 }
             }
         }

@@ -40,8 +40,12 @@ fn checked_prefix(buf: &[u8], valid: usize) -> &str {
 ///
 /// Work is linear in the total text: the reader resumes where it stopped and only
 /// re-examines at most a marker's (or key's) length of text. Every block ends with a
-/// `>` (`<|[END_TOOL]|>`, `</ACTION>`, or the next start marker), so a chunk without
-/// one cannot complete a call: it is only appended (and its UTF-8 checked later, once).
+/// `>` (`<|[END_TOOL]|>`, `</ACTION>`, `</tool_call>`, or the next start marker) or
+/// with the `}` or `]` of its JSON value (`<function_call> {…}`, `[TOOL_CALLS] […]`),
+/// so a chunk without one cannot complete a call: it is only appended (and its UTF-8
+/// checked later, once). Shapes read only at the start of the answer or as a whole
+/// fenced block (a pythonic call list) are known only when the answer ends: their
+/// calls come with [`finish`](Self::finish).
 #[derive(Debug)]
 pub struct StreamReader {
     format: Format,
@@ -102,7 +106,7 @@ impl StreamReader {
             // when nothing can have closed.
             let mut gt = false;
             for &b in bytes {
-                gt |= b == b'>';
+                gt |= matches!(b, b'>' | b'}' | b']');
                 self.buf.push(b);
             }
             if !gt && self.mode == Mode::Text {
@@ -127,18 +131,25 @@ impl StreamReader {
                         return Vec::new();
                     }
                     Some(&b) if formats::opens_document(b) => {
-                        self.mode = Mode::Deferred;
-                        return Vec::new();
+                        match formats::starts_with_marker(t.as_bytes()) {
+                            // `[TOOL_CALLS]`: a region, read as text arrives.
+                            Some(true) => self.mode = Mode::Text,
+                            None => return Vec::new(),
+                            Some(false) => {
+                                self.mode = Mode::Deferred;
+                                return Vec::new();
+                            }
+                        }
                     }
                     Some(_) => self.mode = Mode::Text,
                 }
             }
             Mode::Text => {
-                // `>` is ASCII, so it is never part of a multi-byte sequence.
+                // These are ASCII, so never part of a multi-byte sequence.
                 let closes = if chunk.len() < 16 {
-                    chunk.contains(&b'>')
+                    chunk.iter().any(|b| matches!(b, b'>' | b'}' | b']'))
                 } else {
-                    memchr::memchr(b'>', chunk).is_some()
+                    memchr::memchr3(b'>', b'}', b']', chunk).is_some()
                 };
                 if !closes {
                     return Vec::new();

@@ -26,8 +26,27 @@ pub enum Format {
     Action,
     /// VCP `<<<[TOOL_REQUEST]>>>` … `<<<[END_TOOL_REQUEST]>>>` blocks only.
     Vcp,
-    /// One JSON document: MCP `tools/call` params or OpenAI function call(s).
+    /// One JSON document: MCP `tools/call` params or OpenAI function call(s)
+    /// (`{"tool_calls": …}`, a bare list), also the alias `openai`.
     Json,
+    /// Hermes / Qwen / Nous `<tool_call>{…}</tool_call>` tags.
+    Hermes,
+    /// A pythonic call list `[tool(a=1), other(b='x')]`, at the start of the answer or
+    /// as a whole fenced block.
+    Pythonic,
+    /// Llama 3.1 JSON `{"name": …, "parameters": …}`, after `<|python_tag|>` or at the
+    /// start, several joined by `;`.
+    LlamaJson,
+    /// Mistral `[TOOL_CALLS] [{…}]` and `[TOOL_CALLS]name[ARGS]{…}`.
+    Mistral,
+    /// IBM Granite `<function_call> {…}`, no closing tag.
+    Granite,
+    /// GLM-4: the tool name on a line, then its JSON arguments, as the whole answer.
+    Glm,
+    /// DeepSeek V3 `<｜tool▁calls▁begin｜>` … `<｜tool▁calls▁end｜>`.
+    DeepSeek,
+    /// functionary `>>>name\n{…}` and `<function=name>{…}</function>`.
+    Functionary,
 }
 
 /// How bad a [`Diagnostic`] is.
@@ -116,8 +135,8 @@ pub struct Call {
     pub step: Option<u32>,
     /// What a failure of this call does to the later steps of the same block.
     pub on_error: OnError,
-    /// The format the call was read from ([`Format::Tam`], [`Format::Vcp`],
-    /// [`Format::Action`] or [`Format::Json`]); [`Format::Auto`] for calls built by code.
+    /// The format the call was read from (its row of the format table:
+    /// [`Format::Tam`], [`Format::Hermes`], …); [`Format::Auto`] for calls built by code.
     /// The ToolManager matches `<ACTION>` parameter names exactly (seed 002 §5.5) and the
     /// others case- and underscore-insensitively (rule 3).
     pub source: Format,

@@ -58,7 +58,7 @@ fn check_calls(name: &str, got: &Parsed, want: &[Value], exact: bool) -> Result<
     Ok(())
 }
 
-fn check_case(case: &Value) -> Result<(), String> {
+pub(crate) fn check_case(case: &Value) -> Result<(), String> {
     let name = case["name"].as_str().unwrap();
     let input = case["input"].as_str().unwrap();
     let format: Format = case

@@ -81,17 +81,18 @@ fn ten_megabyte_single_lines() {
     let p = parse(&text, Format::Auto);
     assert!(p.calls.is_empty());
 
-    // An unclosed value that runs to the end of a 10 MB line.
+    // An unclosed value that runs to the end of a 10 MB line: the output was cut off,
+    // so nothing runs (issue 24), and saying so stays linear.
     let text = format!(
         "<|[REQUEST_TOOL]|>\ncommand:「始」T「末」\nv:「始」{}",
         "ab".repeat(ten / 2)
     );
     let p = parse(&text, Format::Tam);
-    assert_eq!(p.calls.len(), 1);
+    assert_eq!(p.calls.len(), 0);
     assert!(p
         .diagnostics
         .iter()
-        .any(|d| d.severity == Severity::Warning));
+        .any(|d| d.severity == Severity::Error && d.message.contains("cut off")));
 }
 
 #[test]

@@ -4,6 +4,8 @@
 
 use serde_json::{Map, Value};
 
+use super::lead::Lead;
+use super::lit;
 use crate::protocol::locate::locate_diags;
 use crate::protocol::types::{Call, Format, OnError, Parsed, RawDiag, Span};
 
@@ -86,14 +88,14 @@ fn read(text: &str) -> JsonOutcome {
     let mut diags = Vec::new();
     for (block, item) in items.into_iter().enumerate() {
         match one_call(item) {
-            Ok((tool, args)) => calls.push(Call {
+            Ok((tool, args, source)) => calls.push(Call {
                 tool,
                 args,
                 span,
                 block,
                 step: None,
                 on_error: OnError::Stop,
-                source: Format::Json,
+                source,
                 dispatch: None,
             }),
             Err(msg) => diags.push(RawDiag::error(
@@ -187,31 +189,46 @@ fn collect<'a>(v: &'a Value, items: &mut Vec<&'a Value>, response: &mut String) 
     }
 }
 
-fn arguments(v: Option<&Value>) -> Result<Map<String, Value>, String> {
-    match v {
-        None | Some(Value::Null) => Ok(Map::new()),
-        Some(Value::Object(m)) => Ok(m.clone()),
-        Some(Value::String(s)) if s.trim().is_empty() => Ok(Map::new()),
-        Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
-            Ok(Value::Object(m)) => Ok(m),
-            Ok(_) => Err("'arguments' is JSON text but not an object".into()),
-            Err(e) => Err(format!("'arguments' is not valid JSON text ({e})")),
-        },
-        Some(_) => Err("'arguments' must be an object or a JSON text of an object".into()),
-    }
+/// The call of one JSON call object; one written with `parameters` instead of
+/// `arguments` is Llama 3.1's shape and is marked so.
+fn one_call(v: &Value) -> Result<(String, Map<String, Value>, Format), String> {
+    let (tool, args) = lit::object_call(v)?;
+    let f = v.get("function").unwrap_or(v);
+    let source = if f.get("arguments").is_none() && f.get("parameters").is_some() {
+        Format::LlamaJson
+    } else {
+        Format::Json
+    };
+    Ok((tool, args, source))
 }
 
-fn one_call(v: &Value) -> Result<(String, Map<String, Value>), String> {
-    let Some(o) = v.as_object() else {
-        return Err("expected an object".into());
+/// The format table's leading reader: a JSON call document filling `text[from..to]` (a
+/// fenced block's content; at the start of the text `detect` has already looked).
+pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
+    let t = &text[from..to];
+    let Some(first) = t.trim_start().as_bytes().first() else {
+        return Lead::No;
     };
-    let f = o.get("function").and_then(Value::as_object).unwrap_or(o);
-    let name = f
-        .get("name")
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| "has no 'name'".to_string())?;
-    let args = arguments(f.get("arguments").or_else(|| f.get("input")))?;
-    Ok((name.to_string(), args))
+    if !OPENS.contains(first) {
+        return Lead::No;
+    }
+    match read(t) {
+        JsonOutcome::Calls(p) if !p.has_errors() => {
+            let calls = p
+                .calls
+                .into_iter()
+                .map(|mut c| {
+                    c.span = Span {
+                        start: from,
+                        end: to,
+                        line: 0,
+                        column: 0,
+                    };
+                    c
+                })
+                .collect();
+            Lead::calls(calls, from + t.trim_end().len())
+        }
+        _ => Lead::No,
+    }
 }

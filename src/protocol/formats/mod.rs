@@ -19,7 +19,17 @@
 //! the scanner, once; formats of that shape are then rows again.
 
 mod action;
+mod deepseek;
+mod functionary;
+mod glm;
+mod granite;
+mod hermes;
 mod json;
+pub(crate) mod lead;
+pub(crate) mod lit;
+mod llama_json;
+mod mistral;
+mod pythonic;
 mod tam;
 mod vcp;
 
@@ -50,14 +60,55 @@ pub(crate) enum Auto {
     },
 }
 
-/// A region in prose between an opening and a closing tag, found by the scanner at a `<`.
+/// How a region opens.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Open {
+    /// A tag without its `>`, in lowercase (`<action`): matched case-insensitively, then
+    /// optional blanks and `>`.
+    Tag(&'static [u8]),
+    /// A marker matched exactly (`[TOOL_CALLS]`, `<|python_tag|>`).
+    Exact(&'static [u8]),
+    /// A tag that names the tool (`<function=`, then the name, then `>`), matched
+    /// case-insensitively.
+    Named(&'static [u8]),
+}
+
+impl Open {
+    /// The bytes the marker starts with (what the scanner looks for in prose).
+    pub(crate) fn first_byte(self) -> u8 {
+        match self {
+            Open::Tag(p) | Open::Exact(p) | Open::Named(p) => p[0],
+        }
+    }
+}
+
+/// How a region ends.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Close {
+    /// A closing tag, matched like [`Open::Tag`].
+    Tag(&'static [u8]),
+    /// A closing marker matched exactly.
+    Exact(&'static [u8]),
+    /// With the bracketed value (`{…}` or `[…]`) that follows the opening marker, for
+    /// formats with no closing tag (Granite's `<function_call>`, Mistral's
+    /// `[TOOL_CALLS]`); `sep` joins several values (`;` after `<|python_tag|>`), and
+    /// `name_then` allows a tool name and that marker before the value
+    /// (`[TOOL_CALLS]name[ARGS]{…}`).
+    Value {
+        /// The separator between values, if several may follow.
+        sep: Option<u8>,
+        /// The marker between a tool name and its value.
+        name_then: Option<&'static [u8]>,
+    },
+}
+
+/// A region in prose between an opening and a closing marker, found by the scanner.
 #[derive(Debug)]
 pub(crate) struct RegionSyntax {
-    /// The opening tag without its `>`, in lowercase: matched case-insensitively, then
-    /// optional blanks and `>`.
-    pub open: &'static [u8],
-    /// The closing tag, matched the same way.
-    pub close: &'static [u8],
+    /// How it opens.
+    pub open: Open,
+    /// How it ends.
+    pub close: Close,
     /// Sections (start, end; matched exactly) inside which the closing tag is content.
     pub opaque: &'static [(&'static [u8], &'static [u8])],
     /// Reads the content into calls.
@@ -66,6 +117,10 @@ pub(crate) struct RegionSyntax {
     pub shown_as: &'static str,
     /// The error (message, hint) for a region the text ends inside.
     pub unclosed: (&'static str, &'static str),
+    /// True when a region the text ends inside is still read (its content up to the end
+    /// of the text; the reader says when a value in it was cut off), with a warning for
+    /// the missing closing tag; false: it is the `unclosed` error and nothing runs.
+    pub reads_unclosed: bool,
     /// `Some(hint)`: only the first such region of a text runs, and the response text is
     /// the prose before it; a later one is a warning with this hint.
     pub only_first: Option<&'static str>,
@@ -96,6 +151,8 @@ pub(crate) enum Reader {
     Region(RegionSyntax),
     /// The whole text is one document.
     Document(DocumentReader),
+    /// Only its leading shape ([`FormatEntry::leading`]): nothing to find in prose.
+    Leading,
 }
 
 /// One row of the table.
@@ -114,6 +171,9 @@ pub(crate) struct FormatEntry {
     /// True when its calls' keys must match parameter names exactly (`<ACTION>`: seed
     /// 002 §3.2.3, §5.5); otherwise they match case-, `_`- and `-`-insensitively (rule 3).
     pub exact_keys: bool,
+    /// Its shape that could also be prose, read only at the start of the answer or as a
+    /// whole fenced block (`lead.rs`), by `auto` and by this format alike.
+    pub leading: Option<lead::LeadRead>,
 }
 
 impl FormatEntry {
@@ -139,6 +199,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             read: tam::read_block,
         },
         exact_keys: false,
+        leading: None,
     },
     FormatEntry {
         format: Format::Action,
@@ -146,15 +207,17 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         aliases: &["xml"],
         auto: Auto::InText,
         reader: Reader::Region(RegionSyntax {
-            open: action::OPEN_TAG,
-            close: action::CLOSE_TAG,
+            open: Open::Tag(action::OPEN_TAG),
+            close: Close::Tag(action::CLOSE_TAG),
             opaque: action::OPAQUE,
             read: action::parse_action,
             shown_as: action::SHOWN_AS,
             unclosed: action::UNCLOSED,
+            reads_unclosed: false,
             only_first: Some(action::LATER_HINT),
         }),
         exact_keys: true,
+        leading: None,
     },
     FormatEntry {
         format: Format::Vcp,
@@ -166,17 +229,154 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             read: vcp::read_block,
         },
         exact_keys: false,
+        leading: None,
     },
     FormatEntry {
         format: Format::Json,
         name: "json",
-        aliases: &[],
+        aliases: &["openai"],
         auto: Auto::Leading { opens: json::OPENS },
         reader: Reader::Document(DocumentReader {
             detect: json::detect,
             read: json::read_document,
         }),
         exact_keys: false,
+        leading: Some(json::lead),
+    },
+    FormatEntry {
+        format: Format::Hermes,
+        name: "hermes",
+        aliases: &["qwen", "tool_call"],
+        auto: Auto::InText,
+        reader: Reader::Region(RegionSyntax {
+            open: Open::Tag(hermes::OPEN),
+            close: Close::Tag(hermes::CLOSE),
+            opaque: &[],
+            read: hermes::read,
+            shown_as: hermes::SHOWN_AS,
+            unclosed: hermes::UNCLOSED,
+            reads_unclosed: true,
+            only_first: None,
+        }),
+        exact_keys: false,
+        leading: None,
+    },
+    FormatEntry {
+        format: Format::Pythonic,
+        name: "pythonic",
+        aliases: &["python"],
+        auto: Auto::InText,
+        reader: Reader::Leading,
+        exact_keys: false,
+        leading: Some(pythonic::lead),
+    },
+    FormatEntry {
+        format: Format::LlamaJson,
+        name: "llama_json",
+        aliases: &["llama"],
+        auto: Auto::InText,
+        reader: Reader::Region(RegionSyntax {
+            open: Open::Exact(llama_json::OPEN),
+            close: Close::Value {
+                sep: Some(b';'),
+                name_then: None,
+            },
+            opaque: &[],
+            read: llama_json::read,
+            shown_as: llama_json::SHOWN_AS,
+            unclosed: llama_json::UNCLOSED,
+            reads_unclosed: false,
+            only_first: None,
+        }),
+        exact_keys: false,
+        leading: Some(llama_json::lead),
+    },
+    FormatEntry {
+        format: Format::Mistral,
+        name: "mistral",
+        aliases: &[],
+        auto: Auto::InText,
+        reader: Reader::Region(RegionSyntax {
+            open: Open::Exact(mistral::OPEN),
+            close: Close::Value {
+                sep: None,
+                name_then: Some(mistral::ARGS),
+            },
+            opaque: &[],
+            read: mistral::read,
+            shown_as: mistral::SHOWN_AS,
+            unclosed: mistral::UNCLOSED,
+            reads_unclosed: false,
+            only_first: None,
+        }),
+        exact_keys: false,
+        leading: None,
+    },
+    FormatEntry {
+        format: Format::Granite,
+        name: "granite",
+        aliases: &[],
+        auto: Auto::InText,
+        reader: Reader::Region(RegionSyntax {
+            open: Open::Tag(granite::OPEN),
+            close: Close::Value {
+                sep: None,
+                name_then: None,
+            },
+            opaque: &[],
+            read: granite::read,
+            shown_as: granite::SHOWN_AS,
+            unclosed: granite::UNCLOSED,
+            reads_unclosed: false,
+            only_first: None,
+        }),
+        exact_keys: false,
+        leading: None,
+    },
+    FormatEntry {
+        format: Format::Glm,
+        name: "glm",
+        aliases: &[],
+        auto: Auto::InText,
+        reader: Reader::Leading,
+        exact_keys: false,
+        leading: Some(glm::lead),
+    },
+    FormatEntry {
+        format: Format::DeepSeek,
+        name: "deepseek",
+        aliases: &[],
+        auto: Auto::InText,
+        reader: Reader::Region(RegionSyntax {
+            open: Open::Exact(deepseek::OPEN),
+            close: Close::Exact(deepseek::CLOSE),
+            opaque: &[],
+            read: deepseek::read,
+            shown_as: deepseek::SHOWN_AS,
+            unclosed: deepseek::UNCLOSED,
+            reads_unclosed: true,
+            only_first: None,
+        }),
+        exact_keys: false,
+        leading: None,
+    },
+    FormatEntry {
+        format: Format::Functionary,
+        name: "functionary",
+        aliases: &[],
+        auto: Auto::InText,
+        reader: Reader::Region(RegionSyntax {
+            open: Open::Named(functionary::OPEN),
+            close: Close::Tag(functionary::CLOSE),
+            opaque: &[],
+            read: functionary::read,
+            shown_as: functionary::SHOWN_AS,
+            unclosed: functionary::UNCLOSED,
+            reads_unclosed: true,
+            only_first: None,
+        }),
+        exact_keys: false,
+        leading: Some(functionary::lead),
     },
 ];
 
@@ -203,6 +403,15 @@ pub(crate) fn readers_for(format: Format) -> impl Iterator<Item = &'static Forma
     FORMATS.iter().filter(move |e| {
         e.format == format || (format == Format::Auto && matches!(e.auto, Auto::InText))
     })
+}
+
+/// The leading readers for `format`: its own, or for `auto` every row's, in table order.
+pub(crate) fn leading_for(format: Format) -> Vec<lead::LeadRead> {
+    FORMATS
+        .iter()
+        .filter(|e| format == Format::Auto || e.format == format)
+        .filter_map(|e| e.leading)
+        .collect()
 }
 
 /// The pair reader for blocks of `kind`.
@@ -234,6 +443,25 @@ pub(crate) fn opens_document(byte: u8) -> bool {
     FORMATS
         .iter()
         .any(|e| matches!(e.auto, Auto::Leading { opens } if opens.contains(&byte)))
+}
+
+/// For a text starting (after blanks) with `rest`, whose first byte may open a
+/// document: `Some(true)` when it starts with a region marker `auto` finds in text
+/// (`[TOOL_CALLS]`), `None` when `rest` is too short to tell, `Some(false)` otherwise.
+pub(crate) fn starts_with_marker(rest: &[u8]) -> Option<bool> {
+    for e in FORMATS {
+        if let (Auto::InText, Reader::Region(r)) = (&e.auto, &e.reader) {
+            if let Open::Exact(p) = r.open {
+                if rest.starts_with(p) {
+                    return Some(true);
+                }
+                if p.starts_with(rest) {
+                    return None;
+                }
+            }
+        }
+    }
+    Some(false)
 }
 
 /// `auto`'s document reading: the calls of the first document format whose opening
@@ -269,7 +497,7 @@ impl Format {
         entry(self).is_some_and(|e| e.exact_keys)
     }
 
-    /// The names as a sentence: `auto, tam, action, vcp or json`.
+    /// The names as a sentence: `auto, tam, …, deepseek or functionary`.
     pub fn names_text() -> String {
         match Self::NAMES.split_last() {
             Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
@@ -337,8 +565,28 @@ mod tests {
 
     #[test]
     fn names_follow_the_table() {
-        assert_eq!(Format::NAMES, ["auto", "tam", "action", "vcp", "json"]);
-        assert_eq!(Format::names_text(), "auto, tam, action, vcp or json");
+        assert_eq!(
+            Format::NAMES,
+            [
+                "auto",
+                "tam",
+                "action",
+                "vcp",
+                "json",
+                "hermes",
+                "pythonic",
+                "llama_json",
+                "mistral",
+                "granite",
+                "glm",
+                "deepseek",
+                "functionary"
+            ]
+        );
+        assert_eq!(
+            Format::names_text(),
+            "auto, tam, action, vcp, json, hermes, pythonic, llama_json, mistral, granite, glm, deepseek or functionary"
+        );
         for (f, name) in Format::all().zip(Format::NAMES) {
             assert_eq!(f.name(), *name);
             assert_eq!(f.to_string(), *name);
@@ -352,14 +600,18 @@ mod tests {
         assert_eq!(exact, [Format::Action]);
         assert_eq!(
             "yaml".parse::<Format>(),
-            Err("unknown format 'yaml': expected auto, tam, action, vcp or json".to_string())
+            Err(format!(
+                "unknown format 'yaml': expected {}",
+                Format::names_text()
+            ))
         );
         // Serde takes names only, as the derived impl did.
         let err = serde_json::from_value::<Format>("xml".into()).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown variant `xml`, expected one of `auto`, `tam`, `action`, `vcp`, `json`"
+            "unknown variant `xml`, expected one of `auto`, `tam`, `action`, `vcp`, `json`, `hermes`, `pythonic`, `llama_json`, `mistral`, `granite`, `glm`, `deepseek`, `functionary`"
         );
+        assert_eq!("openai".parse::<Format>(), Ok(Format::Json));
         assert!(serde_json::from_value::<Format>("TAM".into()).is_err());
     }
 

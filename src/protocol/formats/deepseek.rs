@@ -1,0 +1,117 @@
+//! DeepSeek V3: `<｜tool▁calls▁begin｜>` then per call `<｜tool▁call▁begin｜>function<｜tool▁sep｜>name`,
+//! a ```` ```json ```` fence with the arguments and `<｜tool▁call▁end｜>`, then
+//! `<｜tool▁calls▁end｜>` (the full-width bars and `▁` are literal). The later form
+//! `<｜tool▁call▁begin｜>name<｜tool▁sep｜>{…}<｜tool▁call▁end｜>` is read too.
+
+use memchr::memmem;
+
+use super::lit::{self, Lit, LitErr};
+use crate::protocol::types::{Call, Format, RawDiag, Span};
+
+/// The opening marker, matched exactly.
+pub(crate) const OPEN: &[u8] = "<｜tool▁calls▁begin｜>".as_bytes();
+/// The closing marker.
+pub(crate) const CLOSE: &[u8] = "<｜tool▁calls▁end｜>".as_bytes();
+const CALL_BEGIN: &[u8] = "<｜tool▁call▁begin｜>".as_bytes();
+const SEP: &[u8] = "<｜tool▁sep｜>".as_bytes();
+const CALL_END: &[u8] = "<｜tool▁call▁end｜>".as_bytes();
+/// How diagnostics name it.
+pub(crate) const SHOWN_AS: &str = "<｜tool▁calls▁begin｜>";
+/// The warning for calls the text ends inside whose JSON is complete.
+pub(crate) const UNCLOSED: (&str, &str) = (
+    "<｜tool▁calls▁begin｜> has no <｜tool▁calls▁end｜>; its complete calls were read up to the end of the text",
+    "End the calls with <｜tool▁calls▁end｜>.",
+);
+const HINT: &str = "Write each call as <｜tool▁call▁begin｜>function<｜tool▁sep｜>ToolId, a ```json fence with the arguments, and <｜tool▁call▁end｜>.";
+
+/// The format table's reader.
+pub(crate) fn read(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+) -> Vec<Call> {
+    let s = text.as_bytes();
+    let ended = close >= text.len();
+    let mut calls = Vec::new();
+    let mut pos = content;
+    while let Some(i) = memmem::find(&s[pos..close], CALL_BEGIN) {
+        let at = pos + i;
+        let head = at + CALL_BEGIN.len();
+        let Some(j) = memmem::find(&s[head..close], SEP) else {
+            diags.push(lit::value_error(
+                LitErr::Cut,
+                at,
+                ended,
+                "a DeepSeek call",
+                HINT,
+            ));
+            return Vec::new();
+        };
+        let kind = text[head..head + j].trim();
+        let mut l = Lit::new(s, head + j + SEP.len(), close);
+        let name = if kind == "function" {
+            l.blanks();
+            let start = l.pos;
+            while l.peek().is_some_and(|b| b != b'\n' && b != b'\r') {
+                l.pos += 1;
+            }
+            text[start..l.pos].trim().replace("\\_", "_")
+        } else {
+            kind.replace("\\_", "_")
+        };
+        l.ws();
+        let fenced = l.eat(b"```");
+        if fenced {
+            while l.peek().is_some_and(|b| b != b'\n' && b != b'\r') {
+                l.pos += 1;
+            }
+        }
+        let what = format!("the call to '{name}'");
+        match lit::json_like(text, l.pos, close) {
+            Ok((serde_json::Value::Object(args), e)) => {
+                calls.push(lit::call(name, args, Format::DeepSeek, span, block));
+                l.pos = e;
+            }
+            Ok(_) => {
+                diags.push(RawDiag::error(
+                    at,
+                    format!("the arguments of {what} are not an object; it was not executed"),
+                    HINT.into(),
+                ));
+                return Vec::new();
+            }
+            Err(e) => {
+                diags.push(lit::value_error(e, at, ended, &what, HINT));
+                return Vec::new();
+            }
+        }
+        if fenced {
+            l.ws();
+            if !l.eat(b"```") && ended && l.at_end() {
+                diags.push(lit::value_error(LitErr::Cut, at, true, &what, HINT));
+                return Vec::new();
+            }
+        }
+        pos = match memmem::find(&s[l.pos..close], CALL_END) {
+            Some(k) => l.pos + k + CALL_END.len(),
+            None => l.pos,
+        };
+    }
+    if calls.is_empty() {
+        diags.push(lit::value_error(
+            if ended {
+                LitErr::Cut
+            } else {
+                LitErr::Bad(content, "no call in it".into())
+            },
+            span.start,
+            ended,
+            "a DeepSeek call",
+            HINT,
+        ));
+    }
+    calls
+}

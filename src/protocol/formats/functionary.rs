@@ -1,0 +1,147 @@
+//! functionary: `>>>name\n{…}` (v2/v3; `>>>all\n…` is the answer's text) and
+//! `<function=name>{…}</function>` (v3.1, Llama-style). The tag form is a region `auto`
+//! finds anywhere; the `>>>` form is taken at the start of the answer (or as a whole
+//! fenced block).
+
+use super::lead::Lead;
+use super::lit::{self, Lit, LitErr};
+use crate::protocol::types::{Call, Format, RawDiag, Span};
+
+/// The opening tag up to the name (matched case-insensitively).
+pub(crate) const OPEN: &[u8] = b"<function=";
+/// The closing tag.
+pub(crate) const CLOSE: &[u8] = b"</function";
+/// How diagnostics name it.
+pub(crate) const SHOWN_AS: &str = "<function=…>";
+/// The warning for a tag the text ends inside whose JSON is complete.
+pub(crate) const UNCLOSED: (&str, &str) = (
+    "<function=…> has no closing </function>; its complete JSON was read up to the end of the text",
+    "End every call with </function>.",
+);
+const HINT: &str = "Write <function=ToolId>{\"param\": …}</function>.";
+
+/// The format table's reader of `<function=name>…</function>`.
+pub(crate) fn read(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+) -> Vec<Call> {
+    let name_at = span.start + OPEN.len();
+    let name = text
+        .get(name_at..content.saturating_sub(1))
+        .unwrap_or("")
+        .replace("\\_", "_");
+    let ended = close >= text.len();
+    let what = format!("the call to '{name}'");
+    let mut l = Lit::new(text.as_bytes(), content, close);
+    l.ws();
+    if l.at_end() {
+        if ended {
+            diags.push(lit::value_error(LitErr::Cut, span.start, true, &what, HINT));
+            return Vec::new();
+        }
+        return vec![lit::call(
+            name,
+            Default::default(),
+            Format::Functionary,
+            span,
+            block,
+        )];
+    }
+    match lit::json_like(text, l.pos, close) {
+        Ok((serde_json::Value::Object(args), _)) => {
+            vec![lit::call(name, args, Format::Functionary, span, block)]
+        }
+        Ok(_) => {
+            diags.push(RawDiag::error(
+                content,
+                format!("the arguments of {what} are not an object; it was not executed"),
+                HINT.into(),
+            ));
+            Vec::new()
+        }
+        Err(e) => {
+            diags.push(lit::value_error(e, span.start, ended, &what, HINT));
+            Vec::new()
+        }
+    }
+}
+
+/// The format table's leading reader: `>>>name\n{…}` calls.
+pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
+    let s = text.as_bytes();
+    let mut l = Lit::new(s, from, to);
+    l.ws();
+    if !l.eat(b">>>") {
+        return Lead::No;
+    }
+    let mut calls = Vec::new();
+    let mut prose = Vec::new();
+    loop {
+        let at = l.pos - 3;
+        let Some(name) = l.name() else {
+            return Lead::No;
+        };
+        l.blanks();
+        if !(l.eat(b"\r\n") || l.eat(b"\n") || l.eat(b"\r")) {
+            return Lead::No;
+        }
+        if name == "all" {
+            // The answer's text, up to the next `>>>` at a line start.
+            let start = l.pos;
+            let mut e = to;
+            let mut k = start;
+            while let Some(i) = memchr::memmem::find(&s[k..to], b">>>") {
+                let p = k + i;
+                if p == start || s[p - 1] == b'\n' || s[p - 1] == b'\r' {
+                    e = p;
+                    break;
+                }
+                k = p + 3;
+            }
+            prose.push((start, e));
+            l.pos = e;
+        } else {
+            l.ws();
+            match lit::json_like(text, l.pos, to) {
+                Ok((serde_json::Value::Object(args), e)) => {
+                    let span = Span {
+                        start: at,
+                        end: e,
+                        line: 0,
+                        column: 0,
+                    };
+                    calls.push(lit::call(
+                        name,
+                        args,
+                        Format::Functionary,
+                        span,
+                        calls.len(),
+                    ));
+                    l.pos = e;
+                }
+                Err(LitErr::Cut) => {
+                    return Lead::Error(lit::value_error(
+                        LitErr::Cut,
+                        at,
+                        to >= text.len(),
+                        &format!("the call to '{name}'"),
+                        HINT,
+                    ))
+                }
+                _ => return Lead::No,
+            }
+        }
+        let end = l.pos;
+        l.ws();
+        if !l.eat(b">>>") {
+            if calls.is_empty() {
+                return Lead::No;
+            }
+            return Lead::Calls { calls, end, prose };
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! GLM-4: the tool name alone on a line, then its JSON arguments
+//! (`forge_smelt\n{"ore": "iron"}`). Only when that is the whole answer (or a whole
+//! fenced block): a name line is otherwise ordinary prose.
+
+use super::lead::Lead;
+use super::lit::{self, Lit, LitErr};
+use crate::protocol::types::{Format, Span};
+
+/// The format table's leading reader.
+pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
+    let s = text.as_bytes();
+    let mut l = Lit::new(s, from, to);
+    l.ws();
+    let at = l.pos;
+    let Some(name) = l.name() else {
+        return Lead::No;
+    };
+    l.blanks();
+    if !(l.eat(b"\r\n") || l.eat(b"\n") || l.eat(b"\r")) {
+        return Lead::No;
+    }
+    l.ws();
+    if l.peek() != Some(b'{') {
+        return Lead::No;
+    }
+    match lit::json_like(text, l.pos, to) {
+        Ok((serde_json::Value::Object(args), e)) => {
+            if !s[e..to].iter().all(u8::is_ascii_whitespace) {
+                return Lead::No;
+            }
+            let span = Span {
+                start: at,
+                end: e,
+                line: 0,
+                column: 0,
+            };
+            Lead::calls(vec![lit::call(name, args, Format::Glm, span, 0)], e)
+        }
+        Err(LitErr::Cut) => Lead::Error(lit::value_error(
+            LitErr::Cut,
+            at,
+            to >= text.len(),
+            &format!("the arguments of '{name}'"),
+            "Write the tool name on its own line, then its arguments as one JSON object.",
+        )),
+        _ => Lead::No,
+    }
+}

@@ -1,0 +1,37 @@
+//! IBM Granite: `<function_call> {"name": …, "arguments": {…}}`, repeated, with no
+//! closing tag: the region ends with its JSON value (found while streaming by bracket
+//! counting, strings skipped), and what follows is prose again.
+
+use super::lit;
+use crate::protocol::types::{Call, Format, RawDiag, Span};
+
+/// The marker (matched case-insensitively, then blanks and `>`).
+pub(crate) const OPEN: &[u8] = b"<function_call";
+/// How diagnostics name it.
+pub(crate) const SHOWN_AS: &str = "<function_call>";
+/// The error for a call the text ends inside.
+pub(crate) const UNCLOSED: (&str, &str) = (
+    "the output was cut off inside a <function_call> call; it was not executed",
+    "The text ended before the call's JSON was complete; write the whole call again.",
+);
+
+/// The format table's reader.
+pub(crate) fn read(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+) -> Vec<Call> {
+    lit::read_json_calls(
+        text,
+        content,
+        close,
+        None,
+        Format::Granite,
+        block,
+        span,
+        diags,
+    )
+}

@@ -1,0 +1,40 @@
+//! Hermes / Qwen 2.5–3 / Nous: `<tool_call>{"name": …, "arguments": {…}}</tool_call>`, one
+//! tag per call; the JSON may be Python-dict-like (single quotes, `True`, `None`) and its
+//! keys in any order. A tag the text ends inside still runs when its JSON is complete
+//! (only the closing tag is missing); a cut-off JSON is an error and runs nothing.
+
+use super::lit;
+use crate::protocol::types::{Call, Format, RawDiag, Span};
+
+/// The opening tag (matched case-insensitively, then blanks and `>`).
+pub(crate) const OPEN: &[u8] = b"<tool_call";
+/// The closing tag.
+pub(crate) const CLOSE: &[u8] = b"</tool_call";
+/// How diagnostics name it.
+pub(crate) const SHOWN_AS: &str = "<tool_call>";
+/// The warning for a tag the text ends inside whose JSON is complete.
+pub(crate) const UNCLOSED: (&str, &str) = (
+    "<tool_call> has no closing </tool_call>; its complete JSON was read up to the end of the text",
+    "End every call with </tool_call>.",
+);
+
+/// The format table's reader.
+pub(crate) fn read(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+) -> Vec<Call> {
+    lit::read_json_calls(
+        text,
+        content,
+        close,
+        None,
+        Format::Hermes,
+        block,
+        span,
+        diags,
+    )
+}

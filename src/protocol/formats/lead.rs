@@ -1,0 +1,165 @@
+//! Shapes that could also be prose (a call list, a name line and JSON): `auto` takes them
+//! only where models put their calls — as the whole answer, at its very start (an
+//! explanation may follow on a later line; it stays response text), or as the whole
+//! content of a fenced code block — never from the middle of a paragraph.
+//!
+//! A row of the format table names its leading reader; this file finds the places
+//! (the start of the answer, each fenced block in the prose) and checks that a reader's
+//! calls fill them.
+
+use crate::protocol::types::{Call, RawDiag};
+
+/// A leading reader: what it finds at the start of `text[from..to]`.
+pub(crate) type LeadRead = fn(&str, usize, usize) -> Lead;
+
+/// What a leading reader found.
+#[derive(Debug)]
+pub(crate) enum Lead {
+    /// Not its shape.
+    No,
+    /// Its calls, where they end (offsets into the whole text), and stretches inside
+    /// them that are response text (functionary's `>>>all`).
+    Calls {
+        calls: Vec<Call>,
+        end: usize,
+        prose: Vec<(usize, usize)>,
+    },
+    /// Its shape, but cut off or malformed: nothing runs.
+    Error(RawDiag),
+}
+
+impl Lead {
+    /// Calls ending at `end`, with no prose inside.
+    pub(crate) fn calls(calls: Vec<Call>, end: usize) -> Lead {
+        Lead::Calls {
+            calls,
+            end,
+            prose: Vec::new(),
+        }
+    }
+}
+
+/// What the leading pass took from the text.
+#[derive(Debug, Default)]
+pub(crate) struct Taken {
+    pub calls: Vec<Call>,
+    pub diags: Vec<RawDiag>,
+    /// Ranges of the text that are no longer prose (the calls, a fence around them).
+    pub removed: Vec<(usize, usize)>,
+}
+
+fn blank(s: &[u8]) -> bool {
+    s.iter().all(u8::is_ascii_whitespace)
+}
+
+/// The first reader whose shape starts `text[from..to]` and ends at a line end.
+pub(crate) fn at_start(text: &str, from: usize, to: usize, readers: &[LeadRead]) -> Option<Taken> {
+    let s = text.as_bytes();
+    for read in readers {
+        match read(text, from, to) {
+            Lead::No => {}
+            Lead::Error(d) => {
+                return Some(Taken {
+                    calls: Vec::new(),
+                    diags: vec![d],
+                    removed: vec![(from, to)],
+                })
+            }
+            Lead::Calls { calls, end, prose } => {
+                let mut q = end;
+                while q < to && matches!(s[q], b' ' | b'\t' | b';' | b',') {
+                    q += 1;
+                }
+                if q < to && s[q] != b'\n' && s[q] != b'\r' {
+                    continue;
+                }
+                return Some(Taken {
+                    calls,
+                    diags: Vec::new(),
+                    removed: minus(from, end, &prose),
+                });
+            }
+        }
+    }
+    None
+}
+
+/// `from..to` without the `keep` ranges inside it.
+fn minus(from: usize, to: usize, keep: &[(usize, usize)]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut at = from;
+    for &(a, b) in keep {
+        if a > at {
+            out.push((at, a));
+        }
+        at = b;
+    }
+    if to > at {
+        out.push((at, to));
+    }
+    out
+}
+
+/// The fenced code blocks in `text[from..to]`: (the opening fence line's start, the
+/// content's range, the end of the closing fence line or of the text).
+fn fences(s: &[u8], from: usize, to: usize) -> Vec<(usize, usize, usize, usize)> {
+    let mut out = Vec::new();
+    let mut open: Option<(usize, usize)> = None;
+    let mut at = from;
+    while let Some(i) = memchr::memmem::find(&s[at..to], b"```") {
+        let p = at + i;
+        at = p + 3;
+        let line_start = s[from..p]
+            .iter()
+            .rposition(|&b| b == b'\n' || b == b'\r')
+            .map_or(from, |k| from + k + 1);
+        if !s[line_start..p].iter().all(|&b| b == b' ' || b == b'\t') {
+            continue;
+        }
+        let line_end = memchr::memchr2(b'\n', b'\r', &s[p..to]).map_or(to, |k| p + k);
+        match open {
+            None => open = Some((line_start, (line_end + 1).min(to))),
+            Some((o, content)) => {
+                if !blank(&s[p + 3..line_end]) {
+                    // An opening fence with an info string inside an open fence: not a close.
+                    continue;
+                }
+                out.push((o, content, line_start, line_end));
+                open = None;
+            }
+        }
+        at = line_end.max(at);
+    }
+    if let Some((o, content)) = open {
+        out.push((o, content, to, to));
+    }
+    out
+}
+
+/// Every fenced block in `text[from..to]` whose whole content is one reader's shape.
+pub(crate) fn in_fences(text: &str, from: usize, to: usize, readers: &[LeadRead], out: &mut Taken) {
+    let s = text.as_bytes();
+    for (open, content, close, end) in fences(s, from, to) {
+        if content >= close {
+            continue;
+        }
+        for read in readers {
+            match read(text, content, close) {
+                Lead::No => {}
+                Lead::Error(d) => {
+                    out.diags.push(d);
+                    out.removed.push((open, end));
+                    break;
+                }
+                Lead::Calls { calls, end: e, .. } => {
+                    if !blank(&s[e..close]) {
+                        continue;
+                    }
+                    out.calls.extend(calls);
+                    out.removed.push((open, end));
+                    break;
+                }
+            }
+        }
+    }
+}

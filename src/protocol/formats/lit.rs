@@ -1,0 +1,733 @@
+//! The tolerant literal reader the native formats share: JSON and Python-dict-like JSON
+//! (single quotes, `True`, `None`, tuples as arrays, trailing commas), identifiers as
+//! models write them (`forge.smelt`, `forge\_smelt`), the `{"name", "arguments"}` call
+//! object every JSON-shaped format uses, and a resumable finder for where a bracketed
+//! value ends (for regions with no closing tag, read while streaming).
+//!
+//! Nothing here evaluates anything: a value that is not a literal is kept as its source
+//! text. A reader that reaches the end of the text inside a value says so
+//! ([`LitErr::Cut`]) instead of guessing.
+
+use serde_json::{Map, Number, Value};
+
+use crate::protocol::types::{Call, Format, OnError, RawDiag, Span};
+
+/// Nesting deeper than this is refused (no reader recurses without bound).
+pub(crate) const MAX_DEPTH: u32 = 128;
+
+/// Why a literal could not be read.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum LitErr {
+    /// The text ended inside the value.
+    Cut,
+    /// Something else is wrong, at this offset.
+    Bad(usize, String),
+}
+
+/// A cursor over one text.
+#[derive(Debug, Clone)]
+pub(crate) struct Lit<'a> {
+    pub s: &'a [u8],
+    pub pos: usize,
+    /// Where the readable part ends (a region's closing tag).
+    pub end: usize,
+    depth: u32,
+}
+
+/// True for the bytes an identifier continues with (ASCII letters, digits, `_`, and
+/// anything non-ASCII, so names in any script read whole).
+pub(crate) fn is_ident_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
+}
+
+fn is_ident_start(b: u8) -> bool {
+    b.is_ascii_alphabetic() || b == b'_' || b >= 0x80
+}
+
+impl<'a> Lit<'a> {
+    /// A cursor over `s[pos..end]`.
+    pub(crate) fn new(s: &'a [u8], pos: usize, end: usize) -> Self {
+        Lit {
+            s,
+            pos,
+            end: end.min(s.len()),
+            depth: 0,
+        }
+    }
+
+    /// The byte at the cursor.
+    pub(crate) fn peek(&self) -> Option<u8> {
+        (self.pos < self.end).then(|| self.s[self.pos])
+    }
+
+    /// The byte `k` past the cursor.
+    pub(crate) fn peek_at(&self, k: usize) -> Option<u8> {
+        (self.pos + k < self.end).then(|| self.s[self.pos + k])
+    }
+
+    /// True when the cursor is at the end.
+    pub(crate) fn at_end(&self) -> bool {
+        self.pos >= self.end
+    }
+
+    /// Skips blanks and line breaks.
+    pub(crate) fn ws(&mut self) {
+        while self.pos < self.end && matches!(self.s[self.pos], b' ' | b'\t' | b'\n' | b'\r') {
+            self.pos += 1;
+        }
+    }
+
+    /// Skips spaces and tabs only.
+    pub(crate) fn blanks(&mut self) {
+        while self.pos < self.end && matches!(self.s[self.pos], b' ' | b'\t') {
+            self.pos += 1;
+        }
+    }
+
+    /// True (and past it) when `pat` is at the cursor.
+    pub(crate) fn eat(&mut self, pat: &[u8]) -> bool {
+        if self.s[self.pos.min(self.end)..self.end].starts_with(pat) {
+            self.pos += pat.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    fn bad<T>(&self, msg: impl Into<String>) -> Result<T, LitErr> {
+        if self.at_end() {
+            Err(LitErr::Cut)
+        } else {
+            Err(LitErr::Bad(self.pos, msg.into()))
+        }
+    }
+
+    /// A name as models write tool names and keywords: identifier parts joined by `.`,
+    /// `:` or `-`, a markdown-escaped underscore (`\_`) read as `_`. `None` (cursor
+    /// unmoved) when no identifier starts here.
+    pub(crate) fn name(&mut self) -> Option<String> {
+        let start = self.pos;
+        let mut out = String::new();
+        loop {
+            let part_start = self.pos;
+            loop {
+                match self.peek() {
+                    Some(b) if is_ident_byte(b) => self.pos += 1,
+                    Some(b'\\') if self.peek_at(1) == Some(b'_') => self.pos += 2,
+                    _ => break,
+                }
+            }
+            if self.pos == part_start || self.s[part_start].is_ascii_digit() {
+                self.pos = start;
+                return None;
+            }
+            let part = String::from_utf8_lossy(&self.s[part_start..self.pos]);
+            out.push_str(&part.replace("\\_", "_"));
+            // A separator counts only when a name part follows it.
+            match (self.peek(), self.peek_at(1)) {
+                (Some(sep @ (b'.' | b':' | b'-')), Some(n)) if is_ident_start(n) || n == b'\\' => {
+                    out.push(sep as char);
+                    self.pos += 1;
+                }
+                _ => break,
+            }
+        }
+        Some(out)
+    }
+
+    /// A quoted string (`'…'`, `"…"`, triple quotes, an `r`/`u`/`b`/`f` prefix), its
+    /// escapes decoded as Python and JSON decode them. The cursor is on the prefix or
+    /// the quote.
+    pub(crate) fn string(&mut self) -> Result<String, LitErr> {
+        let mut raw = false;
+        while let Some(b) = self.peek() {
+            match b {
+                b'r' | b'R' => raw = true,
+                b'u' | b'U' | b'b' | b'B' | b'f' | b'F' => {}
+                _ => break,
+            }
+            self.pos += 1;
+        }
+        let q = match self.peek() {
+            Some(q @ (b'"' | b'\'')) => q,
+            _ => return self.bad("expected a string"),
+        };
+        let triple = self.peek_at(1) == Some(q) && self.peek_at(2) == Some(q);
+        self.pos += if triple { 3 } else { 1 };
+        let mut out: Vec<u8> = Vec::new();
+        loop {
+            let Some(b) = self.peek() else {
+                return Err(LitErr::Cut);
+            };
+            if b == q {
+                if !triple {
+                    self.pos += 1;
+                    break;
+                }
+                if self.peek_at(1) == Some(q) && self.peek_at(2) == Some(q) {
+                    self.pos += 3;
+                    break;
+                }
+            }
+            if b == b'\\' && !raw {
+                let Some(e) = self.peek_at(1) else {
+                    return Err(LitErr::Cut);
+                };
+                self.pos += 2;
+                match e {
+                    b'n' => out.push(b'\n'),
+                    b't' => out.push(b'\t'),
+                    b'r' => out.push(b'\r'),
+                    b'0' => out.push(0),
+                    b'b' => out.push(8),
+                    b'f' => out.push(12),
+                    b'\\' | b'\'' | b'"' | b'/' => out.push(e),
+                    b'\n' => {}
+                    b'x' => {
+                        let c = self.hex(2)?;
+                        push_char(&mut out, c);
+                    }
+                    b'u' => {
+                        let mut c = self.hex(4)?;
+                        if (0xD800..0xDC00).contains(&c) && self.eat(b"\\u") {
+                            let lo = self.hex(4)?;
+                            if (0xDC00..0xE000).contains(&lo) {
+                                c = 0x10000 + ((c - 0xD800) << 10) + (lo - 0xDC00);
+                            }
+                        }
+                        push_char(&mut out, c);
+                    }
+                    // Python keeps an unknown escape as written.
+                    _ => {
+                        out.push(b'\\');
+                        out.push(e);
+                    }
+                }
+                continue;
+            }
+            if (b == b'\n' || b == b'\r') && !triple && q == b'\'' {
+                // A single-quoted string never spans lines: an apostrophe in prose.
+                return Err(LitErr::Bad(self.pos, "unterminated string".into()));
+            }
+            out.push(b);
+            self.pos += 1;
+        }
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    fn hex(&mut self, n: usize) -> Result<u32, LitErr> {
+        if self.pos + n > self.end {
+            return Err(LitErr::Cut);
+        }
+        let t = std::str::from_utf8(&self.s[self.pos..self.pos + n]).unwrap_or("");
+        let v =
+            u32::from_str_radix(t, 16).map_err(|_| LitErr::Bad(self.pos, "bad escape".into()))?;
+        self.pos += n;
+        Ok(v)
+    }
+
+    fn number(&mut self) -> Result<Value, LitErr> {
+        let start = self.pos;
+        while let Some(b) = self.peek() {
+            if b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E' | b'_') {
+                self.pos += 1;
+            } else {
+                break;
+            }
+        }
+        let t: String = String::from_utf8_lossy(&self.s[start..self.pos]).replace('_', "");
+        if let Ok(i) = t.parse::<i64>() {
+            return Ok(Value::Number(i.into()));
+        }
+        if let Ok(u) = t.parse::<u64>() {
+            return Ok(Value::Number(u.into()));
+        }
+        match t.parse::<f64>().ok().and_then(Number::from_f64) {
+            Some(n) => Ok(Value::Number(n)),
+            None => {
+                self.pos = start;
+                self.bad(format!("'{t}' is not a number"))
+            }
+        }
+    }
+
+    /// One JSON or Python literal: string, number, `True`/`False`/`None` (and JSON's
+    /// spellings), list, tuple (an array), dict.
+    pub(crate) fn value(&mut self) -> Result<Value, LitErr> {
+        self.ws();
+        let Some(b) = self.peek() else {
+            return Err(LitErr::Cut);
+        };
+        match b {
+            b'"' | b'\'' => self.string().map(Value::String),
+            b'{' => self.nested(|l| l.dict()),
+            b'[' => self.nested(|l| l.seq(b']').map(Value::Array)),
+            b'(' => self.nested(|l| l.tuple()),
+            b'-' | b'+' | b'.' | b'0'..=b'9' => self.number(),
+            _ if is_ident_start(b) => {
+                let start = self.pos;
+                while self.peek().is_some_and(is_ident_byte) {
+                    self.pos += 1;
+                }
+                let word = &self.s[start..self.pos];
+                // A string prefix: r'…', b"…".
+                if word.len() <= 2
+                    && matches!(self.peek(), Some(b'"' | b'\''))
+                    && word.iter().all(|c| b"rRuUbBfF".contains(c))
+                {
+                    self.pos = start;
+                    return self.string().map(Value::String);
+                }
+                match word {
+                    b"True" | b"true" => Ok(Value::Bool(true)),
+                    b"False" | b"false" => Ok(Value::Bool(false)),
+                    b"None" | b"null" => Ok(Value::Null),
+                    _ => {
+                        self.pos = start;
+                        self.bad("not a literal")
+                    }
+                }
+            }
+            _ => self.bad("not a literal"),
+        }
+    }
+
+    fn nested(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<Value, LitErr>,
+    ) -> Result<Value, LitErr> {
+        if self.depth >= MAX_DEPTH {
+            return self.bad(format!("nested deeper than {MAX_DEPTH} levels"));
+        }
+        self.depth += 1;
+        let r = f(self);
+        self.depth -= 1;
+        r
+    }
+
+    /// Items up to `close`; the cursor is on the opening bracket.
+    fn seq(&mut self, close: u8) -> Result<Vec<Value>, LitErr> {
+        self.pos += 1;
+        let mut items = Vec::new();
+        loop {
+            self.ws();
+            match self.peek() {
+                None => return Err(LitErr::Cut),
+                Some(b) if b == close => {
+                    self.pos += 1;
+                    return Ok(items);
+                }
+                _ => {}
+            }
+            items.push(self.value()?);
+            self.ws();
+            match self.peek() {
+                None => return Err(LitErr::Cut),
+                Some(b',') => self.pos += 1,
+                Some(b) if b == close => {}
+                Some(_) => return self.bad("expected ',' between items"),
+            }
+        }
+    }
+
+    fn tuple(&mut self) -> Result<Value, LitErr> {
+        let open = self.pos;
+        let items = self.seq(b')')?;
+        // `(x)` is x in Python; `(x,)` and `(x, y)` are tuples.
+        let trailing_comma = self.s[open..self.pos - 1]
+            .iter()
+            .rev()
+            .find(|b| !b.is_ascii_whitespace())
+            == Some(&b',');
+        if items.len() == 1 && !trailing_comma {
+            return Ok(items.into_iter().next().unwrap_or(Value::Null));
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn dict(&mut self) -> Result<Value, LitErr> {
+        self.pos += 1;
+        let mut m = Map::new();
+        loop {
+            self.ws();
+            let key = match self.peek() {
+                None => return Err(LitErr::Cut),
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(Value::Object(m));
+                }
+                Some(b'"' | b'\'') => self.string()?,
+                Some(b) if is_ident_start(b) => match self.name() {
+                    Some(n) => n,
+                    None => return self.bad("expected a key"),
+                },
+                _ => match self.value()? {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                },
+            };
+            self.ws();
+            if !self.eat(b":") {
+                return self.bad("expected ':' after a key");
+            }
+            let v = self.value()?;
+            m.insert(key, v);
+            self.ws();
+            match self.peek() {
+                None => return Err(LitErr::Cut),
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {}
+                Some(_) => return self.bad("expected ',' between entries"),
+            }
+        }
+    }
+
+    /// Skips one expression up to a top-level `,` or a closing bracket (not consumed),
+    /// over nested brackets and strings; returns its source text, trimmed.
+    pub(crate) fn source_text(&mut self) -> Result<String, LitErr> {
+        let start = self.pos;
+        let mut depth = 0u32;
+        loop {
+            let Some(b) = self.peek() else {
+                return Err(LitErr::Cut);
+            };
+            match b {
+                b'"' | b'\'' => {
+                    self.string()?;
+                    continue;
+                }
+                b'(' | b'[' | b'{' => depth += 1,
+                b')' | b']' | b'}' if depth == 0 => break,
+                b')' | b']' | b'}' => depth -= 1,
+                b',' if depth == 0 => break,
+                _ => {}
+            }
+            self.pos += 1;
+        }
+        let t = String::from_utf8_lossy(&self.s[start..self.pos]);
+        Ok(t.trim().to_string())
+    }
+
+    /// An argument of a pythonic call: a literal when it is one whole literal, otherwise
+    /// its source text as a string (never evaluated).
+    pub(crate) fn arg_value(&mut self) -> Result<Value, LitErr> {
+        self.ws();
+        let start = self.pos;
+        if let Ok(v) = self.value() {
+            self.ws();
+            if matches!(self.peek(), Some(b',' | b')')) {
+                return Ok(v);
+            }
+        }
+        self.pos = start;
+        let t = self.source_text()?;
+        if t.is_empty() {
+            return self.bad("expected a value");
+        }
+        Ok(Value::String(t))
+    }
+}
+
+fn push_char(out: &mut Vec<u8>, c: u32) {
+    let ch = char::from_u32(c).unwrap_or('\u{FFFD}');
+    let mut buf = [0u8; 4];
+    out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+}
+
+/// Reads one JSON-shaped value at `s[start..end]` (after blanks): serde_json first (the
+/// fast path), then the tolerant reader. Returns the value and where it ended.
+pub(crate) fn json_like(s: &str, start: usize, end: usize) -> Result<(Value, usize), LitErr> {
+    let b = s.as_bytes();
+    let mut l = Lit::new(b, start, end);
+    l.ws();
+    let at = l.pos;
+    let mut de = serde_json::Deserializer::from_str(&s[at..end]).into_iter::<Value>();
+    if let Some(Ok(v)) = de.next() {
+        return Ok((v, at + de.byte_offset()));
+    }
+    let v = l.value()?;
+    Ok((v, l.pos))
+}
+
+/// The tool and arguments of one call object: `{"name", "arguments"}` in any order, with
+/// `parameters` (Llama) or `input` (Anthropic) for the arguments, an OpenAI
+/// `{"function": {…}}` wrapper, and arguments given as a JSON text.
+pub(crate) fn object_call(v: &Value) -> Result<(String, Map<String, Value>), String> {
+    let Some(o) = v.as_object() else {
+        return Err("expected an object".into());
+    };
+    let f = o.get("function").and_then(Value::as_object).unwrap_or(o);
+    let name = f
+        .get("name")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| "has no 'name'".to_string())?;
+    let args = arguments(
+        f.get("arguments")
+            .or_else(|| f.get("parameters"))
+            .or_else(|| f.get("input")),
+    )?;
+    Ok((name.to_string(), args))
+}
+
+/// A call's arguments: an object, a JSON text of one, or nothing.
+pub(crate) fn arguments(v: Option<&Value>) -> Result<Map<String, Value>, String> {
+    match v {
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(Value::Object(m)) => Ok(m.clone()),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(Map::new()),
+        Some(Value::String(s)) => match serde_json::from_str::<Value>(s) {
+            Ok(Value::Object(m)) => Ok(m),
+            Ok(_) => Err("'arguments' is JSON text but not an object".into()),
+            Err(e) => Err(format!("'arguments' is not valid JSON text ({e})")),
+        },
+        Some(_) => Err("'arguments' must be an object or a JSON text of an object".into()),
+    }
+}
+
+/// Where a bracketed value (`{…}` or `[…]`, JSON or Python-dict-like) ends, found a
+/// chunk at a time: strings in either quote are skipped, brackets counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ValueEnd {
+    depth: u32,
+    quote: u8,
+    escaped: bool,
+}
+
+impl ValueEnd {
+    /// Scans `s[*pos..]`, the cursor on or inside the value; `Some(end)` (one past the
+    /// closing bracket) when it closes, else `None` with `*pos` at the end of `s`.
+    pub(crate) fn feed(&mut self, s: &[u8], pos: &mut usize) -> Option<usize> {
+        while *pos < s.len() {
+            let b = s[*pos];
+            *pos += 1;
+            if self.quote != 0 {
+                if self.escaped {
+                    self.escaped = false;
+                } else if b == b'\\' {
+                    self.escaped = true;
+                } else if b == self.quote {
+                    self.quote = 0;
+                }
+                continue;
+            }
+            match b {
+                b'"' | b'\'' => self.quote = b,
+                b'{' | b'[' | b'(' => self.depth += 1,
+                b'}' | b']' | b')' => {
+                    self.depth = self.depth.saturating_sub(1);
+                    if self.depth == 0 {
+                        return Some(*pos);
+                    }
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+}
+
+/// A call read by a native reader (no chain step; its own block index).
+pub(crate) fn call(
+    tool: String,
+    args: Map<String, Value>,
+    source: Format,
+    span: Span,
+    block: usize,
+) -> Call {
+    Call {
+        tool,
+        args,
+        span,
+        block,
+        step: None,
+        on_error: OnError::Stop,
+        source,
+        dispatch: None,
+    }
+}
+
+/// The error for a value that could not be read at `at`: cut off when the text ended
+/// there (`text_ended`), else malformed.
+pub(crate) fn value_error(
+    e: LitErr,
+    at: usize,
+    text_ended: bool,
+    what: &str,
+    hint: &str,
+) -> RawDiag {
+    match e {
+        LitErr::Cut if text_ended => RawDiag::error(
+            at,
+            format!("the output was cut off inside {what}; it was not executed"),
+            format!("The text ended before the call was complete. {hint}"),
+        ),
+        LitErr::Cut => RawDiag::error(
+            at,
+            format!("{what} is incomplete; it was not executed"),
+            hint.to_string(),
+        ),
+        LitErr::Bad(o, msg) => RawDiag::error(
+            o,
+            format!("{what} could not be read: {msg}; it was not executed"),
+            hint.to_string(),
+        ),
+    }
+}
+
+/// Reads the JSON-shaped calls in `text[from..to]`: call objects (`{"name",
+/// "arguments"}`, any order, Python-dict-like or not) or lists of them, separated by
+/// blanks, `;` or `,`; with `name_then`, also `name` + that marker + an arguments object
+/// (Mistral's `[ARGS]`). All or nothing: on any error the diagnostic is pushed and no
+/// call is returned. `to == text.len()` means the region was never closed.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn read_json_calls(
+    text: &str,
+    from: usize,
+    to: usize,
+    name_then: Option<&[u8]>,
+    source: Format,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+) -> Vec<Call> {
+    let what = format!("a {} call", source.name());
+    let hint = "Write each call as {\"name\": \"ToolId\", \"arguments\": {…}}.";
+    let ended = to >= text.len();
+    let mut l = Lit::new(text.as_bytes(), from, to);
+    let mut calls = Vec::new();
+    loop {
+        l.ws();
+        while matches!(l.peek(), Some(b';' | b',')) {
+            l.pos += 1;
+            l.ws();
+        }
+        let Some(b) = l.peek() else { break };
+        let at = l.pos;
+        if b != b'{' && b != b'[' {
+            if let Some(marker) = name_then {
+                let Some(name) = l.name() else {
+                    diags.push(RawDiag::error(
+                        at,
+                        format!("expected {what} here"),
+                        hint.into(),
+                    ));
+                    return Vec::new();
+                };
+                l.blanks();
+                if !l.eat(marker) {
+                    let e = if l.at_end() {
+                        LitErr::Cut
+                    } else {
+                        LitErr::Bad(l.pos, "expected its arguments".into())
+                    };
+                    diags.push(value_error(e, at, ended, &what, hint));
+                    return Vec::new();
+                }
+                match json_like(text, l.pos, to) {
+                    Ok((Value::Object(m), e)) => {
+                        l.pos = e;
+                        calls.push(call(name, m, source, span, block));
+                    }
+                    Ok((_, _)) => {
+                        diags.push(RawDiag::error(
+                            at,
+                            format!(
+                                "the arguments of '{name}' are not an object; it was not executed"
+                            ),
+                            hint.into(),
+                        ));
+                        return Vec::new();
+                    }
+                    Err(e) => {
+                        diags.push(value_error(e, at, ended, &what, hint));
+                        return Vec::new();
+                    }
+                }
+                continue;
+            }
+            // Prose after the calls (Granite writes no closing tag).
+            break;
+        }
+        match json_like(text, at, to) {
+            Ok((v, e)) => {
+                l.pos = e;
+                let items: Vec<&Value> = match &v {
+                    Value::Array(a) => a.iter().collect(),
+                    other => vec![other],
+                };
+                for item in items {
+                    match object_call(item) {
+                        Ok((tool, args)) => calls.push(call(tool, args, source, span, block)),
+                        Err(msg) => {
+                            diags.push(RawDiag::error(
+                                at,
+                                format!("{what}: {msg}; it was not executed"),
+                                hint.into(),
+                            ));
+                            return Vec::new();
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                diags.push(value_error(e, at, ended, &what, hint));
+                return Vec::new();
+            }
+        }
+    }
+    if calls.is_empty() {
+        let e = if ended {
+            LitErr::Cut
+        } else {
+            LitErr::Bad(from, "no call in it".into())
+        };
+        diags.push(value_error(e, from, ended, &what, hint));
+    }
+    calls
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn val(t: &str) -> Result<Value, LitErr> {
+        Lit::new(t.as_bytes(), 0, t.len()).value()
+    }
+
+    #[test]
+    fn python_literals() {
+        assert_eq!(
+            val("{'a': True, \"b\": None, 'c': (1, 2.5), 'd': [1,], 'e': (3)}").unwrap(),
+            json!({"a": true, "b": null, "c": [1, 2.5], "d": [1], "e": 3})
+        );
+        assert_eq!(val(r"'it\'s\n'").unwrap(), json!("it's\n"));
+        assert_eq!(val(r#"r'a\d'"#).unwrap(), json!("a\\d"));
+        assert_eq!(val("'''x'y'''").unwrap(), json!("x'y"));
+        assert_eq!(val("{'a': 'b"), Err(LitErr::Cut));
+        assert!(matches!(val("{'a' 1}"), Err(LitErr::Bad(..))));
+        let deep = "[".repeat(1000);
+        assert!(matches!(val(&deep), Err(LitErr::Bad(..))));
+    }
+
+    #[test]
+    fn names() {
+        let mut l = Lit::new(br"quest\_log.add(", 0, 15);
+        assert_eq!(l.name().as_deref(), Some("quest_log.add"));
+        assert_eq!(l.peek(), Some(b'('));
+        let mut l = Lit::new(b"Forge:smelt x", 0, 13);
+        assert_eq!(l.name().as_deref(), Some("Forge:smelt"));
+        assert!(Lit::new(b"9a", 0, 2).name().is_none());
+    }
+
+    #[test]
+    fn value_end_across_chunks() {
+        let t = br#"{"a": "}", 'b': [1, {2}]} tail"#;
+        let mut e = ValueEnd::default();
+        let mut pos = 0;
+        assert_eq!(e.feed(&t[..10], &mut pos), None);
+        assert_eq!(e.feed(t, &mut pos), Some(25));
+    }
+}

@@ -1,0 +1,104 @@
+//! Llama 3.1 JSON: `{"name": …, "parameters": {…}}`, after `<|python_tag|>` or alone,
+//! several separated by `;`. After the tag it is a region ending with its last value;
+//! without it, `auto` takes it only at the start of the answer or as a whole fenced
+//! block (a single object is also a JSON document, which the `json` row reads and
+//! marks `llama_json` by its `parameters`).
+
+use super::lead::Lead;
+use super::lit::{self, Lit, LitErr};
+use crate::protocol::types::{Call, Format, RawDiag, Span};
+
+/// The marker, matched exactly.
+pub(crate) const OPEN: &[u8] = b"<|python_tag|>";
+/// How diagnostics name it.
+pub(crate) const SHOWN_AS: &str = "<|python_tag|>";
+/// The error for a call the text ends inside.
+pub(crate) const UNCLOSED: (&str, &str) = (
+    "the output was cut off inside a <|python_tag|> call; it was not executed",
+    "The text ended before the call's JSON was complete; write the whole call again.",
+);
+
+/// The format table's reader of the region after `<|python_tag|>`.
+pub(crate) fn read(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+) -> Vec<Call> {
+    lit::read_json_calls(
+        text,
+        content,
+        close,
+        None,
+        Format::LlamaJson,
+        block,
+        span,
+        diags,
+    )
+}
+
+/// Call objects at the start of `text[from..to]`, separated by `;`.
+pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
+    let s = text.as_bytes();
+    let mut l = Lit::new(s, from, to);
+    l.ws();
+    if l.peek() != Some(b'{') {
+        return Lead::No;
+    }
+    let mut calls = Vec::new();
+    let mut end = l.pos;
+    loop {
+        let at = l.pos;
+        match lit::json_like(text, at, to) {
+            Ok((v, e)) => match lit::object_call(&v) {
+                Ok((tool, args)) => {
+                    let span = Span {
+                        start: at,
+                        end: e,
+                        line: 0,
+                        column: 0,
+                    };
+                    calls.push(lit::call(tool, args, Format::LlamaJson, span, calls.len()));
+                    end = e;
+                    l.pos = e;
+                }
+                Err(_) => return Lead::No,
+            },
+            Err(LitErr::Cut) if looks_like_call(&s[at..to]) => {
+                return Lead::Error(lit::value_error(
+                    LitErr::Cut,
+                    at,
+                    to >= text.len(),
+                    "a JSON call",
+                    "Write each call as {\"name\": \"ToolId\", \"parameters\": {…}}.",
+                ));
+            }
+            Err(_) => {
+                return if calls.is_empty() {
+                    Lead::No
+                } else {
+                    Lead::calls(calls, end)
+                }
+            }
+        }
+        l.blanks();
+        if !l.eat(b";") {
+            break;
+        }
+        l.ws();
+        if l.peek() != Some(b'{') {
+            end = l.pos;
+            break;
+        }
+    }
+    Lead::calls(calls, end)
+}
+
+/// True when a cut-off object had begun as a call (`"name"` near its start).
+pub(crate) fn looks_like_call(s: &[u8]) -> bool {
+    let head = &s[..s.len().min(200)];
+    memchr::memmem::find(head, b"\"name\"").is_some()
+        || memchr::memmem::find(head, b"'name'").is_some()
+}

@@ -1,0 +1,39 @@
+//! Mistral: `[TOOL_CALLS] [{"name": …, "arguments": {…}}]` and the newer
+//! `[TOOL_CALLS]name[ARGS]{…}`. The marker is a special token, so `auto` takes it
+//! anywhere; the region ends with its JSON value.
+
+use super::lit;
+use crate::protocol::types::{Call, Format, RawDiag, Span};
+
+/// The marker, matched exactly.
+pub(crate) const OPEN: &[u8] = b"[TOOL_CALLS]";
+/// Between a tool name and its arguments in the newer form.
+pub(crate) const ARGS: &[u8] = b"[ARGS]";
+/// How diagnostics name it.
+pub(crate) const SHOWN_AS: &str = "[TOOL_CALLS]";
+/// The error for a call the text ends inside.
+pub(crate) const UNCLOSED: (&str, &str) = (
+    "the output was cut off inside a [TOOL_CALLS] call; it was not executed",
+    "The text ended before the call's JSON was complete; write the whole call again.",
+);
+
+/// The format table's reader.
+pub(crate) fn read(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+) -> Vec<Call> {
+    lit::read_json_calls(
+        text,
+        content,
+        close,
+        Some(ARGS),
+        Format::Mistral,
+        block,
+        span,
+        diags,
+    )
+}

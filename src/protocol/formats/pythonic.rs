@@ -1,0 +1,276 @@
+//! Pythonic call lists: `[forge.smelt(ore='iron', amount=4), bard.sing(ore="iron")]` —
+//! the shape most models use when asked for "a list of calls" (Llama 3.2/4, Gorilla).
+//!
+//! Read as models write it: Python literals (either quote, numbers, `True/False/None`,
+//! lists, tuples as arrays, dicts); without the brackets (`a(x=1), b(y=2)`), separated
+//! by `;`, `,` or newlines; several lists one after another; each call quoted as a
+//! string (`['forge.smelt(ore="iron")']`); indented or in a fence; with markdown-escaped
+//! underscores (`forge\_smelt`). An argument that is not one literal (`x=data['sales']`)
+//! is kept as its source text; nothing is evaluated. Only keyword arguments are read:
+//! a positional one means the text is not a call list (or, inside brackets, an error).
+
+use serde_json::{Map, Value};
+
+use super::lead::Lead;
+use super::lit::{self, Lit, LitErr};
+use crate::protocol::types::{Call, Format, Span};
+
+const HINT: &str = "Write calls as [tool_name(param=value, …), …] with keyword arguments.";
+
+/// Why a call could not be read, and whether it had begun as a call (`name(`).
+struct Miss {
+    err: LitErr,
+    at: usize,
+    begun: bool,
+}
+
+/// `name(kw=value, …)` at the cursor.
+fn one_call(l: &mut Lit<'_>) -> Result<(String, Map<String, Value>, usize), Miss> {
+    let at = l.pos;
+    let miss = |err, begun| Miss { err, at, begun };
+    let Some(name) = l.name() else {
+        return Err(miss(LitErr::Bad(at, "expected a call".into()), false));
+    };
+    l.blanks();
+    if !l.eat(b"(") {
+        let e = if l.at_end() {
+            LitErr::Cut
+        } else {
+            LitErr::Bad(l.pos, "expected '('".into())
+        };
+        return Err(miss(e, false));
+    }
+    let mut args = Map::new();
+    loop {
+        l.ws();
+        match l.peek() {
+            None => return Err(miss(LitErr::Cut, true)),
+            Some(b')') => {
+                l.pos += 1;
+                return Ok((name, args, at));
+            }
+            _ => {}
+        }
+        let key_at = l.pos;
+        let Some(key) = l.name().filter(|k| !k.contains(['.', ':', '-'])) else {
+            return Err(miss(
+                LitErr::Bad(
+                    key_at,
+                    format!("positional argument in the call to '{name}'"),
+                ),
+                true,
+            ));
+        };
+        l.blanks();
+        if l.peek() != Some(b'=') || l.peek_at(1) == Some(b'=') {
+            let e = if l.at_end() {
+                LitErr::Cut
+            } else {
+                LitErr::Bad(
+                    key_at,
+                    format!("positional argument in the call to '{name}'"),
+                )
+            };
+            return Err(miss(e, true));
+        }
+        l.pos += 1;
+        let v = l.arg_value().map_err(|e| miss(e, true))?;
+        args.insert(key, v);
+        l.ws();
+        match l.peek() {
+            None => return Err(miss(LitErr::Cut, true)),
+            Some(b',') => l.pos += 1,
+            Some(b')') => {}
+            Some(_) => return Err(miss(LitErr::Bad(l.pos, "expected ',' or ')'".into()), true)),
+        }
+    }
+}
+
+/// A call written inside a string (`'forge.smelt(ore="iron")'`).
+fn quoted_call(l: &mut Lit<'_>) -> Result<(String, Map<String, Value>, usize), Miss> {
+    let at = l.pos;
+    let inner = l.string().map_err(|err| Miss {
+        err,
+        at,
+        begun: false,
+    })?;
+    let b = inner.trim().as_bytes();
+    let mut il = Lit::new(b, 0, b.len());
+    let (name, args, _) = one_call(&mut il).map_err(|m| Miss {
+        err: match m.err {
+            LitErr::Cut => LitErr::Bad(at, "the quoted call is incomplete".into()),
+            LitErr::Bad(_, msg) => LitErr::Bad(at, msg),
+        },
+        at,
+        begun: m.begun,
+    })?;
+    il.ws();
+    if !il.at_end() {
+        return Err(Miss {
+            err: LitErr::Bad(at, "text after the quoted call".into()),
+            at,
+            begun: true,
+        });
+    }
+    Ok((name, args, at))
+}
+
+/// True when a call (`name(`, or a quoted one inside a list) starts at the cursor.
+fn call_starts(l: &Lit<'_>, in_list: bool) -> bool {
+    let mut t = l.clone();
+    if in_list && matches!(t.peek(), Some(b'\'' | b'"')) {
+        t.pos += 1;
+    }
+    if t.name().is_none() {
+        return false;
+    }
+    t.blanks();
+    t.peek() == Some(b'(')
+}
+
+/// The format table's leading reader.
+pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
+    let s = text.as_bytes();
+    let mut l = Lit::new(s, from, to);
+    l.ws();
+    let bracketed = l.peek() == Some(b'[');
+    let mut calls: Vec<Call> = Vec::new();
+    let push = |(tool, args, at): (String, Map<String, Value>, usize),
+                end: usize,
+                calls: &mut Vec<Call>| {
+        let span = Span {
+            start: at,
+            end,
+            line: 0,
+            column: 0,
+        };
+        let block = calls.len();
+        calls.push(lit::call(tool, args, Format::Pythonic, span, block));
+    };
+    let fail = |m: Miss, calls: &[Call]| -> Lead {
+        let begun = m.begun || !calls.is_empty();
+        match m.err {
+            LitErr::Cut if begun => Lead::Error(lit::value_error(
+                LitErr::Cut,
+                m.at,
+                to >= text.len(),
+                "a pythonic call",
+                HINT,
+            )),
+            LitErr::Bad(o, msg) if begun && bracketed => Lead::Error(lit::value_error(
+                LitErr::Bad(o, msg),
+                m.at,
+                false,
+                "a pythonic call",
+                HINT,
+            )),
+            _ => Lead::No,
+        }
+    };
+    let mut end;
+    loop {
+        if l.peek() == Some(b'[') {
+            let mut probe = l.clone();
+            probe.pos += 1;
+            probe.ws();
+            if !call_starts(&probe, true) && probe.peek() != Some(b']') {
+                break;
+            }
+            l.pos += 1;
+            loop {
+                l.ws();
+                match l.peek() {
+                    None => {
+                        return fail(
+                            Miss {
+                                err: LitErr::Cut,
+                                at: l.pos,
+                                begun: true,
+                            },
+                            &calls,
+                        )
+                    }
+                    Some(b']') => {
+                        l.pos += 1;
+                        break;
+                    }
+                    _ => {}
+                }
+                let r = if matches!(l.peek(), Some(b'\'' | b'"')) {
+                    quoted_call(&mut l)
+                } else {
+                    one_call(&mut l)
+                };
+                match r {
+                    Ok(c) => push(c, l.pos, &mut calls),
+                    Err(m) => return fail(m, &calls),
+                }
+                l.ws();
+                match l.peek() {
+                    Some(b',' | b';') => l.pos += 1,
+                    Some(b']') => {}
+                    None => {
+                        return fail(
+                            Miss {
+                                err: LitErr::Cut,
+                                at: l.pos,
+                                begun: true,
+                            },
+                            &calls,
+                        )
+                    }
+                    Some(_) => {
+                        let at = l.pos;
+                        return fail(
+                            Miss {
+                                err: LitErr::Bad(at, "expected ',' or ']'".into()),
+                                at,
+                                begun: true,
+                            },
+                            &calls,
+                        );
+                    }
+                }
+            }
+        } else {
+            if !call_starts(&l, false) {
+                break;
+            }
+            match one_call(&mut l) {
+                Ok(c) => push(c, l.pos, &mut calls),
+                Err(m) => return fail(m, &calls),
+            }
+        }
+        end = l.pos;
+        // Another call or list: after `,`/`;` on the same line, or on the next lines.
+        l.blanks();
+        while matches!(l.peek(), Some(b',' | b';')) {
+            l.pos += 1;
+            l.blanks();
+        }
+        let mut next = l.clone();
+        next.ws();
+        if call_starts(&next, false)
+            || (next.peek() == Some(b'[') && {
+                let mut p = next.clone();
+                p.pos += 1;
+                p.ws();
+                call_starts(&p, true)
+            })
+        {
+            l = next;
+            continue;
+        }
+        if calls.is_empty() {
+            return Lead::No;
+        }
+        return Lead::calls(calls, end);
+    }
+    if calls.is_empty() {
+        Lead::No
+    } else {
+        // A list opener with no call in it after the calls: they end before it.
+        let end = calls.last().map_or(from, |c| c.span.end);
+        Lead::calls(calls, end)
+    }
+}

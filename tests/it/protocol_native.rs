@@ -1,0 +1,83 @@
+//! The native call formats of open models (`tests/data/native_cases.jsonl`, written by
+//! hand from the formats' table, messy shapes included, and the shared worked examples
+//! `tests/data/native_cases_shared.jsonl`): every case is read with `auto` and with its
+//! own format's name, one-shot and streamed in small chunks (the checks of
+//! `protocol_cases`), and every call carries its format as `source` and a place.
+
+use serde_json::Value;
+use tavern::internal::protocol::{parse, Format};
+
+use crate::protocol_cases::check_case;
+
+/// The format a shared case is written in, from its name.
+fn shared_format(name: &str) -> &'static str {
+    let table = [
+        ("hermes", "hermes"),
+        ("pythonic", "pythonic"),
+        ("leadin_fence", "pythonic"),
+        ("llama_json", "llama_json"),
+        ("mistral", "mistral"),
+        ("openai", "json"),
+        ("granite", "granite"),
+        ("glm", "glm"),
+        ("functionary", "functionary"),
+    ];
+    table
+        .iter()
+        .find(|(p, _)| name.starts_with(p))
+        .map(|(_, f)| *f)
+        .unwrap_or_else(|| panic!("no format for shared case {name}"))
+}
+
+fn run(text: &str, shared: bool) -> usize {
+    let mut failures = Vec::new();
+    let mut n = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let case: Value = serde_json::from_str(line).expect("case line is JSON");
+        let name = case["name"].as_str().unwrap().to_string();
+        let own = match case.get("native").and_then(Value::as_str) {
+            Some(f) => f.to_string(),
+            None if shared => shared_format(&name).to_string(),
+            None => panic!("{name}: no native format"),
+        };
+        for format in ["auto", own.as_str()] {
+            let mut c = case.clone();
+            c["format"] = Value::from(format);
+            c["name"] = Value::from(format!("{name} (--format {format})"));
+            n += 1;
+            if let Err(e) = check_case(&c) {
+                failures.push(e);
+            }
+        }
+        // Every call says its format and where it is.
+        let input = case["input"].as_str().unwrap();
+        let want: Format = own.parse().unwrap();
+        for f in [Format::Auto, want] {
+            for call in parse(input, f).calls {
+                if call.source != want || call.span.line == 0 || call.span.column == 0 {
+                    failures.push(format!(
+                        "{name} ({f}): call {} has source {} at {}:{}, expected {want}",
+                        call.tool, call.source, call.span.line, call.span.column
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {n} readings failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    n
+}
+
+#[test]
+fn hand_written_native_cases() {
+    assert!(run(include_str!("../data/native_cases.jsonl"), false) >= 100);
+}
+
+#[test]
+fn shared_native_cases() {
+    run(include_str!("../data/native_cases_shared.jsonl"), true);
+}
