@@ -151,6 +151,27 @@ impl ScriptError {
         }
     }
 
+    /// The code a script reads in a caught error's `code` (`e.code`), the same code a caller
+    /// sees when the script lets the error through (`permission_denied`, `timeout`,
+    /// `limit_exceeded`, a nested call's own code, else `execution_failed`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            ScriptError::InstructionLimit { .. }
+            | ScriptError::MemoryLimit { .. }
+            | ScriptError::ValueLimit { .. } => "limit_exceeded",
+            ScriptError::Timeout { .. } => "timeout",
+            ScriptError::Cancelled => "cancelled",
+            ScriptError::PermissionDenied { .. } => "permission_denied",
+            ScriptError::Tool(e) => e.code(),
+            _ => "execution_failed",
+        }
+    }
+
+    /// The error as the value a script catches: `{code, message}` (see `nested_error.rs`).
+    pub fn to_value(&self) -> serde_json::Value {
+        serde_json::json!({"code": self.code(), "message": self.to_string()})
+    }
+
     /// The tool error a caller of tool `tool_id` sees.
     pub fn into_tool_error(self, tool_id: &str) -> ToolError {
         let tool = tool_id.to_string();

@@ -172,9 +172,9 @@ pub(crate) struct HostCore {
     pub output: Output,
     /// Panics caught in Rust code called from this plugin's scripts (each one logged).
     pub panics: std::sync::atomic::AtomicU64,
-    /// Errors of nested `api.tools.call`s handed to scripts as values (see `nested_error.rs`),
+    /// Errors handed to scripts as values (see `nested_error.rs`),
     /// so one a script lets through is reported with its own code again.
-    pub nested: std::sync::Mutex<Vec<crate::tools::ToolError>>,
+    pub nested: std::sync::Mutex<Vec<super::ScriptError>>,
     /// Hooks and overrides the scripts registered.
     pub hooks: super::hooks_api::ScriptHooks,
 }

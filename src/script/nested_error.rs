@@ -1,24 +1,27 @@
 //! Errors as script values.
 //!
-//! A failed nested `api.tools.call` reaches the script as a value with `code` and `message`
-//! (a Lua table raised with `error`, a Rhai map thrown), so `pcall` / `try … catch` can look
-//! at `e.code` instead of parsing text. A script that lets it through fails with that same
-//! tool error (same code), as before. A table or map a script raises itself keeps its
-//! content in the tool error's message: its `message` (after `code: ` when it has a code),
-//! or its JSON.
+//! Every failure the host raises into a script — a failed nested `api.tools.call`, a refused
+//! permission, a bad argument to an `api` function, a file error — reaches the script as a
+//! value with `code` and `message` ([`ScriptError::to_value`]: a Lua table, a Rhai map), so
+//! `pcall` / `try … catch` can look at `e.code` instead of parsing text. Lua converts where
+//! a script can first see an error (`pcall`, `xpcall`, `coroutine.resume`/`close`); Rhai
+//! throws the map. A script that lets it through, or raises the value again, fails with that
+//! same error (same code): the value is remembered here and found again by its content. A
+//! table or map a script raises itself keeps its content in the tool error's message: its
+//! `message` (after `code: ` when it has a code), or its JSON.
 
 use serde_json::Value;
 
 use super::host::HostCore;
-use crate::tools::ToolError;
+use super::ScriptError;
 
-/// At most this many nested errors are remembered per plugin (older ones are dropped).
+/// At most this many raised errors are remembered per plugin (older ones are dropped).
 const KEEP: usize = 64;
 
 impl HostCore {
     /// Remembers `e` (handed to the script as a value) and returns its `{code, message}`.
-    pub(crate) fn nested_value(&self, e: ToolError) -> Value {
-        let v = serde_json::json!({"code": e.code(), "message": e.to_string()});
+    pub(crate) fn error_value(&self, e: ScriptError) -> Value {
+        let v = e.to_value();
         let mut n = self.nested.lock().unwrap_or_else(|p| p.into_inner());
         if n.len() >= KEEP {
             n.remove(0);
@@ -27,8 +30,8 @@ impl HostCore {
         v
     }
 
-    /// The remembered tool error whose value is `code`/`message`, if any.
-    pub(crate) fn nested_error(&self, code: &str, message: &str) -> Option<ToolError> {
+    /// The remembered error whose value is `code`/`message`, if any.
+    pub(crate) fn raised_error(&self, code: &str, message: &str) -> Option<ScriptError> {
         let n = self.nested.lock().unwrap_or_else(|p| p.into_inner());
         n.iter()
             .rev()

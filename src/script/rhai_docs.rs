@@ -28,7 +28,11 @@ A Rhai tool handler is a function `fn name(args, ctx)` in the script a tool file
 Every function below lives under `api::<namespace>::`. Where Lua's name is a Rhai keyword the
 Rhai name differs (`api::tools::invoke` for `api.tools.call`, `api::log::dbg` for
 `api.log.debug`). A function needing a permission fails with `permission_denied` (naming it)
-unless plugin.yaml declares it.
+unless plugin.yaml declares it. Every error an `api` function throws — a refused permission,
+a bad argument, a file error, a failed nested call — is a map `#{code, message}`: catch it
+and read `e.code` (`permission_denied`, `timeout`, `limit_exceeded`, a nested call's own
+code, else `execution_failed`); let through, or thrown again, it fails your tool with that
+same error.
 
 <!-- file: plugins/Notes/plugin.yaml
 name: Notes

@@ -103,17 +103,18 @@ impl ModuleResolver for ConfinedResolver {
     }
 }
 
-fn rhai_err(msg: impl Into<String>) -> Box<EvalAltResult> {
-    EvalAltResult::ErrorRuntime(Dynamic::from(msg.into()), Position::NONE).into()
+fn rhai_err(msg: impl Into<String>) -> ScriptError {
+    ScriptError::runtime(msg)
 }
 
-/// Marks a typed error raised by an api function so it survives the trip through Rhai.
-fn typed_err(e: ScriptError) -> Box<EvalAltResult> {
-    EvalAltResult::ErrorRuntime(Dynamic::from(TypedError(e)), Position::NONE).into()
+/// Throws an error an api function met as the `#{code, message}` map the script catches
+/// ([`ScriptError::to_value`], remembered so a script that lets it through fails with the
+/// same error; see `nested_error.rs`). Every error an api function raises goes through here.
+fn thrown(core: &HostCore, e: ScriptError) -> Box<EvalAltResult> {
+    let v = core.error_value(e);
+    let v = json_to_dynamic(&v).unwrap_or_else(|_| Dynamic::from(v.to_string()));
+    EvalAltResult::ErrorRuntime(v, Position::NONE).into()
 }
-
-#[derive(Debug, Clone)]
-struct TypedError(ScriptError);
 
 /// Dynamic → JSON with depth and size limits.
 pub(crate) fn dynamic_to_json(d: &Dynamic, limits: &Limits) -> Result<Value, ScriptError> {
@@ -217,9 +218,6 @@ fn to_json_at(
             .map_err(|e| ScriptError::Internal(e.into()))?;
         return Ok(Value::Array(b.iter().map(|x| Value::from(*x)).collect()));
     }
-    if let Some(t) = d.read_lock::<TypedError>() {
-        return Ok(Value::String(t.0.to_string()));
-    }
     Err(ScriptError::Conversion {
         path: path.clone(),
         message: format!("a {} cannot be converted to JSON", d.type_name()),
@@ -296,39 +294,41 @@ impl RhaiHost {
                 if op == ApiOp::HooksOn {
                     let (c, sh) = (core.clone(), shared.clone());
                     m.set_native_fn("on", move |point: Dynamic, f: Dynamic| {
-                        hooks_on(&c, &sh, point, f, Dynamic::UNIT)
+                        hooks_on(&c, &sh, point, f, Dynamic::UNIT).map_err(|e| thrown(&c, e))
                     });
                     let (c, sh) = (core.clone(), shared.clone());
                     m.set_native_fn("on", move |point: Dynamic, f: Dynamic, opts: Dynamic| {
-                        hooks_on(&c, &sh, point, f, opts)
+                        hooks_on(&c, &sh, point, f, opts).map_err(|e| thrown(&c, e))
                     });
                     continue;
                 }
                 if op == ApiOp::ServicesOverride {
                     let (c, sh) = (core.clone(), shared.clone());
                     m.set_native_fn("override", move |id: Dynamic, f: Dynamic| {
-                        services_override(&c, &sh, id, f)
+                        services_override(&c, &sh, id, f).map_err(|e| thrown(&c, e))
                     });
                     let (c, l) = (core.clone(), *limits);
                     m.set_native_fn("next", move |ctx: Dynamic, args: Dynamic| {
-                        let token = ctx
-                            .try_cast::<rhai::Map>()
-                            .and_then(|m| m.get("next").and_then(|t| t.as_int().ok()))
-                            .ok_or_else(|| {
-                                rhai_err("api::services::next(ctx, args): ctx must be the ctx an override received")
-                            })?;
-                        let a = dynamic_to_json(&args, &l).map_err(typed_err)?;
-                        let out = c.call_next(token as u64, a).map_err(typed_err)?;
-                        json_to_dynamic(&out).map_err(typed_err)
+                        let run = || {
+                            let token = ctx
+                                .try_cast::<rhai::Map>()
+                                .and_then(|m| m.get("next").and_then(|t| t.as_int().ok()))
+                                .ok_or_else(|| {
+                                    rhai_err("api::services::next(ctx, args): ctx must be the ctx an override received")
+                                })?;
+                            let a = dynamic_to_json(&args, &l)?;
+                            let out = c.call_next(token as u64, a)?;
+                            json_to_dynamic(&out)
+                        };
+                        run().map_err(|e| thrown(&c, e))
                     });
                     continue;
                 }
                 if op == ApiOp::ToolsRegister {
-                    let sh = shared.clone();
-                    let plugin = core.env.plugin.clone();
+                    let (c, sh) = (core.clone(), shared.clone());
                     let limits = *limits;
                     m.set_native_fn("register", move |spec: Dynamic| {
-                        register_tool(&sh, &plugin, &limits, spec)
+                        register_tool(&sh, &c.env.plugin, &limits, spec).map_err(|e| thrown(&c, e))
                     });
                     continue;
                 }
@@ -337,21 +337,14 @@ impl RhaiHost {
                     let c = core.clone();
                     let l = *limits;
                     let run = move |args: Vec<Dynamic>| -> Result<Dynamic, Box<EvalAltResult>> {
-                        let mut json = Vec::with_capacity(args.len());
-                        for a in &args {
-                            json.push(dynamic_to_json(a, &l).map_err(typed_err)?);
-                        }
-                        let out = match c.invoke(op, &json) {
-                            Ok(out) => out,
-                            // A failed nested call is thrown as a `#{code, message}` map the
-                            // script can catch and inspect.
-                            Err(ScriptError::Tool(e)) if op == ApiOp::ToolsCall => {
-                                let v = json_to_dynamic(&c.nested_value(e)).map_err(typed_err)?;
-                                return Err(EvalAltResult::ErrorRuntime(v, Position::NONE).into());
+                        let call = || {
+                            let mut json = Vec::with_capacity(args.len());
+                            for a in &args {
+                                json.push(dynamic_to_json(a, &l)?);
                             }
-                            Err(e) => return Err(typed_err(e)),
+                            json_to_dynamic(&c.invoke(op, &json)?)
                         };
-                        json_to_dynamic(&out).map_err(typed_err)
+                        call().map_err(|e| thrown(&c, e))
                     };
                     match arity {
                         0 => {
@@ -644,8 +637,8 @@ impl RhaiHost {
                 if let (Some(Value::String(c)), Some(Value::String(m))) =
                     (json.get("code"), json.get("message"))
                 {
-                    if let Some(te) = self.core.nested_error(c, m) {
-                        return ScriptError::Tool(te);
+                    if let Some(e) = self.core.raised_error(c, m) {
+                        return e;
                     }
                 }
                 ScriptError::Runtime {
@@ -709,9 +702,6 @@ fn map_rhai_error(e: EvalAltResult, file: Option<&str>, limits: &Limits) -> Scri
             message: p.to_string(),
         },
         EvalAltResult::ErrorRuntime(v, pos) => {
-            if let Some(t) = v.read_lock::<TypedError>() {
-                return t.0.clone();
-            }
             let msg = if v.is_string() {
                 v.clone().into_string().unwrap_or_default()
             } else if v.is_map() {
@@ -743,7 +733,7 @@ fn map_rhai_error(e: EvalAltResult, file: Option<&str>, limits: &Limits) -> Scri
 }
 
 /// A handler argument: a closure, `Fn("name")` or a function name.
-fn fn_ptr(api: &str, f: Dynamic) -> Result<FnPtr, Box<EvalAltResult>> {
+fn fn_ptr(api: &str, f: Dynamic) -> Result<FnPtr, ScriptError> {
     if f.is_fnptr() {
         return f
             .try_cast::<FnPtr>()
@@ -757,7 +747,7 @@ fn fn_ptr(api: &str, f: Dynamic) -> Result<FnPtr, Box<EvalAltResult>> {
     }
 }
 
-fn string_arg(api: &str, what: &str, v: Dynamic) -> Result<String, Box<EvalAltResult>> {
+fn string_arg(api: &str, what: &str, v: Dynamic) -> Result<String, ScriptError> {
     v.into_immutable_string()
         .map(|s| s.to_string())
         .map_err(|t| rhai_err(format!("{api}: {what} must be a string, got {t}")))
@@ -770,12 +760,11 @@ fn hooks_on(
     point: Dynamic,
     f: Dynamic,
     opts: Dynamic,
-) -> Result<rhai::INT, Box<EvalAltResult>> {
+) -> Result<rhai::INT, ScriptError> {
     const API_NAME: &str = "api::hooks::on";
     let env = &core.env;
     let point = string_arg(API_NAME, "the point", point)?;
-    let point =
-        super::hooks_api::ScriptHooks::check_point(env, API_NAME, &point).map_err(typed_err)?;
+    let point = super::hooks_api::ScriptHooks::check_point(env, API_NAME, &point)?;
     let f = fn_ptr(API_NAME, f)?;
     let mut o = crate::hooks::HookOptions::default();
     if !opts.is_unit() {
@@ -805,10 +794,7 @@ fn hooks_on(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .insert(key.clone(), f);
-    let h = core
-        .hooks
-        .add_hook(env, n, key, point, o)
-        .map_err(typed_err)?;
+    let h = core.hooks.add_hook(env, n, key, point, o)?;
     Ok(h as rhai::INT)
 }
 
@@ -818,11 +804,11 @@ fn services_override(
     sh: &RhaiShared,
     id: Dynamic,
     f: Dynamic,
-) -> Result<(), Box<EvalAltResult>> {
+) -> Result<(), ScriptError> {
     const API_NAME: &str = "api::services::override";
     let env = &core.env;
     let id = string_arg(API_NAME, "the id", id)?;
-    let tool = super::hooks_api::ScriptHooks::check_override(env, &id).map_err(typed_err)?;
+    let tool = super::hooks_api::ScriptHooks::check_override(env, &id)?;
     let f = fn_ptr(API_NAME, f)?;
     let n = core.hooks.next_key();
     let key = format!("override#{n}");
@@ -830,9 +816,7 @@ fn services_override(
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .insert(key.clone(), f);
-    core.hooks
-        .add_override(env, n, key, tool)
-        .map_err(typed_err)
+    core.hooks.add_override(env, n, key, tool)
 }
 
 fn register_tool(
@@ -840,7 +824,7 @@ fn register_tool(
     plugin: &str,
     limits: &Limits,
     spec: Dynamic,
-) -> Result<(), Box<EvalAltResult>> {
+) -> Result<(), ScriptError> {
     let Some(spec) = spec.try_cast::<rhai::Map>() else {
         return Err(rhai_err(
             "api::tools::register expects a map #{ id: …, description: …, parameters: …, handler: \"fn_name\" }",
@@ -877,7 +861,7 @@ fn register_tool(
         }
     };
     let parameters = match spec.get("parameters") {
-        Some(p) => Some(dynamic_to_json(p, limits).map_err(typed_err)?),
+        Some(p) => Some(dynamic_to_json(p, limits)?),
         None => None,
     };
     let mut reg = sh.registered.lock().unwrap_or_else(|p| p.into_inner());

@@ -126,3 +126,106 @@ async fn raised_tables_and_thrown_maps_keep_their_content() {
         assert!(!text.contains("table: 0x"), "{id}: {text}");
     }
 }
+
+const LUA_HOST_ERRORS: &str = r#"
+local function catch(f, ...)
+  local ok, e = pcall(f, ...)
+  return {ok = ok, kind = type(e), code = e.code, message = e.message, text = tostring(e)}
+end
+function refused_call(a) return catch(api.tools.call, "Other:tool", {}) end
+function refused_fs(a) return catch(api.fs.read, "/x.txt") end
+function bad_argument(a) return catch(api.hooks.on, "no:such-point", function() end) end
+function in_handler(a)
+  local seen
+  xpcall(api.fs.read, function(e) seen = {kind = type(e), code = e.code} end, "/x.txt")
+  return seen
+end
+function through(a) return api.tools.call("Other:tool", {}) end
+function again(a)
+  local ok, e = pcall(api.tools.call, "Other:tool", {})
+  error(e)
+end
+"#;
+
+const RHAI_HOST_ERRORS: &str = r#"
+fn catch_call() {
+  try { api::tools::invoke("Other:tool", #{}); return #{ ok: true }; }
+  catch (e) { return #{ ok: false, kind: type_of(e), code: e.code, message: e.message }; }
+}
+fn refused_call(a) { catch_call() }
+fn refused_fs(a) {
+  try { api::fs::read("/x.txt"); return #{ ok: true }; }
+  catch (e) { return #{ ok: false, kind: type_of(e), code: e.code, message: e.message }; }
+}
+fn bad_argument(a) {
+  try { api::hooks::on("no:such-point", |ev| ()); return #{ ok: true }; }
+  catch (e) { return #{ ok: false, kind: type_of(e), code: e.code, message: e.message }; }
+}
+fn through(a) { api::tools::invoke("Other:tool", #{}) }
+fn again(a) {
+  try { api::tools::invoke("Other:tool", #{}); } catch (e) { throw e; }
+}
+"#;
+
+/// Issue 23 item 10: every failure the host raises into a script is a `{code, message}`
+/// value, not only a nested call's: a call refused for a missing permission, a refused
+/// `api.fs`, a bad argument; let through or raised again, it keeps its code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_host_error_is_a_value_with_code_and_message() {
+    let m = manager();
+    m.register_fn(def("Other:tool"), |_ctx, _args| Ok(json!("ran")))
+        .unwrap();
+    let lua = [
+        "refused_call",
+        "refused_fs",
+        "bad_argument",
+        "in_handler",
+        "through",
+        "again",
+    ];
+    load(&m, "L", "main.lua", LUA_HOST_ERRORS, &lua);
+    let rhai = [
+        "refused_call",
+        "refused_fs",
+        "bad_argument",
+        "through",
+        "again",
+    ];
+    load(&m, "R", "main.rhai", RHAI_HOST_ERRORS, &rhai);
+    for (plugin, kind) in [("L", "table"), ("R", "map")] {
+        let run = |f: &str| {
+            let m = m.clone();
+            let id = format!("{plugin}:{f}");
+            async move { m.invoke(&id, json!({}), Caller::Cli).await }
+        };
+        for (f, code, text) in [
+            ("refused_call", "permission_denied", "tools: Other:tool"),
+            ("refused_fs", "permission_denied", "fs.read"),
+            ("bad_argument", "execution_failed", "no:such-point"),
+        ] {
+            let out = run(f).await.unwrap();
+            assert_eq!(out["ok"], json!(false), "{plugin}:{f}: {out}");
+            assert_eq!(out["kind"], json!(kind), "{plugin}:{f}: {out}");
+            assert_eq!(out["code"], json!(code), "{plugin}:{f}: {out}");
+            let msg = out["message"].as_str().unwrap_or_default();
+            assert!(msg.contains(text), "{plugin}:{f}: {out}");
+            assert!(!msg.contains("traceback"), "{plugin}:{f}: {out}");
+            if plugin == "L" {
+                // It prints as `code: message`.
+                assert_eq!(out["text"], json!(format!("{code}: {msg}")), "{out}");
+            }
+        }
+        if plugin == "L" {
+            let out = run("in_handler").await.unwrap();
+            assert_eq!(out, json!({"kind": "table", "code": "permission_denied"}));
+        }
+        for f in ["through", "again"] {
+            let e = run(f).await.unwrap_err();
+            assert_eq!(e.code(), "permission_denied", "{plugin}:{f}: {e}");
+            assert!(
+                e.to_string().contains("tools: Other:tool"),
+                "{plugin}:{f}: {e}"
+            );
+        }
+    }
+}

@@ -42,6 +42,8 @@ const HOOK_EVERY: u32 = 1000;
 /// Longest error message kept from a script.
 const MAX_ERROR_TEXT: usize = 4096;
 const HANDLERS_KEY: &str = "tavern.handlers";
+/// Registry key of the metatable of `{code, message}` error tables (made by the prelude).
+pub(crate) const ERROR_MT_KEY: &str = "tavern.errormt";
 
 /// A tool registered by a script at load time.
 #[derive(Debug, Clone)]
@@ -220,17 +222,6 @@ end
 return call, hook, fail
 "#;
 
-// `api.tools.call` raises a failed call's `{code, message}` table (the Rust side returns
-// `ok, value`).
-const TOOLS_CALL: &str = r#"
-local raw, error = api.tools.call, error
-api.tools.call = function(id, args)
-  local ok, v = raw(id, args)
-  if ok then return v end
-  error(v, 0)
-end
-"#;
-
 const OVERRIDE_WRAP_KEY: &str = "tavern.overridewrap";
 
 /// An override is called with `{args, token}`; its `next` reaches the continuation by token.
@@ -299,6 +290,24 @@ fn api_name(i: usize) -> &'static str {
         .as_str()
 }
 
+/// `error_value(e)`: an error a Rust function raised into the script (mlua's error userdata)
+/// as the `{code, message}` table the script catches ([`ScriptError::to_value`], remembered
+/// so raising it again fails with the same error); any other value as it is. The prelude
+/// calls it wherever a script can catch an error.
+pub(crate) fn error_value_fn(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Function> {
+    guarded(lua, shared, "pcall", |lua, sh, v: LuaValue| {
+        let LuaValue::Error(e) = v else {
+            return Ok(v);
+        };
+        let value = sh.core.error_value(map_lua_error(*e, &sh.limits));
+        let t = from_json(lua, &value).map_err(script_error)?;
+        if let LuaValue::Table(t) = &t {
+            t.set_metatable(Some(lua.named_registry_value::<Table>(ERROR_MT_KEY)?))?;
+        }
+        Ok(t)
+    })
+}
+
 /// `raise(table)`: fails the call with the table's content — the nested tool error it stands
 /// for (same code), or its `message` / JSON as a runtime error.
 fn raise_fn(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Function> {
@@ -322,8 +331,8 @@ fn raise_fn(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Function> {
             if let (Some(Value::String(c)), Some(Value::String(m))) =
                 (json.get("code"), json.get("message"))
             {
-                if let Some(te) = sh.core.nested_error(c, m) {
-                    return Err(script_error(ScriptError::Tool(te)));
+                if let Some(e) = sh.core.raised_error(c, m) {
+                    return Err(script_error(e));
                 }
             }
             let text = super::nested_error::error_text(&json);
@@ -345,30 +354,6 @@ fn install_api(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<()> {
             let t: Table = api.raw_get(f.namespace)?;
             let func = match f.op {
                 ApiOp::ToolsRegister => guarded(lua, shared, "api.tools.register", register_tool)?,
-                ApiOp::ToolsCall => guarded(
-                    lua,
-                    shared,
-                    "api.tools.call",
-                    |lua, sh, args: mlua::Variadic<LuaValue>| {
-                        let limits = ConvertLimits {
-                            max_depth: sh.limits.max_value_depth,
-                            max_bytes: sh.limits.max_value_bytes,
-                        };
-                        let mut json = Vec::with_capacity(args.len());
-                        for a in args.iter() {
-                            json.push(to_json(lua, a, limits).map_err(script_error)?);
-                        }
-                        match sh.core.invoke(ApiOp::ToolsCall, &json) {
-                            Ok(out) => Ok((true, from_json(lua, &out).map_err(script_error)?)),
-                            // A failed call is a value the script can inspect.
-                            Err(ScriptError::Tool(e)) => {
-                                let v = sh.core.nested_value(e);
-                                Ok((false, from_json(lua, &v).map_err(script_error)?))
-                            }
-                            Err(e) => Err(script_error(e)),
-                        }
-                    },
-                )?,
                 ApiOp::HooksOn => guarded(lua, shared, "api.hooks.on", hooks_on)?,
                 ApiOp::ServicesOverride => {
                     guarded(lua, shared, "api.services.override", services_override)?
@@ -405,7 +390,6 @@ fn install_api(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<()> {
         let json: Table = api.raw_get("json")?;
         json.raw_set("null", LuaValue::NULL)?;
         lua.globals().raw_set("api", api)?;
-        lua.load(TOOLS_CALL).set_name("=tavern-api").exec()?;
         Ok(())
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use mlua::{Function, Lua, LuaString, MultiValue, Table, Value as LuaValue, Variadic};
 
 use super::patterns::{is_plain, start_index, Capture, Matcher, PatternError};
-use super::{abort_error, ctx_log, guarded, Shared};
+use super::{abort_error, ctx_log, error_value_fn, guarded, Shared, ERROR_MT_KEY};
 
 /// Runs with the raw functions as upvalues; the script never sees them.
 const PRELUDE: &str = r#"
@@ -16,9 +16,14 @@ string.dump = nil
 local check = rust.check
 local native_pcall, native_xpcall = pcall, xpcall
 local co_resume, co_close = coroutine.resume, coroutine.close
--- Once the budget is gone, the error must not be caught: re-raise after every catch.
+local type, error_value = type, rust.error_value
+-- Once the budget is gone, the error must not be caught: re-raise after every catch. An
+-- error a Rust function raised is handed over as its `{code, message}` table.
 local function pass(ok, ...)
   check()
+  if ok then return ok, ... end
+  local e = ...
+  if type(e) == "userdata" then return ok, error_value(e) end
   return ok, ...
 end
 G.pcall = function(f, ...) return pass(native_pcall(f, ...)) end
@@ -28,12 +33,13 @@ local aborted = rust.aborted
 G.xpcall = function(f, h, ...)
   return pass(native_xpcall(f, function(e)
     if aborted() then return e end
+    if type(e) == "userdata" then e = error_value(e) end
     return h(e)
   end, ...))
 end
 coroutine.resume = function(co, ...) return pass(co_resume(co, ...)) end
 coroutine.close = function(co) return pass(co_close(co)) end
-local raw_setmetatable, rawget, type, error = setmetatable, rawget, type, error
+local raw_setmetatable, rawget, error = setmetatable, rawget, error
 G.setmetatable = function(t, mt)
   if type(mt) == "table" and (rawget(mt, "__gc") ~= nil or rawget(mt, "__close") ~= nil) then
     error("setmetatable: __gc and __close metamethods are not allowed in tavern scripts", 2)
@@ -52,6 +58,12 @@ string.gmatch = function(s, p, init)
 end
 string.gsub = rust.gsub
 G.print = rust.print
+-- The metatable of the error tables `error_value` makes: they print as `code: message`.
+local tostring = tostring
+return {
+  __tostring = function(e) return tostring(rawget(e, "code")) .. ": " .. tostring(rawget(e, "message")) end,
+  __metatable = "tavern.error",
+}
 "#;
 
 fn pattern_error(e: PatternError, sh: &Shared) -> mlua::Error {
@@ -395,11 +407,13 @@ pub(crate) fn install(lua: &Lua, sh: &Arc<Shared>) -> mlua::Result<Function> {
             Ok(())
         })?,
     )?;
+    rust.raw_set("error_value", error_value_fn(lua, sh)?)?;
     let prelude: Function = lua
         .load(PRELUDE)
         .set_name("=tavern-prelude")
         .into_function()?;
-    prelude.call::<()>(rust)?;
+    let error_mt: Table = prelude.call(rust)?;
+    lua.set_named_registry_value(ERROR_MT_KEY, error_mt)?;
     guarded(lua, sh, "ctx.log", ctx_log)
 }
 
