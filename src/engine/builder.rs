@@ -240,7 +240,9 @@ impl EngineBuilder {
     /// ends at its caller's deadline or cancel token. A panic in the handler fails the call
     /// with [`ToolError::Panicked`]. Its namespace is reserved like any host tool's. The
     /// handler is dropped with the engine on its thread; an engine dropped on another
-    /// thread leaks it instead (its destructor may only run on its own thread).
+    /// thread leaks it instead (its destructor may only run on its own thread). An async
+    /// [`Engine::call`] awaited on that thread does not run it: keep pumping meanwhile, or
+    /// use [`Engine::call_blocking`], which does.
     ///
     /// ```
     /// use std::cell::RefCell;
