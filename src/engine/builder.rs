@@ -238,7 +238,11 @@ impl EngineBuilder {
     /// until the next pump on that thread runs it, within that pump's budget; its result
     /// then goes back to the caller (a mod resumes where it called). A parked call still
     /// ends at its caller's deadline or cancel token. A panic in the handler fails the call
-    /// with [`ToolError::Panicked`]. Its namespace is reserved like any host tool's.
+    /// with [`ToolError::Panicked`]. Its namespace is reserved like any host tool's. The
+    /// handler is dropped with the engine on its thread; an engine dropped on another
+    /// thread leaks it instead (its destructor may only run on its own thread). An async
+    /// [`Engine::call`] awaited on that thread does not run it: keep pumping meanwhile, or
+    /// use [`Engine::call_blocking`], which does.
     ///
     /// ```
     /// use std::cell::RefCell;

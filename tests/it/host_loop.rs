@@ -286,8 +286,10 @@ end})"#,
     );
     let lines = Arc::new(Mutex::new(Vec::<(LogLevel, String, String)>::new()));
     let sink = lines.clone();
+    let sink_lines = lines.clone();
     let engine = Engine::builder()
         .home(home.path())
+        .host_tool(def("world:boom"), |_, _| panic!("the bridge collapsed"))
         .log_callback(move |r| {
             sink.lock()
                 .unwrap()
@@ -307,6 +309,21 @@ end})"#,
     );
     assert!(
         lines.contains(&(LogLevel::Warning, src, "careful".into())),
+        "{lines:?}"
+    );
+    drop(lines);
+    // The engine's own warnings go there too: a panicking host tool, with the tool as source.
+    let r = engine
+        .call_blocking(&tam("world:boom", &[]), CallOptions::new())
+        .unwrap();
+    assert_eq!(r.outcomes[0].result.clone().unwrap_err().code(), "panicked");
+    let lines = sink_lines.lock().unwrap();
+    assert!(
+        lines
+            .iter()
+            .any(|(level, source, message)| *level == LogLevel::Error
+                && source == "tool:world:boom"
+                && message.contains("the bridge collapsed")),
         "{lines:?}"
     );
 }
