@@ -272,6 +272,9 @@ async fn serve_one(tcp: TcpStream, router: Router, limits: ConnLimits, closing: 
     loop {
         let deadline = activity.idle_deadline(limits.idle_timeout);
         tokio::select! {
+            // The connection first: a request that has arrived (after the runtime was
+            // busy, say) is read and counted before the idle deadline is looked at.
+            biased;
             r = conn.as_mut() => {
                 if let Err(e) = r {
                     tracing::debug!("connection ended: {e}");

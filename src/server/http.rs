@@ -189,10 +189,23 @@ async fn json_errors(State(g): State<Guard>, req: Request, next: Next) -> Respon
     let mut out = if mcp {
         // JSON-RPC: -32001 for a session that is gone (the client starts a new one),
         // -32600 for a request the transport refused, -32603 for the server's own failure.
-        let code = match status {
-            StatusCode::NOT_FOUND => -32001,
-            s if s.is_server_error() => -32603,
-            _ => -32600,
+        // rmcp answers 415 "fail to deserialize request body" for a body that is not JSON
+        // (-32700) and for JSON that is not a JSON-RPC message (-32600).
+        let (status, code) = match status {
+            StatusCode::NOT_FOUND => (status, -32001),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE if message.starts_with("fail to deserialize") => {
+                let shape = [
+                    "did not match",
+                    "missing field",
+                    "unknown variant",
+                    "invalid type",
+                ]
+                .iter()
+                .any(|m| message.contains(m));
+                (StatusCode::BAD_REQUEST, if shape { -32600 } else { -32700 })
+            }
+            s if s.is_server_error() => (status, -32603),
+            _ => (status, -32600),
         };
         let body = serde_json::json!({"jsonrpc": "2.0", "id": null,
             "error": {"code": code, "message": message}});

@@ -95,6 +95,8 @@ mod script_luals;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod server_jobs;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+mod server_lifecycle;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod server_limits;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod server_mcp_python;
