@@ -104,6 +104,7 @@ mod server_rest;
 mod tools_args;
 mod tools_builtin;
 mod tools_dispatch;
+mod tools_names_as_written;
 mod tools_registry;
 mod tools_vcp_dispatch;
 mod typed_errors;
