@@ -65,6 +65,7 @@ mod protocol_format_names;
 mod protocol_grammar;
 mod protocol_limits;
 mod protocol_native;
+mod protocol_native_props;
 mod protocol_props;
 mod protocol_stream;
 mod sandbox_error_objects;
