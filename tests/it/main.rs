@@ -62,6 +62,7 @@ mod process_tools;
 mod protocol_cases;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod protocol_format_names;
+mod protocol_fuzz_corpus;
 mod protocol_grammar;
 mod protocol_limits;
 mod protocol_native;

@@ -7,9 +7,38 @@ use serde_json::{Map, Value};
 use tavern::internal::protocol::{parse, Format, Severity, StreamReader};
 
 const STRING_PIECES: &[&str] = &[
-    "a", "iron", " ", "\n", "\r\n", "\t", "'", "\"", "\\", "\\_", "}", "]", ")", "{", "[", "(",
-    ",", ";", "=", ":", "<", ">", "</tool_call>", "</function>", "[ARGS]", ">>>", "中文",
-    "「末」", "True", "None", "#", "```",
+    "a",
+    "iron",
+    " ",
+    "\n",
+    "\r\n",
+    "\t",
+    "'",
+    "\"",
+    "\\",
+    "\\_",
+    "}",
+    "]",
+    ")",
+    "{",
+    "[",
+    "(",
+    ",",
+    ";",
+    "=",
+    ":",
+    "<",
+    ">",
+    "</tool_call>",
+    "</function>",
+    "[ARGS]",
+    ">>>",
+    "中文",
+    "「末」",
+    "True",
+    "None",
+    "#",
+    "```",
 ];
 
 fn string() -> impl Strategy<Value = String> {
@@ -99,7 +128,10 @@ fn render(format: Format, calls: &[(String, Map<String, Value>)], variant: bool)
     match format {
         Format::Hermes => {
             for (t, a) in calls {
-                out += &format!("<tool_call>\n{}\n</tool_call>\n", json(&obj(t, "arguments", a)));
+                out += &format!(
+                    "<tool_call>\n{}\n</tool_call>\n",
+                    json(&obj(t, "arguments", a))
+                );
             }
         }
         Format::Pythonic => {
@@ -117,7 +149,10 @@ fn render(format: Format, calls: &[(String, Map<String, Value>)], variant: bool)
             };
         }
         Format::LlamaJson => {
-            let items: Vec<String> = calls.iter().map(|(t, a)| json(&obj(t, "parameters", a))).collect();
+            let items: Vec<String> = calls
+                .iter()
+                .map(|(t, a)| json(&obj(t, "parameters", a)))
+                .collect();
             out = format!("<|python_tag|>{}", items.join("; "));
         }
         Format::Mistral => {

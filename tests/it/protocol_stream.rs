@@ -131,16 +131,14 @@ fn native_values_yield_their_calls_at_their_last_bracket() {
     check(t, Format::Auto, &ends);
     check(t, Format::Granite, &ends);
 
-    let t = "[TOOL_CALLS] [{\"name\": \"A\", \"arguments\": {}}, {\"name\": \"B\", \"arguments\": {}}]";
+    let t =
+        "[TOOL_CALLS] [{\"name\": \"A\", \"arguments\": {}}, {\"name\": \"B\", \"arguments\": {}}]";
     let ends = [(t.len(), &["A", "B"][..])];
     check(t, Format::Auto, &ends);
     check(t, Format::Mistral, &ends);
 
     let t = "[TOOL_CALLS]A[ARGS]{\"x\": [1]}[TOOL_CALLS]B[ARGS]{}";
-    let ends = [
-        (end_of(t, "]}", 0), &["A"][..]),
-        (t.len(), &["B"][..]),
-    ];
+    let ends = [(end_of(t, "]}", 0), &["A"][..]), (t.len(), &["B"][..])];
     check(t, Format::Auto, &ends);
     check(t, Format::Mistral, &ends);
 }
@@ -148,12 +146,21 @@ fn native_values_yield_their_calls_at_their_last_bracket() {
 #[test]
 fn cut_off_native_calls_never_come_out() {
     for (t, f) in [
-        ("<tool_call>{\"name\": \"A\", \"arguments\": {\"x\": \"", Format::Hermes),
-        ("<function_call> {\"name\": \"A\", \"arguments\": {\"x\": 1", Format::Granite),
+        (
+            "<tool_call>{\"name\": \"A\", \"arguments\": {\"x\": \"",
+            Format::Hermes,
+        ),
+        (
+            "<function_call> {\"name\": \"A\", \"arguments\": {\"x\": 1",
+            Format::Granite,
+        ),
         ("[TOOL_CALLS]A[ARGS]{\"x\": [1, ", Format::Mistral),
         ("<function=A>{\"x\": ", Format::Functionary),
         ("[A(x=1), B(y=", Format::Pythonic),
-        ("<|[REQUEST_TOOL]|>\ncommand:「始」A「末」\nx:「始」half", Format::Tam),
+        (
+            "<|[REQUEST_TOOL]|>\ncommand:「始」A「末」\nx:「始」half",
+            Format::Tam,
+        ),
     ] {
         check(t, f, &[]);
         check(t, Format::Auto, &[]);
