@@ -8,6 +8,11 @@
 //!   cost ≤ 45× 100).
 //! - `stream_4byte` vs `one_shot`: a 64 KB model answer with prose and blocks, fed in
 //!   4-byte chunks vs parsed at once (target ≤ 2×).
+//! - `native/<format>_1mb`: each native reader on 1 MB of its own format, read with its
+//!   own name (targets: ≥ 300 MB/s for the JSON-shaped formats, ≥ 150 MB/s for
+//!   `pythonic`); `native/auto_<format>_1mb` the same text read with `auto`.
+//! - `native/stream_4byte_<format>` vs `native/one_shot_<format>`: 64 KB of native calls
+//!   with prose, streamed in 4-byte chunks vs at once (target ≤ 2×).
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -213,9 +218,120 @@ fn bench(c: &mut Criterion<ThreadCpu>) {
     g.finish();
 }
 
+/// One native call of `format` with a few arguments of each type; `i` varies it.
+fn native_call(format: Format, i: usize) -> String {
+    let args = format!(
+        r#"{{"path": "/logs/{i}.log", "count": {i}, "ratio": 0.25, "append": true, "tags": ["a", "b"], "note": null}}"#
+    );
+    match format {
+        Format::Hermes => format!(
+            "<tool_call>\n{{\"name\": \"FileOperator.WriteFile\", \"arguments\": {args}}}\n</tool_call>\n"
+        ),
+        Format::Json => format!(
+            "{{\"type\": \"function\", \"function\": {{\"name\": \"FileOperator.WriteFile\", \"arguments\": {args}}}}}"
+        ),
+        Format::LlamaJson => format!(
+            "{{\"name\": \"FileOperator.WriteFile\", \"parameters\": {args}}}"
+        ),
+        Format::Mistral => format!("[TOOL_CALLS]FileOperator.WriteFile[ARGS]{args}"),
+        Format::Granite => format!(
+            "<function_call> {{\"name\": \"FileOperator.WriteFile\", \"arguments\": {args}}}\n"
+        ),
+        Format::DeepSeek => format!(
+            "<｜tool▁call▁begin｜>function<｜tool▁sep｜>FileOperator.WriteFile\n```json\n{args}\n```<｜tool▁call▁end｜>\n"
+        ),
+        Format::Functionary => format!("<function=FileOperator.WriteFile>{args}</function>\n"),
+        Format::Pythonic => format!(
+            "FileOperator.WriteFile(path='/logs/{i}.log', count={i}, ratio=0.25, append=True, tags=['a', 'b'], note=None)\n"
+        ),
+        _ => unreachable!("not a native format"),
+    }
+}
+
+/// About 1 MB of `format`'s calls, as a model would write them in one answer.
+fn native_text(format: Format, len: usize) -> String {
+    let mut calls = Vec::new();
+    let mut size = 0;
+    let mut i = 0;
+    while size < len {
+        let c = native_call(format, i);
+        size += c.len() + 2;
+        calls.push(c);
+        i += 1;
+    }
+    match format {
+        Format::Json => format!("{{\"tool_calls\": [{}]}}", calls.join(", ")),
+        Format::LlamaJson => format!("<|python_tag|>{}", calls.join("; ")),
+        Format::DeepSeek => format!(
+            "<｜tool▁calls▁begin｜>{}<｜tool▁calls▁end｜>",
+            calls.concat()
+        ),
+        _ => calls.concat(),
+    }
+}
+
+const NATIVE: &[Format] = &[
+    Format::Hermes,
+    Format::Json,
+    Format::LlamaJson,
+    Format::Mistral,
+    Format::Granite,
+    Format::DeepSeek,
+    Format::Functionary,
+    Format::Pythonic,
+];
+
+fn native(c: &mut Criterion<ThreadCpu>) {
+    let mut g = c.benchmark_group("native");
+    g.measurement_time(Duration::from_secs(2))
+        .warm_up_time(Duration::from_millis(500))
+        .sample_size(20);
+    for &f in NATIVE {
+        let text = native_text(f, 1 << 20);
+        assert!(!parse(&text, f).calls.is_empty(), "{f}");
+        g.throughput(Throughput::Bytes(text.len() as u64));
+        g.bench_function(format!("{f}_1mb"), |b| {
+            b.iter_with_large_drop(|| parse(black_box(&text), f))
+        });
+        g.bench_function(format!("auto_{f}_1mb"), |b| {
+            b.iter_with_large_drop(|| parse(black_box(&text), Format::Auto))
+        });
+    }
+    // Streaming: 64 KB of calls between sentences, in 4-byte chunks vs at once.
+    for &f in &[Format::Hermes, Format::Granite, Format::Pythonic] {
+        let mut text = String::new();
+        let mut i = 0;
+        if f == Format::Pythonic {
+            text = native_text(f, 64 * 1024);
+        } else {
+            while text.len() < 64 * 1024 {
+                text.push_str(SENTENCE);
+                text.push('\n');
+                text.push_str(&native_call(f, i));
+                i += 1;
+            }
+        }
+        g.throughput(Throughput::Bytes(text.len() as u64));
+        g.bench_function(format!("one_shot_{f}"), |b| {
+            b.iter(|| parse(black_box(&text), Format::Auto))
+        });
+        g.bench_function(format!("stream_4byte_{f}"), |b| {
+            b.iter(|| {
+                let mut r = StreamReader::new(Format::Auto);
+                let mut n = 0;
+                for chunk in black_box(text.as_bytes()).chunks(4) {
+                    n += r.push_bytes(chunk).len();
+                }
+                (n, r.finish())
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().with_measurement(ThreadCpu);
-    targets = bench
+    targets = bench, native
 }
 criterion_main!(benches);

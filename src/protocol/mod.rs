@@ -20,10 +20,18 @@
 //! - **`<ACTION>` XML**, read with quick-xml. Only the first `<ACTION>` block of a text
 //!   runs (seed 002 §3.2.1, §3.3 step 4); a later one is a warning ("only the first
 //!   `<ACTION>` block runs") and its calls are not returned.
-//! - **JSON**: MCP `tools/call` params or request, OpenAI function call(s).
+//! - **JSON**: MCP `tools/call` params or request, OpenAI function call(s) (alias
+//!   `openai`).
+//! - **Native formats of open models** (`docs/formats.md`): `hermes` (`<tool_call>`),
+//!   `pythonic` call lists, `llama_json`, `mistral` (`[TOOL_CALLS]`), `granite`
+//!   (`<function_call>`), `glm`, `deepseek`, `functionary`. Their JSON may be
+//!   Python-dict-like; one tolerant literal reader (`formats/lit.rs`) serves them all,
+//!   and evaluates nothing.
 //!
-//! [`Format::Auto`] finds TAM, VCP and `<ACTION>` blocks in one text; a text whose first
-//! non-blank character is `{` or `[` and that is a JSON call is read as JSON.
+//! [`Format::Auto`] finds TAM, VCP, `<ACTION>` blocks and the tagged native forms in one
+//! text; a text whose first non-blank character is `{` or `[` and that is a JSON call is
+//! read as JSON; shapes that could be prose (a pythonic list, a GLM name line) are taken
+//! only as the whole answer, at its start, or as a whole fenced block (`formats/lead.rs`).
 //!
 //! # Layout
 //! Each format is one file in `formats/` and one row of the format table
@@ -48,8 +56,11 @@
 //!   be a pair, or the marker is prose.
 //! - A block without its end marker ends at the next start marker (outside values) or
 //!   at the end of the text, with a warning (rule 8).
-//! - An unterminated value (rule 6) also ends before a start-marker line, and at the end
-//!   of the text a last line break is not part of it.
+//! - An unterminated value (rule 6) also ends before a start-marker line. A value the end
+//!   of the text cuts off (no `「末」`, no end marker, nothing after it but a line break)
+//!   is not recovered: the output was cut off, the block is an error and none of its
+//!   calls run (issue 24). The same holds in every format: a native call whose JSON,
+//!   tag or fence the text ends inside is an error, never a guess.
 //! - `<think>` regions are recognised only in prose, never inside block values. A
 //!   `</think>` without an opening tag is dropped from the prose with a warning.
 //! - In TAM blocks `command` and `tool_name` both name the tool; in VCP blocks only

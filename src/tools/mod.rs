@@ -341,7 +341,31 @@ impl Registry {
                 }
             }
         }
-        None
+        self.resolve_as_written(id)
+    }
+
+    /// A name as a model writes it (`Forge:smelt`, `FORGE.SMELT`, `Forge_Smelt`): the one
+    /// tool whose id or wire name it is, ignoring ASCII case, `.` and `:` written as `_`;
+    /// `None` when no tool or more than one matches. Only reached when the exact forms
+    /// above miss, so the scan costs nothing on the usual path.
+    fn resolve_as_written(&self, id: &str) -> Option<&Arc<Tool>> {
+        let want = id::base_wire_name(id.trim());
+        let mut found: Option<&Arc<Tool>> = None;
+        for canonical in &self.order {
+            let Some(t) = self.by_id.get(canonical) else {
+                continue;
+            };
+            if canonical.eq_ignore_ascii_case(id)
+                || id::base_wire_name(canonical).eq_ignore_ascii_case(&want)
+                || t.wire_name.eq_ignore_ascii_case(&want)
+            {
+                if found.is_some_and(|f| !Arc::ptr_eq(f, t)) {
+                    return None;
+                }
+                found = Some(t);
+            }
+        }
+        found
     }
 
     fn unknown(&self, id: &str) -> ToolError {

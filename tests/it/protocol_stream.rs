@@ -95,3 +95,96 @@ fn json_is_read_at_finish() {
     let r = parse(t, Format::Auto);
     assert_eq!(r.calls[0].tool, "system:echo");
 }
+
+#[test]
+fn native_tags_yield_their_calls_as_they_close() {
+    let t = "Checking.\n<tool_call>{\"name\": \"A\", \"arguments\": {}}</tool_call>\n<tool_call>{'name': 'B', 'arguments': {'x': True}}</tool_call>";
+    let ends = [
+        (end_of(t, "</tool_call>", 0), &["A"][..]),
+        (end_of(t, "</tool_call>", 1), &["B"][..]),
+    ];
+    check(t, Format::Auto, &ends);
+    check(t, Format::Hermes, &ends);
+
+    let t = "<function=A>{\"x\": 1}</function> and <function=B>{}</function>";
+    let ends = [
+        (end_of(t, "</function>", 0), &["A"][..]),
+        (end_of(t, "</function>", 1), &["B"][..]),
+    ];
+    check(t, Format::Auto, &ends);
+    check(t, Format::Functionary, &ends);
+
+    let ds = "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>A\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜> ok";
+    let ends = [(end_of(ds, "<｜tool▁calls▁end｜>", 0), &["A"][..])];
+    check(ds, Format::Auto, &ends);
+    check(ds, Format::DeepSeek, &ends);
+}
+
+#[test]
+fn native_values_yield_their_calls_at_their_last_bracket() {
+    // Granite and Mistral write no closing tag: the call is complete with its JSON.
+    let t = "<function_call> {\"name\": \"A\", \"arguments\": {\"s\": \"}\"}} then <function_call> {\"name\": \"B\", \"arguments\": {}} end";
+    let ends = [
+        (end_of(t, "}}", 0), &["A"][..]),
+        (end_of(t, "{}}", 0), &["B"][..]),
+    ];
+    check(t, Format::Auto, &ends);
+    check(t, Format::Granite, &ends);
+
+    let t =
+        "[TOOL_CALLS] [{\"name\": \"A\", \"arguments\": {}}, {\"name\": \"B\", \"arguments\": {}}]";
+    let ends = [(t.len(), &["A", "B"][..])];
+    check(t, Format::Auto, &ends);
+    check(t, Format::Mistral, &ends);
+
+    let t = "[TOOL_CALLS]A[ARGS]{\"x\": [1]}[TOOL_CALLS]B[ARGS]{}";
+    let ends = [(end_of(t, "]}", 0), &["A"][..]), (t.len(), &["B"][..])];
+    check(t, Format::Auto, &ends);
+    check(t, Format::Mistral, &ends);
+}
+
+#[test]
+fn cut_off_native_calls_never_come_out() {
+    for (t, f) in [
+        (
+            "<tool_call>{\"name\": \"A\", \"arguments\": {\"x\": \"",
+            Format::Hermes,
+        ),
+        (
+            "<function_call> {\"name\": \"A\", \"arguments\": {\"x\": 1",
+            Format::Granite,
+        ),
+        ("[TOOL_CALLS]A[ARGS]{\"x\": [1, ", Format::Mistral),
+        ("<function=A>{\"x\": ", Format::Functionary),
+        ("[A(x=1), B(y=", Format::Pythonic),
+        (
+            "<|[REQUEST_TOOL]|>\ncommand:「始」A「末」\nx:「始」half",
+            Format::Tam,
+        ),
+    ] {
+        check(t, f, &[]);
+        check(t, Format::Auto, &[]);
+        let p = parse(t, f);
+        assert!(p.calls.is_empty(), "{t}: {p:?}");
+        assert!(
+            p.diagnostics.iter().any(|d| d.message.contains("cut off")),
+            "{t}: {p:?}"
+        );
+    }
+}
+
+#[test]
+fn leading_shapes_come_with_finish() {
+    // A pythonic list or a GLM name line is a call only as the start or the whole of
+    // the answer: known when the answer ends.
+    for (t, f, n) in [
+        ("[A(x=1), B(y='2')]\nDone.", Format::Pythonic, 2),
+        ("lamp_on\n{\"room\": \"hall\"}", Format::Glm, 1),
+        (">>>A\n{}\n>>>B\n{}", Format::Functionary, 2),
+    ] {
+        check(t, f, &[]);
+        check(t, Format::Auto, &[]);
+        assert_eq!(parse(t, f).calls.len(), n, "{t}");
+        assert_eq!(parse(t, Format::Auto).calls.len(), n, "{t}");
+    }
+}

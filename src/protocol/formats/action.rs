@@ -23,7 +23,7 @@ pub(crate) const OPAQUE: &[(&[u8], &[u8])] = &[(b"<![CDATA[", b"]]>"), (b"<!--",
 pub(crate) const SHOWN_AS: &str = "<ACTION>";
 /// The error for a block the text ends inside (rule 20): message and hint.
 pub(crate) const UNCLOSED: (&str, &str) = (
-    "Malformed XML in ACTION block: <ACTION> is never closed; nothing in it was executed",
+    "Malformed XML in ACTION block: <ACTION> is never closed (the output was cut off); nothing in it was executed",
     "End the block with </ACTION> after the last call.",
 );
 /// The hint for a second `<ACTION>` block, which does not run (seed 002 §3.2.1).

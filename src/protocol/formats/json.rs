@@ -71,7 +71,14 @@ fn byte_offset(text: &str, line: usize, column: usize) -> usize {
 fn read(text: &str) -> JsonOutcome {
     let value: Value = match serde_json::from_str(text) {
         Ok(v) => v,
-        Err(e) => return JsonOutcome::Invalid(e.line(), e.column(), e.to_string()),
+        Err(e) if e.is_eof() => {
+            return JsonOutcome::Invalid(
+                e.line(),
+                e.column(),
+                format!("the output was cut off: the JSON ends before it is complete ({e}); nothing was executed"),
+            )
+        }
+        Err(e) => return JsonOutcome::Invalid(e.line(), e.column(), format!("invalid JSON: {e}")),
     };
     let span = Span {
         start: 0,
@@ -117,7 +124,7 @@ fn invalid(text: &str, line: usize, column: usize, msg: &str) -> Parsed {
     let off = byte_offset(text, line, column);
     let d = RawDiag::error(
         off,
-        format!("invalid JSON: {msg}"),
+        msg.to_string(),
         "Send one JSON object (or an array of them) describing the tool call.".into(),
     );
     Parsed {

@@ -453,22 +453,35 @@ pub(crate) fn json_like(s: &str, start: usize, end: usize) -> Result<(Value, usi
 /// `parameters` (Llama) or `input` (Anthropic) for the arguments, an OpenAI
 /// `{"function": {…}}` wrapper, and arguments given as a JSON text.
 pub(crate) fn object_call(v: &Value) -> Result<(String, Map<String, Value>), String> {
-    let Some(o) = v.as_object() else {
+    object_call_owned(v.clone())
+}
+
+/// [`object_call`] taking the value, so the arguments are moved, not copied.
+pub(crate) fn object_call_owned(v: Value) -> Result<(String, Map<String, Value>), String> {
+    let Value::Object(mut o) = v else {
         return Err("expected an object".into());
     };
-    let f = o.get("function").and_then(Value::as_object).unwrap_or(o);
-    let name = f
-        .get("name")
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| "has no 'name'".to_string())?;
-    let args = arguments(
-        f.get("arguments")
-            .or_else(|| f.get("parameters"))
-            .or_else(|| f.get("input")),
-    )?;
-    Ok((name.to_string(), args))
+    let mut f = match o.remove("function") {
+        Some(Value::Object(f)) => f,
+        Some(other) => {
+            o.insert("function".into(), other);
+            o
+        }
+        None => o,
+    };
+    let name = match f.get("name").and_then(Value::as_str).map(str::trim) {
+        Some(n) if !n.is_empty() => n.to_string(),
+        _ => return Err("has no 'name'".to_string()),
+    };
+    let args = f
+        .remove("arguments")
+        .or_else(|| f.remove("parameters"))
+        .or_else(|| f.remove("input"));
+    let args = match args {
+        Some(Value::Object(m)) => m,
+        other => arguments(other.as_ref())?,
+    };
+    Ok((name, args))
 }
 
 /// A call's arguments: an object, a JSON text of one, or nothing.
@@ -653,12 +666,12 @@ pub(crate) fn read_json_calls(
         match json_like(text, at, to) {
             Ok((v, e)) => {
                 l.pos = e;
-                let items: Vec<&Value> = match &v {
-                    Value::Array(a) => a.iter().collect(),
+                let items: Vec<Value> = match v {
+                    Value::Array(a) => a,
                     other => vec![other],
                 };
                 for item in items {
-                    match object_call(item) {
+                    match object_call_owned(item) {
                         Ok((tool, args)) => calls.push(call(tool, args, source, span, block)),
                         Err(msg) => {
                             diags.push(RawDiag::error(

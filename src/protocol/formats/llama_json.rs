@@ -52,7 +52,7 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
     loop {
         let at = l.pos;
         match lit::json_like(text, at, to) {
-            Ok((v, e)) => match lit::object_call(&v) {
+            Ok((v, e)) => match lit::object_call_owned(v) {
                 Ok((tool, args)) => {
                     let span = Span {
                         start: at,
