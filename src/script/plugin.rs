@@ -40,6 +40,10 @@ pub enum ExecMode {
 
 type Job = Box<dyn FnOnce() + Send>;
 
+/// How many entries of a write root the load-time sweep for stale temp files looks at, at
+/// most (a huge workspace must not slow loading down much).
+const STALE_SCAN_ENTRIES: usize = 100_000;
+
 /// A hook handler's script function, kept as a handle (no lookup by name per event).
 #[derive(Clone)]
 pub(crate) enum HookFn {
@@ -141,6 +145,10 @@ impl PluginScripts {
         sources: Vec<ScriptSource>,
         output: Output,
     ) -> Result<Self, ScriptError> {
+        // A write killed mid-way (SIGKILL, power loss) leaves its temp file: ours go now.
+        for root in &env.permissions.fs_write {
+            super::fs::remove_stale_temp_files(root, STALE_SCAN_ENTRIES);
+        }
         let core = Arc::new(HostCore::new(env.clone(), output));
         let limits = env.limits;
         let mut lua = None;
