@@ -52,6 +52,7 @@ mod hooks_workflow_points;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod modder_errors;
 mod node_tools;
+mod plugin_turns;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod plugins_cli;
 mod plugins_loading;
