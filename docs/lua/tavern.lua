@@ -106,7 +106,7 @@ function api.json.decode(text) end
 ---@class tavern.api.fs
 api.fs = {}
 
----Reads a whole text file.
+---Reads a whole text file (a regular file: a FIFO, socket or device is an error at once).
 ---Needs permission `fs.read` in plugin.yaml (or `fs.write`).
 ---@param path string Path inside the plugin's root; `/a/b` and `a/b` mean the same file
 ---@return string
@@ -130,7 +130,7 @@ function api.fs.append(path, content) end
 ---@return tavern.DirEntry[]
 function api.fs.list(path) end
 
----Removes a file or an empty directory.
+---Removes a file, a symlink (one leading inside the root) or an empty directory.
 ---Needs permission `fs.write` in plugin.yaml.
 ---@param path string Path inside the plugin's root; `/a/b` and `a/b` mean the same file
 function api.fs.remove(path) end

@@ -49,7 +49,28 @@ pub struct PluginManifest {
     /// `processes`, `openFiles`, `outputBytes`); each may only lower the host's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process_limits: Option<Value>,
+    /// How many Lua states serve its calls at once, as written (1 to [`MAX_INSTANCES`]; 1
+    /// when absent; checked by [`instances`]). Only for plugins whose scripts keep no state
+    /// shared between calls: each instance has globals of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instances: Option<Value>,
 }
+
+/// The number of Lua states `instances:` asks for, or what is wrong with it.
+pub fn instances(written: Option<&Value>) -> Result<usize, String> {
+    let Some(v) = written else {
+        return Ok(1);
+    };
+    match v.as_u64() {
+        Some(n) if (1..=u64::from(MAX_INSTANCES)).contains(&n) => Ok(n as usize),
+        _ => Err(format!(
+            "instances: {v} is not a whole number from 1 to {MAX_INSTANCES}: write how many calls the plugin's scripts may serve at once (each instance is a Lua state of its own)"
+        )),
+    }
+}
+
+/// The most `instances:` a plugin may ask for.
+pub const MAX_INSTANCES: u32 = 64;
 
 /// `tools:` — a directory entry (seed 001) or a list of inline definitions (seed 000 §5.2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -23,6 +23,8 @@ pub struct ScriptContext {
     pub permissions: Permissions,
     /// Effective limits.
     pub limits: Limits,
+    /// How many Lua states serve calls at once (`instances:`).
+    pub instances: usize,
     /// The manager scripts call tools through.
     pub manager: Arc<ToolManager>,
     /// The hook registry scripts register hooks and overrides in.
@@ -113,6 +115,7 @@ impl ScriptSet {
         env.permissions = ctx.permissions.clone();
         env.config = ctx.config.clone();
         env.limits = ctx.limits;
+        env.instances = ctx.instances;
         env.tools = Some(Arc::downgrade(&ctx.manager));
         env.hooks = ctx.hooks.as_ref().map(Arc::downgrade);
         match PluginScripts::load(env, files) {

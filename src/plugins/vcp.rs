@@ -182,6 +182,7 @@ impl VcpManifest {
             })
             .collect();
         PluginManifest {
+            instances: None,
             name: self.name.clone(),
             display_name: self.display_name.clone(),
             version: self.version.clone(),

@@ -21,6 +21,8 @@ use crate::tools::{CallContext, Caller, LogLevel, ToolManager};
 pub struct ScriptEnv {
     /// Plugin name (the tool namespace).
     pub plugin: String,
+    /// How many Lua states serve calls at once (`instances:` in plugin.yaml; 1 by default).
+    pub instances: usize,
     /// Plugin directory: script files and Rhai imports are resolved inside it.
     pub dir: PathBuf,
     /// Declared permissions (file roots already absolute).
@@ -57,6 +59,7 @@ impl ScriptEnv {
         ScriptEnv {
             owner: format!("plugin:{plugin}"),
             plugin,
+            instances: 1,
             dir: dir.into(),
             permissions: Permissions::none(),
             config: Map::new(),
@@ -606,7 +609,7 @@ impl HostCore {
                 observer: info.observer.clone(),
             },
         );
-        let out = self.block_on_tool(id, Some(&manager), fut);
+        let out = self.block_on_tool(id, Some(&manager), fut, deadline.zip(allowed_ms));
         // Host time counts: a call that came back after the deadline ends the script now,
         // not at the next instruction-count check.
         if past(deadline) {
@@ -634,17 +637,22 @@ impl HostCore {
         let id = next.tool_id().to_string();
         let manager = ctx.manager.clone();
         let fut = next.call(args, ctx);
-        self.block_on_tool(&id, Some(&manager), fut)
+        let deadline = current_budget().map(|b| (b.deadline, b.allowed_ms));
+        self.block_on_tool(&id, Some(&manager), fut, deadline)
     }
 
     /// Runs a tool future to completion on this (script) thread, on the runtime of the
     /// enclosing call, or the engine's own (never a throwaway runtime per call). A panic in
-    /// the tool is counted and logged, and the script sees an error.
+    /// the tool is counted and logged, and the script sees an error. At `deadline` (with the
+    /// allowance it stood for) the wait ends with a timeout and the future is dropped: a
+    /// nested call blocked on something that never comes does not hold the script, nor the
+    /// plugin, past its deadline.
     fn block_on_tool(
         &self,
         id: &str,
         manager: Option<&Arc<ToolManager>>,
         fut: impl std::future::Future<Output = Result<Value, crate::tools::ToolError>>,
+        deadline: Option<(Instant, u64)>,
     ) -> Result<Value, ScriptError> {
         let handle = HANDLE
             .with(|h| h.borrow().clone())
@@ -671,7 +679,7 @@ impl HostCore {
             // poll the future here, parked between wake-ups, inside the runtime's context.
             let wait = || {
                 let _entered = handle.enter();
-                park_block_on(fut)
+                park_block_on(fut, deadline.map(|d| d.0))
             };
             if on_worker {
                 tokio::task::block_in_place(wait)
@@ -680,7 +688,7 @@ impl HostCore {
             }
         });
         match std::panic::catch_unwind(run) {
-            Ok(Err(crate::tools::ToolError::Panicked { .. })) | Err(_) => {
+            Ok(Some(Err(crate::tools::ToolError::Panicked { .. }))) | Err(_) => {
                 self.panics
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 self.emit(
@@ -691,7 +699,8 @@ impl HostCore {
                     "api.tools.call('{id}'): the tool panicked (logged by the host)"
                 )))
             }
-            Ok(r) => r.map_err(ScriptError::Tool),
+            Ok(Some(r)) => r.map_err(ScriptError::Tool),
+            Ok(None) => Err(self.deadline_error(deadline.map(|d| d.1))),
         }
     }
 }
@@ -704,16 +713,26 @@ impl std::task::Wake for ThreadWaker {
     }
 }
 
-/// Runs a future to completion on this (blocking) thread.
-fn park_block_on<F: std::future::Future>(fut: F) -> F::Output {
+/// Runs a future to completion on this (blocking) thread, or until `deadline` (then `None`:
+/// the future is dropped unfinished).
+fn park_block_on<F: std::future::Future>(fut: F, deadline: Option<Instant>) -> Option<F::Output> {
     let mut fut = std::pin::pin!(fut);
     let waker = std::task::Waker::from(Arc::new(ThreadWaker(std::thread::current())));
     let mut cx = std::task::Context::from_waker(&waker);
     loop {
         if let std::task::Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
-            return v;
+            return Some(v);
         }
-        std::thread::park();
+        match deadline {
+            None => std::thread::park(),
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    return None;
+                }
+                std::thread::park_timeout(d - now);
+            }
+        }
     }
 }
 

@@ -1,34 +1,106 @@
-//! A re-entrant per-plugin lock with deadlock detection.
+//! A re-entrant per-plugin lock over N script states, with a fair queue and deadlock
+//! detection.
 //!
-//! A plugin's Lua state runs one call at a time. A call may re-enter its own plugin through
-//! `api.tools.call` (same thread: allowed), and two threads may each hold one plugin and call
-//! into the other's (A→B on one thread, B→A on another). Waiting would deadlock; the waiter
-//! finds the cycle in the wait-for graph and fails with [`ScriptError::Busy`] instead.
-//! Any wait also ends at the caller's deadline.
+//! A plugin has one Lua state per instance (`instances: N` in plugin.yaml, 1 by default);
+//! each runs one call at a time, so the lock has one slot per instance. A call may re-enter
+//! its own plugin through `api.tools.call` (same thread: it takes its slot again), and two
+//! threads may each hold one plugin and call into the other's (A→B on one thread, B→A on
+//! another). Waiting would deadlock; the waiter finds the cycle in the wait-for graph and
+//! fails with [`ScriptError::Busy`] instead.
 //!
-//! Every script call and hook takes this lock, so taking a free one is a single atomic
-//! exchange and giving it back another; only a waiter touches the mutex and the condvar.
+//! A call that finds every slot taken waits in a first-come, first-served queue until its
+//! own deadline (then [`ScriptError::Timeout`]). A slot given back goes straight to the
+//! first waiter that can use it (no barging while anyone waits). Top-level calls wait
+//! without a thread ([`PluginLock::reserve`]: a task parked on the queue), so a thousand
+//! waiting calls cost a thousand queue entries, not a thousand threads; calls made from a
+//! script thread wait on that thread ([`PluginLock::acquire`]).
+//!
+//! Every script call and hook takes this lock, so taking a free slot with nobody waiting is
+//! a single atomic compare-exchange and giving it back an atomic store and load; only
+//! waiters touch the queue's mutex.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use super::ScriptError;
 
-/// The lock of one plugin's script state.
+/// `owner` of a slot given to a waiter that has not claimed it on its thread yet.
+const RESERVED: u64 = u64::MAX;
+
+/// Which slot a caller can use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Want {
+    /// Any instance (tool calls).
+    Any,
+    /// This one (a hook handler is a function of the first instance's state).
+    Slot(usize),
+}
+
+impl Want {
+    fn accepts(self, slot: usize) -> bool {
+        match self {
+            Want::Any => true,
+            Want::Slot(s) => s == slot,
+        }
+    }
+}
+
 #[derive(Default)]
-pub(crate) struct PluginLock {
-    /// The holding thread's number ([`this_thread`]), 0 when the lock is free.
+struct Slot {
+    /// The holding thread's number ([`this_thread`]), [`RESERVED`], or 0 when free.
     owner: AtomicU64,
     /// How many times the holder has taken it. Only the holder reads or writes it (taking
-    /// the lock orders one holder's writes before the next holder's).
+    /// the slot orders one holder's writes before the next holder's).
     count: AtomicUsize,
-    /// Threads blocked in `acquire` (a wake-up costs a syscall; skip it when nobody waits).
+}
+
+/// How a granted waiter is woken.
+enum Wake {
+    Thread(std::thread::Thread),
+    Task(Mutex<Option<Waker>>),
+}
+
+/// One call in the queue.
+struct Waiter {
+    want: Want,
+    /// 0 while waiting; the granted slot + 1 once a slot was handed to it (then that slot's
+    /// owner is [`RESERVED`] until the waiter claims it).
+    granted: AtomicUsize,
+    wake: Wake,
+}
+
+impl Waiter {
+    fn granted(&self) -> Option<usize> {
+        self.granted.load(Ordering::Acquire).checked_sub(1)
+    }
+
+    fn wake(&self) {
+        match &self.wake {
+            Wake::Thread(t) => t.unpark(),
+            Wake::Task(w) => {
+                if let Some(w) = w.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                    w.wake();
+                }
+            }
+        }
+    }
+}
+
+/// The lock of one plugin's script states.
+pub(crate) struct PluginLock {
+    slots: Box<[Slot]>,
+    /// Calls in the queue (a release looks at the queue only when some wait).
     waiters: AtomicUsize,
-    /// Held by a waiter from its last look at `owner` until it sleeps on `cv`.
-    sleep: Mutex<()>,
-    cv: Condvar,
+    queue: Mutex<VecDeque<Arc<Waiter>>>,
+}
+
+impl Default for PluginLock {
+    fn default() -> Self {
+        Self::new(1)
+    }
 }
 
 thread_local! {
@@ -38,11 +110,11 @@ thread_local! {
     };
 }
 
-/// This thread's number (never 0), assigned on first use.
+/// This thread's number (never 0 nor [`RESERVED`]), assigned on first use.
 fn this_thread() -> u64 {
     // A thread tearing down its locals takes a number of its own; it holds no lock.
     ME.try_with(|id| *id).unwrap_or_else(|_| {
-        static LATE: AtomicU64 = AtomicU64::new(u64::MAX);
+        static LATE: AtomicU64 = AtomicU64::new(RESERVED - 1);
         LATE.fetch_sub(1, Ordering::Relaxed)
     })
 }
@@ -53,91 +125,286 @@ fn waits() -> &'static Mutex<HashMap<u64, Arc<PluginLock>>> {
     W.get_or_init(Default::default)
 }
 
-/// Releases one level of the lock when dropped.
+/// Releases one level of a slot when dropped.
 pub(crate) struct LockGuard<'a> {
     lock: &'a PluginLock,
+    slot: usize,
+}
+
+impl LockGuard<'_> {
+    /// The instance this guard holds.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
 }
 
 impl Drop for LockGuard<'_> {
     fn drop(&mut self) {
-        let l = self.lock;
-        let count = l.count.load(Ordering::Relaxed).saturating_sub(1);
-        l.count.store(count, Ordering::Relaxed);
+        let s = &self.lock.slots[self.slot];
+        let count = s.count.load(Ordering::Relaxed).saturating_sub(1);
+        s.count.store(count, Ordering::Relaxed);
         if count == 0 {
-            // SeqCst pairs with the waiter's: either it sees the lock free, or this sees it
-            // waiting (and wakes it once it sleeps: it holds `sleep` until then).
-            l.owner.store(0, Ordering::SeqCst);
-            if l.waiters.load(Ordering::SeqCst) > 0 {
-                let _sleep = l.sleep.lock().unwrap_or_else(|p| p.into_inner());
-                l.cv.notify_one();
+            self.lock.release(self.slot);
+        }
+    }
+}
+
+/// A slot handed to a call before it has a thread to run on ([`PluginLock::reserve`]); the
+/// thread that runs the call [`claim`](Reservation::claim)s it. Dropped unclaimed, the slot
+/// goes to the next waiter.
+pub(crate) struct Reservation {
+    lock: Arc<PluginLock>,
+    slot: usize,
+}
+
+impl Reservation {
+    /// Takes the reserved slot on this thread.
+    pub fn claim(self) -> ClaimedGuard {
+        let me = this_thread();
+        let s = &self.lock.slots[self.slot];
+        s.count.store(1, Ordering::Relaxed);
+        s.owner.store(me, Ordering::Release);
+        let g = ClaimedGuard {
+            lock: self.lock.clone(),
+            slot: self.slot,
+        };
+        std::mem::forget(self);
+        g
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.lock.release(self.slot);
+    }
+}
+
+/// A claimed [`Reservation`]: one level of the slot, held by this thread until dropped.
+pub(crate) struct ClaimedGuard {
+    lock: Arc<PluginLock>,
+    slot: usize,
+}
+
+impl Drop for ClaimedGuard {
+    fn drop(&mut self) {
+        drop(LockGuard {
+            lock: &self.lock,
+            slot: self.slot,
+        });
+    }
+}
+
+/// A waiter in the queue; leaving (by drop) takes it out, or gives back a slot granted
+/// meanwhile.
+struct Queued<'a> {
+    lock: &'a PluginLock,
+    waiter: Arc<Waiter>,
+    done: bool,
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut q = self.lock.queue.lock().unwrap_or_else(|p| p.into_inner());
+        match self.waiter.granted() {
+            Some(slot) => {
+                drop(q);
+                self.lock.release(slot);
+            }
+            None => {
+                if let Some(i) = q.iter().position(|w| Arc::ptr_eq(w, &self.waiter)) {
+                    q.remove(i);
+                    self.lock.waiters.fetch_sub(1, Ordering::SeqCst);
+                }
             }
         }
     }
 }
 
 impl PluginLock {
-    fn owner(&self) -> Option<u64> {
-        match self.owner.load(Ordering::Acquire) {
-            0 => None,
-            o => Some(o),
+    /// A lock over `instances` script states (at least one).
+    pub fn new(instances: usize) -> Self {
+        PluginLock {
+            slots: (0..instances.max(1)).map(|_| Slot::default()).collect(),
+            waiters: AtomicUsize::new(0),
+            queue: Mutex::new(VecDeque::new()),
         }
     }
 
-    fn try_take(&self, me: u64) -> bool {
-        // Only this thread ever stores `me`: seeing it means holding the lock.
-        if self.owner.load(Ordering::Relaxed) == me {
-            let n = self.count.load(Ordering::Relaxed);
-            self.count.store(n + 1, Ordering::Relaxed);
-            return true;
-        }
-        if self
-            .owner
-            .compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-        {
-            self.count.store(1, Ordering::Relaxed);
-            return true;
-        }
-        false
+    /// How many calls wait in the queue.
+    pub fn queued(&self) -> usize {
+        self.waiters.load(Ordering::SeqCst)
     }
 
-    /// Whether waiting for `start` from thread `me` would close a cycle.
+    /// How many instances (slots) it has.
+    pub fn instances(&self) -> usize {
+        self.slots.len()
+    }
+
+    fn slot_range(&self, want: Want) -> std::ops::Range<usize> {
+        match want {
+            Want::Any => 0..self.slots.len(),
+            Want::Slot(s) => s.min(self.slots.len() - 1)..s.min(self.slots.len() - 1) + 1,
+        }
+    }
+
+    /// Takes a slot this thread already holds once more.
+    fn take_again(&self, me: u64, want: Want) -> Option<usize> {
+        self.slot_range(want).find(|&i| {
+            let s = &self.slots[i];
+            // Only this thread ever stores `me`: seeing it means holding the slot.
+            if s.owner.load(Ordering::Relaxed) == me {
+                s.count
+                    .store(s.count.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                true
+            } else {
+                false
+            }
+        })
+    }
+
+    /// Takes a free slot for `owner` when nobody waits (no barging past the queue).
+    fn take_free(&self, owner: u64, want: Want) -> Option<usize> {
+        if self.waiters.load(Ordering::SeqCst) != 0 {
+            return None;
+        }
+        self.slot_range(want).find(|&i| {
+            self.slots[i]
+                .owner
+                .compare_exchange(0, owner, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        })
+    }
+
+    /// Gives slot `i` back: to the first waiter that can use it, if any.
+    fn release(&self, i: usize) {
+        // SeqCst pairs with `enqueue`: either a new waiter sees the slot free (its
+        // `dispatch` hands it out), or this sees the waiter and dispatches.
+        self.slots[i].owner.store(0, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+            self.dispatch(&mut q);
+        }
+    }
+
+    /// Hands every free slot to the first queued waiter that can use it (under the queue's
+    /// mutex).
+    fn dispatch(&self, q: &mut VecDeque<Arc<Waiter>>) {
+        for i in 0..self.slots.len() {
+            if q.is_empty() {
+                return;
+            }
+            if self.slots[i].owner.load(Ordering::SeqCst) != 0 {
+                continue;
+            }
+            let Some(pos) = q.iter().position(|w| w.want.accepts(i)) else {
+                continue;
+            };
+            if self.slots[i]
+                .owner
+                .compare_exchange(0, RESERVED, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            if let Some(w) = q.remove(pos) {
+                self.waiters.fetch_sub(1, Ordering::SeqCst);
+                w.granted.store(i + 1, Ordering::Release);
+                w.wake();
+            }
+        }
+    }
+
+    fn enqueue(&self, want: Want, wake: Wake) -> Queued<'_> {
+        let waiter = Arc::new(Waiter {
+            want,
+            granted: AtomicUsize::new(0),
+            wake,
+        });
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        q.push_back(waiter.clone());
+        self.dispatch(&mut q);
+        Queued {
+            lock: self,
+            waiter,
+            done: false,
+        }
+    }
+
+    /// Whether waiting from thread `me` for `start` would close a cycle: every holder of
+    /// `start` is `me`, or waits (transitively) for a lock all of whose holders lead back
+    /// to `me`.
     fn would_deadlock(start: &Arc<PluginLock>, me: u64) -> bool {
         let w = waits().lock().unwrap_or_else(|p| p.into_inner());
-        let mut cur = start.clone();
-        for _ in 0..1024 {
-            let Some(owner) = cur.owner() else {
-                return false;
-            };
-            if owner == me {
-                return true;
-            }
-            match w.get(&owner) {
-                // A thread that has just taken the lock it waited for still has its entry
-                // (it leaves the map after the take): it holds that lock, it does not wait.
-                Some(next) if Arc::ptr_eq(next, &cur) => return false,
-                Some(next) => cur = next.clone(),
-                None => return false,
-            }
-        }
-        true
+        let mut seen: Vec<*const PluginLock> = Vec::new();
+        Self::blocked_by(start, me, &w, &mut seen)
     }
 
-    /// Takes the lock (re-entrantly), failing on a deadlock or at `deadline`.
+    fn blocked_by(
+        lock: &Arc<PluginLock>,
+        me: u64,
+        w: &HashMap<u64, Arc<PluginLock>>,
+        seen: &mut Vec<*const PluginLock>,
+    ) -> bool {
+        if seen.contains(&Arc::as_ptr(lock)) {
+            // A cycle among others: they are stuck too (and each of them is told).
+            return true;
+        }
+        seen.push(Arc::as_ptr(lock));
+        lock.slots.iter().all(|s| {
+            match s.owner.load(Ordering::Acquire) {
+                // Free, or handed to a waiter that will run: progress is possible.
+                0 | RESERVED => false,
+                o if o == me => true,
+                o => match w.get(&o) {
+                    // A thread that has just taken the lock it waited for still has its
+                    // entry (it leaves the map after the take): it holds, it does not wait.
+                    Some(next) if Arc::ptr_eq(next, lock) => false,
+                    Some(next) => Self::blocked_by(next, me, w, seen),
+                    None => false,
+                },
+            }
+        })
+    }
+
+    /// Takes a slot (re-entrantly) on this thread, waiting in the queue; fails on a
+    /// deadlock ([`ScriptError::Busy`]) or at `deadline` ([`ScriptError::Timeout`], with
+    /// `allowed_ms` in its message).
     pub fn acquire(
         self: &Arc<Self>,
         plugin: &str,
+        want: Want,
         deadline: Instant,
+        allowed_ms: u64,
     ) -> Result<LockGuard<'_>, ScriptError> {
         let me = this_thread();
-        if self.try_take(me) {
-            return Ok(LockGuard { lock: self });
+        if let Some(slot) = self
+            .take_again(me, want)
+            .or_else(|| self.take_free(me, want))
+        {
+            if self.slots[slot].owner.load(Ordering::Relaxed) == me
+                && self.slots[slot].count.load(Ordering::Relaxed) == 0
+            {
+                self.slots[slot].count.store(1, Ordering::Relaxed);
+            }
+            return Ok(LockGuard { lock: self, slot });
         }
+        let mut queued = self.enqueue(want, Wake::Thread(std::thread::current()));
         waits()
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(me, self.clone());
         let out = loop {
+            if let Some(slot) = queued.waiter.granted() {
+                queued.done = true;
+                let s = &self.slots[slot];
+                s.count.store(1, Ordering::Relaxed);
+                s.owner.store(me, Ordering::Release);
+                break Ok(LockGuard { lock: self, slot });
+            }
             if Self::would_deadlock(self, me) {
                 break Err(ScriptError::Busy {
                     plugin: plugin.into(),
@@ -146,34 +413,70 @@ impl PluginLock {
             }
             let now = Instant::now();
             if now >= deadline {
-                break Err(ScriptError::Busy {
-                    plugin: plugin.into(),
-                    message:
-                        "its script stayed busy with another call until this call's time limit"
-                            .into(),
+                break Err(ScriptError::Timeout {
+                    after_ms: allowed_ms,
                 });
             }
-            if self.try_take(me) {
-                break Ok(LockGuard { lock: self });
-            }
-            let sleep = self.sleep.lock().unwrap_or_else(|p| p.into_inner());
-            self.waiters.fetch_add(1, Ordering::SeqCst);
-            if self.owner.load(Ordering::SeqCst) != 0 {
-                // Wake up now and then to re-check the wait-for graph (it changes as others
-                // block).
-                let wait = (deadline - now).min(Duration::from_millis(20));
-                let _ = self
-                    .cv
-                    .wait_timeout(sleep, wait)
-                    .unwrap_or_else(|p| p.into_inner());
-            }
-            self.waiters.fetch_sub(1, Ordering::SeqCst);
+            // Wake up now and then to re-check the wait-for graph (it changes as others
+            // block).
+            std::thread::park_timeout((deadline - now).min(Duration::from_millis(20)));
         };
         waits()
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&me);
+        // On an error, `queued` leaves the queue (or gives back a slot granted just now).
+        drop(queued);
         out
+    }
+
+    /// Waits (as a task, holding no thread) for a slot, in the queue, until `deadline`
+    /// (none: as long as it takes). The slot is held for the caller until the thread that
+    /// runs the call claims it. For top-level calls only: a thread inside a script call
+    /// uses [`PluginLock::acquire`], which sees re-entry and deadlocks.
+    pub async fn reserve(
+        self: &Arc<Self>,
+        want: Want,
+        deadline: Option<Instant>,
+        allowed_ms: u64,
+    ) -> Result<Reservation, ScriptError> {
+        if let Some(slot) = self.take_free(RESERVED, want) {
+            return Ok(Reservation {
+                lock: self.clone(),
+                slot,
+            });
+        }
+        let mut queued = self.enqueue(want, Wake::Task(Mutex::new(None)));
+        let granted = std::future::poll_fn(|cx| {
+            if let Some(slot) = queued.waiter.granted() {
+                return std::task::Poll::Ready(slot);
+            }
+            if let Wake::Task(w) = &queued.waiter.wake {
+                *w.lock().unwrap_or_else(|p| p.into_inner()) = Some(cx.waker().clone());
+            }
+            // Granted between the first look and storing the waker: nobody will wake us.
+            match queued.waiter.granted() {
+                Some(slot) => std::task::Poll::Ready(slot),
+                None => std::task::Poll::Pending,
+            }
+        });
+        let slot = match deadline {
+            None => Some(granted.await),
+            Some(d) => tokio::time::timeout_at(d.into(), granted).await.ok(),
+        };
+        match slot {
+            Some(slot) => {
+                queued.done = true;
+                Ok(Reservation {
+                    lock: self.clone(),
+                    slot,
+                })
+            }
+            // `queued` leaves the queue as it drops (or gives back a slot granted just now).
+            None => Err(ScriptError::Timeout {
+                after_ms: allowed_ms,
+            }),
+        }
     }
 }
 
@@ -186,32 +489,43 @@ mod tests {
         Instant::now() + Duration::from_secs(secs)
     }
 
+    fn take(lock: &Arc<PluginLock>, deadline: Instant) -> Result<LockGuard<'_>, ScriptError> {
+        lock.acquire("p", Want::Any, deadline, 0)
+    }
+
+    fn owner(lock: &PluginLock) -> Option<u64> {
+        match lock.slots[0].owner.load(Ordering::Acquire) {
+            0 => None,
+            o => Some(o),
+        }
+    }
+
     #[test]
     fn a_holder_takes_it_again_and_others_wait_until_the_last_level_is_given_back() {
         let lock = Arc::new(PluginLock::default());
-        let outer = lock.acquire("p", later(10)).expect("free");
-        let inner = lock.acquire("p", later(10)).expect("re-entrant");
+        let outer = take(&lock, later(10)).expect("free");
+        let inner = take(&lock, later(10)).expect("re-entrant");
         let other = {
             let lock = lock.clone();
             std::thread::spawn(move || {
-                // Busy while held, however often it looks.
-                let busy = lock.acquire("p", Instant::now() + Duration::from_millis(30));
-                let busy = matches!(busy, Err(ScriptError::Busy { .. }));
+                // Refused while held, however often it looks: at its deadline, a timeout.
+                let busy = take(&lock, Instant::now() + Duration::from_millis(30));
+                let busy = matches!(busy, Err(ScriptError::Timeout { .. }));
                 // Then it waits, and gets it once both levels are given back.
-                let got = lock.acquire("p", later(30)).is_ok();
+                let got = take(&lock, later(30)).is_ok();
                 (busy, got)
             })
         };
         std::thread::sleep(Duration::from_millis(60));
         drop(inner);
         std::thread::sleep(Duration::from_millis(20));
-        assert_eq!(lock.owner(), Some(this_thread()), "one level is still held");
+        assert_eq!(owner(&lock), Some(this_thread()), "one level is still held");
         drop(outer);
         let (busy, got) = other.join().expect("the other thread ends");
         assert!(busy, "a held lock refuses another thread at its deadline");
         assert!(got, "the waiter gets the lock once it is free");
-        assert_eq!(lock.owner(), None, "its guard gave it back");
-        assert!(lock.acquire("p", later(1)).is_ok());
+        assert_eq!(owner(&lock), None, "its guard gave it back");
+        assert!(take(&lock, later(1)).is_ok());
     }
 
     #[test]
@@ -223,9 +537,9 @@ mod tests {
         let both = Arc::new(Barrier::new(2));
         let run = |mine: Arc<PluginLock>, theirs: Arc<PluginLock>, both: Arc<Barrier>| {
             std::thread::spawn(move || {
-                let _held = mine.acquire("mine", later(10)).expect("free");
+                let _held = take(&mine, later(10)).expect("free");
                 both.wait();
-                match theirs.acquire("theirs", later(10)) {
+                match take(&theirs, later(10)) {
                     Ok(_) => "got it",
                     Err(ScriptError::Busy { message, .. }) if message.contains("cycle") => "cycle",
                     Err(_) => "other error",
@@ -252,7 +566,7 @@ mod tests {
                 let (lock, inside) = (lock.clone(), inside.clone());
                 std::thread::spawn(move || {
                     for _ in 0..200 {
-                        let _g = lock.acquire("p", later(30)).expect("gets its turn");
+                        let _g = take(&lock, later(30)).expect("gets its turn");
                         assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "alone inside");
                         std::thread::yield_now();
                         inside.fetch_sub(1, Ordering::SeqCst);
@@ -263,6 +577,74 @@ mod tests {
         for t in threads {
             t.join().expect("no thread failed");
         }
-        assert_eq!(lock.owner(), None);
+        assert_eq!(owner(&lock), None);
+    }
+
+    #[test]
+    fn waiters_are_served_in_arrival_order() {
+        let lock = Arc::new(PluginLock::default());
+        let held = take(&lock, later(10)).expect("free");
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut threads = Vec::new();
+        for n in 0..6 {
+            let (lock2, order) = (lock.clone(), order.clone());
+            threads.push(std::thread::spawn(move || {
+                let _g = take(&lock2, later(30)).expect("its turn comes");
+                order.lock().unwrap().push(n);
+            }));
+            // The next one arrives only once this one is queued.
+            while lock.waiters.load(Ordering::SeqCst) < n + 1 {
+                std::thread::yield_now();
+            }
+        }
+        drop(held);
+        for t in threads {
+            t.join().expect("no thread failed");
+        }
+        assert_eq!(*order.lock().unwrap(), (0..6).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn reservations_wait_without_a_thread_and_time_out_at_their_deadline() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let lock = Arc::new(PluginLock::new(2));
+        let a = take(&lock, later(10)).expect("slot one");
+        let b = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                let g = take(&lock, later(10)).expect("slot two");
+                let slot = g.slot();
+                std::mem::forget(g);
+                slot
+            })
+            .join()
+            .expect("took it")
+        };
+        assert_ne!(a.slot(), b, "two instances, two slots");
+        let late = rt.block_on(lock.reserve(
+            Want::Any,
+            Some(Instant::now() + Duration::from_millis(30)),
+            30,
+        ));
+        assert!(matches!(late, Err(ScriptError::Timeout { after_ms: 30 })));
+        assert_eq!(lock.waiters.load(Ordering::SeqCst), 0, "it left the queue");
+        let slot = a.slot();
+        let r = rt.block_on(async {
+            let wait = lock.reserve(Want::Any, None, 0);
+            let release = async move {
+                tokio::task::yield_now().await;
+                drop(a);
+            };
+            let (r, ()) = tokio::join!(wait, release);
+            r
+        });
+        let r = r.expect("granted once a slot is free");
+        assert_eq!(r.slot, slot);
+        let g = r.claim();
+        drop(g);
+        assert_eq!(lock.slots[slot].owner.load(Ordering::SeqCst), 0);
     }
 }

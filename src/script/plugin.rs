@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::host::{
     in_script_thread, set_thread_handle, ActiveCall, CallInfo, HostCore, Output, ScriptEnv,
 };
-use super::lock::PluginLock;
+use super::lock::{PluginLock, Reservation, Want};
 use super::lua::LuaHost;
 use super::rhai_host::RhaiHost;
 use super::{Lang, ScriptError};
@@ -40,6 +40,10 @@ pub enum ExecMode {
 
 type Job = Box<dyn FnOnce() + Send>;
 
+/// How many entries of a write root the load-time sweep for stale temp files looks at, at
+/// most (a huge workspace must not slow loading down much).
+const STALE_SCAN_ENTRIES: usize = 100_000;
+
 /// A hook handler's script function, kept as a handle (no lookup by name per event).
 #[derive(Clone)]
 pub(crate) enum HookFn {
@@ -62,14 +66,29 @@ pub(crate) enum HookFn {
 struct Inner {
     env: ScriptEnv,
     core: Arc<HostCore>,
+    /// The first Lua state: the one hooks, overrides and registrations come from.
     lua: Option<LuaHost>,
+    /// The other instances' Lua states (`instances: N`), each with a host core of its own.
+    replicas: Vec<(Arc<HostCore>, LuaHost)>,
     rhai: Option<RhaiHost>,
+    /// One slot per Lua state.
     lock: Arc<PluginLock>,
     worker: Mutex<Option<mpsc::Sender<Job>>>,
 }
 
-/// One plugin's scripts: ONE sandboxed Lua state (for its `.lua` files) and ONE Rhai
-/// engine with the merged AST of its `.rhai` files. Cheap to clone (shared).
+impl Inner {
+    /// The Lua state of lock slot `slot`.
+    fn lua_at(&self, slot: usize) -> Option<&LuaHost> {
+        match slot {
+            0 => self.lua.as_ref(),
+            n => self.replicas.get(n - 1).map(|(_, l)| l),
+        }
+    }
+}
+
+/// One plugin's scripts: a sandboxed Lua state (for its `.lua` files; one per instance,
+/// `instances: N`, one by default) and ONE Rhai engine with the merged AST of its `.rhai`
+/// files. Cheap to clone (shared).
 #[derive(Clone)]
 pub struct PluginScripts {
     inner: Arc<Inner>,
@@ -141,6 +160,10 @@ impl PluginScripts {
         sources: Vec<ScriptSource>,
         output: Output,
     ) -> Result<Self, ScriptError> {
+        // A write killed mid-way (SIGKILL, power loss) leaves its temp file: ours go now.
+        for root in &env.permissions.fs_write {
+            super::fs::remove_stale_temp_files(root, STALE_SCAN_ENTRIES);
+        }
         let core = Arc::new(HostCore::new(env.clone(), output));
         let limits = env.limits;
         let mut lua = None;
@@ -159,8 +182,23 @@ impl PluginScripts {
                 }
             }
         }
+        // More instances: more Lua states, each built and loaded alike. Their own host cores
+        // keep their registrations of hooks and overrides apart (only the first's count).
+        let mut replicas = Vec::new();
+        if lua.is_some() {
+            for _ in 1..env.instances.max(1) {
+                let c = Arc::new(HostCore::new(env.clone(), core.output.clone()));
+                let l = LuaHost::new(c.clone(), limits)?;
+                replicas.push((c, l));
+            }
+        }
         let info = CallInfo::host(format!("{}:<load>", env.plugin));
         ActiveCall::new(&info, limits.wall_ms).run(|| {
+            for s in sources.iter().filter(|s| s.lang == Lang::Lua) {
+                for (_, l) in &replicas {
+                    l.load_file(&s.name, &s.text)?;
+                }
+            }
             for s in &sources {
                 match s.lang {
                     Lang::Lua => {
@@ -181,9 +219,10 @@ impl PluginScripts {
             inner: Arc::new(Inner {
                 env,
                 core,
+                lock: Arc::new(PluginLock::new(1 + replicas.len())),
                 lua,
+                replicas,
                 rhai,
-                lock: Arc::new(PluginLock::default()),
                 worker: Mutex::new(None),
             }),
         };
@@ -228,14 +267,30 @@ impl PluginScripts {
     /// Bytes used by the plugin's Lua state (0 without Lua).
     pub fn lua_memory(&self) -> usize {
         self.inner.lua.as_ref().map_or(0, LuaHost::used_memory)
+            + self
+                .inner
+                .replicas
+                .iter()
+                .map(|(_, l)| l.used_memory())
+                .sum::<usize>()
+    }
+
+    /// How many calls wait for their turn at the plugin's Lua states.
+    pub fn queued(&self) -> usize {
+        self.inner.lock.queued()
+    }
+
+    /// How many Lua states (instances) serve calls at once.
+    pub fn instances(&self) -> usize {
+        self.inner.lock.instances()
     }
 
     /// Panics caught in Rust callbacks so far (each was logged).
     pub fn panic_count(&self) -> u64 {
-        self.inner
-            .core
-            .panics
-            .load(std::sync::atomic::Ordering::Relaxed)
+        std::iter::once(&self.inner.core)
+            .chain(self.inner.replicas.iter().map(|(c, _)| c))
+            .map(|c| c.panics.load(std::sync::atomic::Ordering::Relaxed))
+            .sum()
     }
 
     /// Calls `function` (a global function, or the handler of a tool registered with
@@ -249,10 +304,24 @@ impl PluginScripts {
         // the caller's own deadline.
         let active = ActiveCall::new(ctx, limits.wall_ms);
         let caller = ctx.caller.to_string();
-        if let Some(lua) = &inner.lua {
-            // Take the plugin lock before touching the Lua state at all: mlua's own lock
-            // would block without deadlock detection.
-            let guard = inner.lock.acquire(&inner.env.plugin, active.deadline)?;
+        if inner.lua.is_some() {
+            // Take the plugin lock before touching a Lua state at all: mlua's own lock
+            // would block without deadlock detection. Hook and override functions live in
+            // the first state.
+            let want = if function.starts_with("hook#") {
+                Want::Slot(0)
+            } else {
+                Want::Any
+            };
+            let guard =
+                inner
+                    .lock
+                    .acquire(&inner.env.plugin, want, active.deadline, active.allowed_ms)?;
+            let Some(lua) = inner.lua_at(guard.slot()) else {
+                return Err(ScriptError::Internal(
+                    "a lock slot without a Lua state".into(),
+                ));
+            };
             match active.run(|| lua.call(function, &args, &ctx.tool_id, &caller)) {
                 Err(ScriptError::UnknownFunction { .. }) if inner.rhai.is_some() => drop(guard),
                 other => return other,
@@ -296,7 +365,12 @@ impl PluginScripts {
                 // A handler that takes no `ctx` gets none built.
                 let caller = wants_ctx.then(|| ctx.caller.to_string());
                 let hctx = caller.as_deref().map(|c| (&*ctx.tool_id, c));
-                let _guard = inner.lock.acquire(&inner.env.plugin, active.deadline)?;
+                let _guard = inner.lock.acquire(
+                    &inner.env.plugin,
+                    Want::Slot(0),
+                    active.deadline,
+                    active.allowed_ms,
+                )?;
                 active.run(|| lua.call_hook(f, event, hctx))
             }
             HookFn::Rhai { ptr, params } => {
@@ -427,10 +501,36 @@ impl ToolHandler for ScriptToolHandler {
                 .map_err(|e| e.into_tool_error(&tool));
             return Box::pin(std::future::ready(r));
         }
+        // A top-level call waits for its turn at the plugin as a task, in the queue, until
+        // its own deadline (no thread is held while it waits); the thread that then runs it
+        // claims the slot it was given.
+        let lock = self
+            .scripts
+            .inner
+            .lua
+            .is_some()
+            .then(|| self.scripts.inner.lock.clone());
+        let want = if self.function.starts_with("hook#") {
+            Want::Slot(0)
+        } else {
+            Want::Any
+        };
+        let deadline = ctx.deadline;
+        let turn = async move {
+            let Some(lock) = lock else {
+                return Ok(None);
+            };
+            let allowed_ms = deadline.map_or(0, |d| {
+                d.saturating_duration_since(std::time::Instant::now())
+                    .as_millis() as u64
+            });
+            lock.reserve(want, deadline, allowed_ms).await.map(Some)
+        };
         let scripts = self.scripts.clone();
         let function = self.function.clone();
         let h = handle.clone();
-        let job = move || {
+        let job = move |turn: Option<Reservation>| {
+            let _held = turn.map(Reservation::claim);
             set_thread_handle(h);
             let r = scripts.call(&function, args, &info);
             set_thread_handle(None);
@@ -447,10 +547,12 @@ impl ToolHandler for ScriptToolHandler {
                 .is_some_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
         match mode {
             ExecMode::InPlace if in_place => Box::pin(async move {
-                tokio::task::block_in_place(job).map_err(|e| e.into_tool_error(&tool))
+                let turn = turn.await.map_err(|e| e.into_tool_error(&tool))?;
+                tokio::task::block_in_place(|| job(turn)).map_err(|e| e.into_tool_error(&tool))
             }),
             ExecMode::Blocking | ExecMode::InPlace | ExecMode::Auto => Box::pin(async move {
-                match tokio::task::spawn_blocking(job).await {
+                let turn = turn.await.map_err(|e| e.into_tool_error(&tool))?;
+                match tokio::task::spawn_blocking(move || job(turn)).await {
                     Ok(r) => r.map_err(|e| e.into_tool_error(&tool)),
                     Err(e) => Err(ToolError::failed(
                         tool,
@@ -459,21 +561,22 @@ impl ToolHandler for ScriptToolHandler {
                 }
             }),
             ExecMode::Dedicated => {
-                let (tx, rx) = tokio::sync::oneshot::channel();
-                let sent = self.scripts.worker().and_then(|w| {
+                let worker = self.scripts.worker();
+                Box::pin(async move {
+                    let w = worker?;
+                    let turn = turn.await.map_err(|e| e.into_tool_error(&tool))?;
+                    let (tx, rx) = tokio::sync::oneshot::channel();
                     w.send(Box::new(move || {
-                        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
-                            .unwrap_or_else(|_| {
-                                Err(ScriptError::Internal("script thread panicked".into()))
-                            });
+                        let r =
+                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(turn)))
+                                .unwrap_or_else(|_| {
+                                    Err(ScriptError::Internal("script thread panicked".into()))
+                                });
                         let _ = tx.send(r);
                     }))
                     .map_err(|_| {
                         ToolError::failed(tool.clone(), "the plugin's script thread has stopped")
-                    })
-                });
-                Box::pin(async move {
-                    sent?;
+                    })?;
                     match rx.await {
                         Ok(r) => r.map_err(|e| e.into_tool_error(&tool)),
                         Err(_) => Err(ToolError::failed(

@@ -39,6 +39,7 @@ mod docs_examples;
 mod embed_host;
 mod engine_script_limits;
 mod fileoperator_tools;
+mod fs_race;
 mod hooks_lua;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod hooks_permissions;
@@ -52,6 +53,7 @@ mod host_loop;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod modder_errors;
 mod node_tools;
+mod plugin_turns;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod plugins_cli;
 mod plugins_loading;

@@ -327,6 +327,13 @@ impl<'a> Loader<'a> {
                     return (None, problems);
                 }
             };
+        let instances = match crate::plugins::manifest::instances(src.manifest.instances.as_ref()) {
+            Ok(n) => n,
+            Err(msg) => {
+                problems.push(src.key_at("instances", msg));
+                return (None, problems);
+            }
+        };
         let nodes_dir = declarations::entry_dir(
             &dir,
             src.manifest.nodes.as_ref(),
@@ -354,6 +361,7 @@ impl<'a> Loader<'a> {
             config: cfg.clone(),
             permissions: perms.clone(),
             limits,
+            instances,
             manager: self.tools.clone(),
             hooks: self.hooks.clone(),
         };
