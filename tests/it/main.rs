@@ -22,6 +22,7 @@ mod web_support;
 mod agent_cli;
 #[cfg(all(feature = "server", feature = "llm-http"))]
 mod agent_e2e;
+mod agent_formats;
 mod agent_profile_strict;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod cli_call;
