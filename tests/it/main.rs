@@ -64,6 +64,7 @@ mod protocol_cases;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod protocol_format_names;
 mod protocol_grammar;
+mod protocol_grammar_native;
 mod protocol_limits;
 mod protocol_props;
 mod protocol_stream;
