@@ -260,10 +260,16 @@ pub fn render(inv: &Inventory, style: ManualStyle) -> String {
             } else {
                 "When you decide to use a tool or skill, first explain your reasoning, then output a <|[REQUEST_TOOL]|> block: `command:「始」ToolID「末」` and one `name:「始」value「末」` line per parameter, closed by <|[END_TOOL]|>. If no action is needed, just provide your textual response.\n"
             });
+            s.push('\n');
+            s.push_str(RESULTS_NOTE);
             s
         }
     }
 }
+
+/// How results come back (issue 24): written into every manual, so the model knows that
+/// only an unindented `Observation:` line is a result (`tools::frame_observation`).
+pub const RESULTS_NOTE: &str = "Each call's result comes back to you as an Observation that starts a line: `Observation: Tool <id> executed successfully. Result: …` or `Observation: Error - …`. A result of several lines goes on in lines indented by four spaces, and in those lines a line starting with `Observation:` is written `\\Observation:`: it is text of that result, not another Observation.\n";
 
 /// One tool as OpenAI or Anthropic tool JSON.
 pub fn tool_json(t: &Tool, style: ManualStyle) -> Value {

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use super::events::{self, EventBus};
 use super::llm::{ChatBackend, LlmRunContext, LlmSettings, ScriptedBackend, CHAT_NODE};
-use super::manual::{render, tool_json, ManualStyle};
+use super::manual::{render, tool_json, ManualStyle, RESULTS_NOTE};
 use super::profile::{build_inventory, AgentProfile, Inventory};
 use super::state::{MemoryWorldState, PrivateState, WorldState};
 use super::tools::AgentTools;
@@ -515,13 +515,15 @@ impl AgentRuntime {
         }
         s.push_str("\n\n");
         match self.style {
-            ManualStyle::Openai => s.push_str(
-                "Call tools through the function-calling interface; each result comes back as an Observation.",
-            ),
+            ManualStyle::Openai => {
+                s.push_str("Call tools through the function-calling interface. ");
+                s.push_str(RESULTS_NOTE.trim_end());
+            }
             ManualStyle::Anthropic => {
                 s.push_str("You have access to these tools (JSON definitions):\n");
                 s.push_str(&self.manual);
-                s.push_str("\nTo call one, answer with only a JSON object {\"type\": \"tool_use\", \"name\": \"<name>\", \"input\": {…}}. If no action is needed, answer in plain text.");
+                s.push_str("\nTo call one, answer with only a JSON object {\"type\": \"tool_use\", \"name\": \"<name>\", \"input\": {…}}. If no action is needed, answer in plain text.\n");
+                s.push_str(RESULTS_NOTE.trim_end());
             }
             _ => s.push_str(&self.manual),
         }

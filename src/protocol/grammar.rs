@@ -291,11 +291,19 @@ pub fn reference_key_kind(key: &str) -> Option<&'static str> {
 /// [`parse`]'s; a JSON call text is read by the JSON reader, as there.
 /// Fails only if the grammar cannot read the text at all (it reads any text).
 pub fn parse_reference(text: &str, format: Format) -> Result<Parsed, GrammarError> {
+    if native_form(format).is_some() {
+        if let Some(p) = native_reference(text, format)? {
+            return Ok(p);
+        }
+    }
     if formats::document(format).is_some() {
         return Ok(parse(text, format));
     }
     if format == Format::Auto {
         if let Some(parsed) = formats::detect_document(text) {
+            return Ok(parsed);
+        }
+        if let Some(parsed) = native_reference(text, format)? {
             return Ok(parsed);
         }
     }
@@ -365,4 +373,364 @@ pub fn parse_reference(text: &str, format: Format) -> Result<Parsed, GrammarErro
     let mut sc = Scanner::new(format);
     sc.replay(text, regions);
     Ok(finish_scanner(sc, text))
+}
+
+// ---------------------------------------------------------------- native forms
+
+/// The native call forms `grammar/native.pest` defines, by the names the format table
+/// gives them (`hermes`, `pythonic`, …). The reader maps a form to a [`Format`] by name,
+/// so a form is read as a `--format` choice and under `auto` once the table has a row
+/// of that name.
+pub const NATIVE_FORMS: &[&str] = &[
+    "hermes",
+    "pythonic",
+    "llama_json",
+    "mistral",
+    "granite",
+    "glm",
+    "functionary",
+];
+
+#[allow(missing_docs, clippy::all)]
+mod native_grammar {
+    #[derive(pest_derive::Parser)]
+    #[grammar = "grammar/native.pest"]
+    pub struct P;
+}
+
+use native_grammar::{Rule as N, P as NativeParser};
+use serde_json::{Map, Value};
+
+use super::locate::{locate_diags, Locator};
+use super::types::{Call, OnError, RawDiag, Span};
+
+/// The form a rule of `native.pest` reads, and whether it is a broken opening tag.
+fn form_of(r: N) -> Option<(&'static str, bool)> {
+    Some(match r {
+        N::hermes => ("hermes", false),
+        N::hermes_broken => ("hermes", true),
+        N::granite => ("granite", false),
+        N::granite_broken => ("granite", true),
+        N::functionary => ("functionary", false),
+        N::functionary_broken => ("functionary", true),
+        N::mistral => ("mistral", false),
+        N::mistral_broken => ("mistral", true),
+        N::llama_json => ("llama_json", false),
+        N::llama_json_broken => ("llama_json", true),
+        N::leading | N::fence => ("pythonic", false),
+        N::glm => ("glm", false),
+        _ => return None,
+    })
+}
+
+/// The format named `form` in the table, or [`Format::Auto`] while it has none.
+fn source_of(form: &str) -> Format {
+    form.parse().unwrap_or(Format::Auto)
+}
+
+/// The native form `format` names, if the grammar defines it.
+pub fn native_form(format: Format) -> Option<&'static str> {
+    NATIVE_FORMS.iter().copied().find(|f| *f == format.name())
+}
+
+/// A string literal's content with its escapes read (JSON's and Python's; a Markdown
+/// `\_` is `_`; an unknown escape is kept as written).
+fn unquote(lit: &str) -> String {
+    let inner = &lit[1..lit.len() - 1];
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        let Some(e) = chars.next() else {
+            out.push('\\');
+            break;
+        };
+        match e {
+            'n' => out.push('\n'),
+            't' => out.push('\t'),
+            'r' => out.push('\r'),
+            'b' => out.push('\u{8}'),
+            'f' => out.push('\u{c}'),
+            '0' => out.push('\0'),
+            '\\' | '\'' | '"' | '/' | '_' => out.push(e),
+            'u' | 'x' => {
+                let n = if e == 'u' { 4 } else { 2 };
+                let hex: String = chars.clone().take(n).collect();
+                match u32::from_str_radix(&hex, 16) {
+                    Ok(mut code) if hex.len() == n => {
+                        for _ in 0..n {
+                            chars.next();
+                        }
+                        // A JSON surrogate pair.
+                        if (0xD800..0xDC00).contains(&code) {
+                            let rest: String = chars.clone().take(6).collect();
+                            if let Some(low) = rest
+                                .strip_prefix("\\u")
+                                .and_then(|h| u32::from_str_radix(h, 16).ok())
+                                .filter(|l| (0xDC00..0xE000).contains(l))
+                            {
+                                for _ in 0..6 {
+                                    chars.next();
+                                }
+                                code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+                            }
+                        }
+                        out.push(char::from_u32(code).unwrap_or('\u{FFFD}'));
+                    }
+                    _ => {
+                        out.push('\\');
+                        out.push(e);
+                    }
+                }
+            }
+            other => {
+                out.push('\\');
+                out.push(other);
+            }
+        }
+    }
+    out
+}
+
+/// The value a `value` node of the grammar stands for.
+fn value_of(p: pest::iterators::Pair<'_, N>) -> Value {
+    match p.as_rule() {
+        N::string => unquote(p.as_str()).into(),
+        N::number => {
+            let s = p.as_str();
+            let s = if s.ends_with('.') {
+                format!("{s}0")
+            } else {
+                s.to_string()
+            };
+            serde_json::from_str(&s).unwrap_or(Value::String(s))
+        }
+        N::true_lit => Value::Bool(true),
+        N::false_lit => Value::Bool(false),
+        N::null_lit => Value::Null,
+        N::list | N::tuple => Value::Array(p.into_inner().map(value_of).collect()),
+        N::dict => {
+            let mut m = Map::new();
+            for member in p.into_inner() {
+                let mut parts = member.into_inner();
+                if let (Some(k), Some(v)) = (parts.next(), parts.next()) {
+                    m.insert(unquote(k.as_str()), value_of(v));
+                }
+            }
+            Value::Object(m)
+        }
+        // `source_arg`: the argument's source text.
+        _ => Value::String(p.as_str().trim_end().to_string()),
+    }
+}
+
+/// A call's name as written, Markdown-escaped underscores read.
+fn name_of(s: &str) -> String {
+    s.replace("\\_", "_")
+}
+
+/// Reads `text` with `grammar/native.pest`: the native calls of the forms in `forms`
+/// (every form the grammar defines when `None`), placed as the note's reading rules
+/// say, with the prose outside them as the response text. A form not asked for is prose.
+/// Slow and exact: the reference for the fast readers.
+pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, GrammarError> {
+    let doc = NativeParser::parse(N::document, text)
+        .map_err(|e| GrammarError::Unreadable(e.to_string()))?;
+    let wanted = |f: &str| forms.is_none_or(|fs| fs.contains(&f));
+    let mut calls = Vec::new();
+    let mut raw = Vec::new();
+    // Byte ranges taken out of the prose: calls, broken tags, reasoning.
+    let mut cut: Vec<(usize, usize)> = Vec::new();
+    let mut block = 0usize;
+    let mut loc = Locator::default();
+    let bytes = text.as_bytes();
+    let mut span_of = |start: usize, end: usize| {
+        let (line, column) = loc.locate(bytes, start);
+        Span {
+            start,
+            end,
+            line,
+            column,
+        }
+    };
+    let items = doc
+        .flatten()
+        .filter(|p| matches!(p.as_rule(), N::think) || form_of(p.as_rule()).is_some());
+    // `flatten` yields nested nodes too; keep only the outermost of each range.
+    let mut last_end = 0usize;
+    for p in items {
+        let (start, end) = (p.as_span().start(), p.as_span().end());
+        if start < last_end {
+            continue;
+        }
+        if p.as_rule() == N::think {
+            cut.push((start, end));
+            last_end = end;
+            continue;
+        }
+        let Some((form, broken)) = form_of(p.as_rule()) else {
+            continue;
+        };
+        if !wanted(form) {
+            continue;
+        }
+        last_end = end;
+        cut.push((start, end));
+        if broken {
+            raw.push(RawDiag::error(
+                start,
+                format!("a {form} call that is cut off or not a call: the output ends or the tag holds no complete call"),
+                "write the whole call, its JSON object complete (and its closing tag, where the form has one)".into(),
+            ));
+            continue;
+        }
+        let span = span_of(start, end);
+        let mut push = |tool: String, args: Map<String, Value>, calls: &mut Vec<Call>| {
+            calls.push(Call {
+                tool,
+                args,
+                span,
+                block,
+                step: None,
+                on_error: OnError::Stop,
+                source: source_of(form),
+                dispatch: None,
+            });
+            block += 1;
+        };
+        match p.as_rule() {
+            N::leading | N::fence => {
+                for c in p.into_inner().flatten().filter(|c| c.as_rule() == N::call) {
+                    let mut parts = c.into_inner();
+                    let Some(name) = parts.next() else { continue };
+                    let mut args = Map::new();
+                    for kw in parts {
+                        let mut kv = kw.into_inner();
+                        if let (Some(k), Some(v)) = (kv.next(), kv.next()) {
+                            args.insert(name_of(k.as_str()), value_of(v));
+                        }
+                    }
+                    push(name_of(name.as_str()), args, &mut calls);
+                }
+            }
+            N::glm | N::functionary | N::mistral_one => {
+                let mut parts = p.into_inner();
+                if let (Some(name), Some(args)) = (parts.next(), parts.next()) {
+                    if let Value::Object(a) = value_of(args) {
+                        push(name_of(name.as_str()), a, &mut calls);
+                    }
+                }
+            }
+            _ => {
+                // JSON call objects: a `dict` each, or a `list` of them (Mistral), or the
+                // newer Mistral `name[ARGS]{…}`.
+                let mut objects = Vec::new();
+                for part in p.into_inner() {
+                    match part.as_rule() {
+                        N::dict => objects.push((part.as_span().start(), value_of(part))),
+                        N::list => {
+                            let at = part.as_span().start();
+                            match value_of(part) {
+                                Value::Array(vs) => objects.extend(vs.into_iter().map(|v| (at, v))),
+                                other => objects.push((at, other)),
+                            }
+                        }
+                        N::mistral_one => {
+                            let mut parts = part.into_inner();
+                            if let (Some(name), Some(args)) = (parts.next(), parts.next()) {
+                                let mut o = Map::new();
+                                o.insert("name".into(), Value::String(name.as_str().into()));
+                                o.insert("arguments".into(), value_of(args));
+                                objects.push((start, Value::Object(o)));
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                for (at, o) in objects {
+                    match call_object(o) {
+                        Ok((tool, args)) => push(tool, args, &mut calls),
+                        Err(why) => raw.push(RawDiag::error(
+                            at,
+                            format!("a {form} call {why}"),
+                            "write {\"name\": \"tool\", \"arguments\": {…}}".into(),
+                        )),
+                    }
+                }
+            }
+        }
+    }
+    raw.sort_by_key(|d| d.offset);
+    Ok(Parsed {
+        response_text: prose_outside(text, &cut),
+        calls,
+        diagnostics: locate_diags(text, raw),
+    })
+}
+
+/// The tool and arguments of a JSON call object: `name` and `arguments` (or
+/// `parameters`), the arguments an object or a JSON text of one.
+fn call_object(o: Value) -> Result<(String, Map<String, Value>), &'static str> {
+    let Value::Object(mut o) = o else {
+        return Err("is not a JSON object");
+    };
+    let Some(Value::String(name)) = o.remove("name") else {
+        return Err("has no \"name\"");
+    };
+    let args = o
+        .remove("arguments")
+        .or_else(|| o.remove("parameters"))
+        .unwrap_or(Value::Object(Map::new()));
+    let args = match args {
+        Value::String(s) if s.trim().is_empty() => Value::Object(Map::new()),
+        Value::String(s) => {
+            serde_json::from_str(&s).map_err(|_| "has arguments that are not JSON")?
+        }
+        other => other,
+    };
+    match args {
+        Value::Object(a) => Ok((name_of(&name), a)),
+        _ => Err("has arguments that are not an object"),
+    }
+}
+
+/// The text outside `cut` (sorted, disjoint ranges): each stretch trimmed, the non-empty
+/// ones joined with one `\n`, as the fast reader writes response text. A fence line
+/// left alone by a cut fenced block goes with it.
+fn prose_outside(text: &str, cut: &[(usize, usize)]) -> String {
+    let mut parts = Vec::new();
+    let mut at = 0;
+    for &(s, e) in cut.iter().chain(std::iter::once(&(text.len(), text.len()))) {
+        let piece = text[at..s.max(at)].trim();
+        if !piece.is_empty() {
+            parts.push(piece);
+        }
+        at = e.max(at);
+    }
+    parts.join("\n")
+}
+
+/// [`parse_reference`] for the native forms: `format` names one (`--format pythonic`), or
+/// is `auto` (then every native form the table names is read; `None` when the table
+/// names none, or the text has no native call, so the TAM grammar reads it).
+fn native_reference(text: &str, format: Format) -> Result<Option<Parsed>, GrammarError> {
+    if let Some(form) = native_form(format) {
+        return parse_native(text, Some(&[form])).map(Some);
+    }
+    if format != Format::Auto {
+        return Ok(None);
+    }
+    let known: Vec<&str> = NATIVE_FORMS
+        .iter()
+        .copied()
+        .filter(|f| f.parse::<Format>().is_ok())
+        .collect();
+    if known.is_empty() {
+        return Ok(None);
+    }
+    let p = parse_native(text, Some(&known))?;
+    Ok((!p.calls.is_empty() || p.has_errors()).then_some(p))
 }

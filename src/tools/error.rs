@@ -179,8 +179,10 @@ impl ToolError {
 
     /// The line fed back to a model, e.g.
     /// `Observation: Error - Invalid parameters for GetPlayerInfo: unknown parameter 'playerId', did you mean 'player_id'?`
+    /// Framed like every Observation ([`frame_observation`](super::frame_observation)):
+    /// a message of several lines cannot pass for another Observation.
     pub fn observation(&self) -> String {
-        format!("Observation: Error - {self}")
+        super::listing::frame_observation(format!("Observation: Error - {self}"))
     }
 
     /// Shorthand for [`ToolError::Failed`].

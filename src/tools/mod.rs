@@ -40,7 +40,7 @@ pub mod vcp;
 pub use definition::{empty_object_schema, tool_shape, Implementation, ToolDefinition};
 pub use error::ToolError;
 pub use intercept::Interceptor;
-pub use listing::success_observation;
+pub use listing::{frame_observation, success_observation, OBSERVATION_INDENT};
 pub use log::{LogCallback, LogRecord, LogSink};
 pub use observe::{CallObserver, LogLevel, NodeEvent, NodeState, Observer};
 pub use policy::CallerPolicy;

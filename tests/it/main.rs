@@ -22,6 +22,7 @@ mod web_support;
 mod agent_cli;
 #[cfg(all(feature = "server", feature = "llm-http"))]
 mod agent_e2e;
+mod agent_formats;
 mod agent_profile_strict;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod cli_call;
@@ -67,6 +68,7 @@ mod protocol_cases;
 mod protocol_format_names;
 mod protocol_fuzz_corpus;
 mod protocol_grammar;
+mod protocol_grammar_native;
 mod protocol_limits;
 mod protocol_native;
 mod protocol_native_props;

@@ -1,0 +1,87 @@
+//! The grammar of the native call forms (`grammar/native.pest`, read by
+//! `protocol::grammar::parse_native`, the reference behind `tavern parse --reader grammar`)
+//! reads every hand-written case of `tests/data/grammar/native_cases.jsonl` as the case
+//! says: the calls (tool and arguments, types kept), an error for a cut-off call, and the
+//! prose. The cases name what a reader must do, so the fast readers are held to the same
+//! file; this test does not compare against them.
+
+use serde_json::Value;
+use tavern::internal::protocol::grammar::{parse_native, NATIVE_FORMS};
+
+/// Cases of forms the grammar does not define (read by the JSON document reader).
+const NOT_GRAMMAR: &[&str] = &["openai_shaped_string_args"];
+
+/// The form a case is about, when its rule names one (`native: hermes, …`).
+fn form_of(rule: &str) -> Option<&'static str> {
+    let named = rule.strip_prefix("native: ")?;
+    let first = named.split([',', ' ']).next()?;
+    NATIVE_FORMS.iter().copied().find(|f| *f == first)
+}
+
+fn check(name: &str, case: &Value, forms: Option<&[&str]>) {
+    let input = case["input"].as_str().unwrap();
+    let p = parse_native(input, forms).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let got: Vec<Value> = p
+        .calls
+        .iter()
+        .map(|c| serde_json::json!({"tool": c.tool, "args": c.args}))
+        .collect();
+    assert_eq!(
+        Value::Array(got),
+        case["calls"],
+        "{name} ({forms:?}): {input:?}\n{p:#?}"
+    );
+    assert_eq!(
+        p.has_errors(),
+        case["error"].as_bool().unwrap(),
+        "{name} ({forms:?}): {:?}",
+        p.diagnostics
+    );
+    for prose in case["prose"].as_array().unwrap() {
+        let prose = prose.as_str().unwrap();
+        assert!(
+            p.response_text.contains(prose),
+            "{name} ({forms:?}): response text {:?} lacks {prose:?}",
+            p.response_text
+        );
+    }
+    if case["prose"].as_array().unwrap().is_empty() {
+        assert_eq!(p.response_text, "", "{name} ({forms:?})");
+    }
+    for c in &p.calls {
+        assert!(c.span.line >= 1 && c.span.column >= 1, "{name}: {c:?}");
+    }
+}
+
+#[test]
+fn the_grammar_reads_every_native_case() {
+    let cases = include_str!("../data/grammar/native_cases.jsonl");
+    let mut read = 0;
+    for line in cases.lines().filter(|l| !l.trim().is_empty()) {
+        let case: Value = serde_json::from_str(line).unwrap();
+        let name = case["name"].as_str().unwrap();
+        if NOT_GRAMMAR.contains(&name) {
+            continue;
+        }
+        // As `auto` reads it (every form, placed by the reading rules)…
+        check(name, &case, None);
+        // …and with its own form asked for.
+        if let Some(form) = form_of(case["rule"].as_str().unwrap()) {
+            check(name, &case, Some(&[form]));
+        }
+        read += 1;
+    }
+    assert!(read >= 18, "only {read} cases read");
+}
+
+#[test]
+fn a_form_not_asked_for_is_prose() {
+    let text = "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>";
+    let p = parse_native(text, Some(&["pythonic"])).unwrap();
+    assert!(p.calls.is_empty());
+    assert_eq!(p.response_text, text);
+    // Reasoning is never read.
+    let p = parse_native(&format!("<think>{text}</think>ok"), None).unwrap();
+    assert!(p.calls.is_empty());
+    assert_eq!(p.response_text, "ok");
+}
