@@ -282,7 +282,8 @@ impl<'e> AgentRuntimeBuilder<'e> {
             (None, Some(u)) if u.starts_with("scripted:") => {
                 let file = &u["scripted:".len()..];
                 Some(Arc::new(
-                    ScriptedBackend::from_file(Path::new(file))
+                    // Relative to the home, like every relative path in settings.
+                    ScriptedBackend::from_file(&engine.home().join(file))
                         .map_err(|e| AgentError::Config(e.to_string()))?,
                 ) as Arc<dyn ChatBackend>)
             }

@@ -81,7 +81,9 @@ fn load_for_tests(
     temp_roots: &std::path::Path,
 ) -> Result<check::CheckReport, u8> {
     let s = settings(globals)?;
-    let path = dir.unwrap_or_else(|| check::default_dir(&globals.home));
+    let path = dir
+        .map(|d| globals.path(&d))
+        .unwrap_or_else(|| check::default_dir(&globals.home));
     let report = check::check_with(
         &path,
         &globals.home,
@@ -137,7 +139,7 @@ fn run_check(globals: &Globals, dir: Option<PathBuf>, json: bool) -> u8 {
         return code;
     }
     let report = match &dir {
-        Some(d) => check::check(d, &globals.home, &s),
+        Some(d) => check::check(&globals.path(d), &globals.home, &s),
         None => check::check_home(&globals.home, &s),
     };
     problems.extend(report.problems.iter().cloned());
@@ -169,7 +171,9 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
                     return USAGE;
                 }
             };
-            let parent = dir.unwrap_or_else(|| check::default_dir(&globals.home));
+            let parent = dir
+                .map(|d| globals.path(&d))
+                .unwrap_or_else(|| check::default_dir(&globals.home));
             match scaffold::create(&parent, &name, lang) {
                 Ok(dir) => {
                     println!("created {}", dir.display());

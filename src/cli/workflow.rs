@@ -158,7 +158,14 @@ fn parse_input(s: &str) -> Result<(String, Value), String> {
 }
 
 fn resolve(engine: &Engine, target: &str, json: bool) -> Option<std::sync::Arc<CompiledWorkflow>> {
-    match engine.workflows().resolve(target) {
+    // A relative FILE is taken from the home, like every relative path in the command line.
+    let file = engine.home().join(target);
+    let lookup = if file.is_file() {
+        file.to_string_lossy().into_owned()
+    } else {
+        target.to_string()
+    };
+    match engine.workflows().resolve(&lookup) {
         Ok(wf) => Some(wf),
         Err(e) => {
             if json {

@@ -324,6 +324,7 @@ impl EngineBuilder {
         for o in &self.overrides {
             settings.set_override(o).map_err(EngineError::Override)?;
         }
+        settings.resolve_paths(&self.home);
         if let Some(e) = self.hook_errors.into_iter().next() {
             return Err(EngineError::Hook(e));
         }
@@ -336,7 +337,7 @@ impl EngineBuilder {
             settings
                 .get("audit.file")
                 .and_then(|v| v.as_str())
-                .map(|f| self.home.join(f))
+                .map(std::path::PathBuf::from)
         });
         if let Some(path) = audit {
             let sink = crate::hooks::AuditSink::file(&path).map_err(|e| EngineError::Audit {
