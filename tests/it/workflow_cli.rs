@@ -256,3 +256,40 @@ fn ctrl_c_cancels_a_running_workflow() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["status"], json!("cancelled"));
 }
+
+/// Issue 23 item 21: `tavern nodes` lists every node type a workflow may use, the
+/// interface nodes included, one line each; `--long` gives the detail.
+#[test]
+fn nodes_lists_every_type_one_line_each() {
+    let home = tempfile::tempdir().unwrap();
+    let r = tavern(home.path(), &["nodes", "--json"], b"");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let types: Vec<String> = r
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["type"].as_str().unwrap().to_string())
+        .collect();
+    for t in [
+        "core:GroupInput",
+        "core:GroupOutput",
+        "core:Math",
+        "llm:Chat",
+    ] {
+        assert!(types.iter().any(|x| x == t), "{t}: {types:?}");
+    }
+    let r = tavern(home.path(), &["nodes"], b"");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), types.len(), "{}", r.stdout);
+    for (l, t) in lines.iter().zip(&types) {
+        assert!(l.starts_with(&format!("{t} ")), "{l} / {t}");
+    }
+    let r = tavern(home.path(), &["nodes", "--long"], b"");
+    assert!(
+        r.stdout.contains("### `core:Math`") && r.stdout.contains("| key | type |"),
+        "{}",
+        r.stdout
+    );
+}
