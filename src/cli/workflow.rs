@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use tavern::internal::tools::KeyMatching;
 use tavern::internal::workflow::{
-    render_graph, workflow_tool_id, workflow_tool_schema, CompiledWorkflow, GraphFormat,
+    render_graph, workflow_tool_id, workflow_tool_schema_with, CompiledWorkflow, TOOL_SCHEMA, GraphFormat,
     NodeStatus, RunStatus, WorkflowError, WorkflowEvent,
 };
 use tavern::Engine;
@@ -109,7 +109,8 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
         },
         WorkflowCommand::Schema { target } => match resolve(&engine, &target, false) {
             Some(wf) => {
-                print_json(&workflow_tool_schema(&wf.workflow));
+                // The registered tool's schema (with defaults), as every tool list shows it.
+                print_json(&workflow_tool_schema_with(&wf.workflow, TOOL_SCHEMA));
                 OK
             }
             None => USAGE,
