@@ -266,6 +266,9 @@ impl<'e> AgentRuntimeBuilder<'e> {
             bus: bus.clone(),
         };
         let inventory = build_inventory(&profile, engine.tools(), &env)?;
+        inventory
+            .manager
+            .set_list_nodes(engine.tools().lists_nodes());
         let deliberation = deliberation_workflow(engine.workflows(), &profile)?;
         let chat_nodes = deliberation
             .workflow
@@ -301,7 +304,7 @@ impl<'e> AgentRuntimeBuilder<'e> {
         let native_tools = if style == ManualStyle::Openai {
             inventory
                 .manager
-                .list()
+                .model_list()
                 .iter()
                 .map(|t| tool_json(t, style))
                 .collect()

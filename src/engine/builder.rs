@@ -333,6 +333,9 @@ impl EngineBuilder {
             tools.set_runtime(h);
         }
         tools.set_interceptor(self.hooks.clone());
+        tools.set_list_nodes(
+            settings.get("tools.list_nodes") == Some(&serde_json::Value::Bool(true)),
+        );
         let audit = self.audit.clone().or_else(|| {
             settings
                 .get("audit.file")
