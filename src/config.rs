@@ -268,6 +268,19 @@ pub const KNOWN: &[(&str, Kind)] = &[
 pub const OPEN_SECTIONS: &[&str] = &["extensions", "scripts"];
 
 impl Settings {
+    /// Takes the relative paths among the built-in settings from `home`: `audit.file`, and
+    /// the FILE of `llm.base_url = "scripted:FILE"`.
+    pub fn resolve_paths(&mut self, home: &Path) {
+        if let Some(Value::String(f)) = self.values.get_mut("audit.file") {
+            *f = home.join(&*f).to_string_lossy().into_owned();
+        }
+        if let Some(Value::String(u)) = self.values.get_mut("llm.base_url") {
+            if let Some(f) = u.strip_prefix("scripted:") {
+                *u = format!("scripted:{}", home.join(f).display());
+            }
+        }
+    }
+
     /// Every built-in setting ([`KNOWN`]) of the wrong type, and every key of a built-in
     /// section that tavern does not know (with a did-you-mean), each placed where the
     /// value came from (`tavern.toml:LINE`, `--set`, the environment).

@@ -224,7 +224,8 @@ fn tam_entry(t: &Tool) -> String {
 /// Writes the manual of `inv` in `style`. Text styles follow seed 002 §4.2's layout; JSON
 /// styles are a JSON array of tool definitions (wire names, which the inventory accepts).
 pub fn render(inv: &Inventory, style: ManualStyle) -> String {
-    let tools = inv.manager.list();
+    // The model-facing list: `node:*` tools only with `tools.list_nodes = true`.
+    let tools = inv.manager.model_list();
     let (skills, atomic): (Vec<&Arc<Tool>>, Vec<&Arc<Tool>>) =
         tools.iter().partition(|t| inv.skills.contains(t.id()));
     match style {

@@ -266,6 +266,9 @@ impl<'e> AgentRuntimeBuilder<'e> {
             bus: bus.clone(),
         };
         let inventory = build_inventory(&profile, engine.tools(), &env)?;
+        inventory
+            .manager
+            .set_list_nodes(engine.tools().lists_nodes());
         let deliberation = deliberation_workflow(engine.workflows(), &profile)?;
         let chat_nodes = deliberation
             .workflow
@@ -282,7 +285,8 @@ impl<'e> AgentRuntimeBuilder<'e> {
             (None, Some(u)) if u.starts_with("scripted:") => {
                 let file = &u["scripted:".len()..];
                 Some(Arc::new(
-                    ScriptedBackend::from_file(Path::new(file))
+                    // Relative to the home, like every relative path in settings.
+                    ScriptedBackend::from_file(&engine.home().join(file))
                         .map_err(|e| AgentError::Config(e.to_string()))?,
                 ) as Arc<dyn ChatBackend>)
             }
@@ -300,7 +304,7 @@ impl<'e> AgentRuntimeBuilder<'e> {
         let native_tools = if style == ManualStyle::Openai {
             inventory
                 .manager
-                .list()
+                .model_list()
                 .iter()
                 .map(|t| tool_json(t, style))
                 .collect()

@@ -29,10 +29,11 @@ enum Sub {
 
 #[derive(clap::Args)]
 struct RunArgs {
-    /// Agent id (agents/ID.json) or a profile file.
+    /// Agent id (agents/ID.json) or a profile file (relative to the home).
     agent: String,
     /// The model: openai:BASE_URL (an OpenAI-compatible server, e.g.
-    /// openai:http://127.0.0.1:8080/v1) or scripted:FILE (a JSON list of replies).
+    /// openai:http://127.0.0.1:8080/v1) or scripted:FILE (a JSON list of replies; FILE is
+    /// taken from the home).
     #[arg(long, value_name = "openai:BASE_URL|scripted:FILE")]
     llm: Option<String>,
     /// Model name sent to the server.
@@ -44,7 +45,8 @@ struct RunArgs {
     /// Most turns.
     #[arg(long)]
     max_turns: Option<u32>,
-    /// World state to start from (JSON object; default <home>/world.json when present).
+    /// World state to start from (JSON object, relative to the home; default
+    /// <home>/world.json when present).
     #[arg(long, value_name = "FILE")]
     world: Option<PathBuf>,
     /// Print one JSON object {"turns": [...], "stop_reason": ...} instead of the conversation.
@@ -91,7 +93,7 @@ fn manual(globals: &Globals, a: ManualArgs) -> u8 {
         Ok(e) => e,
         Err(code) => return code,
     };
-    let rt = match engine.agent(&a.agent).and_then(|b| b.build()) {
+    let rt = match engine.agent(&globals.target(&a.agent)).and_then(|b| b.build()) {
         Ok(rt) => rt,
         Err(e) => return report(&e),
     };
@@ -103,10 +105,10 @@ fn manual(globals: &Globals, a: ManualArgs) -> u8 {
     OK
 }
 
-fn load_world(file: Option<&PathBuf>) -> Result<Option<Value>, u8> {
+fn load_world(globals: &Globals, file: Option<&PathBuf>) -> Result<Option<Value>, u8> {
     // Without --world the engine's own world (<home>/world.json) applies.
     let path = match file {
-        Some(f) => f.clone(),
+        Some(f) => globals.path(f),
         None => return Ok(None),
     };
     let text = std::fs::read_to_string(&path).map_err(|e| {
@@ -132,14 +134,19 @@ fn load_world(file: Option<&PathBuf>) -> Result<Option<Value>, u8> {
 }
 
 async fn run_agent(globals: &Globals, a: RunArgs) -> u8 {
-    let overrides = match LlmSettings::from_flags(a.llm.as_deref(), a.model.as_deref()) {
+    // `scripted:FILE` is taken from the home, like every relative path in a flag.
+    let llm = a.llm.as_deref().map(|l| match l.trim().strip_prefix("scripted:") {
+        Some(f) => format!("scripted:{}", globals.path(std::path::Path::new(f)).display()),
+        None => l.to_string(),
+    });
+    let overrides = match LlmSettings::from_flags(llm.as_deref(), a.model.as_deref()) {
         Ok(o) => o,
         Err(m) => {
             eprintln!("tavern: --llm: {m}");
             return USAGE;
         }
     };
-    let world = match load_world(a.world.as_ref()) {
+    let world = match load_world(globals, a.world.as_ref()) {
         Ok(w) => w,
         Err(code) => return code,
     };
@@ -147,7 +154,7 @@ async fn run_agent(globals: &Globals, a: RunArgs) -> u8 {
         Ok(e) => e,
         Err(code) => return code,
     };
-    let mut b = match engine.agent(&a.agent) {
+    let mut b = match engine.agent(&globals.target(&a.agent)) {
         Ok(b) => b.llm(overrides),
         Err(e) => return report(&e),
     };

@@ -87,7 +87,8 @@ pub struct Cli {
     /// Override a setting, e.g. --set extensions.FileOperator.root=/tmp/ws (repeatable).
     #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
     pub sets: Vec<String>,
-    /// Append the audit trail (every call, veto and override decision) to FILE as JSON lines.
+    /// Append the audit trail (every call, veto and override decision) to FILE as JSON lines
+    /// (relative to the home).
     #[arg(long, global = true, value_name = "FILE")]
     pub audit: Option<PathBuf>,
     /// What to do.
@@ -131,6 +132,23 @@ pub struct Globals {
 }
 
 impl Globals {
+    /// A path given in a flag, taken from the home when relative (every relative path in
+    /// flags and settings is).
+    pub fn path(&self, p: &Path) -> PathBuf {
+        self.home.join(p)
+    }
+
+    /// A `FILE|ID` argument: the file at that path from the home when there is one, else
+    /// the id as given.
+    pub fn target(&self, target: &str) -> String {
+        let p = self.home.join(target);
+        if p.is_file() {
+            p.to_string_lossy().into_owned()
+        } else {
+            target.to_string()
+        }
+    }
+
     /// Builds the engine for `--home` and `--set`. Load problems are printed to stderr as
     /// warnings; a build failure is printed and returned as the exit status.
     pub fn engine(&self) -> Result<Engine, u8> {
@@ -144,7 +162,7 @@ impl Globals {
         }
         b = debug_host_tools(b);
         if let Some(a) = &self.audit {
-            b = b.audit(a);
+            b = b.audit(self.path(a));
         }
         match b.build() {
             Ok(engine) => {

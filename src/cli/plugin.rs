@@ -47,6 +47,10 @@ pub enum Action {
     Test {
         /// A plugin directory, or a directory of plugins (default: <home>/plugins).
         dir: Option<PathBuf>,
+        /// Load the whole home as the engine does (every plugin, workflows/, the hook
+        /// scripts in scripts/) and run the tests of DIR (default: of every plugin).
+        #[arg(long)]
+        with_home: bool,
     },
 }
 
@@ -74,20 +78,40 @@ fn apply_sets(globals: &Globals, s: &mut Settings) -> Result<(), u8> {
 }
 
 /// Loads the plugins under `dir` (default `<home>/plugins`) the way the engine would, with
-/// fs roots mapped to `temp_roots`, and prints every problem as `file:line:column: message`.
+/// fs roots mapped to `temp_roots` — or, `with_home`, the whole home with the hook scripts —
+/// says on stdout what it loaded, and prints every problem as `file:line:column: message`.
 fn load_for_tests(
     globals: &Globals,
-    dir: Option<PathBuf>,
+    dir: Option<&std::path::Path>,
+    with_home: bool,
     temp_roots: &std::path::Path,
 ) -> Result<check::CheckReport, u8> {
     let s = settings(globals)?;
-    let path = dir.unwrap_or_else(|| check::default_dir(&globals.home));
-    let report = check::check_with(
-        &path,
-        &globals.home,
-        &s,
-        RootPolicy::MapTo(temp_roots.to_path_buf()),
-    );
+    let roots = RootPolicy::MapTo(temp_roots.to_path_buf());
+    let path = dir.unwrap_or(&check::default_dir(&globals.home)).to_path_buf();
+    let (report, what) = if with_home {
+        let what = match dir {
+            Some(d) => format!(
+                "testing {} with the whole home loaded (every plugin, workflows/, the hook scripts in scripts/)",
+                d.display()
+            ),
+            None => "testing every plugin with the whole home loaded (workflows/, the hook scripts in scripts/)".to_string(),
+        };
+        (check::check_home_with(&globals.home, &s, roots), what)
+    } else {
+        let what = match dir {
+            Some(d) if check::is_plugin_dir(d) => format!(
+                "testing {} alone: no other plugin, no home workflows and no hook scripts (scripts/) are loaded; --with-home loads them",
+                d.display()
+            ),
+            _ => format!(
+                "testing the plugins in {}: no home workflows and no hook scripts (scripts/) are loaded; --with-home loads them",
+                path.display()
+            ),
+        };
+        (check::check_with(&path, &globals.home, &s, roots), what)
+    };
+    println!("{what}");
     for p in &report.problems {
         println!("{p}");
     }
@@ -137,7 +161,7 @@ fn run_check(globals: &Globals, dir: Option<PathBuf>, json: bool) -> u8 {
         return code;
     }
     let report = match &dir {
-        Some(d) => check::check(d, &globals.home, &s),
+        Some(d) => check::check(&globals.path(d), &globals.home, &s),
         None => check::check_home(&globals.home, &s),
     };
     problems.extend(report.problems.iter().cloned());
@@ -169,7 +193,9 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
                     return USAGE;
                 }
             };
-            let parent = dir.unwrap_or_else(|| check::default_dir(&globals.home));
+            let parent = dir
+                .map(|d| globals.path(&d))
+                .unwrap_or_else(|| check::default_dir(&globals.home));
             match scaffold::create(&parent, &name, lang) {
                 Ok(dir) => {
                     println!("created {}", dir.display());
@@ -187,7 +213,7 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
             }
         }
         Action::Check { dir, json } => run_check(globals, dir, json),
-        Action::Test { dir } => {
+        Action::Test { dir, with_home } => {
             // Fresh roots for this run, removed when it ends.
             let roots = match tempfile::tempdir() {
                 Ok(t) => t,
@@ -196,11 +222,18 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
                     return FAILED;
                 }
             };
-            let report = match load_for_tests(globals, dir, roots.path()) {
+            let dir = dir.map(|d| globals.path(&d));
+            let report = match load_for_tests(globals, dir.as_deref(), with_home, roots.path()) {
                 Ok(r) => r,
                 Err(code) => return code,
             };
-            let outcomes = check::run_tests(&report).await;
+            // With the whole home loaded, only DIR's plugins are tested.
+            let under = dir.as_ref().and_then(|d| d.canonicalize().ok());
+            let outcomes = check::run_tests_of(&report, |p| match &under {
+                None => true,
+                Some(d) => p.dir.canonicalize().is_ok_and(|pd| pd.starts_with(d)),
+            })
+            .await;
             let mut failed = 0;
             for o in &outcomes {
                 match &o.failure {

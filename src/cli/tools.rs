@@ -1,17 +1,19 @@
 //! `tavern tools [--json]`: list the registered tools.
 
-use tavern::internal::server::export::{tools_json, ExportFormat};
+use tavern::internal::server::export::{tools_for, tools_json, ExportFormat};
+use tavern::internal::tools::is_node_tool;
 
 use super::{print_json, print_text, Globals, OK};
 
-/// List the registered tools with their parameters (or as JSON).
+/// List the registered tools with their parameters, node tools apart (or as JSON).
 #[derive(clap::Args)]
 pub struct Args {
     /// Print the list as JSON (id, wireName, displayName, description, parameters, …).
     #[arg(long)]
     pub json: bool,
-    /// Print the list as a client expects it: openai, anthropic or mcp (or tavern, the
-    /// `GET /api/tools` shape).
+    /// Print the list as a client expects it: openai, anthropic or mcp (the model-facing
+    /// list: node:* tools only with tools.list_nodes = true), or tavern (the
+    /// `GET /api/tools` shape, every tool).
     #[arg(long, value_parser = |s: &str| s.parse::<ExportFormat>())]
     pub format: Option<ExportFormat>,
 }
@@ -24,7 +26,7 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
     };
     let tools = engine.tools();
     if let Some(format) = args.format {
-        print_json(&tools_json(&tools.list(), format));
+        print_json(&tools_json(&tools_for(tools, format), format));
     } else if args.json {
         let mut list = tools.list_json();
         // `overriddenBy`: who replaced the tool (bottom of the stack first).
@@ -40,7 +42,9 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
         print_json(&list);
     } else {
         let mut text = String::new();
-        for t in tools.list() {
+        let (nodes, others): (Vec<_>, Vec<_>) =
+            tools.list().into_iter().partition(|t| is_node_tool(t.id()));
+        for t in others {
             text.push_str(&t.manual_entry());
             if t.wire_name() != t.id() {
                 text.push_str(&format!("  - Wire name: {}\n", t.wire_name()));
@@ -48,6 +52,20 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
             let by = engine.hooks().overridden_by(t.id());
             if !by.is_empty() {
                 text.push_str(&format!("  - Overridden by: {}\n", by.join(", ")));
+            }
+        }
+        // Node tools apart, one line each: callable, but not in the lists a model reads
+        // unless `tools.list_nodes = true`.
+        if !nodes.is_empty() {
+            text.push_str(&format!(
+                "\nNode tools ({}; callable, {} model-facing lists{}):\n",
+                nodes.len(),
+                if tools.lists_nodes() { "listed in" } else { "left out of" },
+                if tools.lists_nodes() { "" } else { " unless tools.list_nodes = true" },
+            ));
+            for t in nodes {
+                let first = t.definition.description.lines().next().unwrap_or_default();
+                text.push_str(&format!("- {}: {first}\n", t.id()));
             }
         }
         if text.is_empty() {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use tavern::internal::tools::KeyMatching;
 use tavern::internal::workflow::{
-    render_graph, workflow_tool_id, workflow_tool_schema, CompiledWorkflow, GraphFormat,
+    render_graph, workflow_tool_id, workflow_tool_schema_with, CompiledWorkflow, TOOL_SCHEMA, GraphFormat,
     NodeStatus, RunStatus, WorkflowError, WorkflowEvent,
 };
 use tavern::Engine;
@@ -109,7 +109,8 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
         },
         WorkflowCommand::Schema { target } => match resolve(&engine, &target, false) {
             Some(wf) => {
-                print_json(&workflow_tool_schema(&wf.workflow));
+                // The registered tool's schema (with defaults), as every tool list shows it.
+                print_json(&workflow_tool_schema_with(&wf.workflow, TOOL_SCHEMA));
                 OK
             }
             None => USAGE,
@@ -158,7 +159,14 @@ fn parse_input(s: &str) -> Result<(String, Value), String> {
 }
 
 fn resolve(engine: &Engine, target: &str, json: bool) -> Option<std::sync::Arc<CompiledWorkflow>> {
-    match engine.workflows().resolve(target) {
+    // A relative FILE is taken from the home, like every relative path in the command line.
+    let file = engine.home().join(target);
+    let lookup = if file.is_file() {
+        file.to_string_lossy().into_owned()
+    } else {
+        target.to_string()
+    };
+    match engine.workflows().resolve(&lookup) {
         Ok(wf) => Some(wf),
         Err(e) => {
             if json {

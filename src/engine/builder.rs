@@ -448,6 +448,7 @@ impl EngineBuilder {
         for o in &self.overrides {
             settings.set_override(o).map_err(EngineError::Override)?;
         }
+        settings.resolve_paths(&self.home);
         if let Some(e) = self.hook_errors.into_iter().next() {
             return Err(EngineError::Hook(e));
         }
@@ -458,11 +459,14 @@ impl EngineBuilder {
             tools.set_runtime(h);
         }
         tools.set_interceptor(self.hooks.clone());
+        tools.set_list_nodes(
+            settings.get("tools.list_nodes") == Some(&serde_json::Value::Bool(true)),
+        );
         let audit = self.audit.clone().or_else(|| {
             settings
                 .get("audit.file")
                 .and_then(|v| v.as_str())
-                .map(|f| self.home.join(f))
+                .map(std::path::PathBuf::from)
         });
         if let Some(path) = audit {
             let sink = crate::hooks::AuditSink::file(&path).map_err(|e| EngineError::Audit {

@@ -60,10 +60,27 @@ pub fn input_schema(tool: &Tool) -> Value {
     schema
 }
 
-/// The `title`: the canonical id, which the wire name had to flatten (`FileOperator:WriteFile`
-/// for `FileOperator_WriteFile`); callers may send either.
+/// The MCP `title`: the tool's display name, else its canonical id (the id is in
+/// `_meta["tavern/id"]`; callers may send the id or the wire name).
 pub fn title(tool: &Tool) -> String {
-    tool.id().to_string()
+    tool.definition
+        .display_name
+        .clone()
+        .unwrap_or_else(|| tool.id().to_string())
+}
+
+/// The tools a list in `format` shows: every tool for tavern's own shape (the web explorer
+/// sets node tools aside itself), the model-facing list
+/// ([`ToolManager::model_list`](crate::tools::ToolManager::model_list)) for MCP, OpenAI and
+/// Anthropic.
+pub fn tools_for(
+    tools: &crate::tools::ToolManager,
+    format: ExportFormat,
+) -> Vec<std::sync::Arc<Tool>> {
+    match format {
+        ExportFormat::Tavern => tools.list(),
+        _ => tools.model_list(),
+    }
 }
 
 /// MCP annotations: the tool's own hints, with the human display name (else the id) as
@@ -90,7 +107,9 @@ pub fn tool_json(tool: &Tool, format: ExportFormat) -> Value {
         ExportFormat::Tavern => json!({
             "id": d.id,
             "name": tool.wire_name(),
-            "title": title(tool),
+            // tavern's own shape keeps the canonical id here (`displayName` is in the
+            // annotations' `title`).
+            "title": d.id,
             "description": d.description,
             "inputSchema": input_schema(tool),
             "annotations": annotations(tool),

@@ -209,8 +209,9 @@ pub fn server_config() -> ServerConfig {
     info.server_info =
         Implementation::new("tavern", env!("CARGO_PKG_VERSION")).with_title("tavern tool engine");
     info.instructions = Some(
-        "Tools served by a tavern engine. Each tool's title is its canonical tavern id; \
-         either the name or the id may be used to call it."
+        "Tools served by a tavern engine. Each tool's title is its display name and \
+         _meta[\"tavern/id\"] its canonical tavern id; either the name or the id may be \
+         used to call it."
             .into(),
     );
     info
@@ -294,7 +295,8 @@ impl ServerHandler for TavernMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let engine = self.served.engine();
-        let all = engine.tools().list();
+        // The model-facing list: `node:*` tools only with `tools.list_nodes = true`.
+        let all = engine.tools().model_list();
         let start = match request.and_then(|r| r.cursor) {
             None => 0,
             Some(c) => c

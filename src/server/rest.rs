@@ -107,7 +107,10 @@ async fn list_tools(
     Query(q): Query<FormatQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let format = export_format(&q)?;
-    Ok(Json(tools_json(&served.engine().tools().list(), format)))
+    Ok(Json(tools_json(
+        &super::export::tools_for(served.engine().tools(), format),
+        format,
+    )))
 }
 
 async fn get_tool(

@@ -468,6 +468,8 @@ pub struct ToolManager {
     interceptor: OnceLock<Arc<dyn Interceptor>>,
     /// Where mods' log lines and the engine's warnings go (the host's callback or tracing).
     log: LogSink,
+    /// Whether [`ToolManager::model_list`] shows `node:*` tools (setting `tools.list_nodes`).
+    list_nodes: std::sync::atomic::AtomicBool,
 }
 
 impl Default for ToolManager {
@@ -478,8 +480,15 @@ impl Default for ToolManager {
             runtime: runtime::RuntimeSlot::default(),
             interceptor: OnceLock::new(),
             log: LogSink::default(),
+            list_nodes: std::sync::atomic::AtomicBool::new(false),
         }
     }
+}
+
+/// Whether `id` is one of the `node:<type>` tools every node type becomes: callable, but
+/// left out of the lists a model reads unless `tools.list_nodes = true`.
+pub fn is_node_tool(id: &str) -> bool {
+    id.starts_with("node:")
 }
 
 /// How one call is made: who asks, how deep, and when the caller stops waiting.
@@ -824,6 +833,28 @@ impl ToolManager {
             .iter()
             .filter_map(|id| reg.by_id.get(id).cloned())
             .collect()
+    }
+
+    /// The tools a model is shown (MCP `tools/list`, the OpenAI/Anthropic exports, agent
+    /// manuals): [`ToolManager::list`] without the `node:*` tools, unless
+    /// [`ToolManager::set_list_nodes`] asked for them. Every tool stays callable.
+    pub fn model_list(&self) -> Vec<Arc<Tool>> {
+        let mut all = self.list();
+        if !self.lists_nodes() {
+            all.retain(|t| !is_node_tool(t.id()));
+        }
+        all
+    }
+
+    /// Shows `node:*` tools in [`ToolManager::model_list`] (setting `tools.list_nodes`).
+    pub fn set_list_nodes(&self, on: bool) {
+        self.list_nodes
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether [`ToolManager::model_list`] shows `node:*` tools.
+    pub fn lists_nodes(&self) -> bool {
+        self.list_nodes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Finds a tool by any accepted spelling, as [`ToolManager::get`], without building an

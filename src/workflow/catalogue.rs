@@ -20,10 +20,50 @@ pub fn json(registry: &NodeRegistry) -> Value {
     Value::Array(sorted(registry).iter().map(node_json).collect())
 }
 
+/// Every node type a workflow may use, sorted by type: the registry's, and the two the
+/// compiler itself provides (`core:GroupInput`, `core:GroupOutput`, whose slots are the
+/// workflow's interface).
 fn sorted(registry: &NodeRegistry) -> Vec<NodeDefinition> {
     let mut defs = registry.definitions();
+    for (ty, description) in [
+        (
+            super::format::GROUP_INPUT,
+            "The workflow's inputs: its outputs are the workflow's `interfaceInputs` (the parameters of its `workflow:<id>` tool).",
+        ),
+        (
+            super::format::GROUP_OUTPUT,
+            "The workflow's results: its inputs are the workflow's `interfaceOutputs` (what its `workflow:<id>` tool returns).",
+        ),
+    ] {
+        let mut d = NodeDefinition::new(ty, description);
+        d.category = Some("Group".into());
+        defs.push(d);
+    }
     defs.sort_by(|a, b| a.node_type.cmp(&b.node_type));
     defs
+}
+
+/// One line per node type, sorted: type, category and the first sentence of its
+/// description (`tavern nodes`; `--long` prints [`markdown`]).
+pub fn lines(registry: &NodeRegistry) -> String {
+    let defs = sorted(registry);
+    let width = defs.iter().map(|d| d.node_type.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for d in &defs {
+        let text = d.description.trim();
+        let first = match text.find(". ") {
+            Some(i) => &text[..=i],
+            None => text,
+        };
+        let _ = writeln!(
+            out,
+            "{:<width$}  {:<10}  {}",
+            d.node_type,
+            d.category.as_deref().unwrap_or("-"),
+            first.replace('\n', " ")
+        );
+    }
+    out
 }
 
 fn node_json(d: &NodeDefinition) -> Value {

@@ -40,6 +40,6 @@ pub use run::{
 };
 pub use schema::{
     node_tool_definition, parameters_schema, slot_schema, workflow_tool_definition,
-    workflow_tool_id, workflow_tool_schema, workflow_tool_schema_with, SchemaOptions,
+    workflow_tool_id, workflow_tool_schema, workflow_tool_schema_with, SchemaOptions, TOOL_SCHEMA,
 };
 pub use types::{DataFlowType, OrderedMap, SlotConfig, SlotDefinition, Suggestion};

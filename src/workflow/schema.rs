@@ -8,11 +8,12 @@
 //! the suggestion values when `matchCategories` holds `ComboOption`; `required` lists the
 //! slots marked `required: true` (left out when empty).
 //!
-//! Defaults are NOT written into the schema: seed 003 §2.3 does not list them among the
-//! mapping rules and its §2.3.1 example omits `default` for `summary_length` although the
-//! slot has `config.default`. They still apply: an omitted argument takes the slot's
-//! default when the workflow runs. [`SchemaOptions::defaults`] opts in for callers that
-//! want them (and `minimum`/`maximum` from `config.min`/`config.max`).
+//! Seed 003 §2.3 does not list defaults among the mapping rules (its §2.3.1 example omits
+//! `default` for `summary_length`, whose slot has `config.default`); [`workflow_tool_schema`]
+//! is that exact mapping. The `workflow:<id>` tool itself ([`workflow_tool_definition`],
+//! and so `tavern tools`, MCP, the exports and `tavern workflow schema`) uses
+//! [`TOOL_SCHEMA`]: it also writes `default` (an omitted argument takes it) and
+//! `minimum`/`maximum` from `config.min`/`config.max`, so a client sees what applies.
 
 use serde_json::{json, Map, Value};
 
@@ -27,6 +28,9 @@ pub struct SchemaOptions {
     /// Also write `default`, `minimum` and `maximum`.
     pub defaults: bool,
 }
+
+/// The options of every `workflow:<id>` tool's schema: with defaults and bounds.
+pub const TOOL_SCHEMA: SchemaOptions = SchemaOptions { defaults: true };
 
 /// The tool id of a workflow: `workflow:<id>`.
 pub fn workflow_tool_id(workflow_id: &str) -> String {
@@ -91,7 +95,8 @@ fn workflow_description(wf: &Workflow) -> String {
     }
 }
 
-/// `{"name", "description", "parameters"}` for `workflow:<id>`, exactly as seed 003 §2.3.
+/// `{"name", "description", "parameters"}` for `workflow:<id>`, exactly as seed 003 §2.3
+/// (no defaults; the registered tool has them: [`TOOL_SCHEMA`]).
 pub fn workflow_tool_schema(wf: &Workflow) -> Value {
     workflow_tool_schema_with(wf, SchemaOptions::default())
 }
@@ -111,7 +116,7 @@ pub fn workflow_tool_definition(wf: &Workflow) -> ToolDefinition {
         id: workflow_tool_id(&wf.id),
         display_name: wf.name.clone(),
         description: workflow_description(wf),
-        parameters: parameters_schema(&wf.interface_inputs, SchemaOptions::default()),
+        parameters: parameters_schema(&wf.interface_inputs, TOOL_SCHEMA),
         implementation: Implementation::Workflow {
             workflow_id: wf.id.clone(),
         },

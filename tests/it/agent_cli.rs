@@ -229,3 +229,69 @@ fn agent_manual_prints_the_inventory_in_each_style() {
         r.stderr
     );
 }
+
+/// Issue 23 item 5: relative paths in flags and settings are taken from the home, not from
+/// the working directory: run from elsewhere with `--home`, everything still resolves.
+#[test]
+fn relative_paths_in_flags_and_settings_resolve_from_the_home() {
+    let cwd = tempfile::tempdir().unwrap();
+    let home = root().to_str().unwrap();
+    let r = tavern(
+        cwd.path(),
+        &[
+            "--home",
+            home,
+            "agent",
+            "run",
+            "agents/innkeeper.json",
+            "--llm",
+            "scripted:scripts/innkeeper.replies.json",
+            "--world",
+            "world.json",
+            "--message",
+            "A traveller named Aria comes in from the rain.",
+            "--json",
+        ],
+        b"",
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.json()["turns"].as_array().unwrap().len(), 5);
+
+    // The same model named in a setting (the agent's, and the [llm] base_url).
+    let r = tavern(
+        cwd.path(),
+        &[
+            "--home",
+            home,
+            "--set",
+            "llm.base_url=scripted:scripts/innkeeper.replies.json",
+            "agent",
+            "run",
+            "innkeeper",
+            "--json",
+        ],
+        b"",
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+
+    // Workflow files and plugin directories too.
+    let r = tavern(
+        cwd.path(),
+        &[
+            "--home",
+            home,
+            "workflow",
+            "schema",
+            "workflows/greet_guest.json",
+        ],
+        b"",
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = tavern(
+        cwd.path(),
+        &["--home", home, "plugin", "check", "plugins/TextTools"],
+        b"",
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("plugin TextTools"), "{}", r.stdout);
+}

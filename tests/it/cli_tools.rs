@@ -57,3 +57,99 @@ fn lists_tools_as_text() {
         .contains("    - min (integer, required): Smallest possible value."));
     assert!(run.stdout.contains("  - Wire name: system_random_int"));
 }
+
+/// Issue 23 item 19: the lists a model reads (MCP, OpenAI, Anthropic, agent manuals) leave
+/// the `node:*` tools out unless `tools.list_nodes = true`; they stay callable; `tavern
+/// tools` sets them apart; the MCP `title` is the display name.
+#[test]
+fn node_tools_are_left_out_of_model_facing_lists() {
+    let dir = home();
+    std::fs::create_dir_all(dir.path().join("agents")).unwrap();
+    std::fs::write(
+        dir.path().join("agents/calc.json"),
+        r#"{"id": "calc", "tool_ids_inventory": ["node:core:Math", "system:echo"]}"#,
+    )
+    .unwrap();
+    let names = |extra: &[&str], format: &str, pointer: &str| -> Vec<String> {
+        let mut args: Vec<&str> = extra.to_vec();
+        args.extend(["tools", "--format", format]);
+        let run = tavern(dir.path(), &args, b"");
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        run.json()["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.pointer(pointer).unwrap().as_str().unwrap().to_string())
+            .collect()
+    };
+    for (format, pointer) in [
+        ("mcp", "/name"),
+        ("openai", "/function/name"),
+        ("anthropic", "/name"),
+    ] {
+        let hidden = names(&[], format, pointer);
+        assert!(hidden.iter().any(|n| n == "system_echo"), "{hidden:?}");
+        assert!(
+            !hidden.iter().any(|n| n.starts_with("node_")),
+            "{format}: {hidden:?}"
+        );
+        let shown = names(&["--set", "tools.list_nodes=true"], format, pointer);
+        assert!(
+            shown.iter().any(|n| n == "node_core_Math"),
+            "{format}: {shown:?}"
+        );
+    }
+    // The MCP title is the display name; the id is in _meta.
+    let run = tavern(dir.path(), &["tools", "--format", "mcp"], b"");
+    let v = run.json();
+    let t = v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "system_get_current_time")
+        .unwrap();
+    assert_eq!(t["title"], "Current time", "{t}");
+    assert_eq!(t["_meta"]["tavern/id"], "system:get_current_time", "{t}");
+
+    // Still callable.
+    let run = tavern(
+        dir.path(),
+        &["call"],
+        br#"{"tool": "node:core:Math", "args": {"a": 2, "b": 3, "op": "add"}}"#,
+    );
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert_eq!(run.json()["results"][0]["value"], 5, "{}", run.stdout);
+
+    // `tavern tools` shows them apart, after the others.
+    let run = tavern(dir.path(), &["tools"], b"");
+    let (main, nodes) = run
+        .stdout
+        .split_once("\nNode tools (")
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    assert!(!main.contains("node:core"), "{main}");
+    assert!(nodes.contains("- node:core.Math: "), "{nodes}");
+
+    // An agent's manual, even with a node tool in its inventory.
+    let run = tavern(
+        dir.path(),
+        &["agent", "manual", "calc", "--style", "tam"],
+        b"",
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("system:echo"), "{}", run.stdout);
+    assert!(!run.stdout.contains("node:core"), "{}", run.stdout);
+    let run = tavern(
+        dir.path(),
+        &[
+            "--set",
+            "tools.list_nodes=true",
+            "agent",
+            "manual",
+            "calc",
+            "--style",
+            "tam",
+        ],
+        b"",
+    );
+    assert!(run.stdout.contains("node:core.Math"), "{}", run.stdout);
+}

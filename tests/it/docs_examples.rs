@@ -9,7 +9,13 @@
 //!   preceded by `<!-- not run: REASON -->` is exempt. Then, per page, `tavern plugin check`
 //!   must pass, `tavern plugin test` must pass when the page wrote test files, every
 //!   `<!-- run: tavern ARGS -->` must exit 0, and every `scripts/*.tam` written must run
-//!   with `tavern call` (results for every call, no diagnostics). An unmarked block fails.
+//!   with `tavern call` (results for every call, no diagnostics). A shell block marked
+//!   `<!-- serve: … -->` runs with `sh -eu` against `tavern serve` on the page's home
+//!   (`localhost:8765` becomes its address). An unmarked block fails.
+//! - README.md: its `<!-- file: PATH -->` blocks are model output run with `tavern call`
+//!   against the repository's own home (every call succeeds, no diagnostics).
+//! - No Markdown table is split by a blank line; `docs/plugins.md`'s example manifest lists
+//!   every permission key.
 
 use crate::cli_support;
 
@@ -61,6 +67,8 @@ fn generated_docs_are_current() {
 struct Page {
     files: BTreeMap<String, String>,
     runs: Vec<Vec<String>>,
+    /// Shell blocks marked `<!-- serve: … -->`: run against `tavern serve` on the page's home.
+    serve: Vec<String>,
     unmarked: Vec<String>,
     blocks: usize,
 }
@@ -69,6 +77,7 @@ fn read_page(name: &str, text: &str) -> Page {
     let mut page = Page::default();
     let lines: Vec<&str> = text.lines().collect();
     let mut pending: Option<Option<String>> = None; // Some(Some(path)) | Some(None) = not run
+    let mut serve = false;
     let mut i = 0;
     while i < lines.len() {
         let line = lines[i].trim();
@@ -89,6 +98,9 @@ fn read_page(name: &str, text: &str) -> Page {
             }
         } else if line.starts_with("<!-- not run:") {
             pending = Some(None);
+        } else if line.starts_with("<!-- serve:") {
+            pending = Some(None);
+            serve = true;
         } else if let Some(cmd) = line
             .strip_prefix("<!-- run: tavern ")
             .and_then(|r| r.strip_suffix("-->"))
@@ -104,6 +116,9 @@ fn read_page(name: &str, text: &str) -> Page {
                 body.push_str(lines[i]);
                 body.push('\n');
                 i += 1;
+            }
+            if std::mem::take(&mut serve) {
+                page.serve.push(body.clone());
             }
             match pending.take() {
                 Some(Some(path)) => page.files.entry(path).or_default().push_str(&body),
@@ -171,6 +186,9 @@ fn every_docs_example_runs() {
                 run.stdout, run.stderr
             );
         }
+        for block in &page.serve {
+            run_against_serve(&name, home.path(), block);
+        }
         // A script runs: every call gives a result (a chain may fail a step on purpose,
         // so exit 1 is allowed; 2 would be unreadable input).
         for f in page.files.keys().filter(|f| f.ends_with(".tam")) {
@@ -194,4 +212,142 @@ fn every_docs_example_runs() {
         unmarked.is_empty(),
         "code blocks with neither `<!-- file: PATH -->` nor `<!-- not run: why -->`: {unmarked:?}"
     );
+}
+
+/// A free loopback port (bound, read, released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Runs a shell block against `tavern serve` on `home`: the block must exit 0 and a job in
+/// it must succeed.
+fn run_against_serve(page: &str, home: &Path, block: &str) {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut serve = std::process::Command::new(env!("CARGO_BIN_EXE_tavern"))
+        .args(["--home", home.to_str().unwrap(), "serve", "--addr", &addr])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Ready when it accepts connections (a readiness wait, not a timing assertion).
+    let mut ready = false;
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(&addr).is_ok() {
+            ready = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = if ready {
+        Some(
+            std::process::Command::new("sh")
+                .args(["-eu", "-c", &block.replace("localhost:8765", &addr)])
+                .current_dir(home)
+                .output()
+                .unwrap(),
+        )
+    } else {
+        None
+    };
+    let _ = serve.kill();
+    let _ = serve.wait();
+    let out = out.unwrap_or_else(|| panic!("{page}: tavern serve did not start on {addr}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{page}: the serve example failed:\n{block}\nstdout:\n{stdout}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("event: end") && stdout.contains(r#""status":"succeeded""#),
+        "{page}: the job did not succeed:\n{stdout}"
+    );
+}
+
+#[test]
+fn readme_examples_run_against_the_repository() {
+    let page = read_page(
+        "README.md",
+        &std::fs::read_to_string(root().join("README.md")).unwrap(),
+    );
+    assert!(
+        page.files.keys().any(|f| f.ends_with(".txt")),
+        "README.md has a `<!-- file: -->` example"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    for (rel, body) in &page.files {
+        let f = dir.path().join(rel);
+        std::fs::write(&f, body).unwrap();
+        let run = tavern(
+            dir.path(),
+            &[
+                "--home",
+                root().to_str().unwrap(),
+                "call",
+                f.to_str().unwrap(),
+            ],
+            b"",
+        );
+        assert_eq!(
+            run.code, 0,
+            "README.md {rel}: {}\n{}",
+            run.stdout, run.stderr
+        );
+        let out = run.json();
+        assert!(
+            !out["results"].as_array().unwrap().is_empty()
+                && out["diagnostics"].as_array().unwrap().is_empty(),
+            "README.md {rel}: {out}"
+        );
+    }
+}
+
+#[test]
+fn no_table_is_split_and_the_permission_keys_are_current() {
+    let mut pages = vec![root().join("README.md")];
+    for e in std::fs::read_dir(root().join("docs")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "md") {
+            pages.push(p);
+        }
+    }
+    let mut split = Vec::new();
+    for p in &pages {
+        let text = std::fs::read_to_string(p).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for i in 0..lines.len().saturating_sub(2) {
+            let row = |l: &str| l.trim_start().starts_with('|');
+            let separator =
+                |l: &str| l.trim_start().starts_with("|-") || l.trim_start().starts_with("| -");
+            if row(lines[i])
+                && lines[i + 1].trim().is_empty()
+                && row(lines[i + 2])
+                && !lines.get(i + 3).is_some_and(|l| separator(l))
+            {
+                split.push(format!("{}:{}", p.display(), i + 2));
+            }
+        }
+    }
+    assert!(split.is_empty(), "tables split by a blank line: {split:?}");
+
+    let page = read_page(
+        "plugins.md",
+        &std::fs::read_to_string(root().join("docs/plugins.md")).unwrap(),
+    );
+    let manifest = &page.files["plugins/Notes/plugin.yaml"];
+    // The keys of `permissions:` as the manifest reads them.
+    let spec =
+        serde_json::to_value(tavern::internal::plugins::manifest::PermissionsSpec::default())
+            .unwrap();
+    for key in spec.as_object().unwrap().keys() {
+        assert!(
+            manifest.contains(&format!("\n  {key}:")),
+            "docs/plugins.md's example manifest does not show permissions.{key}"
+        );
+    }
 }

@@ -205,3 +205,56 @@ fn check_reports_on_stdout_and_its_json_is_structured() {
         assert!(!s.contains('\n'), "preformatted text at {path}: {s:?}");
     }
 }
+
+/// Issue 23 item 17: `plugin test DIR` says it loaded that plugin alone, without the hook
+/// scripts; `--with-home` loads the rest of the home, so a guard hook applies to the tests.
+#[test]
+fn plugin_test_says_what_it_loaded_and_with_home_loads_the_rest() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("plugins/Echo");
+    std::fs::create_dir_all(dir.join("tools")).unwrap();
+    std::fs::create_dir_all(dir.join("tests")).unwrap();
+    std::fs::create_dir_all(home.path().join("scripts")).unwrap();
+    std::fs::write(dir.join("plugin.yaml"), "name: Echo\n").unwrap();
+    std::fs::write(
+        dir.join("tools/echo.tool.json"),
+        r#"{"id": "echo", "parameters": {"type": "object", "properties": {"text": {"type": "string"}}},
+            "implementation": {"type": "service", "script": "main.lua", "function": "echo"}}"#,
+    )
+    .unwrap();
+    std::fs::write(dir.join("main.lua"), "function echo(a) return a.text end\n").unwrap();
+    std::fs::write(
+        dir.join("tests/echo.test.json"),
+        r#"{"cases": [{"name": "guarded", "call": "Echo:echo", "args": {"text": "x"}, "expectError": "vetoed"}]}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        home.path().join("scripts/guard.lua"),
+        "api.hooks.on('tool:before-invoke', function(ev) if ev.tool == 'Echo:echo' then return false, 'guarded' end end)\n",
+    )
+    .unwrap();
+
+    let o = tavern(home.path(), &["plugin", "test", "plugins/Echo"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.lines().next().is_some_and(|l| l.contains("alone")
+            && l.contains("no hook scripts")
+            && l.contains("--with-home")),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        !o.status.success(),
+        "no guard without the home: {}",
+        text(&o)
+    );
+
+    let o = tavern(
+        home.path(),
+        &["plugin", "test", "plugins/Echo", "--with-home"],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("whole home loaded"), "{}", text(&o));
+    assert!(out.contains("1 passed, 0 failed"), "{}", text(&o));
+}

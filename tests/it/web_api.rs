@@ -525,3 +525,47 @@ async fn with_a_token_only_the_static_shell_and_assets_load_without_it() {
         );
     }
 }
+
+/// Issue 23 item 22: the agent page may pick one of the home's scripted models for a new
+/// session, and only those.
+#[tokio::test]
+async fn a_chat_may_pick_a_scripted_model_of_the_home() {
+    let home = web_home();
+    // tavern.toml names no model: the session's model comes from the page.
+    std::fs::write(home.path().join("tavern.toml"), "[llm]\nstream = false\n").unwrap();
+    let s = Server::start(home.path(), &[]);
+    let (_, agent) = get_json(&format!("{}/api/agents/host", s.base)).await;
+    assert_eq!(
+        agent["scriptedModels"],
+        json!(["scripted:replies/host.json"]),
+        "{agent}"
+    );
+    let c = reqwest::Client::new();
+    let url = format!("{}/api/agents/host/turn", s.base);
+    let r = c
+        .post(&url)
+        .json(&json!({"message": "Two nights in the suite?", "llm": "scripted:replies/host.json"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let v: Value = r.json().await.unwrap();
+    assert!(
+        v["turn"]["output"].as_str().is_some_and(|o| !o.is_empty()),
+        "{v}"
+    );
+    // Any other file is refused, naming the ones offered.
+    let r = c
+        .post(&url)
+        .json(&json!({"message": "hi", "llm": "scripted:/etc/passwd"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(
+        e["error"]["suggestions"],
+        json!(["scripted:replies/host.json"]),
+        "{e}"
+    );
+}

@@ -350,6 +350,61 @@ async fn a_job_streams_progress_and_can_be_cancelled() {
         "{job}"
     );
     b.wait_text("#result", "cancelled").await;
+    // A cancelled job is not a failure: no red "Failed" box (issue 23 item 22).
+    let shown = b
+        .js(
+            "const r = document.getElementById('result'); return [r.className, r.querySelector('h2') && r.querySelector('h2').textContent, !!r.querySelector('.error-box')]",
+            json!([]),
+        )
+        .await;
+    assert_eq!(shown, json!(["result cancelled", "Cancelled", false]));
+    c.end().await;
+}
+
+/// Issue 23 item 22: a parameter without a type is sent as JSON when its text parses as
+/// JSON, else as text; the tool index has a compact view and sets the node tools aside.
+#[tokio::test]
+async fn untyped_parameters_are_json_and_the_index_sets_node_tools_aside() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(c) = Case::start(&[]).await else {
+        return;
+    };
+    let b = &c.browser;
+    b.goto(&c.url("/tools/node:core.JsonStringify")).await;
+    let value = b.find("#p-value").await;
+    b.type_into(&value, "[1, 2]").await;
+    b.click(&b.find("#run").await).await;
+    // An array was sent: its JSON text is `[1,2]` (a string would come back quoted).
+    let result = b.wait_text("#result", "Succeeded").await;
+    assert!(
+        result.contains("[1,2]") && !result.contains(r#""[1, 2]""#),
+        "{result}"
+    );
+    b.type_into(&value, "plain words").await;
+    b.click(&b.find("#run").await).await;
+    b.wait_text("#result", r#""plain words""#).await;
+
+    b.goto(&c.url("/")).await;
+    b.wait_text("#node-tools summary", "Node tools (").await;
+    let listed = b
+        .js(
+            "return [...document.querySelectorAll('#results [data-tool]')].some(e => e.dataset.tool.startsWith('node:'))",
+            json!([]),
+        )
+        .await;
+    assert_eq!(listed, json!(false), "node tools are set aside");
+    b.click(&b.find("#compact").await).await;
+    let compact = b
+        .js(
+            "const r = document.getElementById('results'); return [r.className, r.querySelectorAll('li[data-tool] a').length > 0, location.search]",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        compact,
+        json!(["compact", true, "?view=compact"]),
+        "{compact}"
+    );
     c.end().await;
 }
 

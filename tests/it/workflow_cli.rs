@@ -256,3 +256,85 @@ fn ctrl_c_cancels_a_running_workflow() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["status"], json!("cancelled"));
 }
+
+/// Issue 23 item 21: `tavern nodes` lists every node type a workflow may use, the
+/// interface nodes included, one line each; `--long` gives the detail.
+#[test]
+fn nodes_lists_every_type_one_line_each() {
+    let home = tempfile::tempdir().unwrap();
+    let r = tavern(home.path(), &["nodes", "--json"], b"");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let types: Vec<String> = r
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["type"].as_str().unwrap().to_string())
+        .collect();
+    for t in [
+        "core:GroupInput",
+        "core:GroupOutput",
+        "core:Math",
+        "llm:Chat",
+    ] {
+        assert!(types.iter().any(|x| x == t), "{t}: {types:?}");
+    }
+    let r = tavern(home.path(), &["nodes"], b"");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), types.len(), "{}", r.stdout);
+    for (l, t) in lines.iter().zip(&types) {
+        assert!(l.starts_with(&format!("{t} ")), "{l} / {t}");
+    }
+    let r = tavern(home.path(), &["nodes", "--long"], b"");
+    assert!(
+        r.stdout.contains("### `core:Math`") && r.stdout.contains("| key | type |"),
+        "{}",
+        r.stdout
+    );
+}
+
+/// Issue 23 item 18: a workflow's interface defaults are in its schema wherever it is
+/// listed: `workflow schema`, `tavern tools`, MCP and the OpenAI/Anthropic exports.
+#[test]
+fn workflow_interface_defaults_are_in_every_schema() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let want = json!("中等");
+    let r = tavern(repo, &["workflow", "schema", "summarize_text"], b"");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.json()["parameters"]["properties"]["summary_length"]["default"],
+        want
+    );
+    let r = tavern(repo, &["tools", "--json"], b"");
+    let v = r.json();
+    let t = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == "workflow:summarize_text")
+        .unwrap();
+    assert_eq!(
+        t["parameters"]["properties"]["summary_length"]["default"],
+        want
+    );
+    for (format, name, schema) in [
+        ("mcp", "/name", "/inputSchema"),
+        ("openai", "/function/name", "/function/parameters"),
+        ("anthropic", "/name", "/input_schema"),
+    ] {
+        let r = tavern(repo, &["tools", "--format", format], b"");
+        let v = r.json();
+        let t = v["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t.pointer(name) == Some(&json!("workflow_summarize_text")))
+            .unwrap_or_else(|| panic!("{format}: {v}"));
+        assert_eq!(
+            t.pointer(&format!("{schema}/properties/summary_length/default")),
+            Some(&want),
+            "{format}: {t}"
+        );
+    }
+}

@@ -54,7 +54,8 @@ async def exercise(client):
     for name in ["LuaDemo_shout", "RhaiDemo_add", "workflow_text_stats", "txt2img_portrait"]:
         check(name in by_name, f"tools/list has {name}", sorted(by_name))
     shout = by_name["LuaDemo_shout"]
-    check(shout.title == "LuaDemo:shout", "the title carries the canonical id", shout.title)
+    check(shout.title == "shout", "the title is the display name", shout.title)
+    check((shout.meta or {}).get("tavern/id") == "LuaDemo:shout", "_meta carries the canonical id", shout.meta)
     check(shout.input_schema.get("additionalProperties") is False, "closed schemas say additionalProperties: false", shout.input_schema)
     check(shout.annotations is not None and shout.annotations.read_only_hint is True, "annotations come from the tool definition", shout.annotations)
 

@@ -28,6 +28,9 @@ pub struct CheckReport {
     pub workflows: Arc<crate::workflow::Workflows>,
     /// Per plugin: declared permissions beside what its scripts use.
     pub permissions: Vec<super::uses::PermissionReport>,
+    /// The power-user scripts loaded (by [`check_home`]), kept so their hooks stay
+    /// registered while tests run.
+    pub scripts: Vec<super::user_scripts::UserScript>,
 }
 
 /// True when `dir` is itself a plugin (has a manifest).
@@ -46,6 +49,12 @@ pub fn check(path: &Path, home: &Path, settings: &Settings) -> CheckReport {
 /// `agents/*.json` and the settings (the caller
 /// loads `tavern.toml`; its problem, if any, is the caller's to report).
 pub fn check_home(home: &Path, settings: &Settings) -> CheckReport {
+    check_home_with(home, settings, RootPolicy::LeaveAlone)
+}
+
+/// [`check_home`] with a choice of what happens to declared fs roots (`plugin test
+/// --with-home` maps them to temporary directories).
+pub fn check_home_with(home: &Path, settings: &Settings, roots: RootPolicy) -> CheckReport {
     let plugins = default_dir(home);
     // A home without plugins/ is fine: only the rest is checked.
     let path = if plugins.exists() {
@@ -53,12 +62,12 @@ pub fn check_home(home: &Path, settings: &Settings) -> CheckReport {
     } else {
         PathBuf::new()
     };
-    let mut report = load(&path, home, settings, RootPolicy::LeaveAlone, true);
+    let mut report = load(&path, home, settings, roots, true);
     // Built-in settings by type and name, as the engine's build reports them.
     report.problems.extend(settings.check_known());
     report.problems.extend(check_scripts(&home.join("scripts")));
     // Power-user scripts (`scripts/*.lua`, `*.rhai`) load as the engine loads them.
-    let (_scripts, ps) = super::user_scripts::load_with(
+    let (scripts, ps) = super::user_scripts::load_with(
         home,
         settings,
         &report.tools,
@@ -67,6 +76,7 @@ pub fn check_home(home: &Path, settings: &Settings) -> CheckReport {
         false,
     );
     report.problems.extend(ps);
+    report.scripts = scripts;
     report.problems.extend(check_agents(&home.join("agents")));
     report
 }
@@ -217,13 +227,22 @@ fn load(
         tools,
         workflows,
         permissions,
+        scripts: Vec::new(),
     }
 }
 
 /// Runs the tests of every plugin in `report`.
 pub async fn run_tests(report: &CheckReport) -> Vec<CaseOutcome> {
+    run_tests_of(report, |_| true).await
+}
+
+/// Runs the tests of the plugins in `report` that `only` picks.
+pub async fn run_tests_of(
+    report: &CheckReport,
+    only: impl Fn(&Plugin) -> bool,
+) -> Vec<CaseOutcome> {
     let mut out = Vec::new();
-    for p in &report.plugins {
+    for p in report.plugins.iter().filter(|p| only(p)) {
         for f in testing::test_files(&p.dir) {
             if let Ok(file) = testing::read(&f) {
                 out.extend(testing::run_file(&report.tools, &f, &file).await);

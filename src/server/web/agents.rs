@@ -127,6 +127,7 @@ pub async fn get(
         "description": p.description,
         "tools": tools,
         "manual": rt.manual(),
+        "scriptedModels": scripted_models(engine.home()),
         "limits": {
             "maxTurns": limits.max_turns,
             "maxToolCalls": limits.max_tool_calls,
@@ -162,6 +163,27 @@ pub fn turn_json(t: &Turn) -> Value {
         "diagnostics": t.parsed.diagnostics,
         "observations": t.observations,
     })
+}
+
+/// The scripted models a chat may pick (`scripted:FILE`, FILE relative to the home): the
+/// `scripts/*.replies.json` and `replies/*.json` files of the home. Only these are accepted,
+/// so a request cannot name any other file.
+fn scripted_models(home: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for (dir, suffix) in [("scripts", ".replies.json"), ("replies", ".json")] {
+        let Ok(rd) = std::fs::read_dir(home.join(dir)) else {
+            continue;
+        };
+        let mut names: Vec<String> = rd
+            .filter_map(Result::ok)
+            .filter(|e| e.path().is_file())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| n.ends_with(suffix))
+            .collect();
+        names.sort();
+        out.extend(names.into_iter().map(|n| format!("scripted:{dir}/{n}")));
+    }
+    out
 }
 
 fn new_session_id() -> String {
@@ -243,8 +265,30 @@ pub async fn turn(
             None => {
                 drop(map);
                 let engine = st.served.engine();
+                // `llm`: one of the page's scripted models, for the new session.
+                let llm = match req.get("llm") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(m)) if scripted_models(engine.home()).contains(m) => {
+                        Some(crate::agent::llm::LlmSettings {
+                            base_url: Some(m.clone()),
+                            ..Default::default()
+                        })
+                    }
+                    Some(other) => {
+                        return Err(ApiError::new(
+                            StatusCode::BAD_REQUEST,
+                            "bad_request",
+                            format!("`llm` {other} is not one of this home's scripted models"),
+                        )
+                        .suggest(scripted_models(engine.home())))
+                    }
+                };
                 let rt = engine
                     .agent(&id)
+                    .map(|b| match llm {
+                        Some(l) => b.llm(l),
+                        None => b,
+                    })
                     .and_then(|b| b.build())
                     .map_err(|e| agent_error(&e))?;
                 let runtime = Arc::new(tokio::sync::Mutex::new(rt));

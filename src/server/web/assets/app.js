@@ -144,7 +144,8 @@ function workflowHref(id) { return `/workflows/${encodeURIComponent(id)}`; }
 
 function schemaType(s) {
   if (Array.isArray(s.type)) return s.type.filter((t) => t !== "null")[0] || "string";
-  return s.type || (s.enum ? "enum" : "string");
+  // No type: any JSON value (sent as JSON when the text parses as JSON, else as text).
+  return s.type || (s.enum ? "enum" : "any");
 }
 
 function typeLabel(s) {
@@ -197,6 +198,13 @@ function buildFields(form, schema) {
         ? h("textarea", Object.assign({ rows: 3 }, common), hasDefault ? String(s.default) : "")
         : h("input", Object.assign({ type: "text", value: hasDefault ? String(s.default) : null, autocomplete: "off" }, common));
       read = () => (input.value === "" ? undefined : input.value);
+    } else if (t === "any") {
+      input = h("textarea", Object.assign({ rows: 2, spellcheck: "false" }, common), hasDefault ? JSON.stringify(s.default) : "");
+      read = () => {
+        const v = input.value;
+        if (v.trim() === "") return undefined;
+        try { return JSON.parse(v); } catch (_) { return v; }
+      };
     } else {
       input = h("textarea", Object.assign({ rows: 3, spellcheck: "false" }, common), hasDefault ? JSON.stringify(s.default, null, 2) : "");
       read = () => {
@@ -205,7 +213,7 @@ function buildFields(form, schema) {
         try { return JSON.parse(v); } catch (e) { throw new Error(`${name}: not JSON (${e.message})`); }
       };
     }
-    const hint = [typeLabel(s), isReq ? "required" : "optional"];
+    const hint = [t === "any" ? "any JSON value (other text is sent as a string)" : typeLabel(s), isReq ? "required" : "optional"];
     if (hasDefault) hint.push(`default ${JSON.stringify(s.default)}`);
     if (s.minimum !== undefined) hint.push(`minimum ${s.minimum}`);
     if (s.maximum !== undefined) hint.push(`maximum ${s.maximum}`);
@@ -225,14 +233,20 @@ function buildFields(form, schema) {
   };
 }
 
-// Shows one invoke report ({results, diagnostics}) in `box`.
-function showReport(box, report) {
+// Shows one invoke report ({results, diagnostics}) in `box`; `cancelled`: the report a
+// cancelled job left (a neutral box: the person stopped it, nothing failed).
+function showReport(box, report, cancelled) {
   box.replaceChildren();
   const results = (report && report.results) || [];
   const diags = (report && report.diagnostics) || [];
   const failed = results.some((r) => !r.ok) || diags.some((d) => d.severity === "error") || !results.length;
-  box.className = `result ${failed ? "failed" : "ok"}`;
-  box.append(h("h2", { class: failed ? "bad" : "ok" }, failed ? "Failed" : "Succeeded"));
+  if (cancelled) {
+    box.className = "result cancelled";
+    box.append(h("h2", { class: "muted" }, "Cancelled"), h("p", { class: "muted" }, "The job was cancelled; what it did before stopping is below."));
+  } else {
+    box.className = `result ${failed ? "failed" : "ok"}`;
+    box.append(h("h2", { class: failed ? "bad" : "ok" }, failed ? "Failed" : "Succeeded"));
+  }
   for (const r of results) {
     if (r.ok) {
       box.append(h("h3", {}, `Result of ${r.tool}`), h("pre", { class: "value" }, pretty(r.value)));
@@ -290,7 +304,9 @@ function jobPanel() {
       end: (d) => {
         setStatus(d.status);
         cancel.disabled = true;
-        if (d.result) showReport(result, d.result);
+        const cancelled = d.status === "cancelled";
+        if (d.result) showReport(result, d.result, cancelled);
+        else if (cancelled) { result.className = "result cancelled"; result.replaceChildren(h("h2", { class: "muted" }, "Cancelled"), h("p", { class: "muted" }, "The job was cancelled before it left a result.")); }
         else if (d.error) { result.className = "result failed"; result.replaceChildren(errorBox(d.error)); }
       },
       lost: (err) => { msg.textContent = `The event stream closed early${err ? ": " + err.message : ""}; reload the page to see the job's state.`; },
@@ -322,33 +338,50 @@ async function toolsPage() {
   const plugin = sel("plugin", "Plugin", plugins, params.get("plugin"));
   const kind = sel("kind", "Kind", ["service", "script", "node", "workflow"], params.get("kind"));
   const hint = sel("hint", "Annotation", hints, params.get("hint"));
+  const compact = h("input", { type: "checkbox", id: "compact", checked: params.get("view") === "compact" });
   const count = h("p", { id: "count", role: "status" });
   const list = h("ul", { class: "cards", id: "results" });
+  // The `node:*` tools (one per node type) are set aside: callable, rarely what one looks for.
+  const isNode = (t) => t.id.startsWith("node:");
+  const main = tools.filter((t) => !isNode(t));
+  const nodeList = h("ul", { class: "compact", id: "node-results" });
+  const nodeHead = h("summary", {}, "");
+  const nodes = h("details", { id: "node-tools" }, nodeHead,
+    h("p", { class: "muted" }, "One tool per node type: callable, but left out of the lists a model reads unless tools.list_nodes = true."),
+    nodeList);
   const render = () => {
     const words = q.value.toLowerCase().split(/\s+/).filter(Boolean);
-    const shown = tools.filter((t) => {
+    const match = (t) => {
       const hay = `${t.id} ${t.displayName} ${t.description} ${t.plugin || ""}`.toLowerCase();
       return words.every((w) => hay.includes(w))
         && (!plugin.value || t.plugin === plugin.value)
         && (!kind.value || t.kind === kind.value)
         && (!hint.value || t.hints.includes(hint.value));
-    });
-    count.textContent = `${shown.length} of ${tools.length} tools`;
-    list.replaceChildren(...shown.map(toolCard));
+    };
+    const shown = main.filter(match);
+    const shownNodes = tools.filter(isNode).filter(match);
+    count.textContent = `${shown.length} of ${main.length} tools`;
+    list.className = compact.checked ? "compact" : "cards";
+    list.replaceChildren(...shown.map(compact.checked ? toolLine : toolCard));
+    nodeHead.textContent = `Node tools (${shownNodes.length} of ${tools.length - main.length})`;
+    nodeList.replaceChildren(...shownNodes.map(toolLine));
+    nodes.hidden = tools.length === main.length;
     const p = new URLSearchParams();
     if (q.value) p.set("q", q.value);
     for (const [k, s] of [["plugin", plugin], ["kind", kind], ["hint", hint]]) if (s.value) p.set(k, s.value);
+    if (compact.checked) p.set("view", "compact");
     history.replaceState(null, "", p.toString() ? `/?${p}` : "/");
   };
-  for (const el of [q, plugin, kind, hint]) { el.addEventListener("input", render); el.addEventListener("change", render); }
+  for (const el of [q, plugin, kind, hint, compact]) { el.addEventListener("input", render); el.addEventListener("change", render); }
   setPage("Tools",
     h("h1", {}, "Tools"),
     h("form", { class: "filters", role: "search", onsubmit: (e) => e.preventDefault() },
       h("div", {}, h("label", { for: "q" }, "Search"), q),
       h("div", {}, h("label", { for: "plugin" }, "Plugin"), plugin),
       h("div", {}, h("label", { for: "kind" }, "Kind"), kind),
-      h("div", {}, h("label", { for: "hint" }, "Annotation"), hint)),
-    count, list);
+      h("div", {}, h("label", { for: "hint" }, "Annotation"), hint),
+      h("div", {}, h("label", { for: "compact" }, compact, " Compact"))),
+    count, list, nodes);
   render();
 }
 
@@ -371,6 +404,12 @@ function badges(t) {
     h("span", { class: `badge kind-${t.kind}`, title: "kind" }, t.kind),
     t.plugin ? h("span", { class: "badge", title: "plugin" }, t.plugin) : null,
     t.hints.map((x) => h("span", { class: "badge", title: "annotation" }, x)));
+}
+
+// One line per tool: its id (a link) and the first sentence of its description.
+function toolLine(t) {
+  const first = (t.description || "").split(/(?<=\.)\s/)[0];
+  return h("li", { "data-tool": t.id }, h("a", { href: toolHref(t.id) }, t.id), " ", h("span", { class: "muted" }, first));
 }
 
 function toolCard(t) {
@@ -751,11 +790,18 @@ async function agentPage(id) {
   const reset = h("button", { type: "button", id: "new-session", class: "secondary" }, "New session");
   const err = h("div", { id: "chat-error", "aria-live": "assertive" });
   const sid = h("p", { class: "muted", id: "session" }, "No session yet.");
+  // The model of a new session: as configured, or one of the home's scripted reply files.
+  const model = h("select", { id: "model" },
+    h("option", { value: "" }, "as configured (tavern.toml [llm])"),
+    (a.scriptedModels || []).map((m) => h("option", { value: m }, m)));
   const run = async (message) => {
     err.replaceChildren();
     send.disabled = true; cont.disabled = true;
     try {
-      const r = await postJson(`/api/agents/${encodeURIComponent(id)}/turn`, { session, message });
+      const body = { session, message };
+      if (!session && model.value) body.llm = model.value;
+      const r = await postJson(`/api/agents/${encodeURIComponent(id)}/turn`, body);
+      model.disabled = true;
       session = r.session;
       sid.textContent = `Session ${session}`;
       log.append(...turnView(r.turn));
@@ -768,13 +814,14 @@ async function agentPage(id) {
     }
   };
   const form = h("form", { id: "chat-form" },
+    h("div", { class: "field" }, h("label", { for: "model" }, "Model (for a new session)"), model),
     h("div", { class: "field" }, h("label", { for: "message" }, "Message"), msg),
     h("div", { class: "actions" }, send, cont, reset));
   form.addEventListener("submit", (e) => { e.preventDefault(); run(msg.value); });
   cont.addEventListener("click", () => run(null));
   reset.addEventListener("click", async () => {
     if (session) { try { await api(`/api/agents/${encodeURIComponent(id)}/sessions/${session}`, { method: "DELETE" }); } catch (_) { /* already gone */ } }
-    session = null; sid.textContent = "No session yet."; log.replaceChildren(); cont.disabled = true;
+    session = null; sid.textContent = "No session yet."; log.replaceChildren(); cont.disabled = true; model.disabled = false;
   });
   setPage(a.name,
     h("p", {}, h("a", { href: "/agents" }, "← All agents")),
