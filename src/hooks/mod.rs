@@ -355,6 +355,23 @@ impl Hooks {
         self.on(point, "host", opts, Arc::new(SyncHook(f)))
     }
 
+    /// Refuses all work on behalf of `owner`, whose guard could not be set up (a hook
+    /// script that failed to load): a handler vetoing with `reason` at every point that may
+    /// veto. A reload that loads the script builds a new registry without it.
+    pub fn refuse_all(&self, owner: &str, reason: &str) {
+        for p in points::POINTS.iter().filter(|p| p.before) {
+            let why = reason.to_string();
+            let veto = move |_: &str, _: &Value| HookReturn::Veto(why.clone());
+            let opts = HookOptions {
+                // Before every other handler: nothing may run on a broken guard's watch.
+                priority: i64::MAX,
+                ..HookOptions::default()
+            };
+            // Every row's own name is a point `on` knows.
+            let _ = self.on(p.name, owner, opts, Arc::new(SyncHook(veto)));
+        }
+    }
+
     /// Registers an async Rust closure.
     pub fn on_async<F, Fut>(
         &self,

@@ -49,6 +49,38 @@ pub(crate) fn effective_limits(
     }
 }
 
+/// The setting that lets calls run unguarded when a hook script failed to load.
+pub const FAIL_OPEN: &str = "scripts.fail_open";
+
+/// A hook script (a power-user script, or a plugin's scripts when it declares hooks or
+/// overrides) failed to load, as `problem` says: its guard is missing, so unless
+/// `scripts.fail_open = true` every call is refused, naming `owner` and the problem, until
+/// it loads (a reload builds a new registry). Returns the problem with a hint saying so.
+pub(crate) fn guard_failed(
+    hooks: Option<&Arc<crate::hooks::Hooks>>,
+    settings: &crate::config::Settings,
+    owner: &str,
+    problem: Problem,
+) -> Problem {
+    if settings.get(FAIL_OPEN) == Some(&Value::Bool(true)) {
+        return problem.hint(format!(
+            "{FAIL_OPEN} = true: calls run without {owner}'s hooks"
+        ));
+    }
+    if let Some(h) = hooks {
+        h.refuse_all(
+            owner,
+            &format!(
+                "{owner} failed to load, so calls are refused until it loads: {problem} \
+                 (or set {FAIL_OPEN} = true in tavern.toml to run them without it)"
+            ),
+        );
+    }
+    problem.hint(format!(
+        "calls are refused until it loads; {FAIL_OPEN} = true runs them without {owner}'s hooks"
+    ))
+}
+
 /// A script error at load time as a problem at its file and line.
 pub fn load_problem(dir: &Path, first_file: &Path, e: &ScriptError) -> Problem {
     let (file, line, parser_column) = match e {
@@ -70,7 +102,13 @@ pub fn load_problem(dir: &Path, first_file: &Path, e: &ScriptError) -> Problem {
         ScriptError::Syntax { .. } => "script does not compile",
         _ => "script failed while loading",
     };
-    let message = format!("{what}: {e}");
+    // The problem carries the place: the message says it once.
+    let message = match e {
+        ScriptError::Syntax { message, .. } | ScriptError::Runtime { message, .. } => {
+            format!("{what}: {message}")
+        }
+        other => format!("{what}: {other}"),
+    };
     // Rhai's parser gives the column; for Lua it is found from the token it names.
     let column = parser_column.or_else(|| line.and_then(|l| near_column(&path, l, &message)));
     let p = Problem::new(path, message);

@@ -2,7 +2,8 @@
 //! the home owner's own, so they may use every hook point and override; files, processes and
 //! tools beyond `system:*` only when `tavern.toml` grants them under
 //! `[scripts.NAME.permissions]` (the shape of a plugin's `permissions:`). Their other
-//! `[scripts.NAME]` keys are their settings (`api.config.get`).
+//! `[scripts.NAME]` keys are their settings (`api.config.get`); `enabled = false` leaves a
+//! script unloaded. A script that fails to load fails closed (`scripts::guard_failed`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::manifest::PermissionsSpec;
-use super::permissions;
+use super::{permissions, scripts};
 use crate::config::Settings;
 use crate::hooks::Hooks;
 use crate::problem::Problem;
@@ -102,7 +103,26 @@ pub fn load_with(
         else {
             continue;
         };
+        let owner = format!("script:{name}");
+        // Every way a script does not load leaves its guard missing.
+        let mut failed =
+            |p: Problem| problems.push(scripts::guard_failed(hooks, settings, &owner, p));
         let section = settings.section(&format!("scripts.{name}"));
+        // `enabled = false` turns a script off: not loaded, so not a guard either.
+        match section.get("enabled") {
+            Some(Value::Bool(false)) => continue,
+            None | Some(Value::Bool(true)) => {}
+            Some(other) => {
+                let key = format!("scripts.{name}.enabled");
+                let message = format!("{key}: expected true or false, got {other}");
+                let p = match settings.origin(&key) {
+                    Some(o) => o.problem(&key, message),
+                    None => Problem::new(&settings_file, message),
+                };
+                failed(p);
+                continue;
+            }
+        }
         let (perm_keys, config_keys): (Vec<_>, Vec<_>) = section
             .into_iter()
             .partition(|(k, _)| k.starts_with("permissions."));
@@ -114,7 +134,7 @@ pub fn load_with(
         let spec: PermissionsSpec = match serde_json::from_value(spec_json) {
             Ok(s) => s,
             Err(e) => {
-                problems.push(Problem::new(
+                failed(Problem::new(
                     &settings_file,
                     format!("[scripts.{name}.permissions] is not a permissions table: {e}"),
                 ));
@@ -126,7 +146,7 @@ pub fn load_with(
             Ok(r) => r,
             Err(errs) => {
                 for e in errs {
-                    problems.push(Problem::new(
+                    failed(Problem::new(
                         &settings_file,
                         format!("[scripts.{name}.permissions]: {e}"),
                     ));
@@ -142,20 +162,20 @@ pub fn load_with(
         perms.hooks = vec!["*".into()];
         perms.services_override = vec!["*".into()];
         let mut env = ScriptEnv::new(format!("script-{name}"), &dir);
-        env.owner = format!("script:{name}");
+        env.owner = owner.clone();
         env.permissions = perms;
         env.config = config;
         env.limits = limits;
         env.tools = Some(Arc::downgrade(tools));
         env.hooks = hooks.map(Arc::downgrade);
         let rel = PathBuf::from(file.file_name().unwrap_or_default());
-        match PluginScripts::load(env, &[rel]) {
+        match PluginScripts::load(env, std::slice::from_ref(&rel)) {
             Ok(scripts) => out.push(UserScript {
                 name,
                 file,
                 scripts,
             }),
-            Err(e) => problems.push(super::scripts::load_problem(&dir, &file, &e)),
+            Err(e) => failed(scripts::load_problem(&dir, &rel, &e)),
         }
     }
     (out, problems)

@@ -130,6 +130,23 @@ impl ScriptError {
         }
     }
 
+    /// A runtime error without a place gets `file`/`line` (where the script called the
+    /// function that failed); anything else stays as it is.
+    pub(crate) fn placed(self, file: Option<String>, line: Option<u32>) -> Self {
+        match self {
+            ScriptError::Runtime {
+                message,
+                file: None,
+                line: None,
+            } if line.is_some() => ScriptError::Runtime {
+                message,
+                file,
+                line,
+            },
+            other => other,
+        }
+    }
+
     /// Stable short name of the variant (for tests and logs).
     pub fn kind(&self) -> &'static str {
         match self {

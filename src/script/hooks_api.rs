@@ -90,10 +90,18 @@ impl ScriptHooks {
         point: &str,
     ) -> Result<&'static str, ScriptError> {
         let spec = crate::hooks::point(point).ok_or_else(|| {
-            ScriptError::runtime(format!(
-                "{api}: unknown hook point '{point}' (points: {})",
-                crate::hooks::points::names()
-            ))
+            let bare = point
+                .strip_prefix("hook:client:")
+                .or_else(|| point.strip_prefix("hook:"))
+                .unwrap_or(point);
+            let names = crate::hooks::points::POINTS.iter().map(|p| p.name);
+            let names: Vec<&str> = names.collect();
+            // The suggestion when there is one, else the list to pick from.
+            let hint = match crate::suggest::closest(bare, &names) {
+                Some(c) => format!(", did you mean '{c}'?"),
+                None => format!(" (points: {})", names.join(", ")),
+            };
+            ScriptError::runtime(format!("{api}: unknown hook point '{point}'{hint}"))
         })?;
         if !env.permissions.may_hook(spec.name) {
             return Err(ScriptError::PermissionDenied {

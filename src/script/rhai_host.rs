@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use rhai::module_resolvers::{DummyModuleResolver, FileModuleResolver};
 use rhai::{
     CallFnOptions, Dynamic, Engine, EvalAltResult, FnPtr, ImmutableString, Module, ModuleResolver,
-    Position, Scope, Shared, AST,
+    NativeCallContext, Position, Scope, Shared, AST,
 };
 use serde_json::{Map, Value};
 
@@ -110,10 +110,10 @@ fn rhai_err(msg: impl Into<String>) -> ScriptError {
 /// Throws an error an api function met as the `#{code, message}` map the script catches
 /// ([`ScriptError::to_value`], remembered so a script that lets it through fails with the
 /// same error; see `nested_error.rs`). Every error an api function raises goes through here.
-fn thrown(core: &HostCore, e: ScriptError) -> Box<EvalAltResult> {
+fn thrown(core: &HostCore, cx: &NativeCallContext, e: ScriptError) -> Box<EvalAltResult> {
     let v = core.error_value(e);
     let v = json_to_dynamic(&v).unwrap_or_else(|_| Dynamic::from(v.to_string()));
-    EvalAltResult::ErrorRuntime(v, Position::NONE).into()
+    EvalAltResult::ErrorRuntime(v, cx.call_position()).into()
 }
 
 /// Dynamic → JSON with depth and size limits.
@@ -293,22 +293,32 @@ impl RhaiHost {
                 let op = f.op;
                 if op == ApiOp::HooksOn {
                     let (c, sh) = (core.clone(), shared.clone());
-                    m.set_native_fn("on", move |point: Dynamic, f: Dynamic| {
-                        hooks_on(&c, &sh, point, f, Dynamic::UNIT).map_err(|e| thrown(&c, e))
-                    });
+                    m.set_native_fn(
+                        "on",
+                        move |cx: NativeCallContext, point: Dynamic, f: Dynamic| {
+                            hooks_on(&c, &sh, point, f, Dynamic::UNIT)
+                                .map_err(|e| thrown(&c, &cx, e))
+                        },
+                    );
                     let (c, sh) = (core.clone(), shared.clone());
-                    m.set_native_fn("on", move |point: Dynamic, f: Dynamic, opts: Dynamic| {
-                        hooks_on(&c, &sh, point, f, opts).map_err(|e| thrown(&c, e))
-                    });
+                    m.set_native_fn(
+                        "on",
+                        move |cx: NativeCallContext, point: Dynamic, f: Dynamic, opts: Dynamic| {
+                            hooks_on(&c, &sh, point, f, opts).map_err(|e| thrown(&c, &cx, e))
+                        },
+                    );
                     continue;
                 }
                 if op == ApiOp::ServicesOverride {
                     let (c, sh) = (core.clone(), shared.clone());
-                    m.set_native_fn("override", move |id: Dynamic, f: Dynamic| {
-                        services_override(&c, &sh, id, f).map_err(|e| thrown(&c, e))
-                    });
+                    m.set_native_fn(
+                        "override",
+                        move |cx: NativeCallContext, id: Dynamic, f: Dynamic| {
+                            services_override(&c, &sh, id, f).map_err(|e| thrown(&c, &cx, e))
+                        },
+                    );
                     let (c, l) = (core.clone(), *limits);
-                    m.set_native_fn("next", move |ctx: Dynamic, args: Dynamic| {
+                    m.set_native_fn("next", move |cx: NativeCallContext, ctx: Dynamic, args: Dynamic| {
                         let run = || {
                             let token = ctx
                                 .try_cast::<rhai::Map>()
@@ -320,15 +330,16 @@ impl RhaiHost {
                             let out = c.call_next(token as u64, a)?;
                             json_to_dynamic(&out)
                         };
-                        run().map_err(|e| thrown(&c, e))
+                        run().map_err(|e| thrown(&c, &cx, e))
                     });
                     continue;
                 }
                 if op == ApiOp::ToolsRegister {
                     let (c, sh) = (core.clone(), shared.clone());
                     let limits = *limits;
-                    m.set_native_fn("register", move |spec: Dynamic| {
-                        register_tool(&sh, &c.env.plugin, &limits, spec).map_err(|e| thrown(&c, e))
+                    m.set_native_fn("register", move |cx: NativeCallContext, spec: Dynamic| {
+                        register_tool(&sh, &c.env.plugin, &limits, spec)
+                            .map_err(|e| thrown(&c, &cx, e))
                     });
                     continue;
                 }
@@ -336,7 +347,9 @@ impl RhaiHost {
                 for arity in min..=f.params.len() {
                     let c = core.clone();
                     let l = *limits;
-                    let run = move |args: Vec<Dynamic>| -> Result<Dynamic, Box<EvalAltResult>> {
+                    let run = move |cx: NativeCallContext,
+                                    args: Vec<Dynamic>|
+                          -> Result<Dynamic, Box<EvalAltResult>> {
                         let call = || {
                             let mut json = Vec::with_capacity(args.len());
                             for a in &args {
@@ -344,19 +357,27 @@ impl RhaiHost {
                             }
                             json_to_dynamic(&c.invoke(op, &json)?)
                         };
-                        call().map_err(|e| thrown(&c, e))
+                        call().map_err(|e| thrown(&c, &cx, e))
                     };
                     match arity {
                         0 => {
-                            m.set_native_fn(f.rhai_name(), move || run(vec![]));
+                            m.set_native_fn(f.rhai_name(), move |cx: NativeCallContext| {
+                                run(cx, vec![])
+                            });
                         }
                         1 => {
-                            m.set_native_fn(f.rhai_name(), move |a: Dynamic| run(vec![a]));
+                            m.set_native_fn(
+                                f.rhai_name(),
+                                move |cx: NativeCallContext, a: Dynamic| run(cx, vec![a]),
+                            );
                         }
                         _ => {
-                            m.set_native_fn(f.rhai_name(), move |a: Dynamic, b: Dynamic| {
-                                run(vec![a, b])
-                            });
+                            m.set_native_fn(
+                                f.rhai_name(),
+                                move |cx: NativeCallContext, a: Dynamic, b: Dynamic| {
+                                    run(cx, vec![a, b])
+                                },
+                            );
                         }
                     }
                 }
@@ -638,7 +659,8 @@ impl RhaiHost {
                     (json.get("code"), json.get("message"))
                 {
                     if let Some(e) = self.core.raised_error(c, m) {
-                        return e;
+                        // Where the script called the function that threw it.
+                        return e.placed(file, line);
                     }
                 }
                 ScriptError::Runtime {

@@ -65,7 +65,19 @@ async fn undeclared_hook_and_override_are_refused_at_load() {
     find("RNoHook/main.rhai", "hooks: tool:before-invoke");
     find("BadOpt/main.lua", "unknown option prio");
     find("BadPoint/main.rhai", "unknown hook point 'tool:sometime'");
-    // Nothing they tried is in effect; the rest of the engine serves.
+    // BadOpt and BadPoint declare hooks: guards that did not load, so calls are refused
+    // until they load (issue 23 item 14).
+    let err = call(&e, "Echo:echo", json!({"text": "hi"}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "vetoed", "{err}");
+    assert!(err.to_string().contains("plugin:BadOpt"), "{err}");
+    // Told to fail open, nothing they tried is in effect; the rest of the engine serves.
+    let e = tavern::Engine::builder()
+        .home(h.path())
+        .set("scripts.fail_open=true")
+        .build()
+        .unwrap();
     assert_eq!(
         call(&e, "Echo:echo", json!({"text": "hi"})).await.unwrap(),
         json!("hi")

@@ -129,9 +129,26 @@ async fn scripts_call_only_system_tools_unless_granted() {
     ]);
     let e = clean_engine(h.path());
     assert_eq!(call(&e, "Echo:count", json!({})).await.unwrap(), json!(1));
-    // A script with a syntax error is a problem with its file; the engine still serves.
+    // A script with a syntax error is a problem with its file; the engine still builds,
+    // and refuses calls until it loads (issue 23 item 14) unless told to fail open.
     let h = home(&[("scripts/broken.rhai", "let x = ;")]);
     let e = engine(h.path());
+    assert!(
+        e.problems()
+            .iter()
+            .any(|p| p.to_string().contains("broken.rhai")),
+        "{:?}",
+        e.problems()
+    );
+    let err = call(&e, "Echo:echo", json!({"text": "ok"}))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), "vetoed", "{err}");
+    let e = tavern::Engine::builder()
+        .home(h.path())
+        .set("scripts.fail_open=true")
+        .build()
+        .unwrap();
     assert!(
         e.problems()
             .iter()
@@ -301,5 +318,127 @@ api::hooks::on("node:after-execute", |ev| #{ outputs: #{ text: ev.outputs.text +
         "{}\n{}",
         run.stdout,
         run.stderr
+    );
+}
+
+const ECHO_CALL: &[u8] = br#"{"tool": "system:echo", "args": {"text": "hi"}}"#;
+
+/// Issue 23 item 14: a hook script that fails to load (a misspelled point, a syntax error;
+/// a plugin that declares hooks) fails closed: every call is refused naming the script and
+/// its file:line, `plugin check` names it, `tavern call` exits non-zero; `scripts.fail_open
+/// = true` chooses to run unguarded.
+#[test]
+fn a_hook_script_that_fails_to_load_fails_closed() {
+    let cases: [(&str, &str, &str, &[&str]); 3] = [
+        (
+            "scripts/guard.lua",
+            "-- a guard\nlocal banned = 'system:random_int'\napi.hooks.on('tool:before-invok', function(ev)\n  if ev.tool == banned then return false end\nend)\n",
+            "script:guard",
+            &["guard.lua:3", "did you mean 'tool:before-invoke'?"],
+        ),
+        (
+            "scripts/guard.rhai",
+            "fn guard(ev) { () }\n\napi::hooks::on(\"tool:befor-invoke\", Fn(\"guard\"));\n",
+            "script:guard",
+            &["guard.rhai:3", "did you mean 'tool:before-invoke'?"],
+        ),
+        (
+            "scripts/guard.lua",
+            "api.hooks.on('tool:before-invoke', function(ev)\n  return ev.tool ==\nend)\n",
+            "script:guard",
+            &["guard.lua:3", "does not compile"],
+        ),
+    ];
+    for (file, text, owner, says) in cases {
+        let h = home(&[(file, text)]);
+        let run = cli_support::tavern(h.path(), &["call"], ECHO_CALL);
+        assert_eq!(run.code, 1, "{file}: {}\n{}", run.stdout, run.stderr);
+        let out = run.json();
+        let err = &out["results"][0]["error"];
+        assert_eq!(err["code"], "vetoed", "{out}");
+        let msg = err["message"].as_str().unwrap();
+        assert!(msg.contains(owner), "{msg}");
+        for s in says {
+            assert!(msg.contains(s), "{file}: '{s}' missing from {msg}");
+        }
+
+        let run = cli_support::tavern(h.path(), &["plugin", "check"], b"");
+        assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+        let all = format!("{}{}", run.stdout, run.stderr);
+        let line = all
+            .lines()
+            .find(|l| l.contains(file))
+            .unwrap_or_else(|| panic!("{file} not named: {all}"));
+        for s in says {
+            assert!(line.contains(s), "'{s}' missing from {line}");
+        }
+        assert!(line.contains("calls are refused"), "{line}");
+
+        let run = cli_support::tavern(
+            h.path(),
+            &["--set", "scripts.fail_open=true", "call"],
+            ECHO_CALL,
+        );
+        assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+        assert_eq!(run.json()["results"][0]["value"], "hi");
+    }
+
+    // A plugin that declares hooks is a guard too.
+    let h = home(&[
+        (
+            "plugins/Guard/plugin.yaml",
+            &manifest("Guard", &["tool:before-invoke"], ""),
+        ),
+        (
+            "plugins/Guard/main.lua",
+            "api.hooks.on('tool:before-invoke', function(ev)\n  return not\nend)\n",
+        ),
+    ]);
+    let run = cli_support::tavern(h.path(), &["call"], ECHO_CALL);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let msg = run.json()["results"][0]["error"]["message"].to_string();
+    assert!(
+        msg.contains("plugin:Guard") && msg.contains("main.lua:3"),
+        "{msg}"
+    );
+}
+
+/// Issue 23 item 13: `[scripts.NAME] enabled = false` leaves the script unloaded; a value
+/// that is not a boolean is a problem at its line (and the script, not loaded, fails closed).
+#[test]
+fn enabled_false_leaves_a_script_unloaded() {
+    let veto = "api.hooks.on('tool:before-invoke', function(ev) return false, 'no calls' end)\n";
+    let h = home(&[
+        ("scripts/no_calls.lua", veto),
+        ("tavern.toml", "[scripts.no_calls]\nenabled = false\n"),
+    ]);
+    let e = clean_engine(h.path());
+    assert!(e.user_scripts().is_empty());
+    assert!(e.hooks().list().is_empty(), "{:?}", e.hooks().list());
+    let run = cli_support::tavern(h.path(), &["call"], ECHO_CALL);
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+
+    // Enabled, or said nothing about: it runs.
+    for toml in ["[scripts.no_calls]\nenabled = true\n", ""] {
+        write(&h.path().join("tavern.toml"), toml);
+        let run = cli_support::tavern(h.path(), &["call"], ECHO_CALL);
+        assert_eq!(run.code, 1, "{toml}: {}", run.stdout);
+        assert!(run.stdout.contains("no calls"), "{}", run.stdout);
+    }
+
+    write(
+        &h.path().join("tavern.toml"),
+        "[scripts.no_calls]\nenabled = \"no\"\n",
+    );
+    let e = engine(h.path());
+    let p = e
+        .problems()
+        .iter()
+        .map(|p| p.to_string())
+        .collect::<Vec<_>>();
+    assert!(
+        p.iter().any(|p| p.contains("tavern.toml:2")
+            && p.contains("scripts.no_calls.enabled: expected true or false")),
+        "{p:?}"
     );
 }

@@ -201,3 +201,66 @@ fn register_validates_untrusted_names_and_descriptions() {
     let e = try_plugin("reg", &[("main.lua", &src)], test_limits()).unwrap_err();
     assert!(e.to_string().contains("description longer"), "{e}");
 }
+
+/// Issue 23 item 12: a Lua table converts with its keys in one order, whatever the state's
+/// hash seed: numbers first in numeric order, then strings in byte order (Rhai's order).
+#[test]
+fn lua_tables_convert_with_sorted_keys() {
+    let src = r#"
+function t(args)
+  local out = {}
+  for _, k in ipairs(args.keys) do out[k] = #k end
+  out[10] = "ten"; out[2] = "two"
+  return {inner = out, zeta = 1, alpha = 2, ["Mid"] = 3}
+end"#;
+    let keys: Vec<String> = [
+        "yellow",
+        "apple",
+        "kiwi",
+        "banana",
+        "zucchini",
+        "cherry",
+        "date",
+        "elder",
+        "fig",
+        "grape",
+        "honeydew",
+        "iceberg",
+        "jicama",
+        "lime",
+        "mango",
+        "nectarine",
+        "olive",
+        "papaya",
+        "quince",
+        "raspberry",
+        "squash",
+        "tomato",
+        "ugli",
+        "vanilla",
+        "watermelon",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    let mut want_inner = vec!["2".to_string(), "10".to_string()];
+    want_inner.extend(sorted);
+    for run in 0..8 {
+        // A fresh state each run: a fresh hash seed.
+        let p = plugin("demo", &[("main.lua", src)]);
+        let out = call(&p, "t", json!({"keys": keys})).unwrap();
+        let top: Vec<&String> = out.as_object().unwrap().keys().collect();
+        assert_eq!(top, ["Mid", "alpha", "inner", "zeta"], "run {run}: {out}");
+        let inner: Vec<&String> = out["inner"].as_object().unwrap().keys().collect();
+        assert_eq!(inner, want_inner.iter().collect::<Vec<_>>(), "run {run}");
+        // The same text every run.
+        assert!(
+            serde_json::to_string(&out)
+                .unwrap()
+                .starts_with(r#"{"Mid":3,"alpha":2,"inner":{"2":"two","10":"ten","apple":5"#),
+            "{out}"
+        );
+    }
+}

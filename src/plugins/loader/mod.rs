@@ -367,6 +367,18 @@ impl<'a> Loader<'a> {
         };
         let scripts = match ScriptSet::load(&script_ctx, &files) {
             Ok(s) => s,
+            // A plugin that hooks or overrides is a guard: without its scripts, calls are
+            // refused (`scripts.fail_open` chooses otherwise).
+            Err(p) if !perms.hooks.is_empty() || !perms.services_override.is_empty() => {
+                let owner = format!("plugin:{name}");
+                problems.push(scripts::guard_failed(
+                    self.hooks.as_ref(),
+                    self.settings,
+                    &owner,
+                    p,
+                ));
+                ScriptSet::empty()
+            }
             Err(p) => {
                 problems.push(p);
                 ScriptSet::empty()

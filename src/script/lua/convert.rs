@@ -2,7 +2,10 @@
 //!
 //! Tables are read raw (no metamethods run), so converting a result never runs script code.
 //! A table whose keys are exactly `1..n` becomes an array; an empty table becomes `{}`
-//! unless it carries mlua's array metatable (which `from_json` sets on empty arrays).
+//! unless it carries mlua's array metatable (which `from_json` sets on empty arrays). Any
+//! other table becomes an object with its keys sorted (numbers first, in numeric order, then
+//! strings in byte order): Lua keeps no insertion order, and its traversal order changes
+//! from state to state, so sorting is what makes the same result read the same every run.
 
 use std::collections::HashSet;
 use std::ffi::c_void;
@@ -150,13 +153,15 @@ impl ToJson<'_> {
             }
             return Ok(Value::Array(out));
         }
-        let mut map = Map::new();
+        // Lua's traversal order follows its hash seed, which differs per state: the keys
+        // are sorted so the same table always gives the same object.
+        let mut entries = Vec::with_capacity(count.min(4096));
         for pair in t.pairs::<LuaValue, LuaValue>() {
             let (k, v) = pair.map_err(|e| self.err(e.to_string()))?;
             let key = match &k {
-                LuaValue::String(s) => self.string(s)?,
-                LuaValue::Integer(i) => i.to_string(),
-                LuaValue::Number(f) if f.is_finite() => f.to_string(),
+                LuaValue::String(s) => Key::Text(self.string(s)?),
+                LuaValue::Integer(i) => Key::Number(*i as f64, i.to_string()),
+                LuaValue::Number(f) if f.is_finite() => Key::Number(*f, f.to_string()),
                 other => {
                     return Err(self.err(format!(
                         "a table key of type {} cannot be a JSON object key",
@@ -164,12 +169,43 @@ impl ToJson<'_> {
                     )))
                 }
             };
+            entries.push((key, v));
+        }
+        entries.sort_by(|(a, _), (b, _)| a.cmp(b));
+        let mut map = Map::with_capacity(entries.len());
+        for (key, v) in entries {
+            let key = key.into_text();
             self.path.push(format!(".{key}"));
             let c = self.convert(&v, depth + 1);
             self.path.pop();
             map.insert(key, c?);
         }
         Ok(Value::Object(map))
+    }
+}
+
+/// A table key on its way to a JSON object key. Objects list numeric keys first, in
+/// numeric order, then string keys in byte order (the order Rhai's maps have too).
+enum Key {
+    Number(f64, String),
+    Text(String),
+}
+
+impl Key {
+    fn into_text(self) -> String {
+        match self {
+            Key::Number(_, s) | Key::Text(s) => s,
+        }
+    }
+
+    fn cmp(&self, other: &Key) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        match (self, other) {
+            (Key::Number(a, _), Key::Number(b, _)) => a.total_cmp(b),
+            (Key::Number(..), Key::Text(_)) => Ordering::Less,
+            (Key::Text(_), Key::Number(..)) => Ordering::Greater,
+            (Key::Text(a), Key::Text(b)) => a.cmp(b),
+        }
     }
 }
 

@@ -672,7 +672,8 @@ impl LuaHost {
 pub(crate) fn map_lua_error(e: mlua::Error, limits: &Limits) -> ScriptError {
     for cause in e.chain() {
         if let Some(s) = cause.downcast_ref::<ScriptError>() {
-            return s.clone();
+            let (file, line) = calling_line(&e);
+            return s.clone().placed(file, line);
         }
         if let Some(a) = cause.downcast_ref::<Abort>() {
             return match a {
@@ -741,6 +742,29 @@ pub(crate) fn map_lua_error(e: mlua::Error, limits: &Limits) -> ScriptError {
             }
         }
     }
+}
+
+/// Where the script called the Rust function that failed: the first frame of a script
+/// file in the traceback mlua took when the function returned its error (not a `[C]`
+/// frame, not the host's own `tavern-*` chunks).
+fn calling_line(e: &mlua::Error) -> (Option<String>, Option<u32>) {
+    let mut err = e;
+    let traceback = loop {
+        match err {
+            mlua::Error::CallbackError { traceback, .. } => break traceback,
+            mlua::Error::WithContext { cause, .. } => err = cause,
+            _ => return (None, None),
+        }
+    };
+    for frame in traceback.lines().map(str::trim) {
+        if frame.starts_with("[C]") || frame.starts_with("tavern-") {
+            continue;
+        }
+        if let (Some(f), Some(l), _) = split_place(frame) {
+            return (Some(f), Some(l));
+        }
+    }
+    (None, None)
 }
 
 /// Splits `file:line: message` (Lua's error prefix) into its parts.
