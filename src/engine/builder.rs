@@ -90,6 +90,8 @@ pub struct EngineBuilder {
     hook_errors: Vec<crate::hooks::HookError>,
     audit: Option<PathBuf>,
     user_scripts: bool,
+    /// What scripts' `api.store` keeps (default: a memory store of the engine's own).
+    kv_store: Option<Arc<dyn crate::store::KvStore>>,
 }
 
 impl Default for EngineBuilder {
@@ -111,6 +113,7 @@ impl Default for EngineBuilder {
             hook_errors: Vec::new(),
             audit: None,
             user_scripts: true,
+            kv_store: None,
         }
     }
 }
@@ -258,6 +261,14 @@ impl EngineBuilder {
         self
     }
 
+    /// Keeps what scripts put in `api.store` in `store` (a [`crate::MemoryStore`] shared
+    /// by several engines, one of the host's own, or the Redis store of a served home)
+    /// instead of a memory store of this engine's own.
+    pub fn kv_store(mut self, store: Arc<dyn crate::store::KvStore>) -> Self {
+        self.kv_store = Some(store);
+        self
+    }
+
     /// Whether to load the power-user hook scripts `<home>/scripts/*.lua|*.rhai` (default yes).
     pub fn user_scripts(mut self, yes: bool) -> Self {
         self.user_scripts = yes;
@@ -332,6 +343,9 @@ impl EngineBuilder {
             tools.set_runtime(h);
         }
         tools.set_interceptor(self.hooks.clone());
+        if let Some(kv) = self.kv_store.clone() {
+            tools.set_kv_store(kv);
+        }
         let audit = self.audit.clone().or_else(|| {
             settings
                 .get("audit.file")

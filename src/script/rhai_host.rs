@@ -360,10 +360,16 @@ impl RhaiHost {
                         1 => {
                             m.set_native_fn(f.rhai_name(), move |a: Dynamic| run(vec![a]));
                         }
-                        _ => {
+                        2 => {
                             m.set_native_fn(f.rhai_name(), move |a: Dynamic, b: Dynamic| {
                                 run(vec![a, b])
                             });
+                        }
+                        _ => {
+                            m.set_native_fn(
+                                f.rhai_name(),
+                                move |a: Dynamic, b: Dynamic, c: Dynamic| run(vec![a, b, c]),
+                            );
                         }
                     }
                 }

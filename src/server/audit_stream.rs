@@ -27,12 +27,19 @@ pub const BUFFER: usize = 1024;
 /// The audit records of a server, fanned out to its SSE clients.
 pub struct AuditHub {
     tx: broadcast::Sender<Arc<str>>,
+    /// With a shared store: records go there (and come back to every replica's clients
+    /// through [`AuditHub::deliver`]); the flag says whether any replica has a client.
+    forward: std::sync::OnceLock<(
+        tokio::sync::mpsc::Sender<Arc<str>>,
+        Arc<std::sync::atomic::AtomicBool>,
+    )>,
 }
 
 impl Default for AuditHub {
     fn default() -> Self {
         AuditHub {
             tx: broadcast::channel(BUFFER).0,
+            forward: std::sync::OnceLock::new(),
         }
     }
 }
@@ -47,10 +54,18 @@ impl std::fmt::Debug for AuditHub {
 
 impl crate::hooks::AuditTap for AuditHub {
     fn wanted(&self) -> bool {
-        self.tx.receiver_count() > 0
+        match self.forward.get() {
+            Some((_, any)) => any.load(std::sync::atomic::Ordering::Relaxed),
+            None => self.tx.receiver_count() > 0,
+        }
     }
 
     fn record(&self, record: &Value) {
+        if let Some((f, _)) = self.forward.get() {
+            // Full (the store is away or slow): the record is dropped, never waited for.
+            let _ = f.try_send(Arc::from(record.to_string()));
+            return;
+        }
         // No receiver is not an error: the record is simply not wanted.
         let _ = self.tx.send(Arc::from(record.to_string()));
     }
@@ -60,6 +75,26 @@ impl AuditHub {
     /// A receiver of records from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<str>> {
         self.tx.subscribe()
+    }
+
+    /// Sends records to `to` instead of this server's clients (a shared store), wanted
+    /// while `any_client` is set; false when already forwarding.
+    pub fn forward(
+        &self,
+        to: tokio::sync::mpsc::Sender<Arc<str>>,
+        any_client: Arc<std::sync::atomic::AtomicBool>,
+    ) -> bool {
+        self.forward.set((to, any_client)).is_ok()
+    }
+
+    /// Hands a record (from the shared store) to this server's clients.
+    pub fn deliver(&self, record: Arc<str>) {
+        let _ = self.tx.send(record);
+    }
+
+    /// Clients of this server now.
+    pub fn clients(&self) -> usize {
+        self.tx.receiver_count()
     }
 }
 

@@ -407,6 +407,8 @@ pub struct ToolManager {
     runtime: runtime::RuntimeSlot,
     /// Hooks and overrides around every call (set once, by the engine).
     interceptor: OnceLock<Arc<dyn Interceptor>>,
+    /// What scripts' `api.store` keeps (the host's, or a memory store made on first use).
+    kv: OnceLock<Arc<dyn crate::store::KvStore>>,
 }
 
 impl Default for ToolManager {
@@ -416,6 +418,7 @@ impl Default for ToolManager {
             max_depth: DEFAULT_MAX_DEPTH,
             runtime: runtime::RuntimeSlot::default(),
             interceptor: OnceLock::new(),
+            kv: OnceLock::new(),
         }
     }
 }
@@ -621,6 +624,19 @@ impl ToolManager {
     /// Set once; returns false when one is already installed.
     pub fn set_interceptor(&self, interceptor: Arc<dyn Interceptor>) -> bool {
         self.interceptor.set(interceptor).is_ok()
+    }
+
+    /// Keeps scripts' `api.store` in `store` (set once, before any script uses it; false
+    /// when a store is already in use).
+    pub fn set_kv_store(&self, store: Arc<dyn crate::store::KvStore>) -> bool {
+        self.kv.set(store).is_ok()
+    }
+
+    /// The store scripts' `api.store` uses: the one set, else a memory store of this
+    /// manager's own.
+    pub fn kv_store(&self) -> &Arc<dyn crate::store::KvStore> {
+        self.kv
+            .get_or_init(|| Arc::new(crate::store::MemoryStore::new()))
     }
 
     /// The installed interceptor, if any.

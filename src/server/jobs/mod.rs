@@ -22,6 +22,10 @@
 //!   drops whatever is left.
 
 pub mod journal;
+#[cfg(feature = "store-redis")]
+pub mod redis;
+#[cfg(feature = "store-redis")]
+pub mod redis_routes;
 pub mod routes;
 
 use std::collections::{HashMap, VecDeque};

@@ -62,6 +62,10 @@ async fn create(
     req: Request,
 ) -> Result<Response, ApiError> {
     let prepared = prepare(&served, &q, &headers, req).await?;
+    #[cfg(feature = "store-redis")]
+    if let Some(jobs) = served.shared_jobs() {
+        return super::redis_routes::create(jobs, prepared).await;
+    }
     let job = served.jobs().create().map_err(|e| {
         ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
@@ -88,7 +92,7 @@ pub(crate) fn spawn(served: Arc<Served>, job: Arc<Job>, prepared: Prepared) {
     });
 }
 
-async fn run(served: &Served, job: &Arc<Job>, prepared: Prepared) {
+pub(super) async fn run(served: &Served, job: &Arc<Job>, prepared: Prepared) {
     let engine = served.engine();
     job.start(prepared.call_count());
     // A child token: the time limit stops the work without marking the job cancelled.
@@ -153,15 +157,23 @@ fn first_error(failed: bool, report: &Value) -> Option<Value> {
     })
 }
 
-async fn list(State(served): State<Arc<Served>>) -> Json<Value> {
+async fn list(State(served): State<Arc<Served>>) -> Result<Json<Value>, ApiError> {
+    #[cfg(feature = "store-redis")]
+    if let Some(jobs) = served.shared_jobs() {
+        return super::redis_routes::list(jobs, served.options.max_jobs).await;
+    }
     let jobs: Vec<Value> = served.jobs().list().iter().map(|j| j.to_json()).collect();
-    Json(json!({ "jobs": jobs }))
+    Ok(Json(json!({ "jobs": jobs })))
 }
 
 async fn get_job(
     State(served): State<Arc<Served>>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
+    #[cfg(feature = "store-redis")]
+    if let Some(jobs) = served.shared_jobs() {
+        return super::redis_routes::get(jobs, &id).await;
+    }
     Ok(Json(find(&served, &id)?.to_json()))
 }
 
@@ -169,6 +181,10 @@ async fn cancel(
     State(served): State<Arc<Served>>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
+    #[cfg(feature = "store-redis")]
+    if let Some(jobs) = served.shared_jobs() {
+        return super::redis_routes::cancel(jobs, &id).await;
+    }
     let job = find(&served, &id)?;
     if !job.status().is_final() {
         job.cancel.cancel();
@@ -209,15 +225,23 @@ async fn events(
     State(served): State<Arc<Served>>,
     Path(id): Path<String>,
     headers: HeaderMap,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+) -> Result<Response, ApiError> {
+    let last = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+    #[cfg(feature = "store-redis")]
+    if let Some(jobs) = served.shared_jobs() {
+        let after = last.map(|v| v.trim().to_string());
+        return Ok(super::redis_routes::events(jobs.clone(), id, after)
+            .await?
+            .into_response());
+    }
     let job = find(&served, &id)?;
     // A reconnecting EventSource resumes after the last event it saw.
-    let from = headers
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
+    let from = last
         .and_then(|v| v.trim().parse::<usize>().ok())
         .map_or(0, |n| n + 1);
-    Ok(Sse::new(job_stream(job, from)).keep_alive(KeepAlive::default()))
+    Ok(Sse::new(job_stream(job, from))
+        .keep_alive(KeepAlive::default())
+        .into_response())
 }
 
 /// The jobs routes.
