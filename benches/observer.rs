@@ -13,6 +13,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, Criterion};
 use serde_json::{json, Map};
 use tavern::internal::server::jobs::journal::Journal;
+use tavern::internal::server::jobs::store::Retention;
 use tavern::internal::server::jobs::{JobObserver, Jobs, Outcome};
 use tavern::internal::tools::CallObserver;
 use tavern::internal::workflow::{compile, NodeRegistry, RunOptions, Workflow, WorkflowNode};
@@ -59,7 +60,12 @@ fn observer(c: &mut Criterion) {
         })
     });
     // Finished jobs are evicted past 4, so memory stays flat however long criterion runs.
-    let jobs = Jobs::new(Duration::from_secs(3600), 4, Journal::disabled());
+    let retention = Retention {
+        ttl: Duration::from_secs(3600),
+        max_jobs: 4,
+        max_bytes: 256 << 20,
+    };
+    let jobs = Jobs::new(retention, Journal::disabled());
     g.bench_function("workflow_1000_nodes_job_events", |b| {
         b.iter(|| {
             let job = jobs.create().expect("room for the job");

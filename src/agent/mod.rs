@@ -77,7 +77,14 @@ impl crate::Engine {
     /// Starts an agent from `<home>/agents/<target>.json` or a profile file.
     pub fn agent(&self, target: &str) -> Result<AgentRuntimeBuilder<'_>, AgentError> {
         let profile = AgentProfile::load(self.home(), target)?;
-        Ok(AgentRuntime::builder(self, profile))
+        let b = AgentRuntime::builder(self, profile);
+        // The home's world.json (read by the engine), unless the caller sets another.
+        Ok(match self.world() {
+            Some(w) => {
+                b.world_state(MemoryWorldState::new(w.clone()) as std::sync::Arc<dyn WorldState>)
+            }
+            None => b,
+        })
     }
 
     /// The manual of an agent's inventory in `style`.

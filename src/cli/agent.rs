@@ -103,11 +103,10 @@ fn manual(globals: &Globals, a: ManualArgs) -> u8 {
     OK
 }
 
-fn load_world(globals: &Globals, file: Option<&PathBuf>) -> Result<Option<Value>, u8> {
-    let default = globals.home.join("world.json");
+fn load_world(file: Option<&PathBuf>) -> Result<Option<Value>, u8> {
+    // Without --world the engine's own world (<home>/world.json) applies.
     let path = match file {
         Some(f) => f.clone(),
-        None if default.is_file() => default,
         None => return Ok(None),
     };
     let text = std::fs::read_to_string(&path).map_err(|e| {
@@ -140,7 +139,7 @@ async fn run_agent(globals: &Globals, a: RunArgs) -> u8 {
             return USAGE;
         }
     };
-    let world = match load_world(globals, a.world.as_ref()) {
+    let world = match load_world(a.world.as_ref()) {
         Ok(w) => w,
         Err(code) => return code,
     };

@@ -98,6 +98,19 @@ pub struct Cli {
 impl Cli {
     /// Runs the chosen subcommand; returns the exit status.
     pub async fn run(self) -> u8 {
+        // A mistyped --home must not quietly serve only the built-in tools.
+        if !self.home.is_dir() {
+            let why = if self.home.exists() {
+                "is not a directory"
+            } else {
+                "does not exist"
+            };
+            eprintln!(
+                "tavern: --home {}: {why}; give the home directory (the one holding plugins/, workflows/ and tavern.toml), or leave --home out to use the current directory",
+                self.home.display()
+            );
+            return USAGE;
+        }
         let globals = Globals {
             home: self.home,
             sets: self.sets,

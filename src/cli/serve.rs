@@ -37,6 +37,21 @@ pub struct Args {
     /// it fails with workers_lost.
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub job_attempts: u32,
+    /// Most bytes finished and running jobs keep (results and events; default 256 MiB).
+    #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub max_job_bytes: usize,
+    /// Seconds a request's headers may take to arrive (slow clients are closed).
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    pub header_timeout_secs: u64,
+    /// Seconds a connection may sit with no request in flight before it is closed.
+    #[arg(long, value_name = "SECS", default_value_t = 5)]
+    pub idle_timeout_secs: u64,
+    /// Most HTTP connections open at once (past it: 503 too_many_connections).
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    pub max_connections: usize,
+    /// Most MCP sessions kept (past it the oldest idle one is closed).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub max_sessions: usize,
     /// Limits and reload.
     #[command(flatten)]
     pub common: Common,
@@ -60,6 +75,11 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
     options.max_jobs = args.max_jobs.max(1);
     options.job_lease = std::time::Duration::from_millis(args.job_lease_ms.max(200));
     options.job_attempts = args.job_attempts.max(1);
+    options.max_job_bytes = args.max_job_bytes;
+    options.header_timeout = std::time::Duration::from_secs(args.header_timeout_secs.max(1));
+    options.idle_timeout = std::time::Duration::from_secs(args.idle_timeout_secs.max(1));
+    options.max_connections = args.max_connections.max(1);
+    options.max_sessions = args.max_sessions.max(1);
     let listener = match tokio::net::TcpListener::bind(args.addr).await {
         Ok(l) => l,
         Err(e) => {

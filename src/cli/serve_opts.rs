@@ -13,7 +13,7 @@ use super::Globals;
 /// Limits and reload switches of a served engine.
 #[derive(clap::Args, Clone)]
 pub struct Common {
-    /// Watch plugins/, workflows/, config/ and scripts/ and reload on change.
+    /// Watch plugins/, workflows/, config/, scripts/, tavern.toml and world.json; reload on change.
     #[arg(long)]
     pub watch: bool,
     /// Wall-clock limit of one tool call in milliseconds (0 = none).

@@ -468,7 +468,9 @@ impl EngineBuilder {
             ];
             let _ = self.hooks.fire_blocking(ENGINE_READY_IX, &mut f, &ctx);
         }
+        let world = read_world(&self.home, &mut problems);
         Ok(Engine {
+            world,
             home: self.home,
             settings,
             tools,
@@ -479,5 +481,38 @@ impl EngineBuilder {
             hooks: self.hooks,
             user_scripts,
         })
+    }
+}
+
+/// `<home>/world.json`, the world state the home's agents start from: read here, once, so
+/// every way in (`tavern agent run`, the server's agent sessions, a host) sees the same
+/// world. Missing: none. Not JSON or not an object: a problem (file:line) and none.
+fn read_world(home: &std::path::Path, problems: &mut Vec<Problem>) -> Option<serde_json::Value> {
+    let path = home.join("world.json");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            problems.push(Problem::new(
+                &path,
+                format!("cannot read the world state: {e}"),
+            ));
+            return None;
+        }
+    };
+    match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(v @ serde_json::Value::Object(_)) => Some(v),
+        Ok(_) => {
+            problems
+                .push(Problem::new(&path, "the world state must be a JSON object").at(1, Some(1)));
+            None
+        }
+        Err(e) => {
+            problems.push(
+                Problem::new(&path, format!("the world state is not JSON: {e}"))
+                    .at(e.line() as u32, Some(e.column() as u32)),
+            );
+            None
+        }
     }
 }

@@ -43,6 +43,8 @@ pub struct Engine {
     hooks: Arc<crate::hooks::Hooks>,
     /// Power-user scripts; holding them keeps their script states alive.
     user_scripts: Vec<crate::plugins::user_scripts::UserScript>,
+    /// `<home>/world.json`, the world the home's agents start from.
+    world: Option<serde_json::Value>,
 }
 
 // A host shares one engine between its threads.
@@ -52,6 +54,12 @@ const _: () = {
 };
 
 impl Engine {
+    /// The world state the home's agents start from: `<home>/world.json`, read when the
+    /// engine was built (a file that is not a JSON object is in [`Engine::problems`]).
+    pub fn world(&self) -> Option<&serde_json::Value> {
+        self.world.as_ref()
+    }
+
     /// Starts configuring an engine (see [`EngineBuilder`] for the options).
     ///
     /// ```

@@ -153,6 +153,92 @@ async fn guard(State(g): State<Guard>, req: Request, next: Next) -> Response {
     next.run(req).await
 }
 
+/// Largest error body read when rewriting it as JSON (axum's rejections are one line).
+const ERROR_BODY_MAX: usize = 16 * 1024;
+
+/// Every error answer is JSON: axum's own rejections (a query or path that does not parse,
+/// a method a route does not take, a body past the limit) and rmcp's plain-text answers are
+/// rewritten here — `{"error": {code, message, suggestions}}` on the REST routes, a
+/// JSON-RPC error object on `/mcp`. JSON answers and event streams pass as they are.
+async fn json_errors(State(g): State<Guard>, req: Request, next: Next) -> Response {
+    let mcp = req.uri().path() == "/mcp";
+    let res = next.run(req).await;
+    let status = res.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return res;
+    }
+    let json = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|ct| ct.contains("json") || ct.starts_with("text/event-stream"));
+    if json {
+        return res;
+    }
+    let (parts, body) = res.into_parts();
+    let text = axum::body::to_bytes(body, ERROR_BODY_MAX)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let reason = status.canonical_reason().unwrap_or("error");
+    let message = if text.is_empty() {
+        reason.to_string()
+    } else {
+        text
+    };
+    let mut out = if mcp {
+        // JSON-RPC: -32001 for a session that is gone (the client starts a new one),
+        // -32600 for a request the transport refused, -32603 for the server's own failure.
+        // rmcp answers 415 "fail to deserialize request body" for a body that is not JSON
+        // (-32700) and for JSON that is not a JSON-RPC message (-32600).
+        let (status, code) = match status {
+            StatusCode::NOT_FOUND => (status, -32001),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE if message.starts_with("fail to deserialize") => {
+                let shape = [
+                    "did not match",
+                    "missing field",
+                    "unknown variant",
+                    "invalid type",
+                ]
+                .iter()
+                .any(|m| message.contains(m));
+                (StatusCode::BAD_REQUEST, if shape { -32600 } else { -32700 })
+            }
+            s if s.is_server_error() => (status, -32603),
+            _ => (status, -32600),
+        };
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": null,
+            "error": {"code": code, "message": message}});
+        (status, axum::Json(body)).into_response()
+    } else {
+        match status {
+            StatusCode::PAYLOAD_TOO_LARGE => {
+                ApiError::too_large(g.served.options.max_body_bytes).into_response()
+            }
+            _ => {
+                let code = match status {
+                    StatusCode::BAD_REQUEST => "bad_request",
+                    StatusCode::NOT_FOUND => "not_found",
+                    StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+                    StatusCode::NOT_ACCEPTABLE => "not_acceptable",
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+                    StatusCode::UNPROCESSABLE_ENTITY => "unprocessable",
+                    s if s.is_server_error() => "internal_error",
+                    _ => "bad_request",
+                };
+                ApiError::new(status, code, message).into_response()
+            }
+        }
+    };
+    // Keep what the answer said besides its body (Allow, WWW-Authenticate, session ids).
+    for (k, v) in parts.headers.iter() {
+        if k != header::CONTENT_TYPE && k != header::CONTENT_LENGTH {
+            out.headers_mut().insert(k.clone(), v.clone());
+        }
+    }
+    out
+}
+
 /// A built router and the switches that stop it.
 pub struct App {
     /// The router (MCP at `/mcp`, REST elsewhere).
@@ -178,8 +264,14 @@ pub fn app(served: Arc<Served>, addr: &SocketAddr) -> App {
         .merge(super::audit_stream::routes())
         .route_service("/mcp", mcp)
         .with_state(served.clone())
-        .merge(super::web::router(served))
-        .layer(middleware::from_fn_with_state(g, guard));
+        .merge(super::web::router(served.clone()))
+        // Every extractor that reads a body (`Bytes`, `Json`) takes `--max-body-bytes`, not
+        // axum's 2 MB default.
+        .layer(axum::extract::DefaultBodyLimit::max(
+            served.options.max_body_bytes,
+        ))
+        .layer(middleware::from_fn_with_state(g.clone(), guard))
+        .layer(middleware::from_fn_with_state(g, json_errors));
     App {
         router,
         mcp_cancel,
@@ -209,8 +301,9 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// Serves `app` on `listener` until `stop` resolves; then refuses new requests, waits (up
-/// to the drain timeout) for calls in flight, closes the MCP sessions and returns.
+/// Serves `app` on `listener` until `stop` resolves; then refuses new requests, ends every
+/// event stream, waits (up to the drain timeout) for calls in flight, closes the MCP
+/// sessions and the connections, and returns.
 pub async fn serve(
     served: Arc<Served>,
     listener: tokio::net::TcpListener,
@@ -222,11 +315,20 @@ pub async fn serve(
         mcp_cancel,
         stopping,
     } = app;
-    let drain = served.options.drain_timeout;
+    let o = &served.options;
+    let limits = super::conn::ConnLimits {
+        header_timeout: o.header_timeout,
+        idle_timeout: o.idle_timeout,
+        max_connections: o.max_connections,
+    };
     let served2 = served.clone();
+    // Until the drain ends, connections are still accepted and answered 503 `shutting_down`.
     let graceful = async move {
         stop.await;
         stopping.store(true, Ordering::Release);
+        // Event streams never end on their own: end them now, so their connections close.
+        served2.close_streams();
+        let drain = served2.options.drain_timeout;
         let n = served2.in_flight();
         if n > 0 {
             tracing::warn!("shutting down: waiting for {n} call(s) in flight");
@@ -234,12 +336,13 @@ pub async fn serve(
         if !served2.drain(drain).await {
             tracing::warn!("shutting down with calls still in flight after {drain:?}");
         }
-        mcp_cancel.cancel();
     };
-    // Small JSON-RPC answers must not wait for Nagle + delayed ACK (~40 ms per call).
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let server = axum::serve(listener, router).with_graceful_shutdown(graceful);
-    server.await
+    let conns = super::conn::accept_loop(listener, router, limits, graceful).await;
+    mcp_cancel.cancel();
+    conns.close_all();
+    // Every request has ended by now (or is past the drain): connections close at once.
+    if !conns.wait(std::time::Duration::from_secs(2)).await {
+        tracing::debug!("shutting down with connections still open");
+    }
+    Ok(())
 }

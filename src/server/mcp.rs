@@ -34,11 +34,11 @@ use std::time::Duration;
 #[allow(deprecated)]
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    CreateTaskResult, DetailedTask, DiscoverRequestMethod, DiscoverResult, GetTaskParams,
-    GetTaskResult, Implementation, InitializeResult, ListToolsResult, LoggingLevel,
-    LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
-    ProtocolVersion, ServerCapabilities, ServerConfig, SetLevelRequestParams, Task, TaskPayload,
-    TaskStatus, Tool as McpTool, UpdateTaskParams,
+    CreateTaskResult, CustomRequest, CustomResult, DetailedTask, DiscoverRequestMethod,
+    DiscoverResult, GetTaskParams, GetTaskResult, Implementation, InitializeResult,
+    ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, Task, TaskPayload, TaskStatus, Tool as McpTool, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
@@ -430,6 +430,33 @@ impl ServerHandler for TavernMcp {
         .into())
     }
 
+    /// Requests rmcp could not read as what their method names: a `tools/call` (or another
+    /// known method) whose params have the wrong shape gets -32602 saying what is wrong;
+    /// anything else is an unknown method, -32601.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        let CustomRequest { method, params, .. } = request;
+        match method.as_str() {
+            "tools/call" => Err(McpError::invalid_params(
+                bad_call_params(params.as_ref()),
+                Some(json!({"code": "invalid_request"})),
+            )),
+            "tools/list" | "initialize" | "logging/setLevel" | "tasks/get" | "tasks/cancel"
+            | "tasks/update" | "ping" => Err(McpError::invalid_params(
+                format!("the params of {method} do not have the shape its schema gives"),
+                None,
+            )),
+            _ => Err(McpError::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                method,
+                None,
+            )),
+        }
+    }
+
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         self.served.add_peer(context.peer);
     }
@@ -490,6 +517,41 @@ impl ServerHandler for TavernMcp {
     }
 }
 
+/// What is wrong with the params of a `tools/call` rmcp could not read.
+fn bad_call_params(params: Option<&Value>) -> String {
+    let kind = |v: &Value| match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    };
+    let Some(Value::Object(p)) = params else {
+        return format!(
+            "tools/call needs params {{\"name\": <tool>, \"arguments\": {{…}}}}, not {}",
+            params.map_or("nothing", kind)
+        );
+    };
+    match p.get("name") {
+        None => return "tools/call needs `name`: the tool to call".to_string(),
+        Some(Value::String(_)) => {}
+        Some(other) => {
+            return format!(
+                "`name` of tools/call must be a string (the tool's name), not {}",
+                kind(other)
+            )
+        }
+    }
+    match p.get("arguments") {
+        Some(a) if !a.is_object() && !a.is_null() => format!(
+            "`arguments` of tools/call must be an object (the tool's parameters by name), not {}",
+            kind(a)
+        ),
+        _ => "the params of tools/call do not have the shape its schema gives ({\"name\", \"arguments\"})".to_string(),
+    }
+}
+
 fn iso(ms: u64) -> String {
     chrono::DateTime::from_timestamp_millis(ms as i64)
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
@@ -513,7 +575,8 @@ impl TavernMcp {
             return self.shared_call_as_task(jobs, prepared, context).await;
         }
         let job = self.served.jobs().create().map_err(|e| {
-            McpError::internal_error(e.to_string(), Some(json!({"code": "too_many_jobs"})))
+            let code = super::jobs::routes::refused(&e).code;
+            McpError::internal_error(e.to_string(), Some(json!({ "code": code })))
         })?;
         super::jobs::routes::spawn(self.served.clone(), job.clone(), prepared);
         tokio::select! {
@@ -682,15 +745,13 @@ pub async fn serve_stdio(served: Arc<Served>) -> Result<(), std::io::Error> {
     Ok(())
 }
 
-/// The Streamable HTTP service for `/mcp`: a session per client; `cancel` ends them all.
+/// The Streamable HTTP service for `/mcp`: a session per client, at most
+/// `--max-sessions` of them ([`super::sessions::BoundedSessions`]); `cancel` ends them all.
 pub fn http_service(
     served: Arc<Served>,
     allowed_hosts: Vec<String>,
     cancel: tokio_util::sync::CancellationToken,
-) -> rmcp::transport::StreamableHttpService<
-    TavernMcp,
-    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
-> {
+) -> rmcp::transport::StreamableHttpService<TavernMcp, super::sessions::BoundedSessions> {
     let config = rmcp::transport::StreamableHttpServerConfig::default()
         .with_allowed_hosts(allowed_hosts)
         .with_cancellation_token(cancel)
@@ -704,9 +765,12 @@ pub fn http_service(
         }
         config
     };
+    let sessions = Arc::new(super::sessions::BoundedSessions::new(
+        served.options.max_sessions,
+    ));
     rmcp::transport::StreamableHttpService::new(
         move || Ok(TavernMcp::new(served.clone())),
-        Default::default(),
+        sessions,
         config,
     )
 }

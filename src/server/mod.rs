@@ -12,11 +12,13 @@
 //!   `_meta["tavern/id"]`; either spelling is accepted on input.
 
 pub mod audit_stream;
+pub mod conn;
 pub mod export;
 pub mod http;
 pub mod jobs;
 pub mod mcp;
 pub mod rest;
+pub mod sessions;
 #[cfg(feature = "store-redis")]
 pub mod shared;
 pub mod watch;
@@ -60,6 +62,17 @@ pub struct ServeOptions {
     pub job_lease: Duration,
     /// With a shared store: most starts of one job before it fails with `workers_lost`.
     pub job_attempts: u32,
+    /// Most bytes kept jobs retain (results and events): past it the oldest finished jobs
+    /// are evicted, and while running jobs alone pass it new jobs are refused.
+    pub max_job_bytes: usize,
+    /// A request head must arrive within this, from when a connection waits for one.
+    pub header_timeout: Duration,
+    /// A connection with no request in flight is closed after this.
+    pub idle_timeout: Duration,
+    /// Most HTTP connections open at once (past it: 503 `too_many_connections`).
+    pub max_connections: usize,
+    /// Most MCP sessions kept (past it the oldest idle one is closed).
+    pub max_sessions: usize,
 }
 
 impl Default for ServeOptions {
@@ -76,6 +89,11 @@ impl Default for ServeOptions {
             max_jobs: 1000,
             job_lease: Duration::from_secs(10),
             job_attempts: 3,
+            max_job_bytes: 256 * 1024 * 1024,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(5),
+            max_connections: 512,
+            max_sessions: 1000,
         }
     }
 }
@@ -97,6 +115,8 @@ pub struct Served {
     /// Jobs, MCP sessions and the audit stream in a store shared by replicas, when set.
     #[cfg(feature = "store-redis")]
     shared: std::sync::OnceLock<shared::Shared>,
+    /// Cancelled when the server shuts down: every event stream ends on it.
+    streams_end: CancellationToken,
 }
 
 /// A reload the server refused (the rebuilt engine failed, or had new load problems): the
@@ -123,7 +143,12 @@ impl Served {
     /// The job id journal is read from the engine home's `.tavern/state/jobs.jsonl`.
     pub fn new(engine: Engine, options: ServeOptions) -> Arc<Self> {
         let journal = jobs::journal::Journal::open(jobs::journal::path_in(engine.home()));
-        let jobs = jobs::Jobs::new(options.job_ttl, options.max_jobs, journal);
+        let retention = jobs::store::Retention {
+            ttl: options.job_ttl,
+            max_jobs: options.max_jobs,
+            max_bytes: options.max_job_bytes,
+        };
+        let jobs = jobs::Jobs::new(retention, journal);
         let audit = Arc::new(audit_stream::AuditHub::default());
         engine.hooks().add_audit_tap(audit.clone());
         Arc::new(Served {
@@ -134,6 +159,7 @@ impl Served {
             generation: AtomicUsize::new(0),
             reloads: AtomicUsize::new(0),
             refused: Mutex::new(None),
+            streams_end: CancellationToken::new(),
             jobs,
             audit,
             #[cfg(feature = "store-redis")]
@@ -225,6 +251,16 @@ impl Served {
         let mut peers = self.lock_peers();
         peers.retain(|p| !p.is_transport_closed());
         peers.push(peer);
+    }
+
+    /// Ends every event stream (shutdown): the audit stream, job events, the reload stream.
+    pub fn close_streams(&self) {
+        self.streams_end.cancel();
+    }
+
+    /// Resolves when the server shuts down; event streams end on it.
+    pub fn streams_end(&self) -> tokio_util::sync::WaitForCancellationFutureOwned {
+        self.streams_end.clone().cancelled_owned()
     }
 
     /// Calls in flight now.

@@ -43,7 +43,14 @@ pub struct Shared {
 /// replica's job workers and audit relay. Fails when the store cannot be reached now.
 pub async fn attach(served: &Arc<Served>, store: RedisStore) -> Result<(), StoreError> {
     let o = &served.options;
-    let jobs = RedisJobs::new(store.clone(), o.job_lease, o.job_attempts, o.job_ttl).await?;
+    let jobs = RedisJobs::new(
+        store.clone(),
+        o.job_lease,
+        o.job_attempts,
+        o.job_ttl,
+        o.max_job_bytes,
+    )
+    .await?;
     jobs.start_workers(served.clone());
     let shared = Shared {
         store: store.clone(),

@@ -1,5 +1,7 @@
-//! Hot reload: watch `plugins/`, `workflows/`, `config/` and `scripts/` (and `tavern.toml`)
-//! under the home, rebuild the whole engine after a burst of changes, and swap it in.
+//! Hot reload: watch `plugins/`, `workflows/`, `config/` and `scripts/` (and `tavern.toml`,
+//! `world.json`) under the home, rebuild the whole engine after a burst of changes, and swap
+//! it in. Nothing else under the home counts: the server's own `.tavern/` state, a log
+//! redirected into the home, an editor's files beside `tavern.toml` never reload.
 //!
 //! A rebuilt engine that fails to build, or that has load problems the running one did not
 //! have, is not swapped in: the old one keeps serving and the problems are logged. Calls in
@@ -18,6 +20,24 @@ use crate::Engine;
 /// The directories a reload watches, relative to the home.
 pub const WATCHED_DIRS: [&str; 4] = ["plugins", "workflows", "config", "scripts"];
 
+/// The files at the top of the home a reload watches.
+pub const WATCHED_FILES: [&str; 2] = ["tavern.toml", "world.json"];
+
+/// Whether a change at `path` (under `home`) is one a reload is for.
+pub fn is_watched(home: &Path, path: &Path) -> bool {
+    let Ok(rel) = path.strip_prefix(home) else {
+        return false;
+    };
+    let mut parts = rel.components();
+    let Some(first) = parts.next() else {
+        return false;
+    };
+    let first = first.as_os_str();
+    let in_dir = WATCHED_DIRS.iter().any(|d| first == *d);
+    let top_file = parts.next().is_none() && WATCHED_FILES.iter().any(|f| first == *f);
+    in_dir || top_file
+}
+
 /// How long the watcher waits for a burst of file events to end before rebuilding.
 pub const SETTLE: Duration = Duration::from_millis(200);
 
@@ -32,7 +52,7 @@ pub enum ReloadOutcome {
 
 /// Keeps the watcher alive; dropping it stops watching.
 pub struct WatchHandle {
-    _watcher: notify::RecommendedWatcher,
+    _watcher: Arc<std::sync::Mutex<notify::RecommendedWatcher>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -90,12 +110,17 @@ pub fn watch<F>(served: Arc<Served>, home: &Path, build: F) -> notify::Result<Wa
 where
     F: Fn() -> Result<Engine, String> + Send + Sync + 'static,
 {
+    // Paths compared against the home must be spelled alike.
+    let home = home.canonicalize()?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<PathBuf>();
+    let filter_home = home.clone();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         if let Ok(ev) = res {
             if relevant(&ev.kind) {
                 for p in ev.paths {
-                    let _ = tx.send(p);
+                    if is_watched(&filter_home, &p) {
+                        let _ = tx.send(p);
+                    }
                 }
             }
         }
@@ -106,8 +131,11 @@ where
             watcher.watch(&dir, RecursiveMode::Recursive)?;
         }
     }
-    // The home itself (not recursive): tavern.toml, and watched directories created later.
-    watcher.watch(home, RecursiveMode::NonRecursive)?;
+    // The home itself (not recursive): its watched files, and watched directories created
+    // later (then watched whole from the next reload on, below).
+    watcher.watch(&home, RecursiveMode::NonRecursive)?;
+    let watcher = Arc::new(std::sync::Mutex::new(watcher));
+    let task_watcher = watcher.clone();
     let build = Arc::new(build);
     let task = tokio::spawn(async move {
         while let Some(first) = rx.recv().await {
@@ -120,13 +148,23 @@ where
                     Err(_) => break,
                 }
             }
+            // A watched directory that appeared: watch inside it too.
+            for d in WATCHED_DIRS {
+                let dir = home.join(d);
+                if changed.contains(&dir) && dir.is_dir() {
+                    let mut w = task_watcher.lock().unwrap_or_else(|p| p.into_inner());
+                    if let Err(e) = w.watch(&dir, RecursiveMode::Recursive) {
+                        tracing::warn!("cannot watch {}: {e}", dir.display());
+                    }
+                }
+            }
             let b = build.clone();
             let built = tokio::task::spawn_blocking(move || b())
                 .await
                 .unwrap_or_else(|e| Err(format!("the rebuild panicked: {e}")));
             let outcome = reload(&served, built).await;
             match outcome {
-                ReloadOutcome::Swapped => tracing::warn!(
+                ReloadOutcome::Swapped => tracing::info!(
                     "reloaded after {} change(s) (first: {}); tools: {}",
                     changed.len(),
                     changed[0].display(),

@@ -94,6 +94,10 @@ mod script_store;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod server_jobs;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+mod server_lifecycle;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+mod server_limits;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod server_mcp_python;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod server_mcp_stdio;

@@ -639,3 +639,136 @@ async fn the_audit_stream_shows_calls_and_vetoes() {
         .unwrap()
         .contains("forbidden by the jobs test"));
 }
+
+/// Issue 24 item 3: finished jobs past `--max-job-bytes` are evicted oldest first (410
+/// `job_expired`), the list leaves results out unless asked and pages, and while running
+/// jobs alone pass the budget a new job is refused with 503 `job_budget_exceeded`.
+#[tokio::test]
+async fn the_job_byte_budget_evicts_finished_jobs_and_refuses_when_running_ones_fill_it() {
+    let h = home();
+    let s = Server::start(h.path(), &["--max-job-bytes", "300000"]);
+    let c = reqwest::Client::new();
+    let big = |t: &str| json!({"tool": "LuaDemo:echo", "args": {"text": t.repeat(100_000)}});
+    let mut ids = Vec::new();
+    for t in ["a", "b"] {
+        let j = post_job(&c, &s.base, big(t)).await;
+        let id = j["id"].as_str().unwrap().to_string();
+        let done = wait_final(&c, &s.base, &id, Duration::from_secs(20)).await;
+        assert_eq!(done["status"], "succeeded", "{}", done["error"]);
+        ids.push(id);
+    }
+    // Each result holds the text twice (value and Observation): two do not fit in 300 kB.
+    let (st, e) = get_job(&c, &s.base, &ids[0]).await;
+    assert_eq!(st, StatusCode::GONE, "{e}");
+    assert_eq!(e["error"]["code"], "job_expired");
+    assert!(
+        e["error"]["message"].as_str().unwrap().contains("bytes"),
+        "{e}"
+    );
+    let (st, j) = get_job(&c, &s.base, &ids[1]).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(j["result"]["results"][0]["value"], "b".repeat(100_000));
+
+    // The list: no results unless ?results=1; pages with ?limit= and next_cursor.
+    for t in ["c", "d"] {
+        let j = post_job(
+            &c,
+            &s.base,
+            json!({"tool": "LuaDemo:echo", "args": {"text": t}}),
+        )
+        .await;
+        wait_final(
+            &c,
+            &s.base,
+            j["id"].as_str().unwrap(),
+            Duration::from_secs(20),
+        )
+        .await;
+    }
+    let get = |q: &str| {
+        let url = format!("{}/api/jobs{q}", s.base);
+        let c = c.clone();
+        async move {
+            let r = c.get(url).send().await.unwrap();
+            assert_eq!(r.status(), StatusCode::OK);
+            let text = r.text().await.unwrap();
+            (text.len(), serde_json::from_str::<Value>(&text).unwrap())
+        }
+    };
+    let (small, list) = get("").await;
+    let jobs = list["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 3, "{list}");
+    assert!(jobs.iter().all(|j| j["result"].is_null()), "{list}");
+    assert!(
+        small < 10_000,
+        "the list without results is small: {small} bytes"
+    );
+    assert_eq!(list["next_cursor"], Value::Null);
+    let (large, with) = get("?results=1").await;
+    assert!(large > 200_000, "{large}");
+    assert_eq!(
+        with["jobs"][2]["result"]["results"][0]["value"],
+        "b".repeat(100_000)
+    );
+    let (_, p1) = get("?limit=2").await;
+    assert_eq!(p1["jobs"].as_array().unwrap().len(), 2);
+    let cursor = p1["next_cursor"].as_str().expect("a next page").to_string();
+    let (_, p2) = get(&format!("?limit=2&cursor={cursor}")).await;
+    assert_eq!(p2["jobs"].as_array().unwrap().len(), 1);
+    assert_eq!(p2["jobs"][0]["id"], ids[1].as_str());
+    assert_eq!(p2["next_cursor"], Value::Null);
+    let r = c
+        .get(format!("{}/api/jobs?limit=0", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    drop(s);
+
+    // Running jobs alone past a tiny budget: the next job is refused, saying which flag.
+    let s = Server::start(h.path(), &["--max-job-bytes", "2000"]);
+    let c = reqwest::Client::new();
+    let spin = json!({"tool": "JobsDemo:spin", "args": {}});
+    let mut running = Vec::new();
+    let refusal = loop {
+        let r = c
+            .post(format!("{}/api/jobs", s.base))
+            .json(&spin)
+            .send()
+            .await
+            .unwrap();
+        if r.status() != StatusCode::ACCEPTED {
+            break (r.status(), r.json::<Value>().await.unwrap());
+        }
+        running.push(
+            r.json::<Value>().await.unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+        assert!(running.len() < 10, "never refused");
+    };
+    assert_eq!(refusal.0, StatusCode::SERVICE_UNAVAILABLE, "{}", refusal.1);
+    assert_eq!(refusal.1["error"]["code"], "job_budget_exceeded");
+    assert!(
+        refusal.1["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-job-bytes"),
+        "{}",
+        refusal.1
+    );
+    // (A job that waited too long for the busy plugin may have ended and been evicted.)
+    for id in &running {
+        let r = c
+            .delete(format!("{}/api/jobs/{id}", s.base))
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            [StatusCode::OK, StatusCode::GONE].contains(&r.status()),
+            "{}",
+            r.status()
+        );
+    }
+}

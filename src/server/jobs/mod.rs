@@ -15,8 +15,11 @@
 //! - Ids are `job-<boot>-<seq>`: `<boot>` is random per server start, `<seq>` counts up.
 //!   An id of this boot that is no longer stored was evicted (`job_expired`); an id in the
 //!   journal of an earlier boot was lost to a restart (`job_lost`); anything else is unknown.
-//! - Retention: a finished job is kept `job_ttl` after it ended; past `max_jobs` the oldest
-//!   finished job is evicted first; when every kept job is still running a new one is refused.
+//! - Retention: a finished job is kept `job_ttl` after it ended; past `max_jobs` jobs or
+//!   `max_job_bytes` retained bytes (results and events) the oldest finished job is evicted
+//!   first; when every kept job is still running, or the running ones alone pass the byte
+//!   budget, a new one is refused. Where jobs are kept and these rules are applied is the
+//!   [`store::JobStore`] seam ([`store::MemoryStore`] by default).
 //! - Cancelling reuses the call's `CancellationToken` (scripts, processes and workflow runs
 //!   already stop on it); the job then waits a short grace for the work to wind down and
 //!   drops whatever is left.
@@ -27,17 +30,20 @@ pub mod redis;
 #[cfg(feature = "store-redis")]
 pub mod redis_routes;
 pub mod routes;
+pub mod store;
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::tools::{CallObserver, NodeEvent};
+use store::{JobStore, Meter, Refused};
 
 /// Most events one job's log keeps; past it `progress`, `call` and `node` events are
 /// dropped (counted) so a huge run cannot fill memory. `status` and `end` always go in.
@@ -82,14 +88,20 @@ impl JobStatus {
     }
 }
 
-/// One event of a job's log: the SSE event name and its `data` object.
+/// One event of a job's log: the SSE event name and its `data` object as JSON text
+/// (written once, sent as it is to every subscriber).
 #[derive(Debug, Clone)]
 pub struct JobEvent {
-    /// `status`, `progress`, `node`, `call` or `end`.
+    /// `status`, `progress`, `node`, `call`, `log` or `end`.
     pub name: &'static str,
-    /// The event's data.
-    pub data: Value,
+    /// The event's data, JSON text.
+    pub data: Arc<str>,
 }
+
+/// Bytes counted for each kept event besides its text (the record and its pointer).
+const EVENT_OVERHEAD: usize = 64;
+/// Bytes counted for each kept job besides its result and events.
+const JOB_OVERHEAD: usize = 512;
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
@@ -113,11 +125,18 @@ struct JobState {
     started_ms: Option<u64>,
     ended_ms: Option<u64>,
     progress: Option<Value>,
-    result: Option<Value>,
+    /// The `/api/invoke` answer, kept as its JSON text.
+    result: Option<Arc<RawValue>>,
     error: Option<Value>,
+    /// The log; `end`'s data is written when it is read (it holds the result, which is
+    /// kept once, above).
     events: Vec<Arc<JobEvent>>,
     dropped: u64,
     counts: Counts,
+    /// What this job retains (result, events, overhead), in bytes.
+    bytes: usize,
+    /// Whether `bytes` is on the store's meter (from admission to eviction).
+    metered: bool,
 }
 
 /// One job: its id, cancel token, state and event log.
@@ -125,6 +144,8 @@ struct JobState {
 pub struct Job {
     /// `job-<boot>-<seq>`.
     pub id: String,
+    /// The `<seq>` of the id: jobs are listed by it, newest (largest) first.
+    pub seq: u64,
     /// When it was made (Unix ms).
     pub created_ms: u64,
     /// Cancelled by `DELETE`; the job's calls carry it.
@@ -132,6 +153,7 @@ pub struct Job {
     state: Mutex<JobState>,
     /// The number of events in the log, published after each append.
     len: watch::Sender<usize>,
+    meter: Arc<Meter>,
 }
 
 /// How a job's work ended, for [`Job::finish`].
@@ -156,10 +178,14 @@ pub enum Outcome {
 }
 
 impl Job {
-    fn new(id: String) -> Arc<Job> {
+    /// A queued job `id` (sequence number `seq`) whose retained bytes count on `meter` once
+    /// a store admits it.
+    pub fn new(id: String, seq: u64, meter: Arc<Meter>) -> Arc<Job> {
         let (len, _) = watch::channel(0);
         Arc::new(Job {
             id,
+            seq,
+            meter,
             created_ms: now_ms(),
             cancel: CancellationToken::new(),
             state: Mutex::new(JobState {
@@ -172,6 +198,8 @@ impl Job {
                 events: Vec::new(),
                 dropped: 0,
                 counts: Counts::default(),
+                bytes: JOB_OVERHEAD,
+                metered: false,
             }),
             len,
         })
@@ -183,14 +211,53 @@ impl Job {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn push_locked(&self, st: &mut JobState, name: &'static str, data: Value) {
-        if st.events.len() >= MAX_EVENTS && !matches!(name, "status" | "end") {
+    fn push_locked<T: Serialize>(&self, st: &mut JobState, name: &'static str, data: &T) {
+        let essential = matches!(name, "status" | "end");
+        if !essential && (st.events.len() >= MAX_EVENTS || self.meter.over()) {
             st.dropped += 1;
             return;
         }
+        // Written once, as text: what is kept is what is sent (and what is counted).
+        let data: Arc<str> = if name == "end" {
+            Arc::from("")
+        } else {
+            Arc::from(serde_json::to_string(data).unwrap_or_default())
+        };
+        self.grow(st, EVENT_OVERHEAD + data.len());
         st.events.push(Arc::new(JobEvent { name, data }));
         let n = st.events.len();
         self.len.send_replace(n);
+    }
+
+    fn grow(&self, st: &mut JobState, n: usize) {
+        st.bytes += n;
+        if st.metered {
+            self.meter.add(n);
+        }
+    }
+
+    /// Puts this job's bytes on the meter (its store kept it).
+    pub fn admitted(&self) {
+        let mut st = self.lock();
+        if !st.metered {
+            st.metered = true;
+            self.meter.add(st.bytes);
+        }
+    }
+
+    /// Takes this job's bytes off the meter (its store let it go).
+    pub fn evicted(&self) {
+        let mut st = self.lock();
+        if st.metered {
+            st.metered = false;
+            self.meter.sub(st.bytes);
+        }
+    }
+
+    /// What this job retains, in bytes: its result's JSON text, each event's text, and a
+    /// fixed overhead per job and per event.
+    pub fn retained_bytes(&self) -> usize {
+        self.lock().bytes
     }
 
     /// The job's status now.
@@ -207,7 +274,7 @@ impl Job {
         st.status = JobStatus::Running;
         st.started_ms = Some(now_ms());
         st.counts.calls_total = calls as u64;
-        self.push_locked(&mut st, "status", json!({"status": "running"}));
+        self.push_locked(&mut st, "status", &json!({"status": "running"}));
         self.progress_locked(&mut st, "running".into());
     }
 
@@ -218,8 +285,8 @@ impl Job {
             "total": c.calls_total + c.nodes_total,
             "message": message,
         });
-        st.progress = Some(p.clone());
-        self.push_locked(st, "progress", p);
+        self.push_locked(st, "progress", &p);
+        st.progress = Some(p);
     }
 
     /// Ends the job with `outcome` (once; later calls change nothing) and pushes `end`.
@@ -256,35 +323,42 @@ impl Job {
         let now = now_ms();
         st.started_ms.get_or_insert(now);
         st.ended_ms = Some(now);
-        st.result = result.clone();
-        st.error = error.clone();
-        self.push_locked(&mut st, "status", json!({"status": status.as_str()}));
-        self.push_locked(
-            &mut st,
-            "end",
-            json!({"status": status.as_str(), "result": result, "error": error}),
-        );
+        // A Value always writes as valid JSON text.
+        let raw = result.and_then(|r| RawValue::from_string(r.to_string()).ok());
+        if let Some(r) = &raw {
+            self.grow(&mut st, r.get().len());
+        }
+        st.result = raw.map(Arc::from);
+        st.error = error;
+        self.push_locked(&mut st, "status", &json!({"status": status.as_str()}));
+        self.push_locked(&mut st, "end", &Value::Null);
     }
 
-    /// The job as the API shows it.
-    pub fn to_json(&self) -> Value {
+    /// The job as the API shows it; `result` is left out (`null`) unless `with_result`.
+    /// Serializes without copying the result into a `Value`.
+    pub fn view(&self, with_result: bool) -> JobView {
         let st = self.lock();
         let elapsed = match (st.started_ms, st.ended_ms) {
             (Some(s), Some(e)) => e.saturating_sub(s),
             (Some(s), None) => now_ms().saturating_sub(s),
             _ => 0,
         };
-        json!({
-            "id": self.id,
-            "status": st.status.as_str(),
-            "created_ms": self.created_ms,
-            "started_ms": st.started_ms,
-            "ended_ms": st.ended_ms,
-            "elapsed_ms": elapsed,
-            "progress": st.progress,
-            "result": st.result,
-            "error": st.error,
-        })
+        JobView {
+            id: self.id.clone(),
+            status: st.status.as_str(),
+            created_ms: self.created_ms,
+            started_ms: st.started_ms,
+            ended_ms: st.ended_ms,
+            elapsed_ms: elapsed,
+            progress: st.progress.clone(),
+            result: if with_result { st.result.clone() } else { None },
+            error: st.error.clone(),
+        }
+    }
+
+    /// The job as the API shows it, result included, as a `Value`.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self.view(true)).unwrap_or(Value::Null)
     }
 
     /// Event `idx` of the log, or (when it is not there yet) a receiver that changes when
@@ -292,6 +366,18 @@ impl Job {
     pub fn next_event(&self, idx: usize) -> Result<Arc<JobEvent>, watch::Receiver<usize>> {
         let st = self.lock();
         match st.events.get(idx) {
+            Some(e) if e.name == "end" => {
+                let end = EndData {
+                    status: st.status.as_str(),
+                    result: st.result.as_deref(),
+                    error: st.error.as_ref(),
+                };
+                let data = serde_json::to_string(&end).unwrap_or_default();
+                Ok(Arc::new(JobEvent {
+                    name: "end",
+                    data: Arc::from(data),
+                }))
+            }
             Some(e) => Ok(e.clone()),
             None => Err(self.len.subscribe()),
         }
@@ -310,7 +396,7 @@ impl Job {
         let _ = tokio::time::timeout(max, wait).await;
     }
 
-    fn ended_ms(&self) -> Option<u64> {
+    pub(crate) fn ended_ms(&self) -> Option<u64> {
         self.lock().ended_ms
     }
 
@@ -320,8 +406,58 @@ impl Job {
     }
 }
 
+/// A job as the API shows it ([`Job::view`]).
+#[derive(Debug, Serialize)]
+pub struct JobView {
+    /// The id.
+    pub id: String,
+    /// `queued`, `running`, `succeeded`, `failed` or `cancelled`.
+    pub status: &'static str,
+    /// When it was made (Unix ms).
+    pub created_ms: u64,
+    /// When it started.
+    pub started_ms: Option<u64>,
+    /// When it ended.
+    pub ended_ms: Option<u64>,
+    /// Run time so far.
+    pub elapsed_ms: u64,
+    /// The latest progress.
+    pub progress: Option<Value>,
+    /// The `/api/invoke` answer (left out of listings unless asked for).
+    pub result: Option<Arc<RawValue>>,
+    /// The first failure.
+    pub error: Option<Value>,
+}
+
+/// The data of `end`, written when it is read.
+#[derive(Serialize)]
+struct EndData<'a> {
+    status: &'a str,
+    result: Option<&'a RawValue>,
+    error: Option<&'a Value>,
+}
+
 fn cancelled_error() -> Value {
     json!({"code": "cancelled", "message": "the job was cancelled (DELETE /api/jobs/{id})"})
+}
+
+/// The data of a `call` event.
+#[derive(Serialize)]
+struct CallData<'a> {
+    tool: &'a str,
+    ok: bool,
+    elapsed_ms: f64,
+}
+
+/// The data of a `node` event.
+#[derive(Serialize)]
+struct NodeData<'a> {
+    workflow: &'a str,
+    node: &'a str,
+    #[serde(rename = "type")]
+    node_type: &'a str,
+    status: &'a str,
+    elapsed_ms: f64,
 }
 
 /// Turns a call's reported events into the job's log.
@@ -338,7 +474,11 @@ impl CallObserver for JobObserver {
         job.push_locked(
             &mut st,
             "call",
-            json!({"tool": tool, "ok": ok, "elapsed_ms": ms}),
+            &CallData {
+                tool,
+                ok,
+                elapsed_ms: ms,
+            },
         );
         st.counts.calls_done += 1;
         let msg = format!("{tool} {}", if ok { "succeeded" } else { "failed" });
@@ -355,13 +495,13 @@ impl CallObserver for JobObserver {
         job.push_locked(
             &mut st,
             "node",
-            json!({
-                "workflow": ev.workflow,
-                "node": ev.node,
-                "type": ev.node_type,
-                "status": ev.state.as_str(),
-                "elapsed_ms": ms,
-            }),
+            &NodeData {
+                workflow: ev.workflow,
+                node: ev.node,
+                node_type: ev.node_type,
+                status: ev.state.as_str(),
+                elapsed_ms: ms,
+            },
         );
         match ev.state {
             crate::tools::NodeState::Pending => st.counts.nodes_total += 1,
@@ -382,8 +522,8 @@ impl CallObserver for JobObserver {
         }
         // The tool's own units (`api.tools.progress`), as it reported them.
         let p = json!({"done": done, "total": total, "message": message});
-        st.progress = Some(p.clone());
-        job.push_locked(&mut st, "progress", p);
+        job.push_locked(&mut st, "progress", &p);
+        st.progress = Some(p);
     }
 
     fn log(&self, level: crate::tools::LogLevel, source: &str, message: &str) {
@@ -395,7 +535,7 @@ impl CallObserver for JobObserver {
         job.push_locked(
             &mut st,
             "log",
-            json!({"level": level.as_str(), "source": source, "message": message}),
+            &json!({"level": level.as_str(), "source": source, "message": message}),
         );
     }
 }
@@ -416,26 +556,15 @@ pub enum Lookup {
     Unknown,
 }
 
-/// Every kept job is still running and the count limit is reached.
-#[derive(Debug, thiserror::Error)]
-#[error("{0} jobs are running, the most this server keeps (--max-jobs); wait for one to end or cancel one")]
-pub struct JobsFull(pub usize);
-
-#[derive(Default)]
-struct Store {
-    jobs: HashMap<String, Arc<Job>>,
-    /// Ids in creation order (oldest first).
-    order: VecDeque<String>,
-}
-
-/// The jobs of one server.
+/// The jobs of one server: ids (`job-<boot>-<seq>`), the restart journal, and the
+/// [`JobStore`] that keeps them (the in-memory [`store::MemoryStore`] unless another is
+/// given).
 pub struct Jobs {
     boot: String,
     seq: AtomicU64,
-    store: Mutex<Store>,
+    store: Box<dyn JobStore>,
+    meter: Arc<Meter>,
     journal: journal::Journal,
-    ttl: Duration,
-    max: usize,
 }
 
 impl std::fmt::Debug for Jobs {
@@ -445,80 +574,48 @@ impl std::fmt::Debug for Jobs {
 }
 
 impl Jobs {
-    /// A store keeping finished jobs `ttl` and at most `max` jobs, journalling ids in
-    /// `journal`.
-    pub fn new(ttl: Duration, max: usize, journal: journal::Journal) -> Self {
+    /// An in-memory store keeping jobs by `retention`, journalling ids in `journal`.
+    pub fn new(retention: store::Retention, journal: journal::Journal) -> Self {
+        let meter = Meter::new(retention.max_bytes);
+        let store = store::MemoryStore::new(retention, meter.clone());
+        Self::with_store(Box::new(store), meter, journal)
+    }
+
+    /// Jobs kept in `store`, whose jobs count their bytes on `meter` (the store's).
+    pub fn with_store(
+        store: Box<dyn JobStore>,
+        meter: Arc<Meter>,
+        journal: journal::Journal,
+    ) -> Self {
         let boot = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
         Jobs {
             boot,
             seq: AtomicU64::new(1),
-            store: Mutex::new(Store::default()),
+            store,
+            meter,
             journal,
-            ttl,
-            max: max.max(1),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Store> {
-        // The map and the order are updated together under the lock; never left half-done.
-        self.store.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Drops finished jobs past their time to live.
-    fn sweep(&self, store: &mut Store) {
-        let ttl = self.ttl.as_millis() as u64;
-        let now = now_ms();
-        let Store { jobs, order } = store;
-        order.retain(|id| {
-            let keep = jobs
-                .get(id)
-                .and_then(|j| j.ended_ms())
-                .is_none_or(|e| now.saturating_sub(e) < ttl);
-            if !keep {
-                jobs.remove(id);
-            }
-            keep
-        });
-    }
-
-    /// Makes a new queued job (evicting the oldest finished one past the count limit).
-    pub fn create(&self) -> Result<Arc<Job>, JobsFull> {
-        let job = {
-            let mut store = self.lock();
-            self.sweep(&mut store);
-            while store.jobs.len() >= self.max {
-                let oldest_done = store
-                    .order
-                    .iter()
-                    .position(|id| store.jobs.get(id).is_some_and(|j| j.status().is_final()));
-                match oldest_done {
-                    Some(i) => {
-                        if let Some(id) = store.order.remove(i) {
-                            store.jobs.remove(&id);
-                        }
-                    }
-                    None => return Err(JobsFull(store.jobs.len())),
-                }
-            }
-            let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-            let job = Job::new(format!("job-{}-{seq}", self.boot));
-            store.order.push_back(job.id.clone());
-            store.jobs.insert(job.id.clone(), job.clone());
-            job
-        };
-        job.push_locked(&mut job.lock(), "status", json!({"status": "queued"}));
+    /// Makes a new queued job, or says why the store refused it.
+    pub fn create(&self) -> Result<Arc<Job>, Refused> {
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let job = Job::new(format!("job-{}-{seq}", self.boot), seq, self.meter.clone());
+        self.store.admit(job.clone())?;
+        job.push_locked(&mut job.lock(), "status", &json!({"status": "queued"}));
         self.journal.record(&job.id, job.created_ms);
         Ok(job)
     }
 
+    /// Applies retention now (called after a job ends: its result now counts).
+    pub fn settle(&self) {
+        self.store.settle();
+    }
+
     /// What `id` answers to.
     pub fn get(&self, id: &str) -> Lookup {
-        {
-            let mut store = self.lock();
-            self.sweep(&mut store);
-            if let Some(j) = store.jobs.get(id) {
-                return Lookup::Found(j.clone());
-            }
+        if let Some(j) = self.store.find(id) {
+            return Lookup::Found(j);
         }
         if let Some(seq) = id
             .strip_prefix("job-")
@@ -536,16 +633,19 @@ impl Jobs {
         }
     }
 
-    /// Every stored job, newest first.
+    /// Every kept job, newest first.
     pub fn list(&self) -> Vec<Arc<Job>> {
-        let mut store = self.lock();
-        self.sweep(&mut store);
-        store
-            .order
-            .iter()
-            .rev()
-            .filter_map(|id| store.jobs.get(id).cloned())
-            .collect()
+        self.store.page(None, usize::MAX).jobs
+    }
+
+    /// Kept jobs newest first, `limit` at a time, older than cursor `before` when given.
+    pub fn page(&self, before: Option<u64>, limit: usize) -> store::Page {
+        self.store.page(before, limit)
+    }
+
+    /// What the store holds now.
+    pub fn usage(&self) -> store::Usage {
+        self.store.usage()
     }
 
     /// This run's boot id (the middle part of its job ids).
@@ -559,7 +659,16 @@ mod tests {
     use super::*;
 
     fn store(max: usize) -> Jobs {
-        Jobs::new(Duration::from_secs(3600), max, journal::Journal::disabled())
+        budget(max, usize::MAX / 2)
+    }
+
+    fn budget(max_jobs: usize, max_bytes: usize) -> Jobs {
+        let retention = store::Retention {
+            ttl: Duration::from_secs(3600),
+            max_jobs,
+            max_bytes,
+        };
+        Jobs::new(retention, journal::Journal::disabled())
     }
 
     fn done(job: &Job) {
@@ -642,5 +751,102 @@ mod tests {
         assert!(j.dropped_events() > 0);
         let last = j.next_event(MAX_EVENTS + 1).unwrap();
         assert_eq!(last.name, "end");
+    }
+
+    fn finish_with(job: &Job, bytes: usize) {
+        job.finish(Outcome::Done {
+            result: json!({"results": [{"value": "x".repeat(bytes)}]}),
+            error: None,
+        });
+    }
+
+    #[test]
+    fn finished_jobs_past_the_byte_budget_are_evicted_oldest_first() {
+        let jobs = budget(100, 10_000);
+        let a = jobs.create().unwrap();
+        let b = jobs.create().unwrap();
+        a.start(1);
+        b.start(1);
+        finish_with(&a, 4_000);
+        jobs.settle();
+        finish_with(&b, 4_000);
+        jobs.settle();
+        // Both fit (about 8.2 kB of 10 kB).
+        assert!(matches!(jobs.get(&a.id), Lookup::Found(_)));
+        assert!(a.retained_bytes() > 4_000, "{}", a.retained_bytes());
+        let c = jobs.create().unwrap();
+        c.start(1);
+        finish_with(&c, 4_000);
+        jobs.settle();
+        // Past the budget: the oldest finished job goes first.
+        assert!(matches!(jobs.get(&a.id), Lookup::Expired));
+        assert!(matches!(jobs.get(&b.id), Lookup::Found(_)));
+        assert!(matches!(jobs.get(&c.id), Lookup::Found(_)));
+        assert!(jobs.usage().bytes <= 10_000, "{:?}", jobs.usage());
+        assert_eq!(jobs.usage().jobs, 2);
+    }
+
+    #[test]
+    fn running_jobs_past_the_budget_refuse_new_ones_and_drop_their_chatter() {
+        let jobs = budget(100, 4_000);
+        let a = jobs.create().unwrap();
+        a.start(1);
+        let o = JobObserver(a.clone());
+        for _ in 0..200 {
+            o.log(crate::tools::LogLevel::Info, "p", &"y".repeat(100));
+        }
+        // The running job's log stopped growing at the budget (status and end still go in).
+        assert!(a.dropped_events() > 0);
+        assert!(jobs.usage().bytes < 4_000 + 400, "{:?}", jobs.usage());
+        match jobs.create() {
+            Err(Refused::Budget { max, .. }) => assert_eq!(max, 4_000),
+            other => panic!("expected a budget refusal, got {other:?}"),
+        }
+        assert!(Refused::Budget { used: 1, max: 2 }
+            .to_string()
+            .contains("--max-job-bytes"));
+        // Once it ends and is evicted, there is room again.
+        done(&a);
+        jobs.settle();
+        assert!(jobs.create().is_ok());
+        assert!(matches!(jobs.get(&a.id), Lookup::Expired));
+    }
+
+    #[test]
+    fn views_leave_the_result_out_unless_asked_and_end_carries_it() {
+        let jobs = store(10);
+        let j = jobs.create().unwrap();
+        j.start(1);
+        finish_with(&j, 10);
+        let without = serde_json::to_value(j.view(false)).unwrap();
+        assert_eq!(without["result"], Value::Null);
+        assert_eq!(without["status"], "succeeded");
+        let with = j.to_json();
+        assert_eq!(with["result"]["results"][0]["value"], "x".repeat(10));
+        let mut i = 0;
+        let end = loop {
+            let e = j.next_event(i).unwrap();
+            if e.name == "end" {
+                break e;
+            }
+            i += 1;
+        };
+        let data: Value = serde_json::from_str(&end.data).unwrap();
+        assert_eq!(data["status"], "succeeded");
+        assert_eq!(data["result"], with["result"]);
+    }
+
+    #[test]
+    fn pages_run_newest_first_with_a_cursor() {
+        let jobs = store(100);
+        let made: Vec<_> = (0..5).map(|_| jobs.create().unwrap()).collect();
+        let p1 = jobs.page(None, 2);
+        let ids = |p: &store::Page| p.jobs.iter().map(|j| j.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&p1), [made[4].id.clone(), made[3].id.clone()]);
+        let p2 = jobs.page(p1.next, 2);
+        assert_eq!(ids(&p2), [made[2].id.clone(), made[1].id.clone()]);
+        let p3 = jobs.page(p2.next, 2);
+        assert_eq!(ids(&p3), [made[0].id.clone()]);
+        assert_eq!(p3.next, None);
     }
 }

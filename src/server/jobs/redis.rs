@@ -33,6 +33,7 @@ use redis::streams::{StreamAutoClaimReply, StreamRangeReply, StreamReadReply};
 use serde_json::{json, Value};
 use tokio::sync::Semaphore;
 
+use super::store::Meter;
 use super::{now_ms, Job, CANCEL_GRACE};
 use crate::server::rest::{ApiError, Prepared};
 use crate::server::Served;
@@ -140,6 +141,9 @@ pub struct RedisJobs {
     /// Jobs running on this replica, by id.
     running: Mutex<HashMap<String, Arc<Job>>>,
     workers: Arc<Semaphore>,
+    /// The bytes the jobs running here keep (`--max-job-bytes`): past it their `progress`,
+    /// `node`, `call` and `log` events are dropped, as without a store.
+    meter: Arc<Meter>,
 }
 
 impl std::fmt::Debug for RedisJobs {
@@ -213,12 +217,14 @@ fn is_final(status: &str) -> bool {
 
 impl RedisJobs {
     /// Jobs in `store`, run by this replica with leases of `lease`, at most `attempts`
-    /// starts per job, finished ones kept `ttl`.
+    /// starts per job, finished ones kept `ttl`, the running ones' events within
+    /// `max_bytes`.
     pub async fn new(
         store: RedisStore,
         lease: Duration,
         attempts: u32,
         ttl: Duration,
+        max_bytes: usize,
     ) -> Result<Arc<Self>, StoreError> {
         let replica = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
         let mut c = store.conn();
@@ -248,6 +254,7 @@ impl RedisJobs {
             cancel: redis::Script::new(CANCEL),
             running: Mutex::new(HashMap::new()),
             workers: Arc::new(Semaphore::new(WORKERS)),
+            meter: Meter::new(max_bytes),
         }))
     }
 
@@ -641,12 +648,14 @@ impl RedisJobs {
             .and_then(|b| serde_json::from_str::<crate::protocol::Parsed>(b).ok())
             .unwrap_or_default();
         let prepared = Prepared::from_parts(parsed, caller_from(caller.as_deref().unwrap_or("")));
-        let job = Job::new(id.clone());
+        let job = Job::new(id.clone(), 0, self.meter.clone());
+        job.admitted();
         self.running().insert(id.clone(), job.clone());
         let run = super::routes::run(served, &job, prepared);
         let mirror = self.mirror(&job, &entry, attempt);
         let ((), ended) = tokio::join!(run, mirror);
         self.running().remove(&id);
+        job.evicted();
         if ended {
             self.done(&entry).await;
         }
@@ -673,7 +682,9 @@ impl RedisJobs {
                         idx += 1;
                         match ev.name {
                             "end" => {
-                                end = Some(ev.data.clone());
+                                end = Some(
+                                    serde_json::from_str::<Value>(&ev.data).unwrap_or_default(),
+                                );
                                 break;
                             }
                             // Status changes are written by the attempt and end scripts.

@@ -7,7 +7,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::http::{header, StatusCode};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::Stream;
@@ -59,11 +59,11 @@ pub async fn cancel(jobs: &RedisJobs, id: &str) -> Result<Json<Value>, ApiError>
 
 /// `GET /api/jobs/{id}/events`: the stored events after `after` (a `Last-Event-ID`), then
 /// live ones, ending after `end`.
-pub async fn events(
+pub async fn follow(
     jobs: Arc<RedisJobs>,
     id: String,
     after: Option<String>,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+) -> Result<impl Stream<Item = Result<Event, Infallible>>, ApiError> {
     if !jobs.exists(&id).await.map_err(api_error)? {
         return Err(unknown(&id));
     }
@@ -108,7 +108,7 @@ pub async fn events(
             }
         }
     });
-    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+    Ok(stream)
 }
 
 struct Follow {

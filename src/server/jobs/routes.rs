@@ -11,9 +11,10 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
 use serde_json::{json, Value};
 
+use super::store::Refused;
 use super::{Job, JobObserver, Lookup, Outcome, CANCEL_GRACE};
 use crate::server::rest::{prepare, run_prepared, ApiError, InvokeQuery, Prepared};
 use crate::server::Served;
@@ -27,9 +28,10 @@ fn find(served: &Served, id: &str) -> Result<Arc<Job>, ApiError> {
             StatusCode::GONE,
             "job_expired",
             format!(
-                "job '{id}' ended and was removed (finished jobs are kept {} s and at most {} of them)",
+                "job '{id}' ended and was removed (finished jobs are kept {} s, at most {} of them and at most {} bytes of results and events; the oldest go first)",
                 served.options.job_ttl.as_secs(),
-                served.options.max_jobs
+                served.options.max_jobs,
+                served.options.max_job_bytes,
             ),
         )
         .suggest(["start it again with POST /api/jobs".to_string()])),
@@ -66,8 +68,18 @@ async fn create(
     if let Some(jobs) = served.shared_jobs() {
         return super::redis_routes::create(jobs, prepared).await;
     }
-    let job = served.jobs().create().map_err(|e| {
-        ApiError::new(
+    let job = served.jobs().create().map_err(|e| refused(&e))?;
+    spawn(served.clone(), job.clone(), prepared);
+    let href = format!("/api/jobs/{}", job.id);
+    let body = json!({"id": job.id, "status": job.status().as_str(), "href": href});
+    Ok((StatusCode::ACCEPTED, [(header::LOCATION, href)], Json(body)).into_response())
+}
+
+/// The answer to a refused job: 429 `too_many_jobs` (count), 503 `job_budget_exceeded`
+/// (bytes).
+pub(crate) fn refused(e: &Refused) -> ApiError {
+    match e {
+        Refused::Count(_) => ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
             "too_many_jobs",
             e.to_string(),
@@ -75,12 +87,17 @@ async fn create(
         .suggest([
             "DELETE /api/jobs/{id} cancels a job; start the server with a larger --max-jobs"
                 .to_string(),
-        ])
-    })?;
-    spawn(served.clone(), job.clone(), prepared);
-    let href = format!("/api/jobs/{}", job.id);
-    let body = json!({"id": job.id, "status": job.status().as_str(), "href": href});
-    Ok((StatusCode::ACCEPTED, [(header::LOCATION, href)], Json(body)).into_response())
+        ]),
+        Refused::Budget { .. } => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "job_budget_exceeded",
+            e.to_string(),
+        )
+        .suggest([
+            "DELETE /api/jobs/{id} cancels a job; start the server with a larger --max-job-bytes"
+                .to_string(),
+        ]),
+    }
 }
 
 /// Runs `prepared` as `job` in the background, counted in flight (graceful shutdown waits
@@ -123,6 +140,8 @@ pub(super) async fn run(served: &Served, job: &Arc<Job>, prepared: Prepared) {
         }
     };
     job.finish(outcome);
+    // Its result now counts against the budget.
+    served.jobs().settle();
 }
 
 /// The first failure of a report as `{code, message}`: a failed call, else an error
@@ -157,24 +176,79 @@ fn first_error(failed: bool, report: &Value) -> Option<Value> {
     })
 }
 
-async fn list(State(served): State<Arc<Served>>) -> Result<Json<Value>, ApiError> {
+/// Jobs per page of `GET /api/jobs` unless `?limit=` says otherwise.
+pub const PAGE: usize = 100;
+/// The largest `?limit=`.
+pub const MAX_PAGE: usize = 1000;
+
+/// `GET /api/jobs`'s query: `?limit=&cursor=&results=`.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct ListQuery {
+    limit: Option<String>,
+    cursor: Option<String>,
+    results: Option<String>,
+}
+
+fn flag(v: &Option<String>) -> bool {
+    matches!(v.as_deref(), Some("1" | "true" | "yes" | ""))
+}
+
+async fn list(
+    State(served): State<Arc<Served>>,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
     #[cfg(feature = "store-redis")]
     if let Some(jobs) = served.shared_jobs() {
-        return super::redis_routes::list(jobs, served.options.max_jobs).await;
+        let limit = q.limit.as_deref().and_then(|l| l.parse::<usize>().ok());
+        let limit = limit.unwrap_or(PAGE).clamp(1, MAX_PAGE);
+        return super::redis_routes::list(jobs, limit).await;
     }
-    let jobs: Vec<Value> = served.jobs().list().iter().map(|j| j.to_json()).collect();
-    Ok(Json(json!({ "jobs": jobs })))
+    let limit = match q.limit.as_deref() {
+        None => PAGE,
+        Some(l) => l
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=MAX_PAGE).contains(n))
+            .ok_or_else(|| {
+                ApiError::new(
+                    StatusCode::BAD_REQUEST,
+                    "bad_limit",
+                    format!("?limit={l} is not a page size; give a number from 1 to {MAX_PAGE}"),
+                )
+            })?,
+    };
+    let before = match q.cursor.as_deref() {
+        None | Some("") => None,
+        Some(c) => Some(c.parse::<u64>().map_err(|_| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_cursor",
+                format!("?cursor={c} is not a cursor of this server"),
+            )
+            .suggest(["use the next_cursor of the previous page".to_string()])
+        })?),
+    };
+    let with_result = flag(&q.results);
+    let page = served.jobs().page(before, limit);
+    let jobs: Vec<Value> = page
+        .jobs
+        .iter()
+        .map(|j| serde_json::to_value(j.view(with_result)).unwrap_or(Value::Null))
+        .collect();
+    Ok(Json(
+        json!({ "jobs": jobs, "next_cursor": page.next.map(|n| n.to_string()) }),
+    ))
 }
 
 async fn get_job(
     State(served): State<Arc<Served>>,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     #[cfg(feature = "store-redis")]
     if let Some(jobs) = served.shared_jobs() {
-        return super::redis_routes::get(jobs, &id).await;
+        return Ok(super::redis_routes::get(jobs, &id).await?.into_response());
     }
-    Ok(Json(find(&served, &id)?.to_json()))
+    Ok(Json(find(&served, &id)?.view(true)).into_response())
 }
 
 async fn cancel(
@@ -192,6 +266,7 @@ async fn cancel(
         // never started is ended here.
         job.ended(CANCEL_GRACE + Duration::from_secs(1)).await;
         job.finish(Outcome::Cancelled(None));
+        served.jobs().settle();
     }
     Ok(Json(job.to_json()))
 }
@@ -207,7 +282,7 @@ fn job_stream(job: Arc<Job>, from: usize) -> impl Stream<Item = Result<Event, In
                     let event = Event::default()
                         .event(ev.name)
                         .id(idx.to_string())
-                        .data(ev.data.to_string());
+                        .data(&*ev.data);
                     let next = (ev.name != "end").then_some((job, idx + 1));
                     return Some((Ok(event), next));
                 }
@@ -230,18 +305,17 @@ async fn events(
     #[cfg(feature = "store-redis")]
     if let Some(jobs) = served.shared_jobs() {
         let after = last.map(|v| v.trim().to_string());
-        return Ok(super::redis_routes::events(jobs.clone(), id, after)
-            .await?
-            .into_response());
+        let s = super::redis_routes::follow(jobs.clone(), id, after).await?;
+        let s = s.take_until(served.streams_end());
+        return Ok(Sse::new(s).keep_alive(KeepAlive::default()).into_response());
     }
     let job = find(&served, &id)?;
     // A reconnecting EventSource resumes after the last event it saw.
     let from = last
         .and_then(|v| v.trim().parse::<usize>().ok())
         .map_or(0, |n| n + 1);
-    Ok(Sse::new(job_stream(job, from))
-        .keep_alive(KeepAlive::default())
-        .into_response())
+    let s = job_stream(job, from).take_until(served.streams_end());
+    Ok(Sse::new(s).keep_alive(KeepAlive::default()).into_response())
 }
 
 /// The jobs routes.

@@ -367,6 +367,8 @@ const RELOAD_POLL: Duration = Duration::from_millis(250);
 pub async fn plugin_events(
     State(served): State<Arc<Served>>,
 ) -> Sse<impl futures_util::Stream<Item = Result<Event, std::convert::Infallible>>> {
+    // Shutdown ends the stream at once.
+    let served_end = served.streams_end();
     let stream = futures_util::stream::unfold(
         (served, None::<(usize, usize)>),
         |(served, last)| async move {
@@ -387,5 +389,6 @@ pub async fn plugin_events(
             }
         },
     );
-    Sse::new(stream).keep_alive(KeepAlive::default())
+    let end = served_end;
+    Sse::new(futures_util::StreamExt::take_until(stream, end)).keep_alive(KeepAlive::default())
 }

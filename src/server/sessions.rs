@@ -1,0 +1,210 @@
+//! MCP sessions with a cap (issue 24 item 4): rmcp's [`LocalSessionManager`] keeps every
+//! session until it is deleted or idle for rmcp's keep-alive (5 minutes), so 20,000
+//! `initialize`s kept 20,000 sessions. [`BoundedSessions`] wraps it: at most `max` sessions;
+//! a new one past the cap closes the oldest *idle* session first (idle: no request of it is
+//! being answered; the last use is any request naming it). When every session is busy the
+//! new one is refused ([`SessionsFull`]).
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use futures_util::Stream;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError,
+};
+use rmcp::transport::streamable_http_server::session::{
+    ServerSseMessage, SessionId, SessionManager,
+};
+
+#[derive(Debug)]
+struct Meta {
+    last: Instant,
+    busy: usize,
+}
+
+/// rmcp's in-memory sessions, at most `max` of them.
+#[derive(Debug)]
+pub struct BoundedSessions {
+    inner: LocalSessionManager,
+    max: usize,
+    meta: Arc<Mutex<HashMap<SessionId, Meta>>>,
+}
+
+/// Why a session operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionsError {
+    /// rmcp's own error.
+    #[error(transparent)]
+    Inner(#[from] LocalSessionManagerError),
+    /// Every kept session is busy.
+    #[error(transparent)]
+    Full(#[from] SessionsFull),
+}
+
+/// Every one of the `max` sessions is answering a request: none can be closed for a new one.
+#[derive(Debug, thiserror::Error)]
+#[error("this server keeps at most {0} MCP sessions (--max-sessions) and every one is busy; try again shortly, or start the server with a larger --max-sessions")]
+pub struct SessionsFull(pub usize);
+
+impl BoundedSessions {
+    /// At most `max` sessions (at least 1).
+    pub fn new(max: usize) -> Self {
+        BoundedSessions {
+            inner: LocalSessionManager::default(),
+            max: max.max(1),
+            meta: Arc::default(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<SessionId, Meta>> {
+        // Entries are inserted, touched and removed whole: a poisoned map is still valid.
+        self.meta.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn touch(&self, id: &SessionId) {
+        if let Some(m) = self.lock().get_mut(id) {
+            m.last = Instant::now();
+        }
+    }
+
+    /// Sessions kept now.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no session is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The session to close for a new one: `Ok(None)` when there is room.
+    fn victim(&self) -> Result<Option<SessionId>, SessionsFull> {
+        let meta = self.lock();
+        if meta.len() < self.max {
+            return Ok(None);
+        }
+        meta.iter()
+            .filter(|(_, m)| m.busy == 0)
+            .min_by_key(|(_, m)| m.last)
+            .map(|(id, _)| Some(id.clone()))
+            .ok_or(SessionsFull(self.max))
+    }
+
+    fn busy<S>(&self, id: &SessionId, inner: S) -> Busy<S> {
+        if let Some(m) = self.lock().get_mut(id) {
+            m.busy += 1;
+            m.last = Instant::now();
+        }
+        Busy {
+            inner: Box::pin(inner),
+            meta: self.meta.clone(),
+            id: id.clone(),
+        }
+    }
+}
+
+/// A response stream of a session; the session counts as busy until it is dropped.
+pub struct Busy<S> {
+    inner: Pin<Box<S>>,
+    meta: Arc<Mutex<HashMap<SessionId, Meta>>>,
+    id: SessionId,
+}
+
+impl<S: Stream> Stream for Busy<S> {
+    type Item = S::Item;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<S::Item>> {
+        self.inner.as_mut().poll_next(cx)
+    }
+}
+
+impl<S> Drop for Busy<S> {
+    fn drop(&mut self) {
+        let mut meta = self.meta.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(m) = meta.get_mut(&self.id) {
+            m.busy = m.busy.saturating_sub(1);
+            m.last = Instant::now();
+        }
+    }
+}
+
+impl SessionManager for BoundedSessions {
+    type Error = SessionsError;
+    type Transport = <LocalSessionManager as SessionManager>::Transport;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        // Concurrent creations may each close one: the cap holds within a few sessions.
+        while let Some(old) = self.victim()? {
+            tracing::info!(session = %old, "closing the oldest idle MCP session (--max-sessions)");
+            self.close_session(&old).await?;
+        }
+        let (id, transport) = self.inner.create_session().await?;
+        self.lock().insert(
+            id.clone(),
+            Meta {
+                last: Instant::now(),
+                busy: 0,
+            },
+        );
+        Ok((id, transport))
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        self.touch(id);
+        Ok(self.inner.initialize_session(id, message).await?)
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        self.touch(id);
+        Ok(self.inner.has_session(id).await?)
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        self.lock().remove(id);
+        Ok(self.inner.close_session(id).await?)
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        let s = self.inner.create_stream(id, message).await?;
+        Ok(self.busy(id, s))
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        self.touch(id);
+        Ok(self.inner.accept_message(id, message).await?)
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        // A listening stream does not make a session busy (it may stay open for hours).
+        self.touch(id);
+        Ok(self.inner.create_standalone_stream(id).await?)
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        let s = self.inner.resume(id, last_event_id).await?;
+        Ok(self.busy(id, s))
+    }
+}
