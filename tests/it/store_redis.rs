@@ -37,8 +37,13 @@ fn free_port() -> u16 {
 impl Redis {
     /// Starts one and waits until it answers PING.
     pub fn start() -> Redis {
+        Self::start_on(None)
+    }
+
+    /// Starts one on `port` (a free one when `None`).
+    pub fn start_on(port: Option<u16>) -> Redis {
         for _ in 0..5 {
-            let port = free_port();
+            let port = port.unwrap_or_else(free_port);
             let child = Command::new("redis-server")
                 .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
                 .args(["--save", "", "--appendonly", "no"])
@@ -467,4 +472,185 @@ async fn the_python_client_works_through_a_round_robin_balancer_in_both_protocol
     tokio::task::spawn_blocking(move || python_replicas(&url, "2026-07-28"))
         .await
         .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_store_that_goes_away_fails_only_what_needs_it_and_comes_back() {
+    let redis = Redis::start();
+    let port = redis.port;
+    let h = temp_home();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::create_dir_all(h.path().join("scripts")).unwrap();
+    std::fs::copy(
+        root.join("scripts/rate_limit.lua"),
+        h.path().join("scripts/rate_limit.lua"),
+    )
+    .unwrap();
+    std::fs::write(
+        h.path().join("tavern.toml"),
+        "[scripts.rate_limit]\nenabled = true\nmax_calls = 1000\nwindow_s = 3600\n",
+    )
+    .unwrap();
+    let a = replica(h.path(), &redis, &[]);
+    let c = reqwest::Client::new();
+    let echo = |base: String| {
+        let c = c.clone();
+        async move {
+            let r = c
+                .post(format!("{base}/api/invoke"))
+                .json(&json!({"tool": "LuaDemo:echo", "args": {"text": "hi"}}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::OK);
+            let v: Value = r.json().await.unwrap();
+            v
+        }
+    };
+    assert_eq!(echo(a.base.clone()).await["results"][0]["ok"], true);
+    drop(redis);
+    // Plain calls keep working (the rate limit lets them through while it cannot count).
+    for _ in 0..3 {
+        let v = echo(a.base.clone()).await;
+        assert_eq!(v["results"][0]["ok"], true, "{v}");
+    }
+    // What needs the store says so.
+    let r = c
+        .post(format!("{}/api/jobs", a.base))
+        .json(&slow("x", 1))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["code"], "store_unavailable", "{e}");
+    let (st, e) = get_job(&c, &a.base, "job-x-1").await;
+    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(e["error"]["code"], "store_unavailable");
+    // The store comes back on the same port: jobs work again, no restart needed.
+    let _back = Redis::start_on(Some(port));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let id = loop {
+        let r = c
+            .post(format!("{}/api/jobs", a.base))
+            .json(&slow("back", 10))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == StatusCode::ACCEPTED {
+            let v: Value = r.json().await.unwrap();
+            break v["id"].as_str().unwrap().to_string();
+        }
+        assert!(Instant::now() < deadline, "the store was not reconnected");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let j = wait_status(&c, &a.base, &id, &["succeeded"], Duration::from_secs(60)).await;
+    assert_eq!(j["result"]["results"][0]["value"], "back");
+}
+
+/// One JSON-RPC request over Streamable HTTP (`session`: the `Mcp-Session-Id`); answers
+/// the session id the server gave and the response (from JSON or an SSE body).
+async fn mcp(
+    c: &reqwest::Client,
+    base: &str,
+    session: Option<&str>,
+    body: Value,
+) -> (Option<String>, Value) {
+    let mut req = c
+        .post(format!("{base}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2025-11-25");
+    if let Some(s) = session {
+        req = req.header("mcp-session-id", s);
+    }
+    let r = req.json(&body).send().await.unwrap();
+    let sid = r
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let text = r.text().await.unwrap();
+    let v = serde_json::from_str(&text).unwrap_or_else(|_| {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .find(|v| v.get("id").is_some())
+            .unwrap_or(Value::Null)
+    });
+    (sid, v)
+}
+
+async fn mcp_session(c: &reqwest::Client, base: &str) -> String {
+    let (sid, init) = mcp(
+        c,
+        base,
+        None,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+            "clientInfo": {"name": "replicas-test", "version": "1"}}}),
+    )
+    .await;
+    assert!(init["result"].is_object(), "{init}");
+    let sid = sid.expect("a session id");
+    let _ = mcp(
+        c,
+        base,
+        Some(&sid),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    sid
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_mcp_task_made_on_one_replica_is_polled_and_cancelled_on_another() {
+    let redis = Redis::start();
+    let h = temp_home();
+    let a = replica(h.path(), &redis, &[]);
+    let b = replica(h.path(), &redis, &[]);
+    let c = reqwest::Client::new();
+    let sa = mcp_session(&c, &a.base).await;
+    let call = |ms: u64, id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "workflow_slow_echo", "arguments": {"text": "tasked", "ms": ms}}})
+    };
+    let (_, r) = mcp(&c, &a.base, Some(&sa), call(2500, 2)).await;
+    let task = r["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a slow call becomes a task: {r}"))
+        .to_string();
+    // B polls it (through a session of its own) until it completes.
+    let sb = mcp_session(&c, &b.base).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let done = loop {
+        let (_, g) = mcp(
+            &c,
+            &b.base,
+            Some(&sb),
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"taskId": task}}),
+        )
+        .await;
+        if g["result"]["status"] != "working" {
+            break g;
+        }
+        assert!(Instant::now() < deadline, "task still working: {g}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    assert!(done.to_string().contains("tasked"), "{done}");
+    // A long one made on B is cancelled through A.
+    let (_, r) = mcp(&c, &b.base, Some(&sb), call(120_000, 4)).await;
+    let long = r["result"]["taskId"].as_str().expect("a task").to_string();
+    let (_, x) = mcp(
+        &c,
+        &a.base,
+        Some(&sa),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tasks/cancel", "params": {"taskId": long}}),
+    )
+    .await;
+    assert!(x.get("error").is_none(), "{x}");
+    let j = wait_status(&c, &a.base, &long, &["cancelled"], Duration::from_secs(30)).await;
+    assert_eq!(j["error"]["code"], "cancelled");
 }

@@ -227,21 +227,7 @@ impl RedisJobs {
         max_bytes: usize,
     ) -> Result<Arc<Self>, StoreError> {
         let replica = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
-        let mut c = store.conn();
-        // The group reads the queue from its start, so no job queued before it is missed.
-        let r: redis::RedisResult<()> = redis::cmd("XGROUP")
-            .arg("CREATE")
-            .arg(QUEUE)
-            .arg(GROUP)
-            .arg("0")
-            .arg("MKSTREAM")
-            .query_async(&mut c)
-            .await;
-        if let Err(e) = r {
-            if e.code() != Some("BUSYGROUP") {
-                return Err(rerr(e));
-            }
-        }
+        ensure_group(&store.conn()).await?;
         Ok(Arc::new(RedisJobs {
             store,
             replica,
@@ -465,6 +451,14 @@ impl RedisJobs {
                 }
                 let mut got = match jobs.read_new(free).await {
                     Ok(v) => v,
+                    Err(e) if no_group(&e) => {
+                        // Redis came back without the queue (restarted empty).
+                        if let Err(e) = ensure_group(&jobs.conn()).await {
+                            tracing::warn!("jobs: cannot make the queue again: {e}");
+                        }
+                        tokio::time::sleep(POLL).await;
+                        continue;
+                    }
                     Err(e) => {
                         if !failing {
                             tracing::warn!("jobs: cannot read the queue: {e}");
@@ -800,6 +794,29 @@ impl RedisJobs {
         }
         false
     }
+}
+
+/// Makes the queue and its consumer group unless they exist (at start, and again when
+/// Redis comes back empty). The group reads the queue from its start, so no job queued
+/// before it is missed.
+async fn ensure_group(c: &ConnectionManager) -> Result<(), StoreError> {
+    let mut c = c.clone();
+    let r: redis::RedisResult<()> = redis::cmd("XGROUP")
+        .arg("CREATE")
+        .arg(QUEUE)
+        .arg(GROUP)
+        .arg("0")
+        .arg("MKSTREAM")
+        .query_async(&mut c)
+        .await;
+    match r {
+        Err(e) if e.code() != Some("BUSYGROUP") => Err(rerr(e)),
+        _ => Ok(()),
+    }
+}
+
+fn no_group(e: &StoreError) -> bool {
+    matches!(e, StoreError::Invalid(m) if m.contains("NOGROUP"))
 }
 
 /// One queue entry.
