@@ -5,28 +5,24 @@
 --   enabled = true
 --   max_calls = 30
 --   window_s = 60
+--
+-- The count lives in `api.store`: in memory, or in the shared store of a served home
+-- (`tavern serve --store redis://…`), so every replica counts against one budget. A window
+-- starts with the first call of a tool and lasts `window_s`; vetoed attempts count too.
+-- While a shared store cannot be reached the limit is not applied (a warning is logged).
 
 if api.config.get("enabled") ~= true then return end
 local max_calls = api.config.get("max_calls") or 30
 local window = api.config.get("window_s") or 60
-local CLOCK = "system:get_current_time"
-
-local calls = {}   -- tool id -> list of call times (seconds)
 
 api.hooks.on("tool:before-invoke", function(ev)
-  if ev.tool == CLOCK then return end  -- the clock itself is never limited (and never loops)
-  local now = api.tools.call(CLOCK, {format = "unix"})
-  now = tonumber(now) or 0
-  local list = calls[ev.tool] or {}
-  local kept = {}
-  for _, t in ipairs(list) do
-    if now - t < window then kept[#kept + 1] = t end
+  local ok, n = pcall(api.store.incr, "calls:" .. ev.tool, 1, window)
+  if not ok then
+    api.log.warn("rate limit not applied to " .. ev.tool .. ": " .. tostring(n))
+    return
   end
-  if #kept >= max_calls then
-    calls[ev.tool] = kept
+  if n > max_calls then
     return false, string.format("rate limit: %s was called %d times in the last %d s (max %d)",
-      ev.tool, #kept, window, max_calls)
+      ev.tool, n, window, max_calls)
   end
-  kept[#kept + 1] = now
-  calls[ev.tool] = kept
 end, {id = "rate_limit", priority = 50})

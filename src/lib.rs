@@ -48,6 +48,7 @@ mod sandbox;
 mod script;
 #[cfg(feature = "server")]
 mod server;
+mod store;
 mod strict;
 mod suggest;
 mod tools;
@@ -70,6 +71,7 @@ pub use problem::Problem;
 pub use protocol::{parse, Call, Diagnostic, Format, OnError, Parsed, Severity, Span};
 pub use sandbox::confine::ProcessLimits;
 pub use script::{Limits, ScriptError};
+pub use store::{world::StoreWorldState, KvStore, MemoryStore, StoreError, StoreFuture};
 pub use tools::{
     CallContext, CallOutcome, Caller, CallerPolicy, Implementation, LogCallback, LogLevel,
     LogRecord, ToolDefinition, ToolError, ToolFuture, ToolHandler,
@@ -112,6 +114,10 @@ pub mod internal {
     /// Sandboxed Lua and Rhai.
     pub mod script {
         pub use crate::script::*;
+    }
+    /// Shared key-value state (`api.store`, world state), in memory or in Redis.
+    pub mod store {
+        pub use crate::store::*;
     }
     /// MCP, REST and hot reload (the `server` feature).
     #[cfg(feature = "server")]

@@ -172,3 +172,29 @@ api.services = {}
 ---@param id string Tool or host service id to replace (`FileOperator:WriteFile`)
 ---@param handler fun(args: table, ctx: table, next: fun(args: table?): any): any Runs instead of the tool; `next(args)` calls what was there before
 function api.services.override(id, handler) end
+
+---@class tavern.api.store
+api.store = {}
+
+---Returns the value kept at `key` by this plugin (or script), or nil (also for a kept JSON null). The store is the engine's: in memory, or shared by every replica of a served home (`tavern serve --store redis://…`). Fails with `store_unavailable: …` while a shared store cannot be reached.
+---@param key string Key (1 to 512 bytes), private to this plugin or script
+---@return any
+function api.store.get(key) end
+
+---Keeps `value` at `key`, for `ttl_s` seconds when given. Keys are this plugin's (or script's) own.
+---@param key string Key (1 to 512 bytes), private to this plugin or script
+---@param value any Any JSON value
+---@param ttl_s? number Seconds until the key expires (none: kept until deleted)
+function api.store.set(key, value, ttl_s) end
+
+---Adds `by` to the integer at `key` (a missing key counts as 0) and returns the new value, atomically across replicas. `ttl_s` is set only when the key has no time to live yet, so a counter's window starts with its first increment.
+---@param key string Key (1 to 512 bytes), private to this plugin or script
+---@param by? integer How much to add (default 1)
+---@param ttl_s? number Seconds the counter lives, counted from its first increment
+---@return integer
+function api.store.incr(key, by, ttl_s) end
+
+---Removes `key`; returns whether it was there.
+---@param key string Key (1 to 512 bytes), private to this plugin or script
+---@return boolean
+function api.store.delete(key) end

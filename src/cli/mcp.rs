@@ -15,12 +15,22 @@ pub struct Args {
 
 /// Runs `tavern mcp`.
 pub async fn run(globals: &Globals, args: Args) -> u8 {
-    let engine = match globals.engine() {
+    let store = match args.common.open_store(globals).await {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let engine = match globals.engine_with(Some(store.kv.clone())) {
         Ok(e) => e,
         Err(code) => return code,
     };
     let served = Served::new(engine, args.common.options());
-    let _watch = start_watch(globals, &args.common, &served);
+    if let Some(redis) = store.redis {
+        if let Err(e) = tavern::internal::server::shared::attach(&served, redis).await {
+            eprintln!("tavern: --store: {e}");
+            return FAILED;
+        }
+    }
+    let _watch = start_watch(globals, &args.common, &served, store.kv);
     match serve_stdio(served).await {
         Ok(()) => OK,
         Err(e) => {

@@ -152,7 +152,18 @@ impl Globals {
     /// Builds the engine for `--home` and `--set`. Load problems are printed to stderr as
     /// warnings; a build failure is printed and returned as the exit status.
     pub fn engine(&self) -> Result<Engine, u8> {
+        self.engine_with(None)
+    }
+
+    /// [`Globals::engine`] with scripts' `api.store` kept in `kv` (a served home's store).
+    pub fn engine_with(
+        &self,
+        kv: Option<std::sync::Arc<dyn tavern::KvStore>>,
+    ) -> Result<Engine, u8> {
         let mut b = Engine::builder().home(&self.home);
+        if let Some(kv) = kv {
+            b = b.kv_store(kv);
+        }
         // The CLI's runtime runs the engine's async work too (no second runtime).
         if let Ok(h) = tokio::runtime::Handle::try_current() {
             b = b.runtime(h);

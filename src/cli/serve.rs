@@ -29,6 +29,14 @@ pub struct Args {
     /// Most jobs kept at once (the oldest finished one is evicted first).
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub max_jobs: usize,
+    /// With --store: how long a replica holds a running job without renewing its lease
+    /// before another replica runs it again.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub job_lease_ms: u64,
+    /// With --store: most starts of one job (a replica that dies mid-job costs one) before
+    /// it fails with workers_lost.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub job_attempts: u32,
     /// Most bytes finished and running jobs keep (results and events; default 256 MiB).
     #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
     pub max_job_bytes: usize,
@@ -51,7 +59,11 @@ pub struct Args {
 
 /// Runs `tavern serve`.
 pub async fn run(globals: &Globals, args: Args) -> u8 {
-    let engine = match globals.engine() {
+    let store = match args.common.open_store(globals).await {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let engine = match globals.engine_with(Some(store.kv.clone())) {
         Ok(e) => e,
         Err(code) => return code,
     };
@@ -61,6 +73,8 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
     options.allowed_origins = args.allow_origins;
     options.job_ttl = std::time::Duration::from_secs(args.job_ttl);
     options.max_jobs = args.max_jobs.max(1);
+    options.job_lease = std::time::Duration::from_millis(args.job_lease_ms.max(200));
+    options.job_attempts = args.job_attempts.max(1);
     options.max_job_bytes = args.max_job_bytes;
     options.header_timeout = std::time::Duration::from_secs(args.header_timeout_secs.max(1));
     options.idle_timeout = std::time::Duration::from_secs(args.idle_timeout_secs.max(1));
@@ -85,7 +99,13 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
         );
     }
     let served = Served::new(engine, options);
-    let _watch = start_watch(globals, &args.common, &served);
+    if let Some(redis) = store.redis {
+        if let Err(e) = tavern::internal::server::shared::attach(&served, redis).await {
+            eprintln!("tavern: --store: {e}");
+            return FAILED;
+        }
+    }
+    let _watch = start_watch(globals, &args.common, &served, store.kv);
     let app = app(served.clone(), &addr);
     eprintln!(
         "tavern: serving MCP at http://{addr}/mcp and REST at http://{addr}/api/tools; web explorer at http://{addr}/"

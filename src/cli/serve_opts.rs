@@ -25,6 +25,59 @@ pub struct Common {
     /// Tools per tools/list page.
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub page_size: usize,
+    /// Keep jobs, MCP tasks and sessions, the audit stream and scripts' api.store in this
+    /// store, shared by every replica of the home (redis://HOST:PORT[/DB]; default: the
+    /// setting store.url, else memory).
+    #[arg(long, value_name = "URL", env = "TAVERN_STORE")]
+    pub store: Option<String>,
+}
+
+/// Where a served engine keeps shared state: the Redis store when one is set, and what
+/// scripts' `api.store` uses (that store, or one memory store every reload shares).
+pub struct Store {
+    /// The Redis store (`--store`, `TAVERN_STORE` or the setting `store.url`).
+    pub redis: Option<tavern::internal::store::redis::RedisStore>,
+    /// What `api.store` keeps.
+    pub kv: Arc<dyn tavern::KvStore>,
+}
+
+impl Common {
+    /// Connects to the store the flags, the environment or the setting `store.url` name;
+    /// one that cannot be reached is an error (printed), never a silent fallback.
+    pub async fn open_store(&self, globals: &Globals) -> Result<Store, u8> {
+        let url = self
+            .store
+            .clone()
+            .filter(|u| !u.trim().is_empty())
+            .or_else(|| setting_store_url(globals));
+        let Some(url) = url else {
+            return Ok(Store {
+                redis: None,
+                kv: Arc::new(tavern::MemoryStore::new()),
+            });
+        };
+        match tavern::internal::store::redis::RedisStore::connect(url.trim()).await {
+            Ok(r) => Ok(Store {
+                kv: Arc::new(r.clone()),
+                redis: Some(r),
+            }),
+            Err(e) => {
+                eprintln!("tavern: --store: {e}");
+                eprintln!("  start Redis there, fix the URL, or leave --store out to keep state in memory");
+                Err(super::FAILED)
+            }
+        }
+    }
+}
+
+/// The setting `store.url` (`tavern.toml`, `TAVERN_SET`, `--set`), if any.
+fn setting_store_url(globals: &Globals) -> Option<String> {
+    let mut s = tavern::internal::config::Settings::load(&globals.home).ok()?;
+    let _ = s.apply_env();
+    for o in &globals.sets {
+        let _ = s.set_override(o);
+    }
+    s.get("store.url")?.as_str().map(str::to_string)
 }
 
 impl Common {
@@ -41,11 +94,14 @@ impl Common {
 }
 
 /// Builds engines for `--home`/`--set` without printing (reloads report through the log).
-pub fn factory(globals: &Globals) -> impl Fn() -> Result<Engine, String> + Send + Sync + 'static {
+pub fn factory(
+    globals: &Globals,
+    kv: Arc<dyn tavern::KvStore>,
+) -> impl Fn() -> Result<Engine, String> + Send + Sync + 'static {
     let home: PathBuf = globals.home.clone();
     let sets = globals.sets.clone();
     move || {
-        let mut b = Engine::builder().home(&home);
+        let mut b = Engine::builder().home(&home).kv_store(kv.clone());
         for s in &sets {
             b = b.set(s.clone());
         }
@@ -58,11 +114,12 @@ pub fn start_watch(
     globals: &Globals,
     common: &Common,
     served: &Arc<Served>,
+    kv: Arc<dyn tavern::KvStore>,
 ) -> Option<WatchHandle> {
     if !common.watch {
         return None;
     }
-    match watch(served.clone(), &globals.home, factory(globals)) {
+    match watch(served.clone(), &globals.home, factory(globals, kv)) {
         Ok(h) => Some(h),
         Err(e) => {
             eprintln!("tavern: cannot watch {}: {e}", globals.home.display());

@@ -93,6 +93,8 @@ pub struct EngineBuilder {
     /// Main-thread host tools, each bound to the thread that registered it.
     main_tools: Vec<(ToolDefinition, super::host_tools::BoundMainFn)>,
     log: Option<crate::tools::LogCallback>,
+    /// What scripts' `api.store` keeps (default: a memory store of the engine's own).
+    kv_store: Option<Arc<dyn crate::store::KvStore>>,
 }
 
 /// The namespace a host tool's id reserves (`world` for `world:set`, the id itself for a
@@ -122,6 +124,7 @@ impl Default for EngineBuilder {
             user_scripts: true,
             main_tools: Vec::new(),
             log: None,
+            kv_store: None,
         }
     }
 }
@@ -382,6 +385,14 @@ impl EngineBuilder {
         self
     }
 
+    /// Keeps what scripts put in `api.store` in `store` (a [`crate::MemoryStore`] shared
+    /// by several engines, one of the host's own, or the Redis store of a served home)
+    /// instead of a memory store of this engine's own.
+    pub fn kv_store(mut self, store: Arc<dyn crate::store::KvStore>) -> Self {
+        self.kv_store = Some(store);
+        self
+    }
+
     /// Whether to load the power-user hook scripts `<home>/scripts/*.lua|*.rhai` (default yes).
     pub fn user_scripts(mut self, yes: bool) -> Self {
         self.user_scripts = yes;
@@ -462,6 +473,9 @@ impl EngineBuilder {
         tools.set_list_nodes(
             settings.get("tools.list_nodes") == Some(&serde_json::Value::Bool(true)),
         );
+        if let Some(kv) = self.kv_store.clone() {
+            tools.set_kv_store(kv);
+        }
         let audit = self.audit.clone().or_else(|| {
             settings
                 .get("audit.file")

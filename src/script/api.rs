@@ -42,6 +42,10 @@ pub enum ApiOp {
     HooksOn,
     HooksOff,
     ServicesOverride,
+    StoreGet,
+    StoreSet,
+    StoreIncr,
+    StoreDelete,
 }
 
 /// One function of the `api` table.
@@ -94,6 +98,11 @@ const PATH: ApiParam = p(
     "path",
     "string",
     "Path inside the plugin's root; `/a/b` and `a/b` mean the same file",
+);
+const STORE_KEY: ApiParam = p(
+    "key",
+    "string",
+    "Key (1 to 512 bytes), private to this plugin or script",
 );
 const MSG: &[ApiParam] = &[p(
     "message",
@@ -315,6 +324,54 @@ pub const API: &[ApiFunction] = &[
         doc: "Overrides a tool: the handler runs in its place and may wrap it through `next`. Overrides stack. The id must be listed in `permissions.services.override`.\n(Rhai: `api::services::override(id, |args, ctx| …)`, calling `api::services::next(ctx, args)`.)",
         permission: Some("services.override"),
         op: ApiOp::ServicesOverride,
+        rhai_name: None,
+    },
+    ApiFunction {
+        namespace: "store",
+        name: "get",
+        params: &[STORE_KEY],
+        returns: "any",
+        doc: "Returns the value kept at `key` by this plugin (or script), or nil (also for a kept JSON null). The store is the engine's: in memory, or shared by every replica of a served home (`tavern serve --store redis://…`). Fails with `store_unavailable: …` while a shared store cannot be reached.",
+        permission: None,
+        op: ApiOp::StoreGet,
+        rhai_name: None,
+    },
+    ApiFunction {
+        namespace: "store",
+        name: "set",
+        params: &[
+            STORE_KEY,
+            p("value", "any", "Any JSON value"),
+            opt("ttl_s", "number", "Seconds until the key expires (none: kept until deleted)"),
+        ],
+        returns: "nil",
+        doc: "Keeps `value` at `key`, for `ttl_s` seconds when given. Keys are this plugin's (or script's) own.",
+        permission: None,
+        op: ApiOp::StoreSet,
+        rhai_name: None,
+    },
+    ApiFunction {
+        namespace: "store",
+        name: "incr",
+        params: &[
+            STORE_KEY,
+            opt("by", "integer", "How much to add (default 1)"),
+            opt("ttl_s", "number", "Seconds the counter lives, counted from its first increment"),
+        ],
+        returns: "integer",
+        doc: "Adds `by` to the integer at `key` (a missing key counts as 0) and returns the new value, atomically across replicas. `ttl_s` is set only when the key has no time to live yet, so a counter's window starts with its first increment.",
+        permission: None,
+        op: ApiOp::StoreIncr,
+        rhai_name: None,
+    },
+    ApiFunction {
+        namespace: "store",
+        name: "delete",
+        params: &[STORE_KEY],
+        returns: "boolean",
+        doc: "Removes `key`; returns whether it was there.",
+        permission: None,
+        op: ApiOp::StoreDelete,
         rhai_name: None,
     },
 ];

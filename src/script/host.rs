@@ -366,6 +366,11 @@ pub(crate) fn in_script_thread() -> bool {
     ACTIVE.with(|a| !a.borrow().is_empty())
 }
 
+/// The runtime handle this (blocking script) thread uses for nested work, if set.
+pub(crate) fn thread_handle() -> Option<tokio::runtime::Handle> {
+    HANDLE.with(|h| h.borrow().clone())
+}
+
 /// Sets the runtime handle that blocking script threads use for nested tool calls.
 pub(crate) fn set_thread_handle(h: Option<tokio::runtime::Handle>) {
     HANDLE.with(|x| *x.borrow_mut() = h);
@@ -554,6 +559,9 @@ impl HostCore {
                     )
                 })?;
                 Ok(Value::Bool(self.hooks.off(&self.env, n)))
+            }
+            StoreGet | StoreSet | StoreIncr | StoreDelete => {
+                super::store_api::invoke(self, op, args)
             }
             ToolsRegister | HooksOn | ServicesOverride => Err(ScriptError::Internal(format!(
                 "{op:?} is handled by the language host"

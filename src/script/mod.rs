@@ -27,6 +27,7 @@ mod plugin;
 mod rhai_docs;
 mod rhai_host;
 mod snippet;
+mod store_api;
 
 use std::path::Path;
 

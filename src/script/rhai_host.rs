@@ -371,11 +371,19 @@ impl RhaiHost {
                                 move |cx: NativeCallContext, a: Dynamic| run(cx, vec![a]),
                             );
                         }
-                        _ => {
+                        2 => {
                             m.set_native_fn(
                                 f.rhai_name(),
                                 move |cx: NativeCallContext, a: Dynamic, b: Dynamic| {
                                     run(cx, vec![a, b])
+                                },
+                            );
+                        }
+                        _ => {
+                            m.set_native_fn(
+                                f.rhai_name(),
+                                move |cx: NativeCallContext, a: Dynamic, b: Dynamic, c: Dynamic| {
+                                    run(cx, vec![a, b, c])
                                 },
                             );
                         }

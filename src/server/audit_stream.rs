@@ -41,6 +41,9 @@ pub struct AuditHub {
     clients: Mutex<Vec<Client>>,
     /// `clients.len()`, read without the lock by [`crate::hooks::AuditTap::wanted`].
     count: AtomicUsize,
+    /// With a shared store: records go there (and come back to every replica's clients
+    /// through [`AuditHub::deliver`]); the flag says whether any replica has a client.
+    forward: std::sync::OnceLock<(mpsc::Sender<Arc<str>>, Arc<std::sync::atomic::AtomicBool>)>,
 }
 
 impl std::fmt::Debug for AuditHub {
@@ -53,11 +56,28 @@ impl std::fmt::Debug for AuditHub {
 
 impl crate::hooks::AuditTap for AuditHub {
     fn wanted(&self) -> bool {
-        self.count.load(Ordering::Acquire) > 0
+        match self.forward.get() {
+            Some((_, any)) => any.load(Ordering::Relaxed),
+            None => self.count.load(Ordering::Acquire) > 0,
+        }
     }
 
     fn record(&self, record: &Value) {
         let text: Arc<str> = Arc::from(record.to_string());
+        match self.forward.get() {
+            // Full (the store is away or slow): the record is dropped, never waited for.
+            Some((f, _)) => {
+                let _ = f.try_send(text);
+            }
+            None => self.deliver(text),
+        }
+    }
+}
+
+impl AuditHub {
+    /// Hands a record to this server's clients (from its own engines, or from the shared
+    /// store's stream).
+    pub fn deliver(&self, text: Arc<str>) {
         let mut clients = self.lock();
         clients.retain(|c| match c.tx.try_send(text.clone()) {
             Ok(()) => true,
@@ -104,6 +124,21 @@ impl AuditHub {
     /// A receiver of records from now on.
     pub fn subscribe(&self) -> Subscription {
         self.subscribe_on(None)
+    }
+
+    /// Sends records to `to` instead of this server's clients (a shared store), wanted
+    /// while `any_client` is set; false when already forwarding.
+    pub fn forward(
+        &self,
+        to: mpsc::Sender<Arc<str>>,
+        any_client: Arc<std::sync::atomic::AtomicBool>,
+    ) -> bool {
+        self.forward.set((to, any_client)).is_ok()
+    }
+
+    /// Clients of this server now.
+    pub fn clients(&self) -> usize {
+        self.count.load(Ordering::Acquire)
     }
 }
 

@@ -468,6 +468,11 @@ impl ServerHandler for TavernMcp {
         request: GetTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
+        #[cfg(feature = "store-redis")]
+        if let Some(jobs) = self.served.shared_jobs() {
+            let r = shared_task(jobs, &request.task_id).await?;
+            return Ok(GetTaskResult::new(self.detailed_task_json(&r)));
+        }
         let job = self.task_job(&request.task_id)?;
         Ok(GetTaskResult::new(self.detailed_task(&job)))
     }
@@ -478,6 +483,13 @@ impl ServerHandler for TavernMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
         // tavern tools never ask the client for input mid-task: nothing to accept.
+        #[cfg(feature = "store-redis")]
+        if let Some(jobs) = self.served.shared_jobs() {
+            shared_task(jobs, &request.task_id).await?;
+        } else {
+            self.task_job(&request.task_id)?;
+        }
+        #[cfg(not(feature = "store-redis"))]
         self.task_job(&request.task_id)?;
         Err(McpError::invalid_params(
             format!(
@@ -493,6 +505,14 @@ impl ServerHandler for TavernMcp {
         request: CancelTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        #[cfg(feature = "store-redis")]
+        if let Some(jobs) = self.served.shared_jobs() {
+            shared_task(jobs, &request.task_id).await?;
+            let (jobs, id) = (jobs.clone(), request.task_id.clone());
+            // The record ends when the running replica has stopped the work.
+            tokio::spawn(async move { jobs.cancel(&id).await });
+            return Ok(());
+        }
         let job = self.task_job(&request.task_id)?;
         job.cancel.cancel();
         Ok(())
@@ -552,6 +572,10 @@ impl TavernMcp {
         let prepared = super::rest::Prepared::call(&self.served, tool, args)
             .map_err(|e| McpError::invalid_params(e.message, Some(json!({"code": e.code}))))?
             .with_caller(Self::caller());
+        #[cfg(feature = "store-redis")]
+        if let Some(jobs) = self.served.shared_jobs() {
+            return self.shared_call_as_task(jobs, prepared, context).await;
+        }
         let job = self.served.jobs().create().map_err(|e| {
             let code = super::jobs::routes::refused(&e).code;
             McpError::internal_error(e.to_string(), Some(json!({ "code": code })))
@@ -600,23 +624,27 @@ impl TavernMcp {
     /// call's `CallToolResult` (a failing tool is a completed task whose result has
     /// `isError`); cancelled → cancelled; ended without a report → failed.
     fn detailed_task(&self, job: &super::jobs::Job) -> DetailedTask {
-        use super::jobs::JobStatus;
-        let j = job.to_json();
+        self.detailed_task_json(&job.to_json())
+    }
+
+    /// A job's record (as `GET /api/jobs/{id}` shows it) as an MCP task.
+    fn detailed_task_json(&self, j: &Value) -> DetailedTask {
+        let id = j["id"].as_str().unwrap_or_default();
         let created = j["created_ms"].as_u64().unwrap_or(0);
         let updated = j["ended_ms"]
             .as_u64()
             .or(j["started_ms"].as_u64())
             .unwrap_or(created);
-        let mut task = Task::new(&job.id, TaskStatus::Working, iso(created), iso(updated))
+        let mut task = Task::new(id, TaskStatus::Working, iso(created), iso(updated))
             .with_ttl_ms(self.served.options.job_ttl.as_millis() as u64)
             .with_poll_interval_ms(TASK_POLL_MS);
         if let Some(m) = j["progress"]["message"].as_str() {
             task = task.with_status_message(m);
         }
         let first = &j["result"]["results"][0];
-        let payload = match job.status() {
-            JobStatus::Queued | JobStatus::Running => TaskPayload::Working,
-            JobStatus::Cancelled => TaskPayload::Cancelled,
+        let payload = match j["status"].as_str().unwrap_or("queued") {
+            "queued" | "running" => TaskPayload::Working,
+            "cancelled" => TaskPayload::Cancelled,
             _ if first.is_object() => {
                 let r = if first["ok"] == Value::Bool(true) {
                     result_content(first["value"].clone())
@@ -639,6 +667,64 @@ impl TavernMcp {
             }
         };
         DetailedTask::new(task, payload)
+    }
+}
+
+/// The record of task `id` in the shared store, or the error its id answers.
+#[cfg(feature = "store-redis")]
+async fn shared_task(jobs: &super::jobs::redis::RedisJobs, id: &str) -> Result<Value, McpError> {
+    match jobs.get(id).await {
+        Ok(Some(r)) => Ok(r),
+        Ok(None) => Err(McpError::invalid_params(
+            format!("no task '{id}' in the shared store (never made, or expired)"),
+            Some(json!({"code": "unknown_job"})),
+        )),
+        Err(e) => Err(McpError::internal_error(
+            e.to_string(),
+            Some(json!({"code": e.code()})),
+        )),
+    }
+}
+
+#[cfg(feature = "store-redis")]
+impl TavernMcp {
+    /// [`TavernMcp::call_as_task`] with the job queued in the shared store (any replica
+    /// may run it, and answer `tasks/get` and `tasks/cancel`).
+    async fn shared_call_as_task(
+        &self,
+        jobs: &Arc<super::jobs::redis::RedisJobs>,
+        prepared: super::rest::Prepared,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let store_err = |e: crate::store::StoreError| {
+            McpError::internal_error(e.to_string(), Some(json!({"code": e.code()})))
+        };
+        let id = jobs.create(prepared).await.map_err(store_err)?;
+        let until = tokio::time::Instant::now() + TASK_AFTER;
+        let record = loop {
+            let r = shared_task(jobs, &id).await?;
+            if super::jobs::redis::ended(&r) || tokio::time::Instant::now() >= until {
+                break r;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                // The client gave up before the task existed: stop the work.
+                _ = context.ct.cancelled() => {
+                    let (jobs, id) = (jobs.clone(), id.clone());
+                    tokio::spawn(async move { jobs.cancel(&id).await });
+                    return Err(McpError::internal_error("the call was cancelled", None));
+                }
+            }
+        };
+        let detailed = self.detailed_task_json(&record);
+        match detailed.payload {
+            TaskPayload::Completed { result } => {
+                let r: CallToolResult = serde_json::from_value(Value::Object(result))
+                    .map_err(|e| McpError::internal_error(e.to_string(), None))?;
+                Ok(r.into())
+            }
+            _ => Ok(CallToolResponse::Task(CreateTaskResult::new(detailed.task))),
+        }
     }
 }
 
@@ -743,6 +829,15 @@ pub fn http_service(
         .with_allowed_hosts(allowed_hosts)
         .with_cancellation_token(cancel)
         .with_max_request_body_bytes(served.options.max_body_bytes);
+    // With a shared store, a session begun on one replica is restored on any other.
+    #[cfg(feature = "store-redis")]
+    let config = {
+        let mut config = config;
+        if let Some(sh) = served.shared() {
+            config.session_store = Some(Arc::new(super::shared::SessionsInStore(sh.store.clone())));
+        }
+        config
+    };
     let sessions = Arc::new(super::sessions::BoundedSessions::new(
         served.options.max_sessions,
     ));

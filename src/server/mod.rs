@@ -19,6 +19,8 @@ pub mod jobs;
 pub mod mcp;
 pub mod rest;
 pub mod sessions;
+#[cfg(feature = "store-redis")]
+pub mod shared;
 pub mod watch;
 pub mod web;
 
@@ -55,6 +57,11 @@ pub struct ServeOptions {
     pub job_ttl: Duration,
     /// Most jobs kept at once (the oldest finished one is evicted first).
     pub max_jobs: usize,
+    /// With a shared store: how long a replica's hold on a running job lasts unless
+    /// renewed (then another replica runs it again).
+    pub job_lease: Duration,
+    /// With a shared store: most starts of one job before it fails with `workers_lost`.
+    pub job_attempts: u32,
     /// Most bytes kept jobs retain (results and events): past it the oldest finished jobs
     /// are evicted, and while running jobs alone pass it new jobs are refused.
     pub max_job_bytes: usize,
@@ -80,6 +87,8 @@ impl Default for ServeOptions {
             drain_timeout: Duration::from_secs(30),
             job_ttl: Duration::from_secs(3600),
             max_jobs: 1000,
+            job_lease: Duration::from_secs(10),
+            job_attempts: 3,
             max_job_bytes: 256 * 1024 * 1024,
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(5),
@@ -103,6 +112,9 @@ pub struct Served {
     /// Reload attempts (swapped or refused), and the last refused one until a swap.
     reloads: AtomicUsize,
     refused: Mutex<Option<RefusedReload>>,
+    /// Jobs, MCP sessions and the audit stream in a store shared by replicas, when set.
+    #[cfg(feature = "store-redis")]
+    shared: std::sync::OnceLock<shared::Shared>,
     /// Cancelled when the server shuts down: every event stream ends on it.
     streams_end: CancellationToken,
 }
@@ -150,7 +162,21 @@ impl Served {
             streams_end: CancellationToken::new(),
             jobs,
             audit,
+            #[cfg(feature = "store-redis")]
+            shared: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The jobs of the shared store, when the server has one (`--store`).
+    #[cfg(feature = "store-redis")]
+    pub fn shared_jobs(&self) -> Option<&Arc<jobs::redis::RedisJobs>> {
+        self.shared.get().map(|s| &s.jobs)
+    }
+
+    /// The shared store's parts, when the server has one (`--store`).
+    #[cfg(feature = "store-redis")]
+    pub fn shared(&self) -> Option<&shared::Shared> {
+        self.shared.get()
     }
 
     /// The jobs of this server.

@@ -174,6 +174,16 @@ impl Prepared {
     pub fn call_count(&self) -> usize {
         self.parsed.calls.len()
     }
+
+    /// The parsed body and the caller (a job queued in the shared store keeps them).
+    pub fn into_parts(self) -> (protocol::Parsed, Caller) {
+        (self.parsed, self.caller)
+    }
+
+    /// A body read earlier (on any replica), ready to run again.
+    pub fn from_parts(parsed: protocol::Parsed, caller: Caller) -> Self {
+        Prepared { parsed, caller }
+    }
 }
 
 /// Reads and parses an invoke body (`POST /api/invoke`, `POST /api/jobs`): the `?format=`,

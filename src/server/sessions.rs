@@ -17,7 +17,7 @@ use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError,
 };
 use rmcp::transport::streamable_http_server::session::{
-    ServerSseMessage, SessionId, SessionManager,
+    RestoreOutcome, ServerSseMessage, SessionId, SessionManager,
 };
 
 #[derive(Debug)]
@@ -197,6 +197,27 @@ impl SessionManager for BoundedSessions {
         // A listening stream does not make a session busy (it may stay open for hours).
         self.touch(id);
         Ok(self.inner.create_standalone_stream(id).await?)
+    }
+
+    async fn restore_session(
+        &self,
+        id: SessionId,
+    ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        // A session another replica began (a shared store): counted like a new one.
+        while let Some(old) = self.victim()? {
+            self.close_session(&old).await?;
+        }
+        let out = self.inner.restore_session(id.clone()).await?;
+        if matches!(out, RestoreOutcome::Restored(_)) {
+            self.lock().insert(
+                id,
+                Meta {
+                    last: Instant::now(),
+                    busy: 0,
+                },
+            );
+        }
+        Ok(out)
     }
 
     async fn resume(

@@ -470,6 +470,8 @@ pub struct ToolManager {
     log: LogSink,
     /// Whether [`ToolManager::model_list`] shows `node:*` tools (setting `tools.list_nodes`).
     list_nodes: std::sync::atomic::AtomicBool,
+    /// What scripts' `api.store` keeps (the host's, or a memory store made on first use).
+    kv: OnceLock<Arc<dyn crate::store::KvStore>>,
 }
 
 impl Default for ToolManager {
@@ -481,6 +483,7 @@ impl Default for ToolManager {
             interceptor: OnceLock::new(),
             log: LogSink::default(),
             list_nodes: std::sync::atomic::AtomicBool::new(false),
+            kv: OnceLock::new(),
         }
     }
 }
@@ -692,6 +695,19 @@ impl ToolManager {
     /// Set once; returns false when one is already installed.
     pub fn set_interceptor(&self, interceptor: Arc<dyn Interceptor>) -> bool {
         self.interceptor.set(interceptor).is_ok()
+    }
+
+    /// Keeps scripts' `api.store` in `store` (set once, before any script uses it; false
+    /// when a store is already in use).
+    pub fn set_kv_store(&self, store: Arc<dyn crate::store::KvStore>) -> bool {
+        self.kv.set(store).is_ok()
+    }
+
+    /// The store scripts' `api.store` uses: the one set, else a memory store of this
+    /// manager's own.
+    pub fn kv_store(&self) -> &Arc<dyn crate::store::KvStore> {
+        self.kv
+            .get_or_init(|| Arc::new(crate::store::MemoryStore::new()))
     }
 
     /// The installed interceptor, if any.

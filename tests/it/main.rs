@@ -98,6 +98,7 @@ mod sandbox_values;
 mod script_api;
 mod script_error_values;
 mod script_luals;
+mod script_store;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod server_jobs;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
@@ -112,6 +113,13 @@ mod server_mcp_stdio;
 mod server_mcp_tasks;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod server_rest;
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
+mod store_redis;
 mod tools_args;
 mod tools_builtin;
 mod tools_dispatch;

@@ -374,6 +374,10 @@ fn install_api(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<()> {
                                 json.push(to_json(lua, a, limits).map_err(script_error)?);
                             }
                             let out = sh.core.invoke(op, &json).map_err(script_error)?;
+                            // A missing key is nil (not api.json.null), so `if v == nil` reads.
+                            if op == ApiOp::StoreGet && out.is_null() {
+                                return Ok(LuaValue::Nil);
+                            }
                             if op == ApiOp::JsonEncode || op == ApiOp::FsRead {
                                 // Plain strings: no need to walk them.
                                 if let Value::String(s) = &out {

@@ -25,6 +25,10 @@
 //!   drops whatever is left.
 
 pub mod journal;
+#[cfg(feature = "store-redis")]
+pub mod redis;
+#[cfg(feature = "store-redis")]
+pub mod redis_routes;
 pub mod routes;
 pub mod store;
 

@@ -64,6 +64,10 @@ async fn create(
     req: Request,
 ) -> Result<Response, ApiError> {
     let prepared = prepare(&served, &q, &headers, req).await?;
+    #[cfg(feature = "store-redis")]
+    if let Some(jobs) = served.shared_jobs() {
+        return super::redis_routes::create(jobs, prepared).await;
+    }
     let job = served.jobs().create().map_err(|e| refused(&e))?;
     spawn(served.clone(), job.clone(), prepared);
     let href = format!("/api/jobs/{}", job.id);
@@ -105,7 +109,7 @@ pub(crate) fn spawn(served: Arc<Served>, job: Arc<Job>, prepared: Prepared) {
     });
 }
 
-async fn run(served: &Served, job: &Arc<Job>, prepared: Prepared) {
+pub(super) async fn run(served: &Served, job: &Arc<Job>, prepared: Prepared) {
     let engine = served.engine();
     job.start(prepared.call_count());
     // A child token: the time limit stops the work without marking the job cancelled.
@@ -193,6 +197,12 @@ async fn list(
     State(served): State<Arc<Served>>,
     Query(q): Query<ListQuery>,
 ) -> Result<Json<Value>, ApiError> {
+    #[cfg(feature = "store-redis")]
+    if let Some(jobs) = served.shared_jobs() {
+        let limit = q.limit.as_deref().and_then(|l| l.parse::<usize>().ok());
+        let limit = limit.unwrap_or(PAGE).clamp(1, MAX_PAGE);
+        return super::redis_routes::list(jobs, limit).await;
+    }
     let limit = match q.limit.as_deref() {
         None => PAGE,
         Some(l) => l
@@ -233,14 +243,22 @@ async fn list(
 async fn get_job(
     State(served): State<Arc<Served>>,
     Path(id): Path<String>,
-) -> Result<Json<super::JobView>, ApiError> {
-    Ok(Json(find(&served, &id)?.view(true)))
+) -> Result<Response, ApiError> {
+    #[cfg(feature = "store-redis")]
+    if let Some(jobs) = served.shared_jobs() {
+        return Ok(super::redis_routes::get(jobs, &id).await?.into_response());
+    }
+    Ok(Json(find(&served, &id)?.view(true)).into_response())
 }
 
 async fn cancel(
     State(served): State<Arc<Served>>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
+    #[cfg(feature = "store-redis")]
+    if let Some(jobs) = served.shared_jobs() {
+        return super::redis_routes::cancel(jobs, &id).await;
+    }
     let job = find(&served, &id)?;
     if !job.status().is_final() {
         job.cancel.cancel();
@@ -282,16 +300,22 @@ async fn events(
     State(served): State<Arc<Served>>,
     Path(id): Path<String>,
     headers: HeaderMap,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+) -> Result<Response, ApiError> {
+    let last = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+    #[cfg(feature = "store-redis")]
+    if let Some(jobs) = served.shared_jobs() {
+        let after = last.map(|v| v.trim().to_string());
+        let s = super::redis_routes::follow(jobs.clone(), id, after).await?;
+        let s = s.take_until(served.streams_end());
+        return Ok(Sse::new(s).keep_alive(KeepAlive::default()).into_response());
+    }
     let job = find(&served, &id)?;
     // A reconnecting EventSource resumes after the last event it saw.
-    let from = headers
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
+    let from = last
         .and_then(|v| v.trim().parse::<usize>().ok())
         .map_or(0, |n| n + 1);
     let s = job_stream(job, from).take_until(served.streams_end());
-    Ok(Sse::new(s).keep_alive(KeepAlive::default()))
+    Ok(Sse::new(s).keep_alive(KeepAlive::default()).into_response())
 }
 
 /// The jobs routes.

@@ -1,0 +1,120 @@
+//! The jobs routes when jobs live in the shared store (see [`super::redis`]): the same
+//! paths and answers as without a store, read from the store, so any replica answers for
+//! any job. SSE event ids are the store's entry ids.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::http::{header, StatusCode};
+use axum::response::sse::Event;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use futures_util::Stream;
+use serde_json::{json, Value};
+
+use super::redis::{api_error, RedisJobs};
+use crate::server::rest::{ApiError, Prepared};
+
+fn unknown(id: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "unknown_job",
+        format!(
+            "no job '{id}' in the shared store (never made, or ended longer ago than --job-ttl)"
+        ),
+    )
+    .suggest(["GET /api/jobs lists the jobs the store keeps".to_string()])
+}
+
+/// `POST /api/jobs`: queues the job for any replica.
+pub async fn create(jobs: &RedisJobs, prepared: Prepared) -> Result<Response, ApiError> {
+    let id = jobs.create(prepared).await.map_err(api_error)?;
+    let href = format!("/api/jobs/{id}");
+    let body = json!({"id": id, "status": "queued", "href": href});
+    Ok((StatusCode::ACCEPTED, [(header::LOCATION, href)], Json(body)).into_response())
+}
+
+/// `GET /api/jobs`.
+pub async fn list(jobs: &RedisJobs, max: usize) -> Result<Json<Value>, ApiError> {
+    let jobs = jobs.list(max).await.map_err(api_error)?;
+    Ok(Json(json!({ "jobs": jobs })))
+}
+
+/// `GET /api/jobs/{id}`.
+pub async fn get(jobs: &RedisJobs, id: &str) -> Result<Json<Value>, ApiError> {
+    match jobs.get(id).await.map_err(api_error)? {
+        Some(r) => Ok(Json(r)),
+        None => Err(unknown(id)),
+    }
+}
+
+/// `DELETE /api/jobs/{id}`.
+pub async fn cancel(jobs: &RedisJobs, id: &str) -> Result<Json<Value>, ApiError> {
+    match jobs.cancel(id).await.map_err(api_error)? {
+        Some(r) => Ok(Json(r)),
+        None => Err(unknown(id)),
+    }
+}
+
+/// `GET /api/jobs/{id}/events`: the stored events after `after` (a `Last-Event-ID`), then
+/// live ones, ending after `end`.
+pub async fn follow(
+    jobs: Arc<RedisJobs>,
+    id: String,
+    after: Option<String>,
+) -> Result<impl Stream<Item = Result<Event, Infallible>>, ApiError> {
+    if !jobs.exists(&id).await.map_err(api_error)? {
+        return Err(unknown(&id));
+    }
+    let state = Follow {
+        jobs,
+        id,
+        after,
+        queue: VecDeque::new(),
+        failures: 0,
+    };
+    let stream = futures_util::stream::unfold(Some(state), |state| async move {
+        let mut st = state?;
+        loop {
+            if let Some((eid, name, data)) = st.queue.pop_front() {
+                let last = name == "end";
+                let ev = Event::default().event(name).id(eid).data(data);
+                return Some((Ok(ev), (!last).then_some(st)));
+            }
+            match st.jobs.events_after(&st.id, st.after.as_deref()).await {
+                Ok(evs) if evs.is_empty() => {
+                    st.failures = 0;
+                    // An expired job ends the stream.
+                    if !st.jobs.exists(&st.id).await.unwrap_or(true) {
+                        return None;
+                    }
+                    tokio::time::sleep(super::redis::TICK / 4).await;
+                }
+                Ok(evs) => {
+                    st.failures = 0;
+                    st.after = evs.last().map(|e| e.0.clone());
+                    st.queue.extend(evs);
+                }
+                Err(_) => {
+                    // The store is away: keep trying for a while, then let the client
+                    // reconnect with its Last-Event-ID.
+                    st.failures += 1;
+                    if st.failures > 50 {
+                        return None;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+            }
+        }
+    });
+    Ok(stream)
+}
+
+struct Follow {
+    jobs: Arc<RedisJobs>,
+    id: String,
+    after: Option<String>,
+    queue: VecDeque<(String, String, String)>,
+    failures: u32,
+}

@@ -1,0 +1,221 @@
+//! What a served home shares between replicas in a Redis store (`--store redis://…`): the
+//! jobs ([`super::jobs::redis`]), MCP sessions (any replica restores a 2025 client's
+//! session, so no balancer stickiness is needed) and the audit stream (every replica's
+//! calls on every replica's `/api/audit/events`). Scripts' `api.store` uses the same store
+//! through the engine ([`crate::store::redis::RedisStore`]).
+//!
+//! The audit stream is `tavern:audit`, capped at about [`AUDIT_KEEP`] records. A replica
+//! with SSE clients keeps the key `tavern:audit:wanted` alive; every replica reads it each
+//! second, and taps calls for the audit only while some replica has a client. Each replica
+//! follows the stream from the moment its first client connects.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::streams::StreamRangeReply;
+use rmcp::transport::streamable_http_server::session::store::{
+    SessionState, SessionStore, SessionStoreError,
+};
+
+use super::jobs::redis::RedisJobs;
+use super::Served;
+use crate::store::redis::RedisStore;
+use crate::store::StoreError;
+
+const AUDIT: &str = "tavern:audit";
+const AUDIT_WANTED: &str = "tavern:audit:wanted";
+/// About how many audit records the shared stream keeps.
+pub const AUDIT_KEEP: usize = 10_000;
+/// How long an MCP session unused is kept in the store.
+const SESSION_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// The shared store's parts of one server.
+#[derive(Debug)]
+pub struct Shared {
+    /// The store.
+    pub store: RedisStore,
+    /// The jobs in it.
+    pub jobs: Arc<RedisJobs>,
+}
+
+/// Puts `served`'s jobs, MCP sessions and audit stream in `store`, and starts this
+/// replica's job workers and audit relay. Fails when the store cannot be reached now.
+pub async fn attach(served: &Arc<Served>, store: RedisStore) -> Result<(), StoreError> {
+    let o = &served.options;
+    let jobs = RedisJobs::new(
+        store.clone(),
+        o.job_lease,
+        o.job_attempts,
+        o.job_ttl,
+        o.max_job_bytes,
+    )
+    .await?;
+    jobs.start_workers(served.clone());
+    let shared = Shared {
+        store: store.clone(),
+        jobs,
+    };
+    if served.shared.set(shared).is_err() {
+        return Err(StoreError::Invalid(
+            "this server already has a shared store".into(),
+        ));
+    }
+    relay_audit(served, store);
+    Ok(())
+}
+
+fn relay_audit(served: &Arc<Served>, store: RedisStore) {
+    let hub = served.audit_hub().clone();
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Arc<str>>(4096);
+    let any = Arc::new(AtomicBool::new(false));
+    hub.forward(tx, any.clone());
+    // Publisher: this replica's records into the stream, in batches.
+    let s = store.clone();
+    tokio::spawn(async move {
+        let mut failing = false;
+        while let Some(first) = rx.recv().await {
+            let mut p = redis::pipe();
+            let mut next = Some(first);
+            let mut n = 0;
+            while let Some(r) = next.take() {
+                p.cmd("XADD")
+                    .arg(AUDIT)
+                    .arg("MAXLEN")
+                    .arg("~")
+                    .arg(AUDIT_KEEP)
+                    .arg("*")
+                    .arg("r")
+                    .arg(&*r)
+                    .ignore();
+                n += 1;
+                if n < 256 {
+                    next = rx.try_recv().ok();
+                }
+            }
+            let mut c = s.conn();
+            match p.query_async::<()>(&mut c).await {
+                Ok(()) => failing = false,
+                Err(e) => {
+                    if !failing {
+                        tracing::warn!("audit records not shared (the store is away): {e}");
+                    }
+                    failing = true;
+                }
+            }
+        }
+    });
+    // Reader: the stream to this replica's clients; the "wanted" flag both ways.
+    tokio::spawn(async move {
+        let mut last: Option<String> = None;
+        let mut beat = tokio::time::Instant::now() - Duration::from_secs(1);
+        loop {
+            let clients = hub.clients();
+            let mut c = store.conn();
+            if beat.elapsed() >= Duration::from_secs(1) {
+                beat = tokio::time::Instant::now();
+                if clients > 0 {
+                    let _: redis::RedisResult<()> = redis::cmd("SET")
+                        .arg(AUDIT_WANTED)
+                        .arg(1)
+                        .arg("PX")
+                        .arg(3000)
+                        .query_async(&mut c)
+                        .await;
+                }
+                let wanted: bool = redis::cmd("EXISTS")
+                    .arg(AUDIT_WANTED)
+                    .query_async(&mut c)
+                    .await
+                    .unwrap_or(false);
+                any.store(wanted || clients > 0, Ordering::Relaxed);
+            }
+            if clients == 0 {
+                last = None;
+            } else {
+                if clients > 0 {
+                    any.store(true, Ordering::Relaxed);
+                }
+                if last.is_none() {
+                    let r: redis::RedisResult<StreamRangeReply> = redis::cmd("XREVRANGE")
+                        .arg(AUDIT)
+                        .arg("+")
+                        .arg("-")
+                        .arg("COUNT")
+                        .arg(1)
+                        .query_async(&mut c)
+                        .await;
+                    if let Ok(r) = r {
+                        last = Some(r.ids.first().map_or("0-0".into(), |e| e.id.clone()));
+                    }
+                }
+                if let Some(from) = &last {
+                    let r: redis::RedisResult<StreamRangeReply> = redis::cmd("XRANGE")
+                        .arg(AUDIT)
+                        .arg(format!("({from}"))
+                        .arg("+")
+                        .arg("COUNT")
+                        .arg(1000)
+                        .query_async(&mut c)
+                        .await;
+                    if let Ok(r) = r {
+                        if let Some(l) = r.ids.last() {
+                            last = Some(l.id.clone());
+                        }
+                        for e in r.ids {
+                            if let Some(rec) = e.get::<String>("r") {
+                                hub.deliver(Arc::from(rec));
+                            }
+                        }
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+}
+
+/// MCP sessions (a 2025 client's `initialize`) in the store, so any replica can restore a
+/// session another one began.
+#[derive(Debug, Clone)]
+pub struct SessionsInStore(pub RedisStore);
+
+fn session_key(id: &str) -> String {
+    format!("tavern:mcp:session:{id}")
+}
+
+#[async_trait::async_trait]
+impl SessionStore for SessionsInStore {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        let mut c = self.0.conn();
+        let raw: Option<String> = redis::cmd("GET")
+            .arg(session_key(session_id))
+            .query_async(&mut c)
+            .await?;
+        match raw {
+            Some(s) => Ok(Some(serde_json::from_str(&s)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        let mut c = self.0.conn();
+        let () = redis::cmd("SET")
+            .arg(session_key(session_id))
+            .arg(serde_json::to_string(state)?)
+            .arg("PX")
+            .arg(SESSION_TTL.as_millis() as u64)
+            .query_async(&mut c)
+            .await?;
+        Ok(())
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
+        let mut c = self.0.conn();
+        let () = redis::cmd("DEL")
+            .arg(session_key(session_id))
+            .query_async(&mut c)
+            .await?;
+        Ok(())
+    }
+}
