@@ -341,13 +341,14 @@ impl Registry {
                 }
             }
         }
-        self.resolve_as_written(id)
+        None
     }
 
     /// A name as a model writes it (`Forge:smelt`, `FORGE.SMELT`, `Forge_Smelt`): the one
     /// tool whose id or wire name it is, ignoring ASCII case, `.` and `:` written as `_`;
-    /// `None` when no tool or more than one matches. Only reached when the exact forms
-    /// above miss, so the scan costs nothing on the usual path.
+    /// `None` when no tool or more than one matches. Used for calls read from the native
+    /// formats of open models ([`Format::names_as_written`]), only when [`Registry::resolve`]
+    /// misses, so the scan costs nothing on the usual path.
     fn resolve_as_written(&self, id: &str) -> Option<&Arc<Tool>> {
         let want = id::base_wire_name(id.trim());
         let mut found: Option<&Arc<Tool>> = None;
@@ -1059,7 +1060,9 @@ impl ToolManager {
                     }
                     out.push(CallOutcome {
                         tool: call.tool.clone(),
-                        id: self.canonical_id(&call.tool),
+                        id: self
+                            .written_id(call)
+                            .or_else(|| self.canonical_id(&call.tool)),
                         result: Err(ToolError::Skipped {
                             tool: call.tool.clone(),
                             reason: why.clone(),
@@ -1080,7 +1083,10 @@ impl ToolManager {
                 matching: key_matching_for(call),
                 observer: observer.clone(),
             };
-            let result = self.invoke(&call.tool, args, inv).await;
+            let written = self.written_id(call);
+            let result = self
+                .invoke(written.as_deref().unwrap_or(&call.tool), args, inv)
+                .await;
             let elapsed = started.elapsed();
             if let Some(o) = &observer {
                 o.call_ended(&call.tool, result.is_ok(), elapsed);
@@ -1100,7 +1106,7 @@ impl ToolManager {
             }
             out.push(CallOutcome {
                 tool: call.tool.clone(),
-                id: self.canonical_id(&call.tool),
+                id: written.or_else(|| self.canonical_id(&call.tool)),
                 result,
                 elapsed,
             });
@@ -1111,6 +1117,21 @@ impl ToolManager {
     /// The canonical id `written` resolves to, if any.
     pub fn canonical_id(&self, written: &str) -> Option<String> {
         self.read().resolve(written).map(|t| t.id().to_string())
+    }
+
+    /// For a call read from a native format whose tool name names no tool exactly, the
+    /// canonical id of the one tool it names as models write names (`Forge:smelt`,
+    /// `FORGE_SMELT` for `forge:smelt`); `None` otherwise (the name is used as it is).
+    fn written_id(&self, call: &Call) -> Option<String> {
+        if !call.source.names_as_written() {
+            return None;
+        }
+        let reg = self.read();
+        if reg.resolve(&call.tool).is_some() {
+            return None;
+        }
+        reg.resolve_as_written(&call.tool)
+            .map(|t| t.id().to_string())
     }
 
     /// The tool list as JSON (see [`Tool::to_json`]), in registration order.

@@ -31,6 +31,8 @@ mod cli_panic;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod cli_parse;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+mod cli_parse_native;
+#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod cli_tools;
 #[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
 mod cli_vcp;

@@ -200,13 +200,7 @@ fn collect<'a>(v: &'a Value, items: &mut Vec<&'a Value>, response: &mut String) 
 /// `arguments` is Llama 3.1's shape and is marked so.
 fn one_call(v: &Value) -> Result<(String, Map<String, Value>, Format), String> {
     let (tool, args) = lit::object_call(v)?;
-    let f = v.get("function").unwrap_or(v);
-    let source = if f.get("arguments").is_none() && f.get("parameters").is_some() {
-        Format::LlamaJson
-    } else {
-        Format::Json
-    };
-    Ok((tool, args, source))
+    Ok((tool, args, lit::json_source(v)))
 }
 
 /// The format table's leading reader: a JSON call document filling `text[from..to]` (a

@@ -484,6 +484,17 @@ pub(crate) fn object_call_owned(v: Value) -> Result<(String, Map<String, Value>)
     Ok((name, args))
 }
 
+/// The format a JSON call object is written in: Llama 3.1's when it has `parameters`
+/// and no `arguments`, else plain JSON.
+pub(crate) fn json_source(v: &Value) -> Format {
+    let f = v.get("function").filter(|f| f.is_object()).unwrap_or(v);
+    if f.get("arguments").is_none() && f.get("parameters").is_some() {
+        Format::LlamaJson
+    } else {
+        Format::Json
+    }
+}
+
 /// A call's arguments: an object, a JSON text of one, or nothing.
 pub(crate) fn arguments(v: Option<&Value>) -> Result<Map<String, Value>, String> {
     match v {

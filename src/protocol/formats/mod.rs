@@ -174,6 +174,10 @@ pub(crate) struct FormatEntry {
     /// Its shape that could also be prose, read only at the start of the answer or as a
     /// whole fenced block (`lead.rs`), by `auto` and by this format alike.
     pub leading: Option<lead::LeadRead>,
+    /// True for the formats open models write natively: a tool name they write that
+    /// names no tool exactly is also looked up ignoring ASCII case and `.`/`:`/`_`
+    /// (`Forge:smelt` for `forge:smelt`), when exactly one tool matches.
+    pub names_as_written: bool,
 }
 
 impl FormatEntry {
@@ -200,6 +204,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         },
         exact_keys: false,
         leading: None,
+        names_as_written: false,
     },
     FormatEntry {
         format: Format::Action,
@@ -218,6 +223,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         }),
         exact_keys: true,
         leading: None,
+        names_as_written: false,
     },
     FormatEntry {
         format: Format::Vcp,
@@ -230,6 +236,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         },
         exact_keys: false,
         leading: None,
+        names_as_written: false,
     },
     FormatEntry {
         format: Format::Json,
@@ -242,6 +249,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         }),
         exact_keys: false,
         leading: Some(json::lead),
+        names_as_written: false,
     },
     FormatEntry {
         format: Format::Hermes,
@@ -260,6 +268,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         }),
         exact_keys: false,
         leading: None,
+        names_as_written: true,
     },
     FormatEntry {
         format: Format::Pythonic,
@@ -269,6 +278,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         reader: Reader::Leading,
         exact_keys: false,
         leading: Some(pythonic::lead),
+        names_as_written: true,
     },
     FormatEntry {
         format: Format::LlamaJson,
@@ -290,6 +300,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         }),
         exact_keys: false,
         leading: Some(llama_json::lead),
+        names_as_written: true,
     },
     FormatEntry {
         format: Format::Mistral,
@@ -311,6 +322,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         }),
         exact_keys: false,
         leading: None,
+        names_as_written: true,
     },
     FormatEntry {
         format: Format::Granite,
@@ -332,6 +344,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         }),
         exact_keys: false,
         leading: None,
+        names_as_written: true,
     },
     FormatEntry {
         format: Format::Glm,
@@ -341,6 +354,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         reader: Reader::Leading,
         exact_keys: false,
         leading: Some(glm::lead),
+        names_as_written: true,
     },
     FormatEntry {
         format: Format::DeepSeek,
@@ -359,6 +373,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         }),
         exact_keys: false,
         leading: None,
+        names_as_written: true,
     },
     FormatEntry {
         format: Format::Functionary,
@@ -377,6 +392,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         }),
         exact_keys: false,
         leading: Some(functionary::lead),
+        names_as_written: true,
     },
 ];
 
@@ -489,6 +505,12 @@ impl Format {
     /// The format's name (`auto`, `tam`, …), as `Display` and serde write it.
     pub fn name(self) -> &'static str {
         entry(self).map_or(AUTO, |e| e.name)
+    }
+
+    /// True when a tool name read in this format is also looked up as models write names
+    /// (ignoring ASCII case and `.`/`:`/`_`): the native formats of open models.
+    pub fn names_as_written(self) -> bool {
+        entry(self).is_some_and(|e| e.names_as_written)
     }
 
     /// True when calls read in this format match parameter names exactly (`<ACTION>`);
