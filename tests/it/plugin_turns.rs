@@ -101,6 +101,24 @@ fn engine(
     e
 }
 
+/// Runs `fut` on a thread of its own and waits for its answer at most `secs` seconds: a
+/// watchdog that turns a hang into a failure (the stuck thread is left behind).
+fn answered_within<T: Send + 'static>(
+    secs: u64,
+    fut: impl std::future::Future<Output = T> + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let _ = tx.send(rt.block_on(fut));
+    });
+    rx.recv_timeout(Duration::from_secs(secs))
+        .expect("the call answered (it hung)")
+}
+
 fn within(ms: u64) -> Invocation {
     Invocation::new(Caller::Host).deadline(Some(Instant::now() + Duration::from_millis(ms)))
 }
@@ -227,22 +245,19 @@ async fn a_script_blocked_in_a_host_call_times_out_and_the_plugin_serves_the_nex
         gate,
         usize::MAX,
     ));
-    // Without the deadline holding, the call never answers: the watchdog (on another task:
-    // the call holds its worker) turns that into a failure.
+    // Without the deadline holding, the call never answers: the watchdog turns that into a
+    // failure.
     let e = engine.clone();
-    let stuck =
-        tokio::spawn(async move { e.tools().invoke("Slow:wait", json!({}), within(300)).await });
-    let stuck = tokio::time::timeout(Duration::from_secs(20), stuck)
-        .await
-        .expect("the blocked call answered")
-        .unwrap();
+    let stuck = answered_within(20, async move {
+        e.tools().invoke("Slow:wait", json!({}), within(300)).await
+    });
     assert!(matches!(stuck, Err(ToolError::Timeout { .. })), "{stuck:?}");
-    let next = tokio::time::timeout(
-        Duration::from_secs(20),
-        engine.tools().invoke("Slow:quick", json!({}), Caller::Host),
-    )
-    .await
-    .expect("the next call answered");
+    let e = engine.clone();
+    let next = answered_within(20, async move {
+        e.tools()
+            .invoke("Slow:quick", json!({}), Caller::Host)
+            .await
+    });
     assert_eq!(next, Ok(json!("ok")));
 }
 
