@@ -284,3 +284,53 @@ fn instances_out_of_range_is_a_problem_at_its_line() {
         );
     }
 }
+
+/// Threads of this process (Linux: one entry per thread under /proc/self/task).
+#[cfg(target_os = "linux")]
+fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_waiting_calls_hold_no_thread_each() {
+    let h = home(None);
+    let seen = Arc::new(Seen::default());
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let engine = Arc::new(engine(h.path(), seen.clone(), gate, usize::MAX));
+    let first = {
+        let e = engine.clone();
+        tokio::spawn(async move {
+            e.tools()
+                .invoke("Slow:run", json!({"n": 0}), within(60_000))
+                .await
+        })
+    };
+    until("the first call runs", || {
+        seen.order.lock().unwrap().len() == 1
+    })
+    .await;
+    let before = threads();
+    let calls: Vec<_> = (1..=200u64)
+        .map(|n| {
+            let e = engine.clone();
+            tokio::spawn(async move {
+                e.tools()
+                    .invoke("Slow:run", json!({"n": n}), within(60_000))
+                    .await
+            })
+        })
+        .collect();
+    until("all 200 wait their turn", || queued(&engine) == 200).await;
+    let during = threads();
+    // Other tests of this binary run beside it: allow their threads, not one per call.
+    assert!(
+        during < before + 100,
+        "{before} threads before, {during} with 200 calls waiting"
+    );
+    open.send(true).unwrap();
+    assert_eq!(first.await.unwrap(), Ok(json!(0)));
+    for (i, c) in calls.into_iter().enumerate() {
+        assert_eq!(c.await.unwrap(), Ok(json!(i as u64 + 1)));
+    }
+}
