@@ -43,6 +43,24 @@ fn cpath(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).unwrap()
 }
 
+/// Runs `fut` on a thread of its own and waits for its answer at most `secs` seconds: a
+/// watchdog that turns a hang into a failure (the stuck thread is left behind).
+fn answered_within<T: Send + 'static>(
+    secs: u64,
+    fut: impl std::future::Future<Output = T> + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let _ = tx.send(rt.block_on(fut));
+    });
+    rx.recv_timeout(Duration::from_secs(secs))
+        .expect("the call answered (it hung)")
+}
+
 /// Swaps `a` and `b` atomically (both must exist).
 fn exchange(a: &CString, b: &CString) -> bool {
     // SAFETY: two valid NUL-terminated paths; the syscall only reads them.
@@ -152,14 +170,12 @@ async fn a_fifo_is_refused_at_once_and_the_plugin_keeps_serving() {
     // SAFETY: a valid path; mkfifo only reads it.
     assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
     let engine = Arc::new(engine(&base.join("home"), &root));
-    // Without the fix the read blocks in the kernel; the watchdog (on another task: the call
-    // holds its worker) turns the hang into a failure.
+    // Without the fix the read blocks in the kernel; the watchdog turns the hang into a
+    // failure.
     let e = engine.clone();
-    let read = tokio::spawn(async move { call(&e, "ReadFile", json!({"filePath": "pipe"})).await });
-    let read = tokio::time::timeout(Duration::from_secs(20), read)
-        .await
-        .expect("ReadFile of a FIFO answered")
-        .unwrap();
+    let read = answered_within(20, async move {
+        call(&e, "ReadFile", json!({"filePath": "pipe"})).await
+    });
     let err = read.expect_err("a FIFO is not a file to read");
     assert!(err.to_string().contains("not a regular file"), "{err}");
     for (tool, args) in [
@@ -170,9 +186,8 @@ async fn a_fifo_is_refused_at_once_and_the_plugin_keeps_serving() {
         ),
         ("WriteFile", json!({"filePath": "pipe", "content": "x"})),
     ] {
-        let r = tokio::time::timeout(Duration::from_secs(20), call(&engine, tool, args))
-            .await
-            .expect("answered");
+        let e = engine.clone();
+        let r = answered_within(20, async move { call(&e, tool, args).await });
         let err = r.expect_err("a FIFO is refused");
         assert!(
             err.to_string().contains("not a regular file"),

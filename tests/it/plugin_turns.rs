@@ -101,6 +101,24 @@ fn engine(
     e
 }
 
+/// Runs `fut` on a thread of its own and waits for its answer at most `secs` seconds: a
+/// watchdog that turns a hang into a failure (the stuck thread is left behind).
+fn answered_within<T: Send + 'static>(
+    secs: u64,
+    fut: impl std::future::Future<Output = T> + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let _ = tx.send(rt.block_on(fut));
+    });
+    rx.recv_timeout(Duration::from_secs(secs))
+        .expect("the call answered (it hung)")
+}
+
 fn within(ms: u64) -> Invocation {
     Invocation::new(Caller::Host).deadline(Some(Instant::now() + Duration::from_millis(ms)))
 }
@@ -227,22 +245,19 @@ async fn a_script_blocked_in_a_host_call_times_out_and_the_plugin_serves_the_nex
         gate,
         usize::MAX,
     ));
-    // Without the deadline holding, the call never answers: the watchdog (on another task:
-    // the call holds its worker) turns that into a failure.
+    // Without the deadline holding, the call never answers: the watchdog turns that into a
+    // failure.
     let e = engine.clone();
-    let stuck =
-        tokio::spawn(async move { e.tools().invoke("Slow:wait", json!({}), within(300)).await });
-    let stuck = tokio::time::timeout(Duration::from_secs(20), stuck)
-        .await
-        .expect("the blocked call answered")
-        .unwrap();
+    let stuck = answered_within(20, async move {
+        e.tools().invoke("Slow:wait", json!({}), within(300)).await
+    });
     assert!(matches!(stuck, Err(ToolError::Timeout { .. })), "{stuck:?}");
-    let next = tokio::time::timeout(
-        Duration::from_secs(20),
-        engine.tools().invoke("Slow:quick", json!({}), Caller::Host),
-    )
-    .await
-    .expect("the next call answered");
+    let e = engine.clone();
+    let next = answered_within(20, async move {
+        e.tools()
+            .invoke("Slow:quick", json!({}), Caller::Host)
+            .await
+    });
     assert_eq!(next, Ok(json!("ok")));
 }
 
@@ -267,5 +282,55 @@ fn instances_out_of_range_is_a_problem_at_its_line() {
             "{bad}: {}",
             probs[0].message
         );
+    }
+}
+
+/// Threads of this process (Linux: one entry per thread under /proc/self/task).
+#[cfg(target_os = "linux")]
+fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task").unwrap().count()
+}
+
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_waiting_calls_hold_no_thread_each() {
+    let h = home(None);
+    let seen = Arc::new(Seen::default());
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let engine = Arc::new(engine(h.path(), seen.clone(), gate, usize::MAX));
+    let first = {
+        let e = engine.clone();
+        tokio::spawn(async move {
+            e.tools()
+                .invoke("Slow:run", json!({"n": 0}), within(60_000))
+                .await
+        })
+    };
+    until("the first call runs", || {
+        seen.order.lock().unwrap().len() == 1
+    })
+    .await;
+    let before = threads();
+    let calls: Vec<_> = (1..=200u64)
+        .map(|n| {
+            let e = engine.clone();
+            tokio::spawn(async move {
+                e.tools()
+                    .invoke("Slow:run", json!({"n": n}), within(60_000))
+                    .await
+            })
+        })
+        .collect();
+    until("all 200 wait their turn", || queued(&engine) == 200).await;
+    let during = threads();
+    // Other tests of this binary run beside it: allow their threads, not one per call.
+    assert!(
+        during < before + 100,
+        "{before} threads before, {during} with 200 calls waiting"
+    );
+    open.send(true).unwrap();
+    assert_eq!(first.await.unwrap(), Ok(json!(0)));
+    for (i, c) in calls.into_iter().enumerate() {
+        assert_eq!(c.await.unwrap(), Ok(json!(i as u64 + 1)));
     }
 }
