@@ -132,7 +132,7 @@ pub(crate) const LESSONS: &[Lesson] = &[
     },
 ];
 
-/// The format an agent's model writes calls in: a row of [`LESSONS`] whose name the
+/// The format an agent's model writes calls in: a row of the manual's lessons whose name the
 /// protocol reads.
 #[derive(Debug, Clone, Copy)]
 pub struct CallFormat {
