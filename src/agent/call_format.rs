@@ -77,12 +77,6 @@ pub(crate) const LESSONS: &[Lesson] = &[
         how: "To use a tool or skill, answer with only a JSON object {\"name\": <tool name>, \"arguments\": {<parameter>: <value>, …}}, or a JSON list of such objects for several calls, with nothing before or after it. If no action is needed, answer in plain text.",
     },
     Lesson {
-        name: "openai",
-        naming: Naming::Wire,
-        example: openai_call,
-        how: "To use tools or skills, answer with only a JSON object {\"tool_calls\": [{\"name\": <tool name>, \"arguments\": {…}}, …]}, one entry per call. If no action is needed, answer in plain text.",
-    },
-    Lesson {
         name: "hermes",
         naming: Naming::Wire,
         example: hermes_call,
@@ -329,10 +323,6 @@ fn json_call(name: &str, args: &[Arg<'_>]) -> String {
     json_call_with(name, "arguments", args)
 }
 
-fn openai_call(name: &str, args: &[Arg<'_>]) -> String {
-    format!("{{\"tool_calls\": [{}]}}", json_call(name, args))
-}
-
 fn hermes_call(name: &str, args: &[Arg<'_>]) -> String {
     format!("<tool_call>\n{}\n</tool_call>", json_call(name, args))
 }
@@ -437,6 +427,27 @@ mod tests {
         assert_eq!(CallFormat::TAM.name(), "tam");
         for (i, l) in LESSONS.iter().enumerate() {
             assert!(LESSONS[i + 1..].iter().all(|o| o.name != l.name), "{l:?}");
+        }
+    }
+
+    #[test]
+    fn every_example_reads_back_as_its_call() {
+        // What the manual teaches, the protocol reads: each format's example, read in
+        // that format, is the one call it shows.
+        let args: Vec<Arg<'_>> = vec![("ore", json!("iron")), ("note", json!("a b"))];
+        for cf in CallFormat::all() {
+            let text = cf.example("forge:smelt", "forge_smelt", &args);
+            let p = crate::protocol::parse(&text, cf.format());
+            assert_eq!(p.calls.len(), 1, "{cf}: {text}\n{p:?}");
+            let want = if cf.uses_wire_names() {
+                "forge_smelt"
+            } else {
+                "forge:smelt"
+            };
+            assert_eq!(p.calls[0].tool, want, "{cf}");
+            assert_eq!(p.calls[0].args["ore"], "iron", "{cf}");
+            assert_eq!(p.calls[0].args["note"], "a b", "{cf}");
+            assert!(!p.has_errors(), "{cf}: {:?}", p.diagnostics);
         }
     }
 
