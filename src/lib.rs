@@ -55,8 +55,8 @@ mod tools;
 mod workflow;
 
 pub use agent::{
-    AgentError, AgentRun, AgentRuntime, AgentRuntimeBuilder, Event, EventBus, ManualStyle,
-    MemoryWorldState, StateError, StopReason, Turn, WorldState,
+    AgentError, AgentRun, AgentRuntime, AgentRuntimeBuilder, CallFormat, Event, EventBus,
+    ManualStyle, MemoryWorldState, StateError, StopReason, Turn, WorldState,
 };
 pub use config::SettingError;
 pub use engine::{

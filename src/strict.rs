@@ -600,6 +600,7 @@ pub const AGENT_PROFILE_KEYS: &[&str] = &[
     "skill_workflow_ids_inventory",
     "instructions",
     "tool_call_format",
+    "call_format",
     "manual_style",
     "llm",
     "max_turns",

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::call_format::{Arg, CallFormat};
 use super::profile::Inventory;
 use crate::tools::Tool;
 
@@ -129,61 +130,49 @@ fn example_value(p: &Value) -> Value {
     }
 }
 
-fn text_of(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
+/// The example arguments of `t`: each parameter with its example value, in schema order.
+fn example_args(t: &Tool) -> Vec<Arg<'_>> {
+    params(t)
+        .into_iter()
+        .map(|p| (p.name, example_value(p.schema)))
+        .collect()
 }
 
-fn xml_value(v: &Value) -> String {
-    match v {
-        Value::Array(items) => items
-            .iter()
-            .map(|i| format!("<item>{}</item>", xml_value(i)))
-            .collect(),
-        Value::Object(_) => format!("<![CDATA[{v}]]>"),
-        other => text_of(other),
-    }
+/// The example call of `t` in `format`, built from its definition.
+pub fn example(t: &Tool, format: CallFormat) -> String {
+    format.example(t.id(), t.wire_name(), &example_args(t))
 }
 
 /// The `<ACTION>` example call of `t` (manuals and the web explorer share it).
 pub fn action_example(t: &Tool) -> String {
-    let mut s = format!("<ACTION>\n    <{}>\n", t.id());
-    for p in params(t) {
-        let _ = writeln!(
-            s,
-            "        <{0}>{1}</{0}>",
-            p.name,
-            xml_value(&example_value(p.schema))
-        );
-    }
-    let _ = write!(s, "    </{}>\n</ACTION>", t.id());
-    s
+    example(t, CallFormat::ACTION)
 }
 
 /// The TAM example call of `t` (manuals and the web explorer share it).
 pub fn tam_example(t: &Tool) -> String {
-    let mut s = format!("<|[REQUEST_TOOL]|>\ncommand:「始」{}「末」\n", t.id());
-    for p in params(t) {
-        let _ = writeln!(
-            s,
-            "{}:「始」{}「末」",
-            p.name,
-            text_of(&example_value(p.schema))
-        );
-    }
-    s.push_str("<|[END_TOOL]|>");
-    s
+    example(t, CallFormat::TAM)
 }
 
 fn indent(text: &str, by: &str) -> String {
     text.lines().map(|l| format!("{by}{l}\n")).collect()
 }
 
-fn action_entry(t: &Tool) -> String {
+/// The name `t` is called by in `calls`: its id, or its wire name for formats that write those.
+fn called_as(t: &Tool, calls: CallFormat) -> &str {
+    if calls.uses_wire_names() {
+        t.wire_name()
+    } else {
+        t.id()
+    }
+}
+
+fn action_entry(t: &Tool, calls: CallFormat) -> String {
     let d = &t.definition;
-    let mut s = format!("*   `<{}>`: {}\n", d.id, one_line(&d.description));
+    let mut s = format!(
+        "*   `<{}>`: {}\n",
+        called_as(t, calls),
+        one_line(&d.description)
+    );
     let ps = params(t);
     if ps.is_empty() {
         s.push_str("    *   Parameters: none\n");
@@ -210,20 +199,35 @@ fn action_entry(t: &Tool) -> String {
         }
     }
     s.push_str("    *   Example:\n");
-    s.push_str(&indent(&action_example(t), "        "));
+    s.push_str(&indent(&example(t, calls), "        "));
     s
 }
 
-fn tam_entry(t: &Tool) -> String {
+fn tam_entry(t: &Tool, calls: CallFormat) -> String {
     let mut s = t.manual_entry();
+    if calls.uses_wire_names() {
+        // The entry names the tool as the format writes it.
+        let id_line = format!("- Tool ID: {}\n", t.id());
+        if let Some(rest) = s.strip_prefix(&id_line) {
+            s = format!("- Tool: {}\n{rest}", t.wire_name());
+        }
+    }
     s.push_str("  - Example:\n");
-    s.push_str(&indent(&tam_example(t), "    "));
+    s.push_str(&indent(&example(t, calls), "    "));
     s
 }
 
-/// Writes the manual of `inv` in `style`. Text styles follow seed 002 §4.2's layout; JSON
-/// styles are a JSON array of tool definitions (wire names, which the inventory accepts).
+/// Writes the manual of `inv` in `style`, teaching the style's own call format (`<ACTION>`
+/// for `action`, TAM for `tam`). Text styles follow seed 002 §4.2's layout; JSON styles are
+/// a JSON array of tool definitions (wire names, which the inventory accepts).
 pub fn render(inv: &Inventory, style: ManualStyle) -> String {
+    render_teaching(inv, style, None)
+}
+
+/// [`render`] teaching `calls` (an agent's `call_format`): in the text styles every
+/// example is a call in that format and the manual ends with how to call in it; `None`
+/// teaches the style's own. JSON styles are the same tool definitions whatever `calls` is.
+pub fn render_teaching(inv: &Inventory, style: ManualStyle, calls: Option<CallFormat>) -> String {
     // The model-facing list: `node:*` tools only with `tools.list_nodes = true`.
     let tools = inv.manager.model_list();
     let (skills, atomic): (Vec<&Arc<Tool>>, Vec<&Arc<Tool>>) =
@@ -235,37 +239,38 @@ pub fn render(inv: &Inventory, style: ManualStyle) -> String {
             serde_json::to_string_pretty(&list).unwrap_or_default()
         }
         ManualStyle::Action | ManualStyle::Tam => {
-            let entry = if style == ManualStyle::Action {
-                action_entry
-            } else {
-                tam_entry
-            };
+            let (entry, own): (fn(&Tool, CallFormat) -> String, CallFormat) =
+                if style == ManualStyle::Action {
+                    (action_entry, CallFormat::ACTION)
+                } else {
+                    (tam_entry, CallFormat::TAM)
+                };
+            let calls = calls.unwrap_or(own);
             let mut s = String::from("You have access to the following tools and skills:\n\n");
             s.push_str("**Tools (direct function calls):**\n\n");
             if atomic.is_empty() {
                 s.push_str("(none)\n");
             }
             for t in &atomic {
-                s.push_str(&entry(t));
+                s.push_str(&entry(t, calls));
             }
             s.push_str("\n**Skills (workflow executions):**\n\n");
             if skills.is_empty() {
                 s.push_str("(none)\n");
             }
             for t in &skills {
-                s.push_str(&entry(t));
+                s.push_str(&entry(t, calls));
             }
             s.push('\n');
-            s.push_str(if style == ManualStyle::Action {
-                "When you decide to use a tool or skill, first explain your reasoning, then output the <ACTION> block with the chosen tool/skill ID as the main tag, and its parameters as child tags (use <![CDATA[...]]> for values with <, > or &). If no action is needed, just provide your textual response.\n"
-            } else {
-                "When you decide to use a tool or skill, first explain your reasoning, then output a <|[REQUEST_TOOL]|> block: `command:「始」ToolID「末」` and one `name:「始」value「末」` line per parameter, closed by <|[END_TOOL]|>. If no action is needed, just provide your textual response.\n"
-            });
-            s.push('\n');
-            s.push_str(RESULTS_NOTE);
+            s.push_str(&how_to_call(calls));
             s
         }
     }
+}
+
+/// The manual's closing section: how to call in `calls`, then how results come back.
+pub fn how_to_call(calls: CallFormat) -> String {
+    format!("{}\n\n{RESULTS_NOTE}", calls.lesson().how)
 }
 
 /// How results come back (issue 24): written into every manual, so the model knows that

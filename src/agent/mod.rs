@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! AgentProfile ──► Inventory (a ToolManager holding exactly the profile's tools)
-//!                        │ manual (tam | action | openai | anthropic)
+//!                        │ manual (tam | action | openai | anthropic), teaching its call_format
 //!                        ▼
 //! turn: context ─► deliberation workflow (llm:Chat) ─► text ─► protocol (StreamReader)
 //!         ▲                                                     │ calls, as blocks close
@@ -13,6 +13,7 @@
 //! guard ([`StopReason`]). Events (`agent:response`, `agent:tool-started`,
 //! `agent:tool-finished`, `agent:turn-finished`) go to an [`EventBus`].
 
+mod call_format;
 mod events;
 pub mod llm;
 mod manual;
@@ -21,10 +22,14 @@ mod runtime;
 mod state;
 mod tools;
 
+pub use call_format::CallFormat;
 pub use events::{
     Event, EventBus, Subscription, RESPONSE, TOOL_FINISHED, TOOL_STARTED, TURN_FINISHED,
 };
-pub use manual::{action_example, render as render_manual, tam_example, tool_json, ManualStyle};
+pub use manual::{
+    action_example, example, how_to_call, render as render_manual, render_teaching, tam_example,
+    tool_json, ManualStyle,
+};
 pub use profile::{build_inventory, list_ids, AgentProfile, Inventory};
 pub use runtime::{
     hook_seam, AgentRun, AgentRuntime, AgentRuntimeBuilder, CallRecord, Limits, StopReason, Turn,

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::call_format::CallFormat;
 use super::llm::LlmSettings;
 use super::manual::ManualStyle;
 use super::tools::{agent_tool_definition, agent_tool_handler, AgentTools, Forward, AGENT_TOOLS};
@@ -49,6 +50,11 @@ pub struct AgentProfile {
     /// How the model's output is read: `auto` (default), `action`, `tam`, `vcp`, `json`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_format: Option<Format>,
+    /// The format the model writes calls in (`tam`, `action`, `hermes`, `pythonic` …): the
+    /// manual teaches it and the loop reads it first, then every other format. Wins over
+    /// `[llm] call_format` in `tavern.toml`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_format: Option<CallFormat>,
     /// How the manual is written: `action` (default), `tam`, `openai`, `anthropic`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manual_style: Option<ManualStyle>,
@@ -88,6 +94,7 @@ impl AgentProfile {
             skill_workflow_ids_inventory: Vec::new(),
             instructions: None,
             tool_call_format: None,
+            call_format: None,
             manual_style: None,
             llm: LlmSettings::default(),
             max_turns: None,
@@ -112,6 +119,9 @@ impl AgentProfile {
         );
         if !unknown.is_empty() {
             return Err(AgentError::Load(unknown));
+        }
+        if let Some(p) = call_format_problem(text, origin) {
+            return Err(AgentError::Load(vec![p]));
         }
         let mut p: AgentProfile = serde_json::from_str(text).map_err(|e| {
             AgentError::Load(vec![Problem::new(origin, format!("agent profile: {e}"))
@@ -165,11 +175,36 @@ impl AgentProfile {
     }
 
     /// The line (1-based) where `needle` appears quoted in the profile file, if it does.
-    fn line_of(&self, needle: &str) -> Option<u32> {
+    pub(crate) fn line_of(&self, needle: &str) -> Option<u32> {
         let quoted = format!("\"{needle}\"");
         let at = self.source.find(&quoted)?;
         Some(self.source[..at].matches('\n').count() as u32 + 1)
     }
+}
+
+/// A `call_format` that names no call format, as a problem at its value's line and column
+/// with the closest name (serde's own error would name neither).
+fn call_format_problem(text: &str, origin: &Path) -> Option<Problem> {
+    let v: Value = serde_json::from_str(text).ok()?;
+    let name = v.get("call_format")?;
+    let why = match name {
+        Value::String(s) => s.parse::<CallFormat>().err()?,
+        Value::Null => return None,
+        other => format!("call_format must be a format name, not {other}"),
+    };
+    // The value's place: the first value after the key.
+    let key = text.find("\"call_format\"")?;
+    let after = key + "\"call_format\"".len();
+    let colon = after + text[after..].find(':')?;
+    let value = colon + 1 + text[colon + 1..].len() - text[colon + 1..].trim_start().len();
+    let line = text[..value].matches('\n').count() as u32 + 1;
+    let line_start = text[..value].rfind('\n').map_or(0, |i| i + 1);
+    let column = text[line_start..value].chars().count() as u32 + 1;
+    Some(
+        Problem::new(origin, format!("agent profile: {why}"))
+            .at(line, Some(column))
+            .hint("call_format is the format the model writes calls in; leave it out to teach <ACTION> (or the manual_style's own format)"),
+    )
 }
 
 /// The ids of `<home>/agents/*.json`, sorted.

@@ -9,9 +9,10 @@ use std::time::Instant;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
+use super::call_format::CallFormat;
 use super::events::{self, EventBus};
 use super::llm::{ChatBackend, LlmRunContext, LlmSettings, ScriptedBackend, CHAT_NODE};
-use super::manual::{render, tool_json, ManualStyle, RESULTS_NOTE};
+use super::manual::{example, how_to_call, render_teaching, tool_json, ManualStyle, RESULTS_NOTE};
 use super::profile::{build_inventory, AgentProfile, Inventory};
 use super::state::{MemoryWorldState, PrivateState, WorldState};
 use super::tools::AgentTools;
@@ -203,9 +204,17 @@ pub struct AgentRuntimeBuilder<'e> {
     max_turns: Option<u32>,
     max_tool_calls: Option<u32>,
     repeat_limit: Option<u32>,
+    call_format: Option<CallFormat>,
 }
 
 impl<'e> AgentRuntimeBuilder<'e> {
+    /// The format the model writes calls in; wins over the profile's `call_format` and
+    /// `[llm] call_format`. The manual teaches it and each turn is read in it first.
+    pub fn call_format(mut self, format: CallFormat) -> Self {
+        self.call_format = Some(format);
+        self
+    }
+
     /// The world-state store (default: an empty [`MemoryWorldState`]).
     pub fn world_state(mut self, world: Arc<dyn WorldState>) -> Self {
         self.world = Some(world);
@@ -292,15 +301,21 @@ impl<'e> AgentRuntimeBuilder<'e> {
             }
             _ => None,
         };
-        let style = profile
-            .manual_style
-            .unwrap_or(match profile.tool_call_format {
+        let call_format = match self.call_format.or(profile.call_format) {
+            Some(c) => Some(c),
+            None => llm_call_format(engine.settings())?,
+        };
+        let style = profile.manual_style.unwrap_or(match call_format {
+            Some(c) if c == CallFormat::ACTION => ManualStyle::Action,
+            Some(_) => ManualStyle::Tam,
+            None => match profile.tool_call_format {
                 Some(Format::Tam) | Some(Format::Vcp) => ManualStyle::Tam,
                 Some(Format::Json) => ManualStyle::Openai,
                 _ => ManualStyle::Action,
-            });
-        let format = profile.tool_call_format.unwrap_or(Format::Auto);
-        let manual = render(&inventory, style);
+            },
+        });
+        let reading = Reading::of(&profile, call_format)?;
+        let manual = render_teaching(&inventory, style, call_format);
         let native_tools = if style == ManualStyle::Openai {
             inventory
                 .manager
@@ -354,7 +369,8 @@ impl<'e> AgentRuntimeBuilder<'e> {
             manual,
             style,
             native_tools,
-            format,
+            reading,
+            call_format,
             private,
             world,
             bus,
@@ -362,6 +378,80 @@ impl<'e> AgentRuntimeBuilder<'e> {
             pending: Vec::new(),
         })
     }
+}
+
+/// How a turn's output is read: in `first` (streamed, calls running as they close), then,
+/// when that finds no call, in `then` (an agent taught a `call_format` still reads every
+/// other format: `auto`, unless `tool_call_format` names one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Reading {
+    first: Format,
+    then: Option<Format>,
+}
+
+impl Reading {
+    fn of(profile: &AgentProfile, call_format: Option<CallFormat>) -> Result<Self, AgentError> {
+        let read = profile.tool_call_format.unwrap_or(Format::Auto);
+        let Some(calls) = call_format else {
+            return Ok(Reading {
+                first: read,
+                then: None,
+            });
+        };
+        let first = calls.format();
+        if read == first {
+            return Ok(Reading { first, then: None });
+        }
+        if read != Format::Auto {
+            let mut p = crate::problem::Problem::new(
+                &profile.origin,
+                format!(
+                    "agent '{}': tool_call_format '{read}' reads only {read} calls, but call_format '{calls}' teaches the model to write {calls}",
+                    profile.id
+                ),
+            )
+            .hint(format!("leave tool_call_format out (or set it to `auto` or `{calls}`): a call_format is read first and every other format after it"));
+            if let Some(line) = profile.line_of("tool_call_format") {
+                p = p.at(line, None);
+            }
+            return Err(AgentError::Load(vec![p]));
+        }
+        Ok(Reading {
+            first,
+            then: Some(read),
+        })
+    }
+
+    /// `first` when it found calls, else the text read again in `then`.
+    fn then_if_needed(&self, first: Parsed, output: &str) -> Parsed {
+        match self.then {
+            Some(then) if first.calls.is_empty() => protocol::parse(output, then),
+            _ => first,
+        }
+    }
+}
+
+/// `[llm] call_format` of `tavern.toml` (or `--set llm.call_format=…`): the call format of
+/// every agent whose profile names none. A bad name is a problem where it was set.
+fn llm_call_format(settings: &crate::config::Settings) -> Result<Option<CallFormat>, AgentError> {
+    const KEY: &str = "llm.call_format";
+    let Some(v) = settings.get(KEY) else {
+        return Ok(None);
+    };
+    let parsed = match v {
+        Value::String(s) => s.parse::<CallFormat>(),
+        other => Err(format!("call_format must be a format name, not {other}")),
+    };
+    parsed.map(Some).map_err(|why| {
+        let msg = format!("[llm] call_format: {why}");
+        let p = match settings.origin(KEY) {
+            Some(o) => o.problem(KEY, msg),
+            None => crate::problem::Problem::new("tavern.toml", msg),
+        };
+        AgentError::Load(vec![p.hint(
+            "name the format the model writes calls in, or remove the setting",
+        )])
+    })
 }
 
 fn deliberation_workflow(
@@ -412,7 +502,9 @@ pub struct AgentRuntime {
     manual: String,
     style: ManualStyle,
     native_tools: Vec<Value>,
-    format: Format,
+    reading: Reading,
+    /// The format the manual teaches, when one was chosen (`call_format`).
+    call_format: Option<CallFormat>,
     private: Arc<PrivateState>,
     world: Arc<dyn WorldState>,
     bus: EventBus,
@@ -430,7 +522,7 @@ impl std::fmt::Debug for AgentRuntime {
         f.debug_struct("AgentRuntime")
             .field("agent", &self.profile.id)
             .field("style", &self.style)
-            .field("format", &self.format)
+            .field("reading", &self.reading)
             .finish_non_exhaustive()
     }
 }
@@ -452,6 +544,7 @@ impl AgentRuntime {
             max_turns: None,
             max_tool_calls: None,
             repeat_limit: None,
+            call_format: None,
         }
     }
 
@@ -470,13 +563,25 @@ impl AgentRuntime {
         &self.manual
     }
 
-    /// The manual in another style.
+    /// The manual in another style (teaching the same call format).
     pub fn manual_in(&self, style: ManualStyle) -> String {
         if style == self.style {
             self.manual.clone()
         } else {
-            render(&self.inventory, style)
+            render_teaching(&self.inventory, style, self.call_format)
         }
+    }
+
+    /// The format the model is taught to write calls in (`call_format`), when one was
+    /// chosen; otherwise the manual teaches its style's own (`<ACTION>` or TAM).
+    pub fn call_format(&self) -> Option<CallFormat> {
+        self.call_format
+    }
+
+    /// How each turn's output is read: the first format, and the one read when the first
+    /// finds no call (`None`: only the first).
+    pub fn reading(&self) -> (Format, Option<Format>) {
+        (self.reading.first, self.reading.then)
     }
 
     /// The event bus (subscribe here for `agent:*` events).
@@ -526,8 +631,21 @@ impl AgentRuntime {
             ManualStyle::Anthropic => {
                 s.push_str("You have access to these tools (JSON definitions):\n");
                 s.push_str(&self.manual);
-                s.push_str("\nTo call one, answer with only a JSON object {\"type\": \"tool_use\", \"name\": \"<name>\", \"input\": {…}}. If no action is needed, answer in plain text.\n");
-                s.push_str(RESULTS_NOTE.trim_end());
+                match self.call_format {
+                    Some(calls) => {
+                        s.push('\n');
+                        if let Some(t) = self.inventory.manager.list().first() {
+                            s.push_str("For example:\n");
+                            s.push_str(&example(t, calls));
+                            s.push_str("\n\n");
+                        }
+                        s.push_str(how_to_call(calls).trim_end());
+                    }
+                    None => {
+                        s.push_str("\nTo call one, answer with only a JSON object {\"type\": \"tool_use\", \"name\": \"<name>\", \"input\": {…}}. If no action is needed, answer in plain text.\n");
+                        s.push_str(RESULTS_NOTE.trim_end());
+                    }
+                }
             }
             _ => s.push_str(&self.manual),
         }
@@ -626,7 +744,7 @@ impl AgentRuntime {
         };
         let t0 = Instant::now();
         let (batch_tx, mut batch_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<Call>>();
-        let format = self.format;
+        let format = self.reading.first;
         let plan = &self.deliberation.plan;
         let dispatch = &mut self.dispatch;
         let workflow = async move { plan.run(args, opts).await.and_then(|r| r.into_outputs()) };
@@ -666,7 +784,7 @@ impl AgentRuntime {
         let output = output_text(outputs).map_err(deliberation_failed)?;
         let streamed = reader.is_some();
         let output_ended_ms = ms(stream_end.unwrap_or_else(|| t0.elapsed()));
-        let parsed = match reader {
+        let first = match reader {
             Some(sr) => {
                 let p = sr.finish();
                 if p.response_text.is_empty() && p.calls.is_empty() && !output.trim().is_empty() {
@@ -677,6 +795,7 @@ impl AgentRuntime {
             }
             None => protocol::parse(&output, format),
         };
+        let parsed = self.reading.then_if_needed(first, &output);
         let veto =
             hook_seam::after_parse(&self.hooks, &engine_tools, &agent, index, &output, &parsed)
                 .await

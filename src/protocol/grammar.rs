@@ -11,6 +11,12 @@
 //! finds reasoning regions, blocks, pairs, values, key structure (chain step numbers) and
 //! `<ACTION>` extents; the meaning of a block's keys (calls, chains) and the XML inside
 //! `<ACTION>` are then read by the same code as the fast reader.
+//!
+//! `grammar/native.pest` defines the call forms open models write natively (the pythonic
+//! call list, the tag-wrapped JSON forms, GLM's name line) and where `auto` takes them;
+//! [`parse_native`] reads them. A form is read under its format's name ([`NATIVE_FORMS`]):
+//! `parse_reference` with that format, or with `auto` once the format table has a row of
+//! that name.
 
 use pest::iterators::Pairs;
 use pest::{Parser, RuleType};
