@@ -57,6 +57,7 @@ pub const FAIL_OPEN: &str = "scripts.fail_open";
 pub(crate) fn guard_failed(
     hooks: Option<&Arc<crate::hooks::Hooks>>,
     settings: &crate::config::Settings,
+    home: &Path,
     owner: &str,
     problem: Problem,
 ) -> Problem {
@@ -66,6 +67,7 @@ pub(crate) fn guard_failed(
         ));
     }
     if let Some(h) = hooks {
+        let problem = problem.clone().relative_to(home);
         h.refuse_all(
             owner,
             &format!(

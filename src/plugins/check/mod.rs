@@ -66,7 +66,13 @@ pub fn check_home(home: &Path, settings: &Settings) -> CheckReport {
     );
     report.problems.extend(ps);
     report.problems.extend(check_agents(&home.join("agents")));
+    report.problems = relative(report.problems, home);
     report
+}
+
+/// Problems name their files relative to the home, as the engine's do.
+fn relative(problems: Vec<Problem>, home: &Path) -> Vec<Problem> {
+    problems.into_iter().map(|p| p.relative_to(home)).collect()
 }
 
 /// TAM scripts (`*.tam`): every parse diagnostic, errors and recoveries alike (a script a
@@ -184,7 +190,7 @@ fn load(
     } else {
         path
     };
-    super::unavailable::mark(&tools, plugins_dir, &plugins, &problems);
+    super::unavailable::mark(&tools, home, plugins_dir, &plugins, &problems);
     problems.extend(super::config::undeclared_all(
         &plugins,
         settings,
@@ -211,7 +217,7 @@ fn load(
     }
     CheckReport {
         plugins,
-        problems,
+        problems: relative(problems, home),
         tools,
         workflows,
         permissions,

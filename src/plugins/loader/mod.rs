@@ -360,6 +360,7 @@ impl<'a> Loader<'a> {
                 problems.push(scripts::guard_failed(
                     self.hooks.as_ref(),
                     self.settings,
+                    &self.home,
                     &owner,
                     p,
                 ));
