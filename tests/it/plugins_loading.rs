@@ -491,7 +491,9 @@ fn root_causes_only_with_suggestions() {
             r#"{{"id": "t", "implementation": {{"type": "service", "script": "{script}", "function": "{function}"}}}}"#
         )
     };
-    let cases: Vec<(&str, Vec<(&str, String)>, Vec<&str>)> = vec![
+    // (name, files under plugins/, what the only problems say)
+    type Case = (&'static str, Vec<(&'static str, String)>, Vec<&'static str>);
+    let cases: Vec<Case> = vec![
         (
             "syntax error",
             vec![
