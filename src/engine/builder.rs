@@ -454,7 +454,8 @@ impl EngineBuilder {
     /// assert!(matches!(err, Err(tavern::EngineError::Override(_))));
     /// ```
     pub fn build(self) -> Result<Engine, EngineError> {
-        let mut settings = Settings::load(&self.home).map_err(EngineError::Config)?;
+        let mut settings = Settings::load(&self.home)
+            .map_err(|p| EngineError::Config(p.relative_to(&self.home)))?;
         settings.apply_env().map_err(EngineError::Override)?;
         for o in &self.overrides {
             settings.set_override(o).map_err(EngineError::Override)?;
@@ -528,7 +529,8 @@ impl EngineBuilder {
         let workflows = Arc::new(
             Workflows::new(Arc::new(registry))
                 .with_defaults(RunDefaults::from_settings(&settings))
-                .with_hooks(self.hooks.clone()),
+                .with_hooks(self.hooks.clone())
+                .with_home(&self.home),
         );
         let plugins = if self.plugins {
             let report =
@@ -540,6 +542,7 @@ impl EngineBuilder {
                     .load_dir(&self.home.join("plugins"));
             crate::plugins::unavailable::mark(
                 &tools,
+                &self.home,
                 &self.home.join("plugins"),
                 report.plugins.list(),
                 &report.problems,
@@ -614,6 +617,12 @@ impl EngineBuilder {
             let _ = self.hooks.fire_blocking(ENGINE_READY_IX, &mut f, &ctx);
         }
         let world = read_world(&self.home, &mut problems);
+        // Every problem names its file relative to the home (no absolute path reaches a
+        // model or a client).
+        let problems: Vec<_> = problems
+            .into_iter()
+            .map(|p| p.relative_to(&self.home))
+            .collect();
         // The host hears of every load problem through its log callback, if it set one
         // (without one they are only in `Engine::problems`, as the CLI prints them).
         if tools.log().has_callback() {

@@ -13,12 +13,14 @@ pub use crate::script::Permissions;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PermissionError {
     /// `{config.X}` names an option the plugin does not declare (or that has no value).
-    #[error("permissions.fs root '{root}' uses {{config.{option}}}, but option '{option}' is not declared or has no value")]
+    #[error("permissions.fs root '{root}' uses {{config.{option}}}, but option '{option}' is not declared or has no value{suggestion}")]
     UnknownOption {
         /// The root as written.
         root: String,
         /// The option named.
         option: String,
+        /// `, did you mean 'x'?` for the closest option, or empty.
+        suggestion: String,
     },
     /// The substituted value is not text.
     #[error("permissions.fs root '{root}': option '{option}' must be a string")]
@@ -58,9 +60,16 @@ pub fn resolve_root(
         };
         let inner = &after[..j];
         let Some(option) = inner.strip_prefix("config.") else {
+            // `{confg.folder}`: say what was meant.
+            let meant = match inner.split_once('.') {
+                Some((head, tail)) if crate::suggest::closest(head, ["config"]).is_some() => {
+                    format!(", did you mean '{{config.{tail}}}'?")
+                }
+                _ => String::new(),
+            };
             return Err(PermissionError::Malformed {
                 root: root.into(),
-                why: format!("'{{{inner}}}' is not {{config.<option>}}"),
+                why: format!("'{{{inner}}}' is not {{config.<option>}}{meant}"),
             });
         };
         match config.get(option) {
@@ -75,6 +84,7 @@ pub fn resolve_root(
                 return Err(PermissionError::UnknownOption {
                     root: root.into(),
                     option: option.into(),
+                    suggestion: crate::suggest::did_you_mean(option, config.keys()),
                 })
             }
         }
@@ -162,6 +172,8 @@ mod tests {
             ("{config.n}", Err("must be a string")),
             ("{config.root", Err("unclosed")),
             ("{env.HOME}", Err("is not {config.<option>}")),
+            ("{config.rot}", Err("did you mean 'root'?")),
+            ("{confg.root}", Err("did you mean '{config.root}'?")),
         ];
         for (root, want) in cases {
             match (resolve_root(root, &cfg, home), want) {

@@ -59,6 +59,7 @@ pub const FAIL_OPEN: &str = "scripts.fail_open";
 pub(crate) fn guard_failed(
     hooks: Option<&Arc<crate::hooks::Hooks>>,
     settings: &crate::config::Settings,
+    home: &Path,
     owner: &str,
     problem: Problem,
 ) -> Problem {
@@ -68,6 +69,7 @@ pub(crate) fn guard_failed(
         ));
     }
     if let Some(h) = hooks {
+        let problem = problem.clone().relative_to(home);
         h.refuse_all(
             owner,
             &format!(
@@ -135,12 +137,28 @@ fn near_column(path: &Path, line: u32, message: &str) -> Option<u32> {
 #[derive(Debug, Default)]
 pub struct ScriptSet {
     scripts: Option<PluginScripts>,
+    /// The scripts failed to load (their problem is reported once, for the script).
+    failed: bool,
 }
 
 impl ScriptSet {
     /// No scripts.
     pub fn empty() -> Self {
         ScriptSet::default()
+    }
+
+    /// Scripts that failed to load: what depends on them is covered by the script's own
+    /// problem, and reports nothing more.
+    pub fn failed() -> Self {
+        ScriptSet {
+            scripts: None,
+            failed: true,
+        }
+    }
+
+    /// Whether the scripts failed to load.
+    pub fn load_failed(&self) -> bool {
+        self.failed
     }
 
     /// Loads `files` (relative to the plugin directory) into one sandbox, running their top
@@ -157,7 +175,10 @@ impl ScriptSet {
         env.tools = Some(Arc::downgrade(&ctx.manager));
         env.hooks = ctx.hooks.as_ref().map(Arc::downgrade);
         match PluginScripts::load(env, files) {
-            Ok(s) => Ok(ScriptSet { scripts: Some(s) }),
+            Ok(s) => Ok(ScriptSet {
+                scripts: Some(s),
+                failed: false,
+            }),
             Err(e) => Err(load_problem(&ctx.dir, &files[0], &e)),
         }
     }
@@ -168,7 +189,11 @@ impl ScriptSet {
             return Err("its script did not load (see the problem reported for the script)".into());
         };
         if !s.has_function(function) {
-            return Err(format!("no function '{function}' in the plugin's scripts"));
+            let names = s.function_names();
+            return Err(format!(
+                "no function '{function}' in the plugin's scripts{}",
+                crate::suggest::did_you_mean(function, &names)
+            ));
         }
         // The sandbox's default execution mode keeps script work off the async workers.
         Ok(Arc::new(s.handler(function)))

@@ -14,7 +14,16 @@ use crate::tools::ToolManager;
 /// - a plugin that did not load: its whole namespace;
 /// - a tool file that did not load: `plugin:<file stem>`;
 /// - a problem in a loaded plugin's manifest or scripts: its namespace (ids not registered).
-pub fn mark(tools: &ToolManager, plugins_dir: &Path, loaded: &[Arc<Plugin>], problems: &[Problem]) {
+///
+/// Problem files may be absolute or relative to `home`; a reason names paths inside the
+/// home relative to it.
+pub fn mark(
+    tools: &ToolManager,
+    home: &Path,
+    plugins_dir: &Path,
+    loaded: &[Arc<Plugin>],
+    problems: &[Problem],
+) {
     let plugins_dir = plugins_dir
         .canonicalize()
         .unwrap_or(plugins_dir.to_path_buf());
@@ -28,7 +37,8 @@ pub fn mark(tools: &ToolManager, plugins_dir: &Path, loaded: &[Arc<Plugin>], pro
     let (scripts, rest): (Vec<&Problem>, Vec<&Problem>) = problems.iter().partition(is_script);
     let mut script_broken: Vec<String> = Vec::new();
     for p in scripts.into_iter().chain(rest) {
-        let file = p.file.canonicalize().unwrap_or(p.file.clone());
+        let file = home.join(&p.file);
+        let file = file.canonicalize().unwrap_or(file);
         let Ok(rel) = file.strip_prefix(&plugins_dir) else {
             continue;
         };
@@ -40,7 +50,7 @@ pub fn mark(tools: &ToolManager, plugins_dir: &Path, loaded: &[Arc<Plugin>], pro
         // The problem as the modder reads it, relative to the plugin directory.
         let reason = Problem {
             file: in_plugin.clone(),
-            ..p.clone()
+            ..p.clone().relative_to(home)
         }
         .to_string();
         let plugin = loaded

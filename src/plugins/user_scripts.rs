@@ -106,7 +106,7 @@ pub fn load_with(
         let owner = format!("script:{name}");
         // Every way a script does not load leaves its guard missing.
         let mut failed =
-            |p: Problem| problems.push(scripts::guard_failed(hooks, settings, &owner, p));
+            |p: Problem| problems.push(scripts::guard_failed(hooks, settings, home, &owner, p));
         let section = settings.section(&format!("scripts.{name}"));
         // `enabled = false` turns a script off: not loaded, so not a guard either.
         match section.get("enabled") {

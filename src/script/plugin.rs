@@ -264,6 +264,19 @@ impl PluginScripts {
                 .is_some_and(|r| r.has_function(function))
     }
 
+    /// The names of the scripts' global functions (Lua) and script functions (Rhai), for
+    /// a did-you-mean when a tool or node names one that does not exist.
+    pub fn function_names(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(l) = &self.inner.lua {
+            out.extend(l.function_names());
+        }
+        if let Some(r) = &self.inner.rhai {
+            out.extend(r.function_names());
+        }
+        out
+    }
+
     /// Bytes used by the plugin's Lua state (0 without Lua).
     pub fn lua_memory(&self) -> usize {
         self.inner.lua.as_ref().map_or(0, LuaHost::used_memory)

@@ -468,6 +468,14 @@ impl RhaiHost {
         self.ast.iter_functions().any(|f| f.name == name)
     }
 
+    /// The script functions' names.
+    pub fn function_names(&self) -> Vec<String> {
+        self.ast
+            .iter_functions()
+            .map(|f| f.name.to_string())
+            .collect()
+    }
+
     fn function_for(&self, name: &str) -> String {
         let reg = self
             .shared

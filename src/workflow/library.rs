@@ -95,6 +95,9 @@ pub struct Workflows {
     /// The engine's hook registry ([`Workflows::with_hooks`]), handed to every run these
     /// workflows start (their tools, node tools, [`Workflows::run`]).
     hooks: Option<Arc<Hooks>>,
+    /// The engine's home ([`Workflows::with_home`]): failure reasons name files relative
+    /// to it.
+    home: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Workflows {
@@ -160,6 +163,7 @@ impl Workflows {
             failed: RwLock::new(BTreeMap::new()),
             engine_tools: std::sync::OnceLock::new(),
             hooks: None,
+            home: None,
         }
     }
 
@@ -167,6 +171,13 @@ impl Workflows {
     /// these workflows start.
     pub fn with_hooks(mut self, hooks: Arc<Hooks>) -> Self {
         self.hooks = Some(hooks);
+        self
+    }
+
+    /// Builder: the engine's home, so the reasons of workflows that failed to load name
+    /// their files relative to it.
+    pub fn with_home(mut self, home: &Path) -> Self {
+        self.home = Some(home.to_path_buf());
         self
     }
 
@@ -303,6 +314,10 @@ impl Workflows {
         });
         let Some(first) = problems.first() else {
             return;
+        };
+        let first = match &self.home {
+            Some(h) => first.clone().relative_to(h),
+            None => first.clone(),
         };
         let mut failed = self.failed.write().unwrap_or_else(|e| e.into_inner());
         for key in [stem.as_deref(), id].into_iter().flatten() {

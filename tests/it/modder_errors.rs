@@ -597,3 +597,60 @@ fn a_bad_setting_value_names_the_setting_not_unknown_tool() {
     );
     assert!(!msg.contains("Unknown tool"), "{msg}");
 }
+
+/// Issue 23 item 15: no absolute path reaches the model or the problem list. Observations
+/// of tools and workflows that failed to load, and every problem `plugin check` and `tavern
+/// call` print, name files relative to the home, whatever directory tavern runs in.
+#[test]
+fn no_absolute_paths_reach_the_model_or_the_problems() {
+    let h = home();
+    write(
+        h.path(),
+        &[
+            ("plugins/Anvil/plugin.yaml", "name: Anvil\n"),
+            ("plugins/Anvil2/plugin.yaml", "name: Anvil\n"),
+            (
+                "plugins/Anvil2/tools/forge.tool.json",
+                r#"{"id": "forge", "implementation": {"type": "service", "script": "main.lua", "function": "forge"}}"#,
+            ),
+            ("workflows/skill_check.json", "{\"id\": \"skill_check\",\n"),
+        ],
+    );
+    let abs = h.path().canonicalize().unwrap();
+    let home_text = abs.to_string_lossy().into_owned();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let calls =
+        r#"[{"tool": "Anvil:forge", "args": {}}, {"tool": "workflow:skill_check", "args": {}}]"#;
+    let run = tavern(
+        elsewhere.path(),
+        &["--home", &home_text, "call"],
+        calls.as_bytes(),
+    );
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(!run.stdout.contains(&home_text), "{}", run.stdout);
+    assert!(!run.stderr.contains(&home_text), "{}", run.stderr);
+    let out = run.json();
+    let forge = out["results"][0]["observation"].as_str().unwrap();
+    assert!(
+        forge.contains("is already used by plugins/Anvil/plugin.yaml"),
+        "{forge}"
+    );
+    let wf = out["results"][1]["observation"].as_str().unwrap();
+    assert!(wf.contains("workflows/skill_check.json"), "{wf}");
+
+    let run = tavern(
+        elsewhere.path(),
+        &["--home", &home_text, "plugin", "check", "--json"],
+        b"",
+    );
+    assert!(!run.stdout.contains(&home_text), "{}", run.stdout);
+    let problems = run.json()["problems"].as_array().unwrap().clone();
+    assert!(!problems.is_empty());
+    for p in &problems {
+        let file = p["file"].as_str().unwrap();
+        assert!(
+            file.starts_with("plugins/") || file.starts_with("workflows/"),
+            "{p}"
+        );
+    }
+}

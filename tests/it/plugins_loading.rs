@@ -139,7 +139,9 @@ fn cases() -> Vec<Case> {
             name: "Lua syntax error",
             files: &[("Bad/plugin.yaml", "name: Bad\n"), ("Bad/tools/t.tool.json", LUA_TOOL), ("Bad/main.lua", "function t() return 1 end\nlocal = 2\n")],
             sets: &[],
-            want: &[("Bad/main.lua", "does not compile", Some(2)), ("Bad/tools/t.tool.json", "its script did not load", Some(3))],
+            // The script's problem only: the tool it serves is unavailable by it (issue 23
+            // item 16; `root_causes_only_with_suggestions` checks nothing else is said).
+            want: &[("Bad/main.lua", "does not compile", Some(2))],
         },
         Case {
             name: "Rhai syntax error",
@@ -477,4 +479,75 @@ async fn a_vcp_manifest_beside_plugin_yaml_adds_its_commands() {
     let p = &e.problems()[0];
     assert!(p.file.ends_with("V/plugin-manifest.json"), "{p}");
     assert!(p.message.contains("plugin.yaml"), "{p}");
+}
+
+/// Issue 23 item 16: the root cause only, with a did-you-mean where a name is near one that
+/// exists: a script that does not compile is one problem (not a second one per tool it
+/// serves); a missing function, script file or `{config.X}` option suggests the closest.
+#[test]
+fn root_causes_only_with_suggestions() {
+    let tool = |script: &str, function: &str| {
+        format!(
+            r#"{{"id": "t", "implementation": {{"type": "service", "script": "{script}", "function": "{function}"}}}}"#
+        )
+    };
+    // (name, files under plugins/, what the only problems say)
+    type Case = (&'static str, Vec<(&'static str, String)>, Vec<&'static str>);
+    let cases: Vec<Case> = vec![
+        (
+            "syntax error",
+            vec![
+                ("Bad/plugin.yaml", "name: Bad\n".into()),
+                ("Bad/tools/t.tool.json", tool("main.lua", "t")),
+                ("Bad/tools/u.tool.json", tool("main.lua", "u").replace("\"t\"", "\"u\"")),
+                ("Bad/main.lua", "function t() return 1 end\nlocal = 2\n".into()),
+            ],
+            vec!["main.lua:2:7: script does not compile"],
+        ),
+        (
+            "function",
+            vec![
+                ("Bad/plugin.yaml", "name: Bad\n".into()),
+                ("Bad/tools/t.tool.json", tool("main.lua", "rol")),
+                ("Bad/main.lua", "function roll() return 1 end\n".into()),
+            ],
+            vec!["no function 'rol' in the plugin's scripts, did you mean 'roll'?"],
+        ),
+        (
+            "script file",
+            vec![
+                ("Bad/plugin.yaml", "name: Bad\n".into()),
+                ("Bad/tools/t.tool.json", tool("mian.lua", "roll")),
+                ("Bad/main.lua", "function roll() return 1 end\n".into()),
+            ],
+            vec!["script 'mian.lua' does not exist in the plugin directory, did you mean 'main.lua'?"],
+        ),
+        (
+            "config root",
+            vec![(
+                "Bad/plugin.yaml",
+                "name: Bad\nconfigOptions:\n  - id: root\n    type: string\n    default: ./data\npermissions:\n  fs:\n    read: [\"{config.rot}\"]\n".into(),
+            )],
+            vec!["option 'rot' is not declared or has no value, did you mean 'root'?"],
+        ),
+    ];
+    for (name, files, want) in cases {
+        let t = tempfile::tempdir().unwrap();
+        for (rel, text) in &files {
+            write(&t.path().join("plugins").join(rel), text);
+        }
+        let e = Engine::builder().home(t.path()).build().unwrap();
+        let all: Vec<String> = e.problems().iter().map(|p| p.to_string()).collect();
+        assert_eq!(all.len(), want.len(), "{name}: {all:#?}");
+        for w in want {
+            assert!(
+                all.iter().any(|p| p.contains(w)),
+                "{name}: '{w}' not in {all:#?}"
+            );
+        }
+        assert!(
+            !all.iter().any(|p| p.contains("did not load")),
+            "{name}: {all:#?}"
+        );
+    }
 }

@@ -78,7 +78,13 @@ pub fn check_home_with(home: &Path, settings: &Settings, roots: RootPolicy) -> C
     report.problems.extend(ps);
     report.scripts = scripts;
     report.problems.extend(check_agents(&home.join("agents")));
+    report.problems = relative(report.problems, home);
     report
+}
+
+/// Problems name their files relative to the home, as the engine's do.
+fn relative(problems: Vec<Problem>, home: &Path) -> Vec<Problem> {
+    problems.into_iter().map(|p| p.relative_to(home)).collect()
 }
 
 /// TAM scripts (`*.tam`): every parse diagnostic, errors and recoveries alike (a script a
@@ -196,7 +202,7 @@ fn load(
     } else {
         path
     };
-    super::unavailable::mark(&tools, plugins_dir, &plugins, &problems);
+    super::unavailable::mark(&tools, home, plugins_dir, &plugins, &problems);
     problems.extend(super::config::undeclared_all(
         &plugins,
         settings,
@@ -223,7 +229,7 @@ fn load(
     }
     CheckReport {
         plugins,
-        problems,
+        problems: relative(problems, home),
         tools,
         workflows,
         permissions,

@@ -168,7 +168,7 @@ impl Loader<'_> {
                     return Err(at(format!("script '{script}' leaves the plugin directory")));
                 };
                 if !path.is_file() {
-                    return Err(at(format!("tool '{}': script '{script}' does not exist in {}", def.id, dir.display())));
+                    return Err(at(format!("tool '{}': {}", def.id, super::missing_script(dir, script))));
                 }
                 scripts
                     .handler(function)

@@ -374,14 +374,15 @@ impl<'a> Loader<'a> {
                 problems.push(scripts::guard_failed(
                     self.hooks.as_ref(),
                     self.settings,
+                    &self.home,
                     &owner,
                     p,
                 ));
-                ScriptSet::empty()
+                ScriptSet::failed()
             }
             Err(p) => {
                 problems.push(p);
-                ScriptSet::empty()
+                ScriptSet::failed()
             }
         };
         let main_file = files
@@ -395,7 +396,8 @@ impl<'a> Loader<'a> {
         let mut node_types = Vec::new();
         for n in node_files {
             match self.register_node(&name, &dir, n, &scripts) {
-                Ok(t) => node_types.push(t),
+                Ok(Some(t)) => node_types.push(t),
+                Ok(None) => {}
                 Err(p) => problems.push(p),
             }
         }
@@ -446,6 +448,8 @@ impl<'a> Loader<'a> {
                 &def, &file, &text, &dir, &cfg, &perms, &bind, &extra, &scripts,
             ) {
                 Ok(h) => h,
+                // The script's own problem says it all (the tool is unavailable by it).
+                Err(_) if scripts.load_failed() && names_existing_script(&def, &dir) => continue,
                 Err(p) => {
                     problems.push(p);
                     continue;
@@ -476,6 +480,39 @@ impl<'a> Loader<'a> {
 }
 
 /// `rel` joined to `dir`, or `None` when it is absolute or climbs out with `..`.
+/// `script 'x' does not exist in the plugin directory`, with the closest script file there.
+pub(super) fn missing_script(dir: &Path, script: &str) -> String {
+    fn walk(dir: &Path, base: &Path, depth: usize, out: &mut Vec<String>) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() && depth < 3 {
+                walk(&p, base, depth + 1, out);
+            } else if p.extension().is_some_and(|x| x == "lua" || x == "rhai") {
+                if let Ok(rel) = p.strip_prefix(base) {
+                    out.push(rel.to_string_lossy().replace('\\', "/"));
+                }
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(dir, dir, 0, &mut files);
+    files.sort();
+    let wanted = script.trim_start_matches("./");
+    format!(
+        "script '{script}' does not exist in the plugin directory{}",
+        crate::suggest::did_you_mean(wanted, &files)
+    )
+}
+
+/// Whether `def` is a script function of a script file that exists in `dir`.
+fn names_existing_script(def: &crate::tools::ToolDefinition, dir: &Path) -> bool {
+    matches!(&def.implementation, Implementation::Service { script: Some(s), function: Some(_) }
+        if inside(dir, s.as_str()).is_some_and(|p| p.is_file()))
+}
+
 fn inside(dir: &Path, rel: &str) -> Option<PathBuf> {
     let p = Path::new(rel);
     if p.is_absolute()

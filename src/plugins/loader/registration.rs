@@ -51,7 +51,7 @@ impl Loader<'_> {
         dir: &Path,
         n: NodeFile,
         scripts: &ScriptSet,
-    ) -> Result<String, Problem> {
+    ) -> Result<Option<String>, Problem> {
         let at = |key: &str, msg: String| problem_at_key(&n.path, &n.text, key, msg);
         let node_type = n.definition.node_type.clone();
         if let Some(s) = &n.script {
@@ -65,16 +65,17 @@ impl Loader<'_> {
                 Some(p) if !p.is_file() => {
                     return Err(at(
                         "script",
-                        format!(
-                            "node '{node_type}': script '{s}' does not exist in {}",
-                            dir.display()
-                        ),
+                        format!("node '{node_type}': {}", super::missing_script(dir, s)),
                     ))
                 }
                 Some(_) => {}
             }
         }
         let Some(loaded) = scripts.scripts() else {
+            if scripts.load_failed() {
+                // Covered by the script's own problem.
+                return Ok(None);
+            }
             return Err(at(
                 "function",
                 format!(
@@ -86,8 +87,9 @@ impl Loader<'_> {
             return Err(at(
                 "function",
                 format!(
-                    "node '{node_type}' is not registered: no function '{}' in plugin '{plugin}''s scripts",
-                    n.function
+                    "node '{node_type}' is not registered: no function '{}' in plugin '{plugin}''s scripts{}",
+                    n.function,
+                    crate::suggest::did_you_mean(&n.function, &loaded.function_names())
                 ),
             ));
         }
@@ -111,7 +113,7 @@ impl Loader<'_> {
             .register(n.definition, Arc::new(executor))
             .map_err(|e| at("type", e.to_string()))?;
         self.node_files.insert(node_type.clone(), n.path.clone());
-        Ok(node_type)
+        Ok(Some(node_type))
     }
 
     /// Phase two: the plugin's workflow files, validated against every registered node.

@@ -442,6 +442,18 @@ impl LuaHost {
         self.lookup(name).ok().flatten().is_some()
     }
 
+    /// The names of the global functions.
+    pub fn function_names(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (k, v) in self.handles.globals.pairs::<LuaValue, LuaValue>().flatten() {
+            if let (LuaValue::String(k), LuaValue::Function(_)) = (k, v) {
+                out.push(k.to_string_lossy());
+            }
+        }
+        out.sort();
+        out
+    }
+
     fn lookup(&self, name: &str) -> mlua::Result<Option<Function>> {
         if let LuaValue::Function(f) = self.handles.handlers.raw_get::<LuaValue>(name)? {
             return Ok(Some(f));
