@@ -440,10 +440,21 @@ impl RedisJobs {
     pub fn start_workers(self: &Arc<Self>, served: Arc<Served>) {
         self.hear_cancels();
         let jobs = self.clone();
+        // A replica shutting down takes no new job (those running finish, drained like
+        // calls); what it leaves in the queue is for the other replicas.
+        let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, end) = (stopping.clone(), served.streams_end());
+        tokio::spawn(async move {
+            end.await;
+            flag.store(true, Ordering::Release);
+        });
         tokio::spawn(async move {
             let mut last_claim = tokio::time::Instant::now();
             let mut failing = false;
             loop {
+                if stopping.load(Ordering::Acquire) {
+                    return;
+                }
                 let free = jobs.workers.available_permits();
                 if free == 0 {
                     tokio::time::sleep(POLL).await;
