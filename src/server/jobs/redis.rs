@@ -11,7 +11,7 @@
 //!   entry ids, so a client resumes with `Last-Event-ID` on any replica.
 //! - `jobs:index`, a sorted set of ids by creation time, for `GET /api/jobs`.
 //!
-//! A replica runs a job as a local [`Job`] through the same [`super::routes::run`] as
+//! A replica runs a job as a local [`Job`] through the same `routes::run` as
 //! without a store, and mirrors its event log into the store. While it runs, the replica
 //! renews its lease every [`TICK`] (an `XCLAIM … JUSTID` that resets the entry's idle
 //! time) and reads the `cancel` flag; a `DELETE` on any replica also publishes the id on
