@@ -55,6 +55,9 @@ const POLL: Duration = Duration::from_millis(50);
 const FOLLOW: Duration = Duration::from_millis(100);
 /// Most jobs one replica runs at once; the rest wait in the queue for any replica.
 pub const WORKERS: usize = 64;
+/// How much longer than `--job-ttl` an id stays in the listing index (a job's record
+/// expires `ttl` after it *ended*; this covers jobs that ran or waited that long).
+const INDEX_SLACK_MS: u64 = 24 * 3600 * 1000;
 /// Most events kept per job (approximately; older ones are trimmed).
 const MAX_EVENTS: usize = super::MAX_EVENTS;
 
@@ -294,6 +297,12 @@ impl RedisJobs {
             .arg(INDEX)
             .arg(now)
             .arg(&id)
+            .ignore()
+            // Ids made longer ago than any record can live leave the index.
+            .cmd("ZREMRANGEBYSCORE")
+            .arg(INDEX)
+            .arg("-inf")
+            .arg(now.saturating_sub(self.ttl_ms() + INDEX_SLACK_MS))
             .ignore()
             .cmd("XADD")
             .arg(QUEUE)
