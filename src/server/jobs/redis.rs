@@ -147,6 +147,9 @@ pub struct RedisJobs {
     /// The bytes the jobs running here keep (`--max-job-bytes`): past it their `progress`,
     /// `node`, `call` and `log` events are dropped, as without a store.
     meter: Arc<Meter>,
+    /// Wakes this replica's idle worker loop when a job is queued here (other replicas
+    /// find it at their next poll).
+    queued: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for RedisJobs {
@@ -244,6 +247,7 @@ impl RedisJobs {
             running: Mutex::new(HashMap::new()),
             workers: Arc::new(Semaphore::new(WORKERS)),
             meter: Meter::new(max_bytes),
+            queued: tokio::sync::Notify::new(),
         }))
     }
 
@@ -315,6 +319,7 @@ impl RedisJobs {
             .arg(caller.to_string())
             .ignore();
         let () = p.query_async(&mut c).await.map_err(rerr)?;
+        self.queued.notify_one();
         Ok(id)
     }
 
@@ -500,7 +505,10 @@ impl RedisJobs {
                     }
                 }
                 if got.is_empty() {
-                    tokio::time::sleep(POLL).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(POLL) => {}
+                        _ = jobs.queued.notified() => {}
+                    }
                     continue;
                 }
                 for entry in got {
