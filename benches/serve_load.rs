@@ -3,7 +3,9 @@
 //! On loopback only, bounded in time (~1 minute): `tools/call` of an echo tool over MCP
 //! Streamable HTTP and over REST at 1, 16 and 64 concurrent clients, beside the official
 //! Python SDK's own server (`benches/fastmcp_echo.py`) under the same load; p99 at a fixed
-//! 1,000 calls/s; and a reload under `--watch` during load (calls lost, memory before/after).
+//! 1,000 calls/s; two replicas sharing a `redis-server` (`--store`): jobs per second made on
+//! one replica and read on the other, and MCP calls per second over both; and a reload under
+//! `--watch` during load (calls lost, memory before/after).
 //! Writes `target/bench-figures/serve_load.json` (`{"<row id>": "<figure>"}`).
 //!
 //! Run: `cargo bench --bench serve_load` (set `SERVE_LOAD_SECS` to change the 3 s per cell,
@@ -48,13 +50,18 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 fn start_tavern(home: &Path, watch: bool) -> (Proc, String) {
+    start_tavern_with(home, watch, &[])
+}
+
+fn start_tavern_with(home: &Path, watch: bool, extra: &[&str]) -> (Proc, String) {
     // TAVERN_BIN runs another build of tavern (e.g. a release binary) under the same load.
     let bin =
         std::env::var("TAVERN_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_tavern").to_string());
     let mut cmd = Command::new(bin);
     cmd.arg("--home")
         .arg(home)
-        .args(["serve", "--addr", "127.0.0.1:0"]);
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .args(extra);
     if watch {
         cmd.arg("--watch");
     }
@@ -304,6 +311,158 @@ async fn load(
     }
 }
 
+/// A `redis-server` without persistence on a free loopback port, or `None` when it is not
+/// installed (or does not answer).
+fn start_redis() -> Option<(Proc, String)> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .ok()?
+        .local_addr()
+        .ok()?
+        .port();
+    let child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let p = Proc(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Some((p, format!("redis://127.0.0.1:{port}")));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+/// `conc` clients (spread over `bases`) each making a job of `tool` on one replica and
+/// polling it on the next one until it ends, back to back for `dur`: jobs per second.
+async fn jobs_load(bases: &[String], tool: &str, conc: usize, dur: f64) -> Cell {
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(conc)
+        .build()
+        .expect("client");
+    let stop = Arc::new(AtomicBool::new(false));
+    let failed = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..conc {
+        let (http, stop, failed) = (http.clone(), stop.clone(), failed.clone());
+        let make = bases[w % bases.len()].clone();
+        let read = bases[(w + 1) % bases.len()].clone();
+        let tool = tool.to_string();
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                let made = http
+                    .post(format!("{make}/api/jobs"))
+                    .json(&json!({"tool": tool, "args": {"text": "ping"}}))
+                    .send()
+                    .await;
+                let id = match made {
+                    Ok(r) => r
+                        .json::<Value>()
+                        .await
+                        .ok()
+                        .and_then(|v| v["id"].as_str().map(str::to_string)),
+                    Err(_) => None,
+                };
+                let Some(id) = id else {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                };
+                let ok = loop {
+                    let r = http.get(format!("{read}/api/jobs/{id}")).send().await;
+                    let st = match r {
+                        Ok(r) => r.json::<Value>().await.ok().map(|v| v["status"].clone()),
+                        Err(_) => None,
+                    };
+                    match st.as_ref().and_then(Value::as_str) {
+                        Some("succeeded") => break true,
+                        Some("failed" | "cancelled") | None => break false,
+                        _ => tokio::time::sleep(Duration::from_millis(5)).await,
+                    }
+                };
+                lat.push(t.elapsed().as_secs_f64() * 1000.0);
+                if !ok {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            lat
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs_f64(dur)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut lat = Vec::new();
+    for t in tasks {
+        lat.extend(t.await.unwrap_or_default());
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    lat.sort_by(|a, b| a.total_cmp(b));
+    Cell {
+        calls: lat.len() as u64,
+        failed: failed.load(Ordering::Relaxed),
+        elapsed,
+        lat,
+    }
+}
+
+/// Two replicas sharing one Redis (`--store`): MCP `tools/call` at 16 clients spread over
+/// both, and jobs made on one replica and read on the other, against one replica alone.
+async fn replicas(home: &Path, dur: f64, figures: &mut BTreeMap<String, String>) {
+    let Some((_redis, url)) = start_redis() else {
+        eprintln!("serve_load: redis-server is not available; the two-replica figures are skipped");
+        return;
+    };
+    let store = ["--store", url.as_str()];
+    let (a, base_a) = start_tavern_with(home, false, &store);
+    let (b, base_b) = start_tavern_with(home, false, &store);
+    let both = [base_a.clone(), base_b.clone()];
+    let mut row = |id: &str, c: &Cell, unit: &str| {
+        println!(
+            "serve_load/{id}: {:.0} {unit}/s, p50 {:.2} ms, p99 {:.2} ms, {} failed",
+            c.rate(),
+            c.pct(0.5),
+            c.pct(0.99),
+            c.failed
+        );
+        figures.insert(
+            format!("serve_load/{id}_throughput"),
+            format!("{:.0} {unit}/s", c.rate()),
+        );
+        figures.insert(
+            format!("serve_load/{id}_p99"),
+            format!("{:.2} ms", c.pct(0.99)),
+        );
+    };
+    let one = jobs_load(&both[..1], "system:echo", 16, dur).await;
+    row("store_jobs_1replica_c16", &one, "jobs");
+    let two = jobs_load(&both, "system:echo", 16, dur).await;
+    row("store_jobs_2replicas_c16", &two, "jobs");
+    // MCP: 8 clients on each replica at once (sessions live in the store).
+    let (x, y) = tokio::join!(
+        load(&base_a, Target::Mcp, "system_echo", 8, dur, None),
+        load(&base_b, Target::Mcp, "system_echo", 8, dur, None),
+    );
+    let sum = Cell {
+        calls: x.calls + y.calls,
+        failed: x.failed + y.failed,
+        elapsed: x.elapsed.max(y.elapsed),
+        lat: {
+            let mut l = x.lat;
+            l.extend(y.lat);
+            l.sort_by(|a, b| a.total_cmp(b));
+            l
+        },
+    };
+    row("store_mcp_2replicas_c16", &sum, "calls");
+    drop(a);
+    drop(b);
+}
+
 fn rss_kib(pid: u32) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     s.lines()
@@ -386,6 +545,8 @@ async fn run() {
     );
     drop(tavern);
     drop(fast);
+
+    replicas(&home, dur, &mut figures).await;
 
     // Reload under load: a workflow file changes every 500 ms while 16 clients call.
     let tmp = tempfile::tempdir().expect("temp dir");

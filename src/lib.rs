@@ -56,7 +56,7 @@ mod workflow;
 
 pub use agent::{
     AgentError, AgentRun, AgentRuntime, AgentRuntimeBuilder, CallFormat, Event, EventBus,
-    ManualStyle, MemoryWorldState, StateError, StopReason, Turn, WorldState,
+    ManualStyle, MemoryWorldState, StateError, StopReason, StoreWorldState, Turn, WorldState,
 };
 pub use config::SettingError;
 pub use engine::{
@@ -71,7 +71,7 @@ pub use problem::Problem;
 pub use protocol::{parse, Call, Diagnostic, Format, OnError, Parsed, Severity, Span};
 pub use sandbox::confine::ProcessLimits;
 pub use script::{Limits, ScriptError};
-pub use store::{world::StoreWorldState, KvStore, MemoryStore, StoreError, StoreFuture};
+pub use store::{KvStore, MemoryStore, StoreError, StoreFuture};
 pub use tools::{
     CallContext, CallOutcome, Caller, CallerPolicy, Implementation, LogCallback, LogLevel,
     LogRecord, ToolDefinition, ToolError, ToolFuture, ToolHandler,

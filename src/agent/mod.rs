@@ -20,6 +20,7 @@ mod manual;
 mod profile;
 mod runtime;
 mod state;
+mod store_world;
 mod tools;
 
 pub use call_format::CallFormat;
@@ -35,6 +36,7 @@ pub use runtime::{
     hook_seam, AgentRun, AgentRuntime, AgentRuntimeBuilder, CallRecord, Limits, StopReason, Turn,
 };
 pub use state::{get_path, set_path, MemoryWorldState, PrivateState, StateError, WorldState};
+pub use store_world::StoreWorldState;
 pub use tools::{agent_tool_definition, AgentTools, AGENT_TOOLS};
 
 use crate::problem::Problem;

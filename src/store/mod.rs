@@ -1,4 +1,5 @@
-//! Shared key-value state: what scripts' `api.store` and a stored agent world state keep.
+//! Shared key-value state: what scripts' `api.store` and a stored agent world state
+//! (`agent::StoreWorldState`) keep.
 //!
 //! [`KvStore`] is the seam: [`MemoryStore`] (the default, one process) lives here in the lean
 //! library; the Redis one (`redis.rs`, the `store-redis` feature) shares the state between
@@ -11,7 +12,6 @@
 
 #[cfg(feature = "store-redis")]
 pub mod redis;
-pub mod world;
 
 use std::collections::HashMap;
 use std::future::Future;

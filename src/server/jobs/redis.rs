@@ -11,7 +11,7 @@
 //!   entry ids, so a client resumes with `Last-Event-ID` on any replica.
 //! - `jobs:index`, a sorted set of ids by creation time, for `GET /api/jobs`.
 //!
-//! A replica runs a job as a local [`Job`] through the same [`super::routes::run`] as
+//! A replica runs a job as a local [`Job`] through the same `routes::run` as
 //! without a store, and mirrors its event log into the store. While it runs, the replica
 //! renews its lease every [`TICK`] (an `XCLAIM … JUSTID` that resets the entry's idle
 //! time) and reads the `cancel` flag; a `DELETE` on any replica also publishes the id on
@@ -55,6 +55,9 @@ const POLL: Duration = Duration::from_millis(50);
 const FOLLOW: Duration = Duration::from_millis(100);
 /// Most jobs one replica runs at once; the rest wait in the queue for any replica.
 pub const WORKERS: usize = 64;
+/// How much longer than `--job-ttl` an id stays in the listing index (a job's record
+/// expires `ttl` after it *ended*; this covers jobs that ran or waited that long).
+const INDEX_SLACK_MS: u64 = 24 * 3600 * 1000;
 /// Most events kept per job (approximately; older ones are trimmed).
 const MAX_EVENTS: usize = super::MAX_EVENTS;
 
@@ -144,6 +147,9 @@ pub struct RedisJobs {
     /// The bytes the jobs running here keep (`--max-job-bytes`): past it their `progress`,
     /// `node`, `call` and `log` events are dropped, as without a store.
     meter: Arc<Meter>,
+    /// Wakes this replica's idle worker loop when a job is queued here (other replicas
+    /// find it at their next poll).
+    queued: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for RedisJobs {
@@ -241,6 +247,7 @@ impl RedisJobs {
             running: Mutex::new(HashMap::new()),
             workers: Arc::new(Semaphore::new(WORKERS)),
             meter: Meter::new(max_bytes),
+            queued: tokio::sync::Notify::new(),
         }))
     }
 
@@ -295,6 +302,12 @@ impl RedisJobs {
             .arg(now)
             .arg(&id)
             .ignore()
+            // Ids made longer ago than any record can live leave the index.
+            .cmd("ZREMRANGEBYSCORE")
+            .arg(INDEX)
+            .arg("-inf")
+            .arg(now.saturating_sub(self.ttl_ms() + INDEX_SLACK_MS))
+            .ignore()
             .cmd("XADD")
             .arg(QUEUE)
             .arg("*")
@@ -306,6 +319,7 @@ impl RedisJobs {
             .arg(caller.to_string())
             .ignore();
         let () = p.query_async(&mut c).await.map_err(rerr)?;
+        self.queued.notify_one();
         Ok(id)
     }
 
@@ -440,10 +454,21 @@ impl RedisJobs {
     pub fn start_workers(self: &Arc<Self>, served: Arc<Served>) {
         self.hear_cancels();
         let jobs = self.clone();
+        // A replica shutting down takes no new job (those running finish, drained like
+        // calls); what it leaves in the queue is for the other replicas.
+        let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (flag, end) = (stopping.clone(), served.streams_end());
+        tokio::spawn(async move {
+            end.await;
+            flag.store(true, Ordering::Release);
+        });
         tokio::spawn(async move {
             let mut last_claim = tokio::time::Instant::now();
             let mut failing = false;
             loop {
+                if stopping.load(Ordering::Acquire) {
+                    return;
+                }
                 let free = jobs.workers.available_permits();
                 if free == 0 {
                     tokio::time::sleep(POLL).await;
@@ -480,7 +505,10 @@ impl RedisJobs {
                     }
                 }
                 if got.is_empty() {
-                    tokio::time::sleep(POLL).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(POLL) => {}
+                        _ = jobs.queued.notified() => {}
+                    }
                     continue;
                 }
                 for entry in got {

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::{block_on, KvStore};
-use crate::agent::{get_path, set_path, StateError, WorldState};
+use super::state::{get_path, set_path, StateError, WorldState};
+use crate::store::{block_on, KvStore};
 
 /// A [`WorldState`] kept as one JSON document under one key of a [`KvStore`].
 ///
