@@ -523,6 +523,22 @@ fn root_causes_only_with_suggestions() {
             vec!["script 'mian.lua' does not exist in the plugin directory, did you mean 'main.lua'?"],
         ),
         (
+            "yaml bracket",
+            vec![(
+                "Bad/plugin.yaml",
+                "name: Bad\npermissions:\n  hooks: [tool:before-invoke\nlimits:\n  wallMs: 5\n".into(),
+            )],
+            vec!["the '[' opened at line 3, column 10 is never closed"],
+        ),
+        (
+            "rhai bracket",
+            vec![
+                ("Bad/plugin.yaml", "name: Bad\n".into()),
+                ("Bad/main.rhai", "fn t(a, c) {\n  let x = 1;\n  x\n".into()),
+            ],
+            vec!["the '{' opened at line 1, column 12 is never closed"],
+        ),
+        (
             "config root",
             vec![(
                 "Bad/plugin.yaml",
