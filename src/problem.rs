@@ -73,6 +73,99 @@ impl Problem {
     }
 }
 
+/// The comment syntax of a text [`unclosed_bracket`] scans.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Syntax {
+    /// `# …` comments, `'…'`/`"…"` strings.
+    Yaml,
+    /// `// …` and `/* … */` comments, `"…"`, `'…'` and `` `…` `` strings.
+    Rhai,
+}
+
+/// `the '[' opened at line 3, column 10 is never closed` for the innermost bracket of
+/// `text` left open (or closed by the wrong bracket), so a parser error met far below it
+/// says where the real fault is.
+pub(crate) fn unclosed_bracket(text: &str, syntax: Syntax) -> Option<String> {
+    let mut open: Vec<(char, u32, u32)> = Vec::new();
+    let (mut line, mut col) = (1u32, 0u32);
+    let mut chars = text.chars().peekable();
+    let mut quote: Option<char> = None;
+    let mut block_comment = false;
+    let mut prev = '\n';
+    while let Some(c) = chars.next() {
+        col += 1;
+        if c == '\n' {
+            line += 1;
+            col = 0;
+            if syntax == Syntax::Yaml {
+                quote = None;
+            }
+        }
+        if block_comment {
+            if c == '*' && chars.peek() == Some(&'/') {
+                chars.next();
+                col += 1;
+                block_comment = false;
+            }
+            prev = c;
+            continue;
+        }
+        if let Some(q) = quote {
+            if c == '\\' && syntax == Syntax::Rhai {
+                chars.next();
+                col += 1;
+            } else if c == q {
+                quote = None;
+            }
+            prev = c;
+            continue;
+        }
+        let comment = match syntax {
+            Syntax::Yaml => c == '#' && prev.is_whitespace(),
+            Syntax::Rhai => c == '/' && chars.peek() == Some(&'/'),
+        };
+        if comment {
+            for n in chars.by_ref() {
+                if n == '\n' {
+                    line += 1;
+                    col = 0;
+                    break;
+                }
+            }
+            prev = '\n';
+            continue;
+        }
+        match c {
+            '/' if syntax == Syntax::Rhai && chars.peek() == Some(&'*') => block_comment = true,
+            '"' | '\'' => quote = Some(c),
+            '`' if syntax == Syntax::Rhai => quote = Some(c),
+            '(' | '[' | '{' => open.push((c, line, col)),
+            ')' | ']' | '}' => {
+                let want = match c {
+                    ')' => '(',
+                    ']' => '[',
+                    _ => '{',
+                };
+                match open.last() {
+                    Some((o, _, _)) if *o == want => {
+                        open.pop();
+                    }
+                    Some(&(o, l, cl)) => {
+                        return Some(format!(
+                            "the '{o}' opened at line {l}, column {cl} is closed by '{c}' at line {line}, column {col}"
+                        ))
+                    }
+                    None => {}
+                }
+            }
+            _ => {}
+        }
+        prev = c;
+    }
+    open.last()
+        .map(|(o, l, c)| format!("the '{o}' opened at line {l}, column {c} is never closed"))
+}
+
 /// The spellings of `home` a path may start with: as given and canonical (the loaders
 /// canonicalize some paths), `./` dropped.
 fn home_forms(home: &Path) -> Vec<PathBuf> {
@@ -119,5 +212,25 @@ impl fmt::Display for Problem {
             write!(f, " ({h})")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unclosed_brackets_are_found_where_they_open() {
+        let yaml = "name: A\npermissions:\n  hooks: [tool:before-invoke\nlimits: # [not this\n  wallMs: 5\n";
+        assert_eq!(
+            unclosed_bracket(yaml, Syntax::Yaml).as_deref(),
+            Some("the '[' opened at line 3, column 10 is never closed")
+        );
+        let rhai = "fn f() {\n  let s = \"{\"; // (\n  let x = [1, 2;\n  x\n}\n";
+        assert_eq!(
+            unclosed_bracket(rhai, Syntax::Rhai).as_deref(),
+            Some("the '[' opened at line 3, column 11 is closed by '}' at line 5, column 1")
+        );
+        assert_eq!(unclosed_bracket("a: [1, {b: 2}]\n", Syntax::Yaml), None);
     }
 }

@@ -226,7 +226,11 @@ pub fn parse(text: &str, file: &Path) -> Result<PluginManifest, Problem> {
         }
     }
     serde_saphyr::from_str::<PluginManifest>(text).map_err(|e| {
-        let p = yaml_problem(&e, file);
+        let mut p = yaml_problem(&e, file);
+        // A bracket left open: the parser stops far below it; say where it opened.
+        if let Some(b) = crate::problem::unclosed_bracket(text, crate::problem::Syntax::Yaml) {
+            p.message = format!("{} ({b})", p.message);
+        }
         match crate::strict::yaml_indent_slip(text) {
             Some(slip) => slip.problem(file, &p.message),
             None => p,

@@ -105,12 +105,19 @@ pub fn load_problem(dir: &Path, first_file: &Path, e: &ScriptError) -> Problem {
         _ => "script failed while loading",
     };
     // The problem carries the place: the message says it once.
-    let message = match e {
+    let mut message = match e {
         ScriptError::Syntax { message, .. } | ScriptError::Runtime { message, .. } => {
             format!("{what}: {message}")
         }
         other => format!("{what}: {other}"),
     };
+    // A Rhai bracket left open: the parser stops far below it; say where it opened.
+    if matches!(e, ScriptError::Syntax { .. }) && path.extension().is_some_and(|x| x == "rhai") {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        if let Some(b) = crate::problem::unclosed_bracket(&text, crate::problem::Syntax::Rhai) {
+            message = format!("{message} ({b})");
+        }
+    }
     // Rhai's parser gives the column; for Lua it is found from the token it names.
     let column = parser_column.or_else(|| line.and_then(|l| near_column(&path, l, &message)));
     let p = Problem::new(path, message);

@@ -79,7 +79,7 @@ pub fn mark(
 }
 
 /// The name a plugin directory's manifest gives (read loosely), else the directory name.
-fn manifest_name(dir: &Path) -> String {
+pub(crate) fn manifest_name(dir: &Path) -> String {
     let from_manifest = std::fs::read_to_string(dir.join(MANIFEST_FILE))
         .ok()
         .and_then(|t| crate::strict::locate_yaml(&t))

@@ -1,6 +1,7 @@
 //! What a plugin's scripts use, read from their text (`api.hooks.on("…")`,
-//! `api.services.override("…")`, `api.tools.call("…")`, `api.fs.*`), set beside what its
-//! manifest declares. `tavern plugin check` prints both and names every undeclared use; the
+//! `api.services.override("…")`, `api.tools.call("…")` — from tokens, so `pcall(f, "…")`,
+//! aliases and indexing count too, comments and strings do not — and `api.fs.*`), set beside
+//! what its manifest declares. `tavern plugin check` prints both and names every undeclared use; the
 //! engine refuses the same uses at load (hooks, overrides registered while loading) or at
 //! call time.
 
@@ -27,20 +28,12 @@ pub struct Use {
     pub line: u32,
 }
 
+/// The `api.fs` functions used (a name is enough: the roots are the manifest's). Hooks,
+/// overrides and tool calls are found from tokens ([`api_calls`]), whatever the call form.
 fn patterns() -> &'static [(&'static str, Regex)] {
     static P: OnceLock<Vec<(&'static str, Regex)>> = OnceLock::new();
     P.get_or_init(|| {
-        let q = r#"\s*\(\s*["']([^"']+)["']"#;
         [
-            ("hooks", format!(r"api(?:\.|::)hooks(?:\.|::)on{q}")),
-            (
-                "services.override",
-                format!(r"api(?:\.|::)services(?:\.|::)override{q}"),
-            ),
-            (
-                "tools",
-                format!(r"api(?:\.|::)tools(?:\.|::)(?:call|invoke){q}"),
-            ),
             (
                 "fs.write",
                 r"(api(?:\.|::)fs(?:\.|::)(?:write|append|remove|mkdir))\b".to_string(),
@@ -67,10 +60,11 @@ pub fn scan(dir: &Path) -> Vec<Use> {
         let Ok(text) = std::fs::read_to_string(&f) else {
             continue;
         };
+        let mut found = Vec::new();
         for (i, line) in text.lines().enumerate() {
             for (kind, re) in patterns() {
                 for c in re.captures_iter(line) {
-                    out.push(Use {
+                    found.push(Use {
                         kind,
                         target: c[1].to_string(),
                         file: f.clone(),
@@ -79,6 +73,256 @@ pub fn scan(dir: &Path) -> Vec<Use> {
                 }
             }
         }
+        // Ids handed to the API, in every call form: direct, through `pcall`/`xpcall`,
+        // aliases, indexing with strings, Lua's `f "x"` calls; not in comments or strings.
+        for (kind, target, line) in api_calls(&tokens(&text)) {
+            let u = Use {
+                kind,
+                target,
+                file: f.clone(),
+                line,
+            };
+            if !found.contains(&u) {
+                found.push(u);
+            }
+        }
+        // Line order; on one line, the order found.
+        found.sort_by_key(|u| u.line);
+        out.extend(found);
+    }
+    out
+}
+
+/// A token of a Lua or Rhai script, enough to follow the forms that hand an id to the API.
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String),
+    Str(String),
+    Punct(&'static str),
+    Other,
+}
+
+/// Tokens of `text` with their 1-based lines; comments dropped. Both languages' comments
+/// and strings: `--`, `--[[ ]]`, `//`, `/* */`, `'…'`, `"…"`, `[[…]]`, `` `…` ``.
+fn tokens(text: &str) -> Vec<(Tok, u32)> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let (mut i, mut line) = (0usize, 1u32);
+    // The end of a Lua long bracket `[==[ … ]==]` starting at `at` (at `[`), if it is one.
+    let long = |at: usize| -> Option<(usize, usize)> {
+        let mut j = at + 1;
+        while b.get(j) == Some(&b'=') {
+            j += 1;
+        }
+        if b.get(j) != Some(&b'[') {
+            return None;
+        }
+        let close = format!("]{}]", "=".repeat(j - at - 1));
+        let end = text[j + 1..].find(&close).map_or(b.len(), |e| j + 1 + e);
+        Some((j + 1, end))
+    };
+    while i < b.len() {
+        let c = b[i];
+        let start_line = line;
+        match c {
+            b'\n' => {
+                line += 1;
+                i += 1;
+            }
+            _ if c.is_ascii_whitespace() => i += 1,
+            b'-' if b.get(i + 1) == Some(&b'-') => {
+                let end = match (b.get(i + 2), long(i + 2)) {
+                    (Some(b'['), Some((_, e))) => (e + 2).min(b.len()),
+                    _ => text[i..].find('\n').map_or(b.len(), |e| i + e),
+                };
+                line += text[i..end].matches('\n').count() as u32;
+                i = end;
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                i = text[i..].find('\n').map_or(b.len(), |e| i + e);
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let end = text[i + 2..].find("*/").map_or(b.len(), |e| i + 2 + e + 2);
+                line += text[i..end].matches('\n').count() as u32;
+                i = end;
+            }
+            b'"' | b'\'' | b'`' => {
+                let mut j = i + 1;
+                let mut s = Vec::new();
+                while j < b.len() && b[j] != c {
+                    if b[j] == b'\\' && j + 1 < b.len() {
+                        j += 1;
+                    }
+                    s.push(b[j]);
+                    j += 1;
+                }
+                line += text[i..j.min(b.len())].matches('\n').count() as u32;
+                out.push((
+                    Tok::Str(String::from_utf8_lossy(&s).into_owned()),
+                    start_line,
+                ));
+                i = j + 1;
+            }
+            b'[' if long(i).is_some() => {
+                if let Some((from, end)) = long(i) {
+                    out.push((Tok::Str(text[from..end].to_string()), start_line));
+                    line += text[i..end].matches('\n').count() as u32;
+                    i = text[end..].find(']').map_or(b.len(), |e| end + e + 1);
+                    i = text[i..].find(']').map_or(b.len(), |e| i + e + 1);
+                }
+            }
+            _ if c.is_ascii_alphabetic() || c == b'_' => {
+                let mut j = i;
+                while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
+                    j += 1;
+                }
+                out.push((Tok::Ident(text[i..j].to_string()), start_line));
+                i = j;
+            }
+            _ => {
+                let two = text.get(i..i + 2).unwrap_or("");
+                let (t, n) = match two {
+                    "::" => (Tok::Punct("::"), 2),
+                    "==" => (Tok::Punct("=="), 2),
+                    _ => match c {
+                        b'.' => (Tok::Punct("."), 1),
+                        b'(' => (Tok::Punct("("), 1),
+                        b')' => (Tok::Punct(")"), 1),
+                        b'[' => (Tok::Punct("["), 1),
+                        b']' => (Tok::Punct("]"), 1),
+                        b'{' => (Tok::Punct("{"), 1),
+                        b'}' => (Tok::Punct("}"), 1),
+                        b',' => (Tok::Punct(","), 1),
+                        b'=' => (Tok::Punct("="), 1),
+                        b';' => (Tok::Punct(";"), 1),
+                        _ => (
+                            Tok::Other,
+                            text[i..].chars().next().map_or(1, char::len_utf8),
+                        ),
+                    },
+                };
+                out.push((t, start_line));
+                i += n;
+            }
+        }
+    }
+    out
+}
+
+/// The API functions whose first argument is what a plugin must declare.
+fn api_kind(path: &[String]) -> Option<&'static str> {
+    let p: Vec<&str> = path.iter().map(String::as_str).collect();
+    match p.as_slice() {
+        ["api", "tools", "call" | "invoke"] => Some("tools"),
+        ["api", "hooks", "on"] => Some("hooks"),
+        ["api", "services", "override"] => Some("services.override"),
+        _ => None,
+    }
+}
+
+/// A name path at `i` (`a.b`, `a::b`, `a["b"]`), its head resolved through `aliases`;
+/// returns it and the index after it.
+fn path_at(
+    t: &[(Tok, u32)],
+    i: usize,
+    aliases: &std::collections::HashMap<String, Vec<String>>,
+) -> Option<(Vec<String>, usize)> {
+    let Tok::Ident(head) = &t.get(i)?.0 else {
+        return None;
+    };
+    let mut path = aliases
+        .get(head)
+        .cloned()
+        .unwrap_or_else(|| vec![head.clone()]);
+    let mut j = i + 1;
+    loop {
+        match (
+            t.get(j).map(|x| &x.0),
+            t.get(j + 1).map(|x| &x.0),
+            t.get(j + 2).map(|x| &x.0),
+        ) {
+            (Some(Tok::Punct("." | "::")), Some(Tok::Ident(n)), _) => {
+                path.push(n.clone());
+                j += 2;
+            }
+            (Some(Tok::Punct("[")), Some(Tok::Str(n)), Some(Tok::Punct("]"))) => {
+                path.push(n.clone());
+                j += 3;
+            }
+            _ => break,
+        }
+    }
+    Some((path, j))
+}
+
+/// The index after the argument starting at `i` (up to a `,` or `)` at its own depth).
+fn skip_argument(t: &[(Tok, u32)], mut i: usize) -> usize {
+    let mut depth = 0i32;
+    while let Some((tok, _)) = t.get(i) {
+        match tok {
+            Tok::Punct("(" | "[" | "{") => depth += 1,
+            Tok::Punct(")" | "]" | "}") if depth == 0 => return i,
+            Tok::Punct(")" | "]" | "}") => depth -= 1,
+            Tok::Punct(",") if depth == 0 => return i,
+            _ => {}
+        }
+        i += 1;
+    }
+    i
+}
+
+/// Every (kind, target, line) handed to [`api_kind`]'s functions: called directly
+/// (`f("x")`, `f "x"`), through `pcall(f, "x")` / `xpcall(f, handler, "x")`, or through a
+/// local name (`local call = api.tools.call`, `local t = api.tools; t.call("x")`).
+fn api_calls(t: &[(Tok, u32)]) -> Vec<(&'static str, String, u32)> {
+    let mut aliases = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < t.len() {
+        let prev_dot = i > 0 && matches!(t[i - 1].0, Tok::Punct("." | "::"));
+        let Some((path, end)) = path_at(t, i, &aliases).filter(|_| !prev_dot) else {
+            i += 1;
+            continue;
+        };
+        // `NAME = api…` (Lua `local NAME = …`, Rhai `let NAME = …`): an alias.
+        if let (Some((Tok::Punct("="), _)), Some((Tok::Ident(name), _))) =
+            (t.get(i.wrapping_sub(1)), t.get(i.wrapping_sub(2)))
+        {
+            let called = matches!(
+                t.get(end).map(|x| &x.0),
+                Some(Tok::Punct("(") | Tok::Str(_))
+            );
+            if path.first().is_some_and(|h| h == "api") && !called {
+                aliases.insert(name.clone(), path.clone());
+            }
+        }
+        if let Some(kind) = api_kind(&path) {
+            let arg = match (t.get(end), t.get(end + 1)) {
+                (Some((Tok::Punct("("), _)), Some((Tok::Str(s), l))) => Some((s, *l)),
+                (Some((Tok::Str(s), l)), _) => Some((s, *l)),
+                // An argument of `pcall(f, …)` / `xpcall(f, h, …)`.
+                (Some((Tok::Punct(","), _)), _) => {
+                    let caller = match (t.get(i.wrapping_sub(1)), t.get(i.wrapping_sub(2))) {
+                        (Some((Tok::Punct("("), _)), Some((Tok::Ident(f), _))) => f.as_str(),
+                        _ => "",
+                    };
+                    let at = match caller {
+                        "pcall" => Some(end + 1),
+                        "xpcall" => Some(skip_argument(t, end + 1) + 1),
+                        _ => None,
+                    };
+                    match at.and_then(|a| t.get(a)) {
+                        Some((Tok::Str(s), l)) => Some((s, *l)),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            if let Some((s, l)) = arg {
+                out.push((kind, s.clone(), l));
+            }
+        }
+        i = end.max(i + 1);
     }
     out
 }
@@ -277,9 +521,55 @@ pub fn report(plugin: &Plugin, tools: &ToolManager) -> (PermissionReport, Vec<Pr
 mod tests {
     use super::*;
 
+    /// Issue 23 item 11: every tool id a script hands to the API, whatever the call form.
+    #[test]
+    fn finds_ids_through_pcall_aliases_and_indexing() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join("main.lua"),
+            [
+                "local ok, e = pcall(api.tools.call, \"A:one\", {})",
+                "local call = api.tools.call",
+                "call(\"A:two\", {})",
+                "local t = api.tools",
+                "t.call('A:three')",
+                "api[\"tools\"][\"call\"](\"A:four\")",
+                "xpcall(api.tools.call, function(e) return e end, \"A:five\", {})",
+                "api.tools.call \"A:six\"",
+                "-- api.tools.call('Not:this')",
+                "--[[ api.tools.call('Nor:this') ]]",
+                "local on = api.hooks.on",
+                "on('tool:after-invoke', function() end)",
+                "local s = \"api.tools.call('Nor:that')\"",
+            ]
+            .join("\n"),
+        )
+        .unwrap();
+        std::fs::write(
+            d.path().join("x.rhai"),
+            "// api::tools::invoke(\"No:pe\")\nlet r = api::tools::invoke(\n  \"B:c\", #{});\n",
+        )
+        .unwrap();
+        let got: Vec<(&str, String, u32)> = scan(d.path())
+            .into_iter()
+            .map(|u| (u.kind, u.target, u.line))
+            .collect();
+        let want: Vec<(&str, String, u32)> = vec![
+            ("tools", "A:one".into(), 1),
+            ("tools", "A:two".into(), 3),
+            ("tools", "A:three".into(), 5),
+            ("tools", "A:four".into(), 6),
+            ("tools", "A:five".into(), 7),
+            ("tools", "A:six".into(), 8),
+            ("hooks", "tool:after-invoke".into(), 12),
+            ("tools", "B:c".into(), 3),
+        ];
+        assert_eq!(got, want);
+    }
+
     #[test]
     fn every_pattern_compiles_and_finds_its_use() {
-        assert_eq!(patterns().len(), 5);
+        assert_eq!(patterns().len(), 2);
         let d = tempfile::tempdir().unwrap();
         std::fs::write(
             d.path().join("main.lua"),

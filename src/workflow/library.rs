@@ -98,6 +98,9 @@ pub struct Workflows {
     /// The engine's home ([`Workflows::with_home`]): failure reasons name files relative
     /// to it.
     home: Option<std::path::PathBuf>,
+    /// Namespaces whose plugin (or its scripts) failed to load → that problem: a workflow
+    /// using their node types is unavailable by it, and is not a problem of its own.
+    failed_namespaces: RwLock<BTreeMap<String, String>>,
 }
 
 impl std::fmt::Debug for Workflows {
@@ -164,6 +167,7 @@ impl Workflows {
             engine_tools: std::sync::OnceLock::new(),
             hooks: None,
             home: None,
+            failed_namespaces: RwLock::new(BTreeMap::new()),
         }
     }
 
@@ -257,6 +261,9 @@ impl Workflows {
             }
             let snapshot = wf.clone();
             if let Err(e) = self.add(wf) {
+                if self.covered_by_failed_plugin(&path, &snapshot, &e) {
+                    continue;
+                }
                 let ps = problems_of(&snapshot, &e);
                 self.record_failure(&path, Some(&snapshot.id), &ps);
                 problems.extend(ps);
@@ -303,6 +310,64 @@ impl Workflows {
             },
             None => WorkflowError::NotFound(target.to_string()),
         })
+    }
+
+    /// Node types of namespace `ns` are missing because its plugin failed to load, as
+    /// `problem` says.
+    pub fn namespace_failed(&self, ns: &str, problem: &Problem) {
+        let problem = match &self.home {
+            Some(h) => problem.clone().relative_to(h),
+            None => problem.clone(),
+        };
+        self.failed_namespaces
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(ns.to_string(), problem.to_string());
+    }
+
+    /// When `e` only says that node types of failed plugins are missing, records workflow
+    /// `wf` (from `path`) as unavailable by that root cause and returns true: the plugin's
+    /// problem is reported once, not again for every workflow using it.
+    pub fn covered_by_failed_plugin(&self, path: &Path, wf: &Workflow, e: &WorkflowError) -> bool {
+        let WorkflowError::Invalid { problems, .. } = e else {
+            return false;
+        };
+        let failed = self
+            .failed_namespaces
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        let mut reason = None;
+        for p in problems {
+            let Invalid::UnknownNodeType { node_type, .. } = p else {
+                return false;
+            };
+            let ns = node_type.split_once(':').map_or("", |(n, _)| n);
+            let Some(why) = failed.get(ns) else {
+                return false;
+            };
+            reason.get_or_insert_with(|| {
+                format!(
+                    "it uses node type '{node_type}' of plugin '{ns}', which failed to load: {why}"
+                )
+            });
+        }
+        let Some(reason) = reason else {
+            return false;
+        };
+        drop(failed);
+        let stem = path.file_stem().map(|s| {
+            s.to_string_lossy()
+                .trim_end_matches(".workflow")
+                .to_string()
+        });
+        let mut f = self.failed.write().unwrap_or_else(|e| e.into_inner());
+        for key in [stem.as_deref(), Some(wf.id.as_str())]
+            .into_iter()
+            .flatten()
+        {
+            f.insert(key.to_string(), reason.clone());
+        }
+        true
     }
 
     /// Remembers that the workflow in `path` (id `id`, else the file stem) failed to load.

@@ -523,6 +523,22 @@ fn root_causes_only_with_suggestions() {
             vec!["script 'mian.lua' does not exist in the plugin directory, did you mean 'main.lua'?"],
         ),
         (
+            "yaml bracket",
+            vec![(
+                "Bad/plugin.yaml",
+                "name: Bad\npermissions:\n  hooks: [tool:before-invoke\nlimits:\n  wallMs: 5\n".into(),
+            )],
+            vec!["the '[' opened at line 3, column 10 is never closed"],
+        ),
+        (
+            "rhai bracket",
+            vec![
+                ("Bad/plugin.yaml", "name: Bad\n".into()),
+                ("Bad/main.rhai", "fn t(a, c) {\n  let x = 1;\n  x\n".into()),
+            ],
+            vec!["the '{' opened at line 1, column 12 is never closed"],
+        ),
+        (
             "config root",
             vec![(
                 "Bad/plugin.yaml",
@@ -549,5 +565,48 @@ fn root_causes_only_with_suggestions() {
             !all.iter().any(|p| p.contains("did not load")),
             "{name}: {all:#?}"
         );
+    }
+}
+
+/// Issue 23 item 16: a broken `plugin.yaml` (or a plugin whose scripts do not compile) is
+/// one problem; workflows using its node types are unavailable by it, not problems of their
+/// own.
+#[tokio::test]
+async fn a_broken_plugin_does_not_add_workflow_problems() {
+    let node = r#"{"type": "TitleCase", "inputs": {"text": {"dataFlowType": "STRING"}}, "outputs": {"text": {"dataFlowType": "STRING"}}, "script": "main.rhai", "function": "t"}"#;
+    let wf = r#"{"id": "w", "nodes": [{"id": "a", "type": "Words:TitleCase", "inputValues": {"text": "x"}}], "edges": []}"#;
+    for (yaml, script, cause) in [
+        (
+            "name: Words\nconfigOption: 3\n",
+            "fn t(n, c) { n.inputs }\n",
+            "plugin.yaml:2:1",
+        ),
+        (
+            "name: Words\n",
+            "fn t(n, c) {\n  [1, 2;\n}\n",
+            "main.rhai:2",
+        ),
+    ] {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path();
+        write(&p.join("plugins/Words/plugin.yaml"), yaml);
+        write(&p.join("plugins/Words/nodes/t.node.json"), node);
+        write(&p.join("plugins/Words/main.rhai"), script);
+        write(
+            &p.join("plugins/Words/workflows/pw.json"),
+            &wf.replace("\"w\"", "\"pw\""),
+        );
+        write(&p.join("workflows/w.json"), wf);
+        let e = Engine::builder().home(p).build().unwrap();
+        let all: Vec<String> = e.problems().iter().map(|p| p.to_string()).collect();
+        assert_eq!(all.len(), 1, "{all:#?}");
+        assert!(all[0].contains(cause), "{all:#?}");
+        let err = e
+            .tools()
+            .invoke("workflow:w", json!({}), Caller::Cli)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "tool_unavailable", "{err}");
+        assert!(err.to_string().contains(cause), "{err}");
     }
 }

@@ -244,6 +244,16 @@ impl<'a> Loader<'a> {
         let mut loaded = Vec::new();
         for d in dirs {
             let (plugin, problems) = self.load_nodes_and_services(&d);
+            // A plugin (or its scripts) that failed leaves its node types missing: the
+            // workflows using them are unavailable by its problem, not problems of their own.
+            let failed_ns = match &plugin {
+                None => Some(super::unavailable::manifest_name(&d)),
+                Some((p, _)) if p.scripts.load_failed() => Some(p.name().to_string()),
+                Some(_) => None,
+            };
+            if let (Some(ns), Some(first)) = (failed_ns, problems.first()) {
+                self.workflows.namespace_failed(&ns, first);
+            }
             report.problems.extend(problems);
             loaded.extend(plugin);
         }

@@ -148,6 +148,10 @@ impl Loader<'_> {
         let snapshot = wf.clone();
         match self.workflows.add(wf) {
             Ok(c) => Ok(c.workflow.id.clone()),
+            // Its node types' plugin failed: that plugin's problem says it.
+            Err(e) if self.workflows.covered_by_failed_plugin(path, &snapshot, &e) => {
+                Err(Vec::new())
+            }
             Err(WorkflowError::Invalid { problems, .. }) => Err(problems
                 .iter()
                 .map(|i| invalid_problem(&snapshot, i))
