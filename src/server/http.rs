@@ -204,6 +204,10 @@ async fn json_errors(State(g): State<Guard>, req: Request, next: Next) -> Respon
                 .any(|m| message.contains(m));
                 (StatusCode::BAD_REQUEST, if shape { -32600 } else { -32700 })
             }
+            // Every session busy (sessions.rs): the client may try again shortly.
+            s if s.is_server_error() && message.contains("--max-sessions") => {
+                (StatusCode::SERVICE_UNAVAILABLE, -32000)
+            }
             s if s.is_server_error() => (status, -32603),
             _ => (status, -32600),
         };

@@ -736,13 +736,84 @@ fn failed_object(message: &str) -> serde_json::Map<String, Value> {
 
 /// Serves MCP on stdin/stdout until the client closes the stream. Nothing else may write
 /// to stdout meanwhile (logs go to stderr).
+///
+/// Lines pass through a small relay: a line that is not JSON is answered with a JSON-RPC
+/// parse error (-32700, `id` null) instead of being skipped without a word (rmcp's stdio
+/// reader drops it), and the answer goes out between whole lines of rmcp's own output.
 pub async fn serve_stdio(served: Arc<Served>) -> Result<(), std::io::Error> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    const PIPE: usize = 64 * 1024;
+    let (mut to_rmcp, rmcp_in) = tokio::io::duplex(PIPE);
+    let (rmcp_out, from_rmcp) = tokio::io::duplex(PIPE);
+    let (err_tx, mut err_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let input = tokio::spawn(async move {
+        let mut stdin = BufReader::new(tokio::io::stdin());
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match stdin.read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&line) {
+                let answer = json!({"jsonrpc": "2.0", "id": null, "error": {
+                    "code": -32700,
+                    "message": format!("Parse error: the line is not JSON ({e})"),
+                }});
+                let _ = err_tx.send(answer.to_string());
+                continue;
+            }
+            if !line.ends_with(b"\n") {
+                line.push(b'\n');
+            }
+            if to_rmcp.write_all(&line).await.is_err() {
+                break;
+            }
+        }
+        // End of input: rmcp sees its input close and ends the session.
+    });
+    let output = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        let mut lines = BufReader::new(from_rmcp);
+        let mut line = Vec::new();
+        let mut errors_open = true;
+        loop {
+            tokio::select! {
+                // Cancel-safe: a line cut short by the other branch stays in `line` and
+                // the next call goes on with it.
+                r = lines.read_until(b'\n', &mut line) => match r {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        if stdout.write_all(&line).await.is_err() {
+                            break;
+                        }
+                        line.clear();
+                    }
+                },
+                e = err_rx.recv(), if errors_open => match e {
+                    Some(e) => {
+                        if stdout.write_all(format!("{e}\n").as_bytes()).await.is_err() {
+                            break;
+                        }
+                    }
+                    None => errors_open = false,
+                },
+            }
+            let _ = stdout.flush().await;
+        }
+        let _ = stdout.flush().await;
+    });
     let service = TavernMcp::new(served)
-        .serve(rmcp::transport::stdio())
+        .serve((rmcp_in, rmcp_out))
         .await
         .map_err(std::io::Error::other)?;
-    service.waiting().await.map_err(std::io::Error::other)?;
-    Ok(())
+    let r = service.waiting().await.map_err(std::io::Error::other);
+    input.abort();
+    let _ = output.await;
+    r.map(|_| ())
 }
 
 /// The Streamable HTTP service for `/mcp`: a session per client, at most

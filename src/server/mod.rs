@@ -149,6 +149,12 @@ impl Served {
             max_bytes: options.max_job_bytes,
         };
         let jobs = jobs::Jobs::new(retention, journal);
+        Self::with_jobs(engine, options, jobs)
+    }
+
+    /// Serves `engine` with `options`, keeping jobs in `jobs` (made with another
+    /// [`jobs::store::JobStore`] than the in-memory one; see [`jobs::Jobs::with_store`]).
+    pub fn with_jobs(engine: Engine, options: ServeOptions, jobs: jobs::Jobs) -> Arc<Self> {
         let audit = Arc::new(audit_stream::AuditHub::default());
         engine.hooks().add_audit_tap(audit.clone());
         Arc::new(Served {

@@ -243,3 +243,47 @@ async fn malformed_mcp_requests_get_invalid_params_and_parse_errors() {
     let v = mcp_raw(&c, &s.base, Some(&sid), &ok.to_string()).await;
     assert!(v["result"]["content"].is_array(), "{v}");
 }
+
+#[test]
+fn over_stdio_a_line_that_is_not_json_gets_a_parse_error_and_bad_calls_invalid_params() {
+    use std::io::Write;
+    let h = temp_home();
+    let (mut child, mut stdin, rx) = server_support::spawn_mcp(h.path());
+    let send = |stdin: &mut std::process::ChildStdin, v: &str| {
+        stdin.write_all(v.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    let next = || rx.recv_timeout(Duration::from_secs(30)).expect("an answer");
+    send(
+        &mut stdin,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "stdio-test", "version": "1"}}})
+        .to_string(),
+    );
+    assert_eq!(next()["id"], 1);
+    send(
+        &mut stdin,
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+    );
+    send(&mut stdin, "{not json");
+    let v = next();
+    assert_eq!(v["error"]["code"], -32700, "{v}");
+    assert_eq!(v["id"], Value::Null);
+    send(
+        &mut stdin,
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "system:uuid", "arguments": [1]}})
+        .to_string(),
+    );
+    let v = next();
+    assert_eq!(v["id"], 2);
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    assert!(v["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("`arguments`"));
+    drop(stdin);
+    let _ = child.wait();
+}

@@ -249,9 +249,12 @@ async fn every_route_honours_the_body_limit_and_answers_json_errors() {
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["code"], "unknown_agent");
-    // Past the limit, sent without a length (chunked): a JSON 413.
-    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
-        (0..9).map(|_| Ok(vec![b' '; 1_000_000])).collect();
+    // Past the limit, sent without a length (chunked), to a server with a small limit (a
+    // body the server reads whole, so the connection closes cleanly): a JSON 413.
+    drop(s);
+    let s = Server::start(h.path(), &["--max-body-bytes", "1000"]);
+    let c = reqwest::Client::new();
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = vec![Ok(vec![b' '; 1500])];
     let r = c
         .post(format!("{}/api/agents/nobody/turn", s.base))
         .body(reqwest::Body::wrap_stream(futures_util::stream::iter(
@@ -264,7 +267,7 @@ async fn every_route_honours_the_body_limit_and_answers_json_errors() {
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["code"], "payload_too_large");
     assert!(
-        e["error"]["message"].as_str().unwrap().contains("8000000"),
+        e["error"]["message"].as_str().unwrap().contains("1000"),
         "{e}"
     );
 
@@ -354,4 +357,37 @@ async fn a_stuck_audit_reader_is_dropped_and_calls_never_wait_for_it() {
         }
     }
     let _ = tail;
+}
+
+#[tokio::test]
+async fn when_every_session_is_busy_a_new_one_is_refused_with_503() {
+    let h = temp_home();
+    let s = Server::start(h.path(), &["--max-sessions", "1"]);
+    let c = reqwest::Client::new();
+    let a = open_session(&c, &s.base).await;
+    // A slow call keeps the only session busy.
+    let slow = {
+        let (c, base, a) = (c.clone(), s.base.clone(), a.clone());
+        tokio::spawn(async move {
+            let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+                "name": "workflow:slow_echo", "arguments": {"text": "hi", "ms": 5000}}});
+            mcp_post(&c, &base, Some(&a), call).await
+        })
+    };
+    // (Time for the call to reach the server; the call runs 5 s.)
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "limits-test", "version": "1"}}});
+    let (st, _, msgs) = mcp_post(&c, &s.base, None, init).await;
+    assert_eq!(st, StatusCode::SERVICE_UNAVAILABLE, "{msgs:?}");
+    assert_eq!(msgs[0]["error"]["code"], -32000, "{msgs:?}");
+    assert!(msgs[0]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("--max-sessions"));
+    let (st, _, msgs) = slow.await.unwrap();
+    assert_eq!(st, StatusCode::OK, "{msgs:?}");
+    // The busy session finished its call: it is idle now, and gives way to a new one.
+    open_session(&c, &s.base).await;
 }
