@@ -522,9 +522,19 @@ end})"#,
             let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
                 continue;
             };
-            let running = stat
-                .rfind(')')
-                .is_some_and(|i| stat[i + 2..].starts_with('R'));
+            // Running, and with CPU time to show for it (utime + stime, fields 14 and 15, at
+            // least 5 ticks): a thread another test's engine has just started is also
+            // running, for the instant before it lowers its own priority.
+            let running = stat.rfind(')').is_some_and(|i| {
+                let rest = &stat[i + 2..];
+                let ticks: u64 = rest
+                    .split(' ')
+                    .skip(14 - 3)
+                    .take(2)
+                    .filter_map(|f| f.parse::<u64>().ok())
+                    .sum();
+                rest.starts_with('R') && ticks >= 5
+            });
             if let Some((name, nice)) = thread_nice(&tid) {
                 if running && name.starts_with("tavern-") {
                     busy.push((name, nice));
@@ -535,7 +545,7 @@ end})"#,
             break busy;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(2),
+            started.elapsed() < Duration::from_secs(3),
             "no engine thread was seen running the looping script"
         );
         std::thread::sleep(Duration::from_millis(5));

@@ -3,70 +3,160 @@
 //! crate links once, instead of one binary per file).
 //!
 //! Modules that run the `tavern` binary need the features it requires (`cli`, `server`,
-//! `llm-http`); the fake model server of the agent tests needs `server` (axum) and
+//! `llm-http`, `store-redis`); the fake model server of the agent tests needs `server` (axum) and
 //! `llm-http`. The rest runs on the lean library: `cargo test --no-default-features --test it`.
 
 #[cfg(all(feature = "server", feature = "llm-http"))]
 mod agent_support;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod cli_support;
 mod common;
 mod hooks_support;
 mod plugin_support;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod server_support;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod web_support;
 
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod agent_cli;
 #[cfg(all(feature = "server", feature = "llm-http"))]
 mod agent_e2e;
 mod agent_formats;
 mod agent_profile_strict;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod cli_call;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod cli_panic;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod cli_parse;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod cli_parse_native;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod cli_tools;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod cli_vcp;
 mod config_tools;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod docs_examples;
 mod embed_host;
 mod engine_script_limits;
 mod fileoperator_tools;
 mod fs_race;
 mod hooks_lua;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod hooks_permissions;
 mod hooks_rhai;
 mod hooks_rust;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod hooks_scripts;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod hooks_workflow_points;
 mod host_loop;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod modder_errors;
 mod node_tools;
 mod plugin_turns;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod plugins_cli;
 mod plugins_loading;
 mod plugins_nodes;
 mod plugins_sandbox;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod plugins_seed_chain;
 mod process_tools;
 mod protocol_cases;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod protocol_format_names;
 mod protocol_fuzz_corpus;
 mod protocol_grammar;
@@ -86,7 +176,12 @@ mod sandbox_panic;
 mod sandbox_patterns;
 mod sandbox_process_code;
 mod sandbox_process_hostile;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod sandbox_process_limits;
 mod sandbox_recursion;
 mod sandbox_reentrancy;
@@ -101,19 +196,54 @@ mod script_api;
 mod script_error_values;
 mod script_luals;
 mod script_store;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod server_jobs;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod server_lifecycle;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod server_limits;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod server_mcp_python;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod server_mcp_stdio;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod server_mcp_tasks;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod server_rest;
 #[cfg(all(
     feature = "cli",
@@ -129,13 +259,33 @@ mod tools_names_as_written;
 mod tools_registry;
 mod tools_vcp_dispatch;
 mod typed_errors;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod ways_in;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod web_api;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod web_e2e;
-#[cfg(all(feature = "cli", feature = "server", feature = "llm-http"))]
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod workflow_cli;
 mod workflow_engine;
 mod workflow_nodes;
