@@ -153,29 +153,37 @@ impl Drop for LockGuard<'_> {
 /// thread that runs the call [`claim`](Reservation::claim)s it. Dropped unclaimed, the slot
 /// goes to the next waiter.
 pub(crate) struct Reservation {
-    lock: Arc<PluginLock>,
+    /// `None` once claimed: the claim moves the lock out, so dropping the emptied
+    /// reservation neither releases the slot nor keeps the lock alive.
+    lock: Option<Arc<PluginLock>>,
     slot: usize,
 }
 
 impl Reservation {
     /// Takes the reserved slot on this thread.
-    pub fn claim(self) -> ClaimedGuard {
+    pub fn claim(mut self) -> ClaimedGuard {
         let me = this_thread();
-        let s = &self.lock.slots[self.slot];
+        // Only `claim` (which consumes the reservation) and `drop` take the lock out, so it
+        // is still here.
+        let lock = self
+            .lock
+            .take()
+            .expect("a reservation holds its lock until claimed or dropped");
+        let s = &lock.slots[self.slot];
         s.count.store(1, Ordering::Relaxed);
         s.owner.store(me, Ordering::Release);
-        let g = ClaimedGuard {
-            lock: self.lock.clone(),
+        ClaimedGuard {
+            lock,
             slot: self.slot,
-        };
-        std::mem::forget(self);
-        g
+        }
     }
 }
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        self.lock.release(self.slot);
+        if let Some(lock) = self.lock.take() {
+            lock.release(self.slot);
+        }
     }
 }
 
@@ -442,7 +450,7 @@ impl PluginLock {
     ) -> Result<Reservation, ScriptError> {
         if let Some(slot) = self.take_free(RESERVED, want) {
             return Ok(Reservation {
-                lock: self.clone(),
+                lock: Some(self.clone()),
                 slot,
             });
         }
@@ -468,7 +476,7 @@ impl PluginLock {
             Some(slot) => {
                 queued.done = true;
                 Ok(Reservation {
-                    lock: self.clone(),
+                    lock: Some(self.clone()),
                     slot,
                 })
             }
