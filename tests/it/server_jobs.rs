@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use server_support::{temp_home, Server};
+use server_support::{get_job, temp_home, wait_status, Server};
 
 /// A plugin with a Lua tool that loops until stopped (appending to `jobs_out/ticks.txt`), a
 /// process tool that sleeps, and a tool its own hook always vetoes.
@@ -106,11 +106,6 @@ async fn post_job(c: &reqwest::Client, base: &str, body: Value) -> Value {
     v
 }
 
-async fn get_job(c: &reqwest::Client, base: &str, id: &str) -> (StatusCode, Value) {
-    let r = c.get(format!("{base}/api/jobs/{id}")).send().await.unwrap();
-    (r.status(), r.json().await.unwrap())
-}
-
 /// Reads a job's whole event stream (it closes after `end`), within `max`.
 async fn all_events(c: &reqwest::Client, base: &str, id: &str, max: Duration) -> Vec<Sse> {
     let r = c
@@ -131,15 +126,7 @@ async fn all_events(c: &reqwest::Client, base: &str, id: &str, max: Duration) ->
 }
 
 async fn wait_final(c: &reqwest::Client, base: &str, id: &str, max: Duration) -> Value {
-    let deadline = Instant::now() + max;
-    loop {
-        let (_, j) = get_job(c, base, id).await;
-        if ["succeeded", "failed", "cancelled"].contains(&j["status"].as_str().unwrap_or("")) {
-            return j;
-        }
-        assert!(Instant::now() < deadline, "job did not end: {j}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_status(c, base, id, &["succeeded", "failed", "cancelled"], max).await
 }
 
 #[tokio::test]

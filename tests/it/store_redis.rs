@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use server_support::{tavern, temp_home, Server};
+use server_support::{get_job, tavern, temp_home, wait_status, Server};
 
 /// A `redis-server` of the test's own (no persistence) on a free loopback port; stopped on
 /// drop.
@@ -106,29 +106,6 @@ async fn post_job(c: &reqwest::Client, base: &str, body: Value) -> String {
     assert_eq!(r.status(), StatusCode::ACCEPTED);
     let v: Value = r.json().await.unwrap();
     v["id"].as_str().expect("job id").to_string()
-}
-
-async fn get_job(c: &reqwest::Client, base: &str, id: &str) -> (StatusCode, Value) {
-    let r = c.get(format!("{base}/api/jobs/{id}")).send().await.unwrap();
-    (r.status(), r.json().await.unwrap())
-}
-
-async fn wait_status(
-    c: &reqwest::Client,
-    base: &str,
-    id: &str,
-    want: &[&str],
-    max: Duration,
-) -> Value {
-    let deadline = Instant::now() + max;
-    loop {
-        let (_, j) = get_job(c, base, id).await;
-        if want.contains(&j["status"].as_str().unwrap_or("")) {
-            return j;
-        }
-        assert!(Instant::now() < deadline, "job never reached {want:?}: {j}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 fn slow(text: &str, ms: u64) -> Value {

@@ -159,3 +159,36 @@ pub fn spawn_mcp(home: &Path) -> (Child, ChildStdin, mpsc::Receiver<serde_json::
     });
     (child, stdin, rx)
 }
+
+/// `GET /api/jobs/{id}`: the status code and the JSON body.
+pub async fn get_job(
+    c: &reqwest::Client,
+    base: &str,
+    id: &str,
+) -> (reqwest::StatusCode, serde_json::Value) {
+    let r = c.get(format!("{base}/api/jobs/{id}")).send().await.unwrap();
+    (r.status(), r.json().await.unwrap())
+}
+
+/// Polls a job until its status is one of `want`, within `max` (a generous guard, not a
+/// timing assertion).
+pub async fn wait_status(
+    c: &reqwest::Client,
+    base: &str,
+    id: &str,
+    want: &[&str],
+    max: Duration,
+) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + max;
+    loop {
+        let (_, j) = get_job(c, base, id).await;
+        if want.contains(&j["status"].as_str().unwrap_or("")) {
+            return j;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "job never reached {want:?}: {j}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
