@@ -631,3 +631,195 @@ async fn an_mcp_task_made_on_one_replica_is_polled_and_cancelled_on_another() {
     let j = wait_status(&c, &a.base, &long, &["cancelled"], Duration::from_secs(30)).await;
     assert_eq!(j["error"]["code"], "cancelled");
 }
+
+/// A connection of the test's own to the store, to read what the replicas keep there.
+async fn store_conn(redis: &Redis) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(redis.url.as_str())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+/// The store's job accounting: its total, and the sum of the per-job sizes (equal when
+/// no write was half done).
+async fn store_bytes(con: &mut redis::aio::MultiplexedConnection) -> (u64, u64) {
+    let used: Option<u64> = redis::cmd("GET")
+        .arg("tavern:jobs:used")
+        .query_async(con)
+        .await
+        .unwrap();
+    let sizes: Vec<u64> = redis::cmd("HVALS")
+        .arg("tavern:jobs:sizes")
+        .query_async(con)
+        .await
+        .unwrap();
+    (used.unwrap_or(0), sizes.iter().sum())
+}
+
+async fn assert_expired(c: &reqwest::Client, base: &str, id: &str) {
+    let (st, e) = get_job(c, base, id).await;
+    assert_eq!(st, StatusCode::GONE, "{id} on {base}: {e}");
+    assert_eq!(e["error"]["code"], "job_expired", "{e}");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--max-job-bytes"),
+        "{e}"
+    );
+}
+
+/// Runs one job of `text` through `base` to its end (on whichever replica takes it) and
+/// checks the store stays within `budget` with its total equal to the jobs' sizes.
+async fn finish_job(
+    c: &reqwest::Client,
+    base: &str,
+    con: &mut redis::aio::MultiplexedConnection,
+    text: &str,
+    budget: u64,
+) -> (String, Value) {
+    let id = post_job(c, base, slow(text, 10)).await;
+    let j = wait_status(
+        c,
+        base,
+        &id,
+        &["succeeded", "failed", "cancelled"],
+        Duration::from_secs(60),
+    )
+    .await;
+    assert_eq!(j["status"], "succeeded", "{j}");
+    assert_eq!(j["result"]["results"][0]["value"], text);
+    let (used, sizes) = store_bytes(con).await;
+    assert!(
+        used <= budget,
+        "the store keeps {used} bytes of jobs, past {budget}"
+    );
+    assert_eq!(used, sizes, "the total and the jobs' sizes disagree");
+    (id, j)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_job_byte_budget_holds_in_the_store_across_replicas() {
+    let redis = Redis::start();
+    let mut con = store_conn(&redis).await;
+    let h = temp_home();
+    let budget: u64 = 24_000;
+    let opts = ["--max-job-bytes", "24000", "--job-lease-ms", "1500"];
+    let a = replica(h.path(), &redis, &opts);
+    let c = reqwest::Client::new();
+    let text = |i: usize| format!("{i:03}{}", "x".repeat(5_000));
+
+    // A alone: jobs finish on A until the oldest is evicted to keep the budget.
+    let mut on_a = Vec::new();
+    let mut n = 0;
+    let first = loop {
+        let (id, j) = finish_job(&c, &a.base, &mut con, &text(n), budget).await;
+        n += 1;
+        on_a.push((id, j["replica"].clone()));
+        let (st, _) = get_job(&c, &a.base, &on_a[0].0).await;
+        if st != StatusCode::OK {
+            break on_a[0].0.clone();
+        }
+        assert!(
+            n < 10,
+            "no job was evicted after {n} jobs of 5 kB with a 24 kB budget"
+        );
+    };
+    assert_expired(&c, &a.base, &first).await;
+    // Kept results are whole, and counted at least at their size.
+    let last = &on_a.last().unwrap().0;
+    let size: u64 = redis::cmd("HGET")
+        .arg("tavern:jobs:sizes")
+        .arg(last)
+        .query_async(&mut con)
+        .await
+        .unwrap();
+    assert!(size > 5_000, "{size}");
+    // An evicted job leaves the listing and its events answer 410 too.
+    let listed: Value = c
+        .get(format!("{}/api/jobs", a.base))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(!listed.to_string().contains(&first), "{listed}");
+    let r = c
+        .get(format!("{}/api/jobs/{first}/events", a.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::GONE);
+
+    // A long job runs on A; B starts, A is killed mid-job, B runs it again.
+    let long = post_job(&c, &a.base, slow(&text(99), 2_000)).await;
+    wait_status(&c, &a.base, &long, &["running"], Duration::from_secs(30)).await;
+    let b = replica(h.path(), &redis, &opts);
+    assert_expired(&c, &b.base, &first).await;
+    drop(a); // SIGKILL
+    let j = wait_status(
+        &c,
+        &b.base,
+        &long,
+        &["succeeded", "failed", "cancelled"],
+        Duration::from_secs(90),
+    )
+    .await;
+    assert_eq!(j["status"], "succeeded", "{j}");
+    assert_eq!(j["attempts"], 2, "{j}");
+    let on_b = j["replica"].clone();
+    assert_ne!(on_b, on_a[0].1, "the rerun was on the other replica");
+
+    // Jobs finished on B evict the jobs finished on A, oldest first.
+    let newest_on_a = on_a.last().unwrap().0.clone();
+    let mut more = 0;
+    loop {
+        let (_, j) = finish_job(&c, &b.base, &mut con, &text(100 + more), budget).await;
+        assert_eq!(j["replica"], on_b, "{j}");
+        more += 1;
+        let (st, _) = get_job(&c, &b.base, &newest_on_a).await;
+        if st != StatusCode::OK {
+            break;
+        }
+        assert!(more < 10, "jobs finished on A were never evicted by B");
+    }
+    for (id, _) in &on_a {
+        assert_expired(&c, &b.base, id).await;
+    }
+    let (used, sizes) = store_bytes(&mut con).await;
+    assert!(used <= budget && used == sizes, "{used} {sizes}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn running_jobs_past_the_store_budget_refuse_new_ones() {
+    let redis = Redis::start();
+    let h = temp_home();
+    let a = replica(h.path(), &redis, &["--max-job-bytes", "600"]);
+    let b = replica(h.path(), &redis, &["--max-job-bytes", "600"]);
+    let c = reqwest::Client::new();
+    // One running job alone retains more than 600 bytes (its record and first events).
+    let long = post_job(&c, &a.base, slow("long", 120_000)).await;
+    wait_status(&c, &b.base, &long, &["running"], Duration::from_secs(30)).await;
+    let r = c
+        .post(format!("{}/api/jobs", b.base))
+        .json(&slow("more", 1))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["code"], "job_budget_exceeded", "{e}");
+    assert!(e.to_string().contains("--max-job-bytes"), "{e}");
+    // Once it ends it is evicted (its bytes alone pass the budget): there is room again.
+    let r = c
+        .delete(format!("{}/api/jobs/{long}", b.base))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status() == StatusCode::OK || r.status() == StatusCode::GONE);
+    // (The new job, too, is evicted as soon as it ends: its bytes alone pass 600.)
+    post_job(&c, &a.base, slow("after", 1)).await;
+    assert_expired(&c, &a.base, &long).await;
+}

@@ -10,6 +10,15 @@
 //! - `job:<id>:events`, a stream of the job's events (`name`, `data`); SSE ids are the
 //!   entry ids, so a client resumes with `Last-Event-ID` on any replica.
 //! - `jobs:index`, a sorted set of ids by creation time, for `GET /api/jobs`.
+//! - The byte budget (`--max-job-bytes`) of all the jobs in the store, counted as without a
+//!   store (result text, event texts, a fixed overhead per job and per event):
+//!   `jobs:used` the total, `jobs:sizes` a hash of each job's bytes, `jobs:kept` the
+//!   finished jobs by creation time (evicted oldest first) and `jobs:ends` by expiry.
+//!   Every script that writes a job also counts what it wrote and settles the budget
+//!   ([`BUDGET`]), so the count is never apart from what it counts, whichever replica wrote
+//!   or died. An evicted job's record becomes a tombstone (`evicted`) for the rest of its
+//!   time to live: its id answers 410 `job_expired` on every replica. A job's result is
+//!   kept once, in its record; the `end` event is given it when it is read.
 //!
 //! A replica runs a job as a local [`Job`] through the same `routes::run` as
 //! without a store, and mirrors its event log into the store. While it runs, the replica
@@ -21,7 +30,10 @@
 //! start counts an attempt (in the record and a `status` event), and past `--job-attempts`
 //! the job fails with `workers_lost`. Every state change is one Lua script, so two replicas
 //! never both finish a job, and a finished job is never started again. Finished jobs expire
-//! after `--job-ttl`.
+//! after `--job-ttl`, or are evicted, oldest first, past `--max-job-bytes`; while the jobs
+//! still running alone pass it, new ones are refused and the running ones drop their
+//! chatter (the store's total, read back after every write and lease renewal, sets the
+//! [`Meter`]'s pressure).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,7 +45,7 @@ use redis::streams::{StreamAutoClaimReply, StreamRangeReply, StreamReadReply};
 use serde_json::{json, Value};
 use tokio::sync::Semaphore;
 
-use super::store::Meter;
+use super::store::{Meter, Refused};
 use super::{now_ms, Job, CANCEL_GRACE};
 use crate::server::rest::{ApiError, Prepared};
 use crate::server::Served;
@@ -44,6 +56,8 @@ use crate::tools::Caller;
 const QUEUE: &str = "tavern:jobs:queue";
 const GROUP: &str = "workers";
 const INDEX: &str = "tavern:jobs:index";
+/// The bytes the jobs in the store retain (the scripts' `USED`).
+pub const USED: &str = "tavern:jobs:used";
 /// Pub/sub channel of cancelled job ids (the flag in the record is the fallback).
 const CANCELS: &str = "tavern:jobs:cancel";
 
@@ -69,66 +83,180 @@ fn ekey(id: &str) -> String {
     format!("tavern:job:{id}:events")
 }
 
-/// Starts an attempt: KEYS job, events; ARGV replica, max attempts, now, ttl ms.
-/// Answers `{"run", n}`, `{"final"}`, `{"gone"}`, `{"cancelled"}` or `{"lost", n}`.
+/// What every script shares: the byte budget of the jobs the store keeps. `grow` counts
+/// bytes on a job and on the total; `event` appends an event and counts it; `ended` puts a
+/// finished job in the eviction order (by creation, oldest first) and the expiry order;
+/// `settle` forgets jobs past their time to live, then evicts the oldest finished jobs
+/// until the total is within `max` (an evicted record becomes a tombstone `evicted` for
+/// the rest of its time to live, so its id answers 410), and answers the total.
+/// (Evicted jobs' keys are named inside the script: one Redis, not a Cluster.)
+const BUDGET: &str = r#"
+local USED, SIZES, KEPT, ENDS, INDEX = 'tavern:jobs:used', 'tavern:jobs:sizes', 'tavern:jobs:kept', 'tavern:jobs:ends', 'tavern:jobs:index'
+local function rec(id) return 'tavern:job:' .. id end
+local function evs(id) return 'tavern:job:' .. id .. ':events' end
+local function grow(id, n)
+  redis.call('HINCRBY', SIZES, id, n)
+  redis.call('INCRBY', USED, n)
+end
+local function event(id, name, data)
+  redis.call('XADD', evs(id), '*', 'name', name, 'data', data)
+  grow(id, EVENT_OVERHEAD + #data)
+end
+local function forget(id)
+  local n = tonumber(redis.call('HGET', SIZES, id) or '0')
+  redis.call('HDEL', SIZES, id)
+  redis.call('ZREM', KEPT, id)
+  redis.call('ZREM', ENDS, id)
+  if redis.call('DECRBY', USED, n) < 0 then redis.call('SET', USED, 0) end
+end
+local function ended(id, now, ttl)
+  local created = tonumber(redis.call('HGET', rec(id), 'created_ms') or now)
+  redis.call('ZADD', KEPT, created, id)
+  redis.call('ZADD', ENDS, now + ttl, id)
+  redis.call('PEXPIRE', rec(id), ttl)
+  redis.call('PEXPIRE', evs(id), ttl)
+end
+local function settle(now, max)
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', ENDS, '-inf', now, 'LIMIT', 0, 1000)) do forget(id) end
+  local used = tonumber(redis.call('GET', USED) or '0')
+  while used > max do
+    local oldest = redis.call('ZRANGE', KEPT, 0, 0)
+    if #oldest == 0 then break end
+    local id = oldest[1]
+    local left = redis.call('PTTL', rec(id))
+    forget(id)
+    redis.call('ZREM', INDEX, id)
+    redis.call('DEL', rec(id), evs(id))
+    if left > 0 then
+      redis.call('HSET', rec(id), 'evicted', now)
+      redis.call('PEXPIRE', rec(id), left)
+    end
+    used = tonumber(redis.call('GET', USED) or '0')
+  end
+  return used
+end
+local id, now, ttl, max = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+"#;
+
+/// Queues a job unless the store's jobs are past the budget once finished ones are
+/// evicted: KEYS job, events, queue, index; ARGV id, now, ttl ms, max bytes, body,
+/// caller, the oldest creation time the index keeps. Answers `{"ok"}` or `{"budget", used}`.
+const CREATE: &str = r#"
+local used = settle(now, max)
+if used > max then return {'budget', used} end
+redis.call('HSET', KEYS[1], 'status', 'queued', 'created_ms', ARGV[2], 'attempts', 0)
+grow(id, JOB_OVERHEAD)
+event(id, 'status', '{"status":"queued"}')
+redis.call('ZADD', KEYS[4], ARGV[2], id)
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[7])
+redis.call('XADD', KEYS[3], '*', 'id', id, 'body', ARGV[5], 'caller', ARGV[6])
+return {'ok'}
+"#;
+
+/// Starts an attempt: KEYS job, events; ARGV id, now, ttl ms, max bytes, replica, max
+/// attempts. Answers `{"run", n}`, `{"final"}`, `{"gone"}`, `{"cancelled"}` or `{"lost", n}`.
 const BEGIN: &str = r#"
 local st = redis.call('HGET', KEYS[1], 'status')
 if not st then return {'gone'} end
 if st == 'succeeded' or st == 'failed' or st == 'cancelled' then return {'final'} end
 local function finish(status, err)
-  redis.call('HSET', KEYS[1], 'status', status, 'ended_ms', ARGV[3], 'error', err, 'result', 'null')
-  if not redis.call('HGET', KEYS[1], 'started_ms') then redis.call('HSET', KEYS[1], 'started_ms', ARGV[3]) end
-  redis.call('XADD', KEYS[2], '*', 'name', 'status', 'data', '{"status":"' .. status .. '"}')
-  redis.call('XADD', KEYS[2], '*', 'name', 'end', 'data', '{"status":"' .. status .. '","result":null,"error":' .. err .. '}')
-  redis.call('PEXPIRE', KEYS[1], ARGV[4])
-  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+  redis.call('HSET', KEYS[1], 'status', status, 'ended_ms', ARGV[2], 'error', err, 'result', 'null')
+  if not redis.call('HGET', KEYS[1], 'started_ms') then redis.call('HSET', KEYS[1], 'started_ms', ARGV[2]) end
+  grow(id, #err + 4)
+  event(id, 'status', '{"status":"' .. status .. '"}')
+  event(id, 'end', '{"status":"' .. status .. '","result":null,"error":' .. err .. '}')
+  ended(id, now, ttl)
+  settle(now, max)
 end
 if redis.call('HGET', KEYS[1], 'cancel') == '1' then
   finish('cancelled', '{"code":"cancelled","message":"the job was cancelled (DELETE /api/jobs/{id})"}')
   return {'cancelled'}
 end
 local n = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
-if n > tonumber(ARGV[2]) then
-  finish('failed', '{"code":"workers_lost","message":"the replicas running this job stopped ' .. (n - 1) .. ' times before it ended (--job-attempts ' .. ARGV[2] .. '); it was not started again"}')
+if n > tonumber(ARGV[6]) then
+  finish('failed', '{"code":"workers_lost","message":"the replicas running this job stopped ' .. (n - 1) .. ' times before it ended (--job-attempts ' .. ARGV[6] .. '); it was not started again"}')
   return {'lost', n - 1}
 end
-redis.call('HSET', KEYS[1], 'status', 'running', 'replica', ARGV[1], 'attempt_ms', ARGV[3])
-if not redis.call('HGET', KEYS[1], 'started_ms') then redis.call('HSET', KEYS[1], 'started_ms', ARGV[3]) end
-redis.call('XADD', KEYS[2], '*', 'name', 'status', 'data', '{"status":"running","attempt":' .. n .. ',"replica":"' .. ARGV[1] .. '"}')
+redis.call('HSET', KEYS[1], 'status', 'running', 'replica', ARGV[5], 'attempt_ms', ARGV[2])
+if not redis.call('HGET', KEYS[1], 'started_ms') then redis.call('HSET', KEYS[1], 'started_ms', ARGV[2]) end
+event(id, 'status', '{"status":"running","attempt":' .. n .. ',"replica":"' .. ARGV[5] .. '"}')
 return {'run', n}
 "#;
 
-/// Ends an attempt: KEYS job, events; ARGV attempt, status, result, error, now, ttl ms.
-/// Only the current attempt of a job not yet ended may end it.
+/// Stores a running job's events (and its latest progress): KEYS job, events; ARGV id,
+/// now, ttl ms, max bytes, most events kept, progress (or ``), then name and data pairs.
+/// Events of a job no longer running are not kept. Answers the store's total bytes.
+const EVENTS: &str = r#"
+if redis.call('HGET', KEYS[1], 'status') == 'running' then
+  for i = 7, #ARGV, 2 do
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'name', ARGV[i], 'data', ARGV[i + 1])
+    grow(id, EVENT_OVERHEAD + #ARGV[i + 1])
+  end
+  if ARGV[6] ~= '' then redis.call('HSET', KEYS[1], 'progress', ARGV[6]) end
+end
+return settle(now, max)
+"#;
+
+/// Ends an attempt: KEYS job, events; ARGV id, now, ttl ms, max bytes, attempt, status,
+/// result, error. Only the current attempt of a job not yet ended may end it. The `end`
+/// event leaves the result in the record (`result` `record`): it is kept, and counted, once.
 const FINISH: &str = r#"
 local st = redis.call('HGET', KEYS[1], 'status')
 if not st or st == 'succeeded' or st == 'failed' or st == 'cancelled' then return 0 end
-if redis.call('HGET', KEYS[1], 'attempts') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'status', ARGV[2], 'result', ARGV[3], 'error', ARGV[4], 'ended_ms', ARGV[5])
-redis.call('XADD', KEYS[2], '*', 'name', 'status', 'data', '{"status":"' .. ARGV[2] .. '"}')
-redis.call('XADD', KEYS[2], '*', 'name', 'end', 'data', '{"status":"' .. ARGV[2] .. '","result":' .. ARGV[3] .. ',"error":' .. ARGV[4] .. '}')
-redis.call('PEXPIRE', KEYS[1], ARGV[6])
-redis.call('PEXPIRE', KEYS[2], ARGV[6])
+if redis.call('HGET', KEYS[1], 'attempts') ~= ARGV[5] then return 0 end
+redis.call('HSET', KEYS[1], 'status', ARGV[6], 'result', ARGV[7], 'error', ARGV[8], 'ended_ms', ARGV[2])
+grow(id, #ARGV[7] + #ARGV[8])
+event(id, 'status', '{"status":"' .. ARGV[6] .. '"}')
+local data = '{"status":"' .. ARGV[6] .. '","error":' .. ARGV[8] .. '}'
+redis.call('XADD', KEYS[2], '*', 'name', 'end', 'data', data, 'result', 'record')
+grow(id, EVENT_OVERHEAD + #data)
+ended(id, now, ttl)
+settle(now, max)
 return 1
 "#;
 
-/// Cancels a job that no replica has started: KEYS job, events; ARGV now, ttl ms.
-/// Answers the status before (`queued` ones are cancelled here; others get the flag).
+/// Cancels a job that no replica has started: KEYS job, events; ARGV id, now, ttl ms, max
+/// bytes. Answers the status before (`queued` ones are cancelled here; others get the
+/// flag), `evicted` for a tombstone, nil for no record.
 const CANCEL: &str = r#"
 local st = redis.call('HGET', KEYS[1], 'status')
-if not st then return false end
+if not st then
+  if redis.call('HEXISTS', KEYS[1], 'evicted') == 1 then return 'evicted' end
+  return false
+end
 if st == 'succeeded' or st == 'failed' or st == 'cancelled' then return st end
 redis.call('HSET', KEYS[1], 'cancel', '1')
 if st == 'queued' then
   local err = '{"code":"cancelled","message":"the job was cancelled (DELETE /api/jobs/{id})"}'
-  redis.call('HSET', KEYS[1], 'status', 'cancelled', 'ended_ms', ARGV[1], 'started_ms', ARGV[1], 'error', err, 'result', 'null')
-  redis.call('XADD', KEYS[2], '*', 'name', 'status', 'data', '{"status":"cancelled"}')
-  redis.call('XADD', KEYS[2], '*', 'name', 'end', 'data', '{"status":"cancelled","result":null,"error":' .. err .. '}')
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  redis.call('HSET', KEYS[1], 'status', 'cancelled', 'ended_ms', ARGV[2], 'started_ms', ARGV[2], 'error', err, 'result', 'null')
+  grow(id, #err + 4)
+  event(id, 'status', '{"status":"cancelled"}')
+  event(id, 'end', '{"status":"cancelled","result":null,"error":' .. err .. '}')
+  ended(id, now, ttl)
+  settle(now, max)
 end
 return st
 "#;
+
+/// A script: the shared [`BUDGET`] functions (with this build's overheads), then `body`.
+fn script(body: &str) -> redis::Script {
+    redis::Script::new(&format!(
+        "local EVENT_OVERHEAD, JOB_OVERHEAD = {}, {}\n{BUDGET}{body}",
+        super::EVENT_OVERHEAD,
+        super::JOB_OVERHEAD
+    ))
+}
+
+/// What the store says of a job id.
+#[derive(Debug)]
+pub enum Record {
+    /// The job's record, as the API shows it.
+    Found(Value),
+    /// Evicted to keep the store's jobs within `--max-job-bytes` (410 `job_expired`).
+    Evicted,
+    /// No record: never made, or expired after `--job-ttl` (404 `unknown_job`).
+    Missing,
+}
 
 /// The jobs of every replica sharing one store.
 pub struct RedisJobs {
@@ -138,13 +266,16 @@ pub struct RedisJobs {
     lease: Duration,
     attempts: u32,
     ttl: Duration,
+    create: redis::Script,
     begin: redis::Script,
+    events: redis::Script,
     finish: redis::Script,
     cancel: redis::Script,
     /// Jobs running on this replica, by id.
     running: Mutex<HashMap<String, Arc<Job>>>,
     workers: Arc<Semaphore>,
-    /// The bytes the jobs running here keep (`--max-job-bytes`): past it their `progress`,
+    /// The bytes the jobs running here keep, and `--max-job-bytes`: past it (here, or in
+    /// the store, which reports its total after each write) the running jobs' `progress`,
     /// `node`, `call` and `log` events are dropped, as without a store.
     meter: Arc<Meter>,
     /// Wakes this replica's idle worker loop when a job is queued here (other replicas
@@ -241,9 +372,11 @@ impl RedisJobs {
             lease: lease.max(Duration::from_millis(200)),
             attempts: attempts.max(1),
             ttl,
-            begin: redis::Script::new(BEGIN),
-            finish: redis::Script::new(FINISH),
-            cancel: redis::Script::new(CANCEL),
+            create: script(CREATE),
+            begin: script(BEGIN),
+            events: script(EVENTS),
+            finish: script(FINISH),
+            cancel: script(CANCEL),
             running: Mutex::new(HashMap::new()),
             workers: Arc::new(Semaphore::new(WORKERS)),
             meter: Meter::new(max_bytes),
@@ -259,6 +392,24 @@ impl RedisJobs {
         (self.ttl.as_millis() as u64).max(1)
     }
 
+    /// The byte budget of the jobs in the store (`--max-job-bytes`).
+    pub fn max_bytes(&self) -> usize {
+        self.meter.max()
+    }
+
+    /// An invocation of `script` for job `id` with what every script takes: KEYS the
+    /// job's record and events; ARGV the id, now, the time to live and the byte budget.
+    fn invocation<'s>(&self, script: &'s redis::Script, id: &str) -> redis::ScriptInvocation<'s> {
+        let mut inv = script.prepare_invoke();
+        inv.key(hkey(id))
+            .key(ekey(id))
+            .arg(id)
+            .arg(now_ms())
+            .arg(self.ttl_ms())
+            .arg(self.meter.max());
+        inv
+    }
+
     /// This replica's name (its consumer in the group, `replica` in records).
     pub fn replica(&self) -> &str {
         &self.replica
@@ -269,8 +420,18 @@ impl RedisJobs {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queues `prepared` as a new job; answers its id.
+    /// Queues `prepared` as a new job; answers its id. A refusal by the byte budget is an
+    /// error here (its message names `--max-job-bytes`); [`RedisJobs::admit`] tells it apart.
     pub async fn create(&self, prepared: Prepared) -> Result<String, StoreError> {
+        self.admit(prepared)
+            .await?
+            .map_err(|e| StoreError::Invalid(e.to_string()))
+    }
+
+    /// Queues `prepared` as a new job and answers its id, unless the jobs the store keeps
+    /// are past `--max-job-bytes` once its finished jobs are evicted (oldest first): then
+    /// [`Refused::Budget`], as without a store.
+    pub async fn admit(&self, prepared: Prepared) -> Result<Result<String, Refused>, StoreError> {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         let id = format!("job-{}-{seq}", self.replica);
         let (parsed, caller) = prepared.into_parts();
@@ -278,60 +439,60 @@ impl RedisJobs {
             .map_err(|e| StoreError::Invalid(format!("the body cannot be queued: {e}")))?;
         let now = now_ms();
         let mut c = self.conn();
-        let mut p = redis::pipe();
-        p.atomic()
-            .cmd("HSET")
-            .arg(hkey(&id))
-            .arg("status")
-            .arg("queued")
-            .arg("created_ms")
-            .arg(now)
-            .arg("attempts")
-            .arg(0)
-            .ignore()
-            .cmd("XADD")
-            .arg(ekey(&id))
-            .arg("*")
-            .arg("name")
-            .arg("status")
-            .arg("data")
-            .arg(r#"{"status":"queued"}"#)
-            .ignore()
-            .cmd("ZADD")
-            .arg(INDEX)
-            .arg(now)
-            .arg(&id)
-            .ignore()
-            // Ids made longer ago than any record can live leave the index.
-            .cmd("ZREMRANGEBYSCORE")
-            .arg(INDEX)
-            .arg("-inf")
-            .arg(now.saturating_sub(self.ttl_ms() + INDEX_SLACK_MS))
-            .ignore()
-            .cmd("XADD")
-            .arg(QUEUE)
-            .arg("*")
-            .arg("id")
-            .arg(&id)
-            .arg("body")
+        let answer: Vec<redis::Value> = self
+            .invocation(&self.create, &id)
+            .key(QUEUE)
+            .key(INDEX)
             .arg(body)
-            .arg("caller")
             .arg(caller.to_string())
-            .ignore();
-        let () = p.query_async(&mut c).await.map_err(rerr)?;
+            // Ids made longer ago than any record can live leave the index.
+            .arg(now.saturating_sub(self.ttl_ms() + INDEX_SLACK_MS))
+            .invoke_async(&mut c)
+            .await
+            .map_err(rerr)?;
+        let verdict: String = answer
+            .first()
+            .and_then(|v| redis::from_redis_value_ref(v).ok())
+            .unwrap_or_default();
+        if verdict == "budget" {
+            let used: u64 = answer
+                .get(1)
+                .and_then(|v| redis::from_redis_value_ref(v).ok())
+                .unwrap_or(0);
+            self.meter.set_pressure(true);
+            return Ok(Err(Refused::Budget {
+                used: used as usize,
+                max: self.meter.max(),
+            }));
+        }
         self.queued.notify_one();
-        Ok(id)
+        Ok(Ok(id))
     }
 
-    /// The record of job `id`, or `None` when the store has none.
-    pub async fn get(&self, id: &str) -> Result<Option<Value>, StoreError> {
+    /// What the store says of job `id`.
+    pub async fn lookup(&self, id: &str) -> Result<Record, StoreError> {
         let mut c = self.conn();
         let h: HashMap<String, String> = redis::cmd("HGETALL")
             .arg(hkey(id))
             .query_async(&mut c)
             .await
             .map_err(rerr)?;
-        Ok((!h.is_empty()).then(|| record_json(id, &h)))
+        Ok(if h.contains_key("status") {
+            Record::Found(record_json(id, &h))
+        } else if h.contains_key("evicted") {
+            Record::Evicted
+        } else {
+            Record::Missing
+        })
+    }
+
+    /// The record of job `id`, or `None` when the store has none.
+    /// (An evicted job has none: [`RedisJobs::lookup`] tells it apart.)
+    pub async fn get(&self, id: &str) -> Result<Option<Value>, StoreError> {
+        Ok(match self.lookup(id).await? {
+            Record::Found(r) => Some(r),
+            Record::Evicted | Record::Missing => None,
+        })
     }
 
     /// The newest `max` jobs, newest first (expired ones leave the index here).
@@ -356,7 +517,7 @@ impl RedisJobs {
         let mut out = Vec::new();
         let mut gone = Vec::new();
         for (id, h) in ids.iter().zip(hs) {
-            if h.is_empty() {
+            if !h.contains_key("status") {
                 gone.push(id.clone());
             } else {
                 out.push(record_json(id, &h));
@@ -376,18 +537,24 @@ impl RedisJobs {
     /// replica reads within [`TICK`]; then waits (a little past the cancel grace) for it
     /// to end. Answers the record, or `None` for an unknown id.
     pub async fn cancel(&self, id: &str) -> Result<Option<Value>, StoreError> {
+        Ok(match self.cancel_record(id).await? {
+            Record::Found(r) => Some(r),
+            Record::Evicted | Record::Missing => None,
+        })
+    }
+
+    /// [`RedisJobs::cancel`], telling an evicted job apart from an unknown one.
+    pub async fn cancel_record(&self, id: &str) -> Result<Record, StoreError> {
         let mut c = self.conn();
         let before: Option<String> = self
-            .cancel
-            .key(hkey(id))
-            .key(ekey(id))
-            .arg(now_ms())
-            .arg(self.ttl_ms())
+            .invocation(&self.cancel, id)
             .invoke_async(&mut c)
             .await
             .map_err(rerr)?;
-        let Some(before) = before else {
-            return Ok(None);
+        let before = match before.as_deref() {
+            None => return Ok(Record::Missing),
+            Some("evicted") => return Ok(Record::Evicted),
+            Some(b) => b.to_string(),
         };
         if let Some(job) = self.running().get(id) {
             job.cancel.cancel();
@@ -401,14 +568,15 @@ impl RedisJobs {
                 .await;
             let deadline = tokio::time::Instant::now() + CANCEL_GRACE + Duration::from_secs(2);
             while tokio::time::Instant::now() < deadline {
-                match self.get(id).await? {
-                    Some(r) if is_final(r["status"].as_str().unwrap_or("")) => return Ok(Some(r)),
-                    None => return Ok(None),
-                    _ => tokio::time::sleep(FOLLOW).await,
+                match self.lookup(id).await? {
+                    Record::Found(r) if !is_final(status_of(&r)) => {
+                        tokio::time::sleep(FOLLOW).await
+                    }
+                    other => return Ok(other),
                 }
             }
         }
-        self.get(id).await
+        self.lookup(id).await
     }
 
     /// Events of job `id` after stream id `after` (`None`: from the first), at most 256.
@@ -428,21 +596,31 @@ impl RedisJobs {
             .query_async(&mut c)
             .await
             .map_err(rerr)?;
-        Ok(r.ids
-            .into_iter()
-            .map(|e| {
-                let name: String = e.get("name").unwrap_or_default();
-                let data: String = e.get("data").unwrap_or_default();
-                (e.id, name, data)
-            })
-            .collect())
+        let mut out = Vec::with_capacity(r.ids.len());
+        for e in r.ids {
+            let name: String = e.get("name").unwrap_or_default();
+            let mut data: String = e.get("data").unwrap_or_default();
+            if e.get::<String>("result").as_deref() == Some("record") {
+                // The result is kept once, in the record: put it back into `end`.
+                let result: Option<String> = redis::cmd("HGET")
+                    .arg(hkey(id))
+                    .arg("result")
+                    .query_async(&mut c)
+                    .await
+                    .map_err(rerr)?;
+                data = end_with_result(&data, result);
+            }
+            out.push((e.id, name, data));
+        }
+        Ok(out)
     }
 
-    /// Whether job `id` still has a record.
+    /// Whether job `id` still has a record (an evicted job's tombstone is none).
     pub async fn exists(&self, id: &str) -> Result<bool, StoreError> {
         let mut c = self.conn();
-        redis::cmd("EXISTS")
+        redis::cmd("HEXISTS")
             .arg(hkey(id))
+            .arg("status")
             .query_async(&mut c)
             .await
             .map_err(rerr)
@@ -633,13 +811,9 @@ impl RedisJobs {
         };
         let mut c = self.conn();
         let begun: Result<Vec<redis::Value>, _> = self
-            .begin
-            .key(hkey(&id))
-            .key(ekey(&id))
+            .invocation(&self.begin, &id)
             .arg(&self.replica)
             .arg(self.attempts)
-            .arg(now_ms())
-            .arg(self.ttl_ms())
             .invoke_async(&mut c)
             .await;
         let begun = match begun {
@@ -732,34 +906,20 @@ impl RedisJobs {
                 }
             }
             if !batch.is_empty() {
-                let mut p = redis::pipe();
-                let mut progress = None;
+                let progress = batch
+                    .iter()
+                    .rev()
+                    .find(|ev| ev.name == "progress")
+                    .map_or_else(String::new, |ev| ev.data.to_string());
+                let mut inv = self.invocation(&self.events, &id);
+                inv.arg(MAX_EVENTS).arg(progress);
                 for ev in &batch {
-                    if ev.name == "progress" {
-                        progress = Some(ev.data.to_string());
-                    }
-                    p.cmd("XADD")
-                        .arg(ekey(&id))
-                        .arg("MAXLEN")
-                        .arg("~")
-                        .arg(MAX_EVENTS)
-                        .arg("*")
-                        .arg("name")
-                        .arg(ev.name)
-                        .arg("data")
-                        .arg(ev.data.to_string())
-                        .ignore();
-                }
-                if let Some(pr) = progress {
-                    p.cmd("HSET")
-                        .arg(hkey(&id))
-                        .arg("progress")
-                        .arg(pr)
-                        .ignore();
+                    inv.arg(ev.name).arg(&*ev.data);
                 }
                 let mut c = self.conn();
-                if let Err(e) = p.query_async::<()>(&mut c).await {
-                    tracing::warn!(job = %id, "jobs: events not stored: {e}");
+                match inv.invoke_async::<u64>(&mut c).await {
+                    Ok(used) => self.meter.set_pressure(used as usize > self.meter.max()),
+                    Err(e) => tracing::warn!(job = %id, "jobs: events not stored: {e}"),
                 }
             }
             if let Some(end) = end {
@@ -782,12 +942,17 @@ impl RedisJobs {
             .ignore()
             .cmd("HGET")
             .arg(hkey(&job.id))
-            .arg("cancel");
-        match p.query_async::<(Option<String>,)>(&mut c).await {
-            Ok((flag,)) => {
+            .arg("cancel")
+            .cmd("GET")
+            .arg(USED);
+        match p.query_async::<(Option<String>, Option<u64>)>(&mut c).await {
+            Ok((flag, used)) => {
                 if flag.as_deref() == Some("1") {
                     job.cancel.cancel();
                 }
+                // Past the budget with only running jobs left: they drop their chatter.
+                let used = used.unwrap_or(0) as usize;
+                self.meter.set_pressure(used > self.meter.max());
             }
             Err(e) => tracing::warn!(job = %job.id, "jobs: lease not renewed: {e}"),
         }
@@ -801,15 +966,11 @@ impl RedisJobs {
         for i in 0..20u32 {
             let mut c = self.conn();
             let r: redis::RedisResult<i64> = self
-                .finish
-                .key(hkey(id))
-                .key(ekey(id))
+                .invocation(&self.finish, id)
                 .arg(attempt)
                 .arg(&status)
                 .arg(&result)
                 .arg(&error)
-                .arg(now_ms())
-                .arg(self.ttl_ms())
                 .invoke_async(&mut c)
                 .await;
             match r {
@@ -864,6 +1025,33 @@ impl From<redis::streams::StreamId> for Entry {
             entry: e.id,
         }
     }
+}
+
+/// The data of an `end` event stored without its result (`{"status", "error"}`) with the
+/// record's `result` put back, in the order of an in-memory job's `end`.
+fn end_with_result(data: &str, result: Option<String>) -> String {
+    #[derive(serde::Deserialize)]
+    struct Stored {
+        status: String,
+        #[serde(default)]
+        error: Value,
+    }
+    #[derive(serde::Serialize)]
+    struct End<'a> {
+        status: &'a str,
+        result: Option<Box<serde_json::value::RawValue>>,
+        error: &'a Value,
+    }
+    let Ok(stored) = serde_json::from_str::<Stored>(data) else {
+        return data.to_string();
+    };
+    let result = result.and_then(|r| serde_json::value::RawValue::from_string(r).ok());
+    let end = End {
+        status: &stored.status,
+        result,
+        error: &stored.error,
+    };
+    serde_json::to_string(&end).unwrap_or_else(|_| data.to_string())
 }
 
 /// The status of a record, as text.

@@ -13,7 +13,7 @@ use axum::Json;
 use futures_util::Stream;
 use serde_json::{json, Value};
 
-use super::redis::{api_error, RedisJobs};
+use super::redis::{api_error, Record, RedisJobs};
 use crate::server::rest::{ApiError, Prepared};
 
 fn unknown(id: &str) -> ApiError {
@@ -27,9 +27,36 @@ fn unknown(id: &str) -> ApiError {
     .suggest(["GET /api/jobs lists the jobs the store keeps".to_string()])
 }
 
-/// `POST /api/jobs`: queues the job for any replica.
+/// An evicted job: 410 `job_expired`, as without a store.
+fn evicted(jobs: &RedisJobs, id: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::GONE,
+        "job_expired",
+        format!(
+            "job '{id}' ended and was removed (the jobs in the shared store keep at most {} bytes of results and events, --max-job-bytes; the oldest finished go first)",
+            jobs.max_bytes()
+        ),
+    )
+    .suggest(["start it again with POST /api/jobs".to_string()])
+}
+
+/// The record of `id`, or the error its id answers.
+fn found(jobs: &RedisJobs, id: &str, r: Record) -> Result<Value, ApiError> {
+    match r {
+        Record::Found(v) => Ok(v),
+        Record::Evicted => Err(evicted(jobs, id)),
+        Record::Missing => Err(unknown(id)),
+    }
+}
+
+/// `POST /api/jobs`: queues the job for any replica (503 `job_budget_exceeded` while the
+/// jobs still running alone pass the budget).
 pub async fn create(jobs: &RedisJobs, prepared: Prepared) -> Result<Response, ApiError> {
-    let id = jobs.create(prepared).await.map_err(api_error)?;
+    let id = jobs
+        .admit(prepared)
+        .await
+        .map_err(api_error)?
+        .map_err(|e| super::routes::refused(&e))?;
     let href = format!("/api/jobs/{id}");
     let body = json!({"id": id, "status": "queued", "href": href});
     Ok((StatusCode::ACCEPTED, [(header::LOCATION, href)], Json(body)).into_response())
@@ -43,18 +70,14 @@ pub async fn list(jobs: &RedisJobs, max: usize) -> Result<Json<Value>, ApiError>
 
 /// `GET /api/jobs/{id}`.
 pub async fn get(jobs: &RedisJobs, id: &str) -> Result<Json<Value>, ApiError> {
-    match jobs.get(id).await.map_err(api_error)? {
-        Some(r) => Ok(Json(r)),
-        None => Err(unknown(id)),
-    }
+    let r = jobs.lookup(id).await.map_err(api_error)?;
+    Ok(Json(found(jobs, id, r)?))
 }
 
 /// `DELETE /api/jobs/{id}`.
 pub async fn cancel(jobs: &RedisJobs, id: &str) -> Result<Json<Value>, ApiError> {
-    match jobs.cancel(id).await.map_err(api_error)? {
-        Some(r) => Ok(Json(r)),
-        None => Err(unknown(id)),
-    }
+    let r = jobs.cancel_record(id).await.map_err(api_error)?;
+    Ok(Json(found(jobs, id, r)?))
 }
 
 /// `GET /api/jobs/{id}/events`: the stored events after `after` (a `Last-Event-ID`), then
@@ -64,9 +87,8 @@ pub async fn follow(
     id: String,
     after: Option<String>,
 ) -> Result<impl Stream<Item = Result<Event, Infallible>>, ApiError> {
-    if !jobs.exists(&id).await.map_err(api_error)? {
-        return Err(unknown(&id));
-    }
+    let r = jobs.lookup(&id).await.map_err(api_error)?;
+    found(&jobs, &id, r)?;
     let state = Follow {
         jobs,
         id,
@@ -85,7 +107,7 @@ pub async fn follow(
             match st.jobs.events_after(&st.id, st.after.as_deref()).await {
                 Ok(evs) if evs.is_empty() => {
                     st.failures = 0;
-                    // An expired job ends the stream.
+                    // An expired or evicted job ends the stream.
                     if !st.jobs.exists(&st.id).await.unwrap_or(true) {
                         return None;
                     }

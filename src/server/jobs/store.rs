@@ -23,7 +23,7 @@
 //! the restart journal and the 410 answers stay in [`super::Jobs`].
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -34,6 +34,9 @@ use super::{now_ms, Job};
 pub struct Meter {
     used: AtomicUsize,
     max: usize,
+    /// Set by a shared store when the jobs it keeps are past the budget (its total counts
+    /// other replicas' jobs too, which this meter never sees).
+    pressure: AtomicBool,
 }
 
 impl Meter {
@@ -42,6 +45,7 @@ impl Meter {
         Arc::new(Meter {
             used: AtomicUsize::new(0),
             max,
+            pressure: AtomicBool::new(false),
         })
     }
 
@@ -55,9 +59,15 @@ impl Meter {
         self.max
     }
 
-    /// Whether the retained bytes are past the budget.
+    /// Whether the retained bytes are past the budget (here, or in the shared store).
     pub fn over(&self) -> bool {
-        self.used() > self.max
+        self.used() > self.max || self.pressure.load(Ordering::Acquire)
+    }
+
+    /// Says whether the shared store's jobs are past the budget (`--store`).
+    #[cfg(feature = "store-redis")]
+    pub(super) fn set_pressure(&self, over: bool) {
+        self.pressure.store(over, Ordering::Release);
     }
 
     pub(super) fn add(&self, n: usize) {
