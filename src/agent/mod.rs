@@ -36,7 +36,7 @@ pub use runtime::{
     hook_seam, AgentRun, AgentRuntime, AgentRuntimeBuilder, CallRecord, Limits, StopReason, Turn,
 };
 pub use state::{get_path, set_path, MemoryWorldState, PrivateState, StateError, WorldState};
-pub use store_world::StoreWorldState;
+pub use store_world::{StoreWorldState, SERVED_WORLD};
 pub use tools::{agent_tool_definition, AgentTools, AGENT_TOOLS};
 
 use crate::problem::Problem;

@@ -13,13 +13,19 @@ use crate::store::{block_on, KvStore};
 /// Each `set` reads the document, changes the path and writes it back: two writers racing
 /// on the same world can lose one write (the last one wins). Reads and writes block the
 /// calling thread for one round trip to the store (through `block_in_place` on a runtime's
-/// worker).
+/// worker). A world with a seed reads as the seed until its first write, which writes the
+/// seed with the change.
 #[derive(Debug)]
 pub struct StoreWorldState {
     store: Arc<dyn KvStore>,
     key: String,
     runtime: Option<tokio::runtime::Handle>,
+    seed: Option<Value>,
 }
+
+/// The name of the world a served home's agents share (`tavern serve --store`): the key
+/// `tavern:world:home`.
+pub const SERVED_WORLD: &str = "home";
 
 impl StoreWorldState {
     /// The world named `name` in `store` (key `tavern:world:<name>`); `runtime` runs the
@@ -33,6 +39,23 @@ impl StoreWorldState {
             store,
             key: format!("tavern:world:{name}"),
             runtime,
+            seed: None,
+        })
+    }
+
+    /// [`StoreWorldState::new`], reading as `seed` (a JSON object, such as the home's
+    /// `world.json`) while the store holds no world of that name.
+    pub fn seeded(
+        store: Arc<dyn KvStore>,
+        name: &str,
+        seed: Option<Value>,
+        runtime: Option<tokio::runtime::Handle>,
+    ) -> Arc<Self> {
+        Arc::new(StoreWorldState {
+            store,
+            key: format!("tavern:world:{name}"),
+            runtime,
+            seed: seed.filter(Value::is_object),
         })
     }
 
@@ -40,6 +63,7 @@ impl StoreWorldState {
         let v = block_on(self.runtime.clone(), self.store.get(&self.key))
             .map_err(|e| StateError::Store(e.to_string()))?;
         Ok(v.filter(Value::is_object)
+            .or_else(|| self.seed.clone())
             .unwrap_or_else(|| Value::Object(Map::new())))
     }
 }
@@ -76,5 +100,23 @@ mod tests {
         a.set("weather.now", json!("rain")).unwrap();
         assert_eq!(b.get("weather.now"), Some(json!("rain")));
         assert_eq!(b.snapshot(), Some(json!({"weather": {"now": "rain"}})));
+    }
+
+    #[test]
+    fn a_seeded_world_reads_as_its_seed_until_written() {
+        let store: Arc<dyn KvStore> = Arc::new(MemoryStore::new());
+        let seed = json!({"weather": {"now": "rain"}, "hour": 21});
+        let a = StoreWorldState::seeded(store.clone(), "w", Some(seed.clone()), None);
+        assert_eq!(a.get("weather.now"), Some(json!("rain")));
+        let b = StoreWorldState::seeded(store.clone(), "w", Some(json!({"other": 1})), None);
+        b.set("weather.now", json!("sun")).unwrap();
+        // The first write kept the writer's seed; every view now reads the stored world.
+        assert_eq!(a.get("weather.now"), Some(json!("sun")));
+        assert_eq!(a.get("hour"), None);
+        assert_eq!(a.get("other"), Some(json!(1)));
+        assert_eq!(
+            StoreWorldState::new(store, "w", None).get("other"),
+            Some(json!(1))
+        );
     }
 }

@@ -823,3 +823,78 @@ async fn running_jobs_past_the_store_budget_refuse_new_ones() {
     post_job(&c, &a.base, slow("after", 1)).await;
     assert_expired(&c, &a.base, &long).await;
 }
+
+/// A home with one agent, `reader`, whose scripted model reads `weather.now` from the world
+/// state at every turn; the home's `world.json` says it rains.
+fn world_home() -> tempfile::TempDir {
+    let h = temp_home();
+    let p = h.path();
+    std::fs::create_dir_all(p.join("agents")).unwrap();
+    std::fs::create_dir_all(p.join("replies")).unwrap();
+    std::fs::write(
+        p.join("agents/reader.json"),
+        r#"{"id": "reader", "description": "Reads the weather.", "tool_ids_inventory": ["ReadWorldStateTool"], "tool_call_format": "action", "manual_style": "action", "max_turns": 2}"#,
+    )
+    .unwrap();
+    let read = "<ACTION>\n  <ReadWorldStateTool>\n    <path>weather.now</path>\n  </ReadWorldStateTool>\n</ACTION>";
+    std::fs::write(p.join("replies/reader.json"), json!([read]).to_string()).unwrap();
+    std::fs::write(p.join("world.json"), r#"{"weather": {"now": "rain"}}"#).unwrap();
+    std::fs::write(
+        p.join("tavern.toml"),
+        format!(
+            "[llm]\nbase_url = \"scripted:{}\"\nstream = false\n",
+            p.join("replies/reader.json").display()
+        ),
+    )
+    .unwrap();
+    h
+}
+
+/// What the agent `reader` reads as `weather.now` in a new chat session on `base`.
+async fn weather_seen(c: &reqwest::Client, base: &str) -> Value {
+    let r = c
+        .post(format!("{base}/api/agents/reader/turn"))
+        .json(&json!({"message": "weather?"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let v: Value = r.json().await.unwrap();
+    let call = &v["turn"]["calls"][0];
+    assert_eq!(call["tool"], "ReadWorldStateTool", "{v}");
+    assert_eq!(call["ok"], true, "{v}");
+    call["value"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn served_agents_share_the_world_state_in_the_store() {
+    let redis = Redis::start();
+    let h = world_home();
+    let a = replica(h.path(), &redis, &[]);
+    let b = replica(h.path(), &redis, &[]);
+    let c = reqwest::Client::new();
+    // Nothing in the store yet: both read the home's world.json.
+    assert_eq!(weather_seen(&c, &a.base).await, "rain");
+    // The world changes in the store (as a host sharing it would write it) …
+    let store = tavern::internal::store::redis::RedisStore::connect(&redis.url)
+        .await
+        .unwrap();
+    let world = tavern::StoreWorldState::new(
+        std::sync::Arc::new(store),
+        "home",
+        Some(tokio::runtime::Handle::current()),
+    );
+    let w = world.clone();
+    tokio::task::spawn_blocking(move || {
+        use tavern::WorldState;
+        w.set("weather.now", json!("sun")).unwrap();
+    })
+    .await
+    .unwrap();
+    // … and the agents of both replicas see it.
+    assert_eq!(weather_seen(&c, &b.base).await, "sun");
+    assert_eq!(weather_seen(&c, &a.base).await, "sun");
+    // Without a store, each replica's agents keep their own world (world.json).
+    let solo = Server::start(h.path(), &[]);
+    assert_eq!(weather_seen(&c, &solo.base).await, "rain");
+}
