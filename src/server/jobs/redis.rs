@@ -459,7 +459,6 @@ impl RedisJobs {
                 .get(1)
                 .and_then(|v| redis::from_redis_value_ref(v).ok())
                 .unwrap_or(0);
-            self.meter.set_pressure(true);
             return Ok(Err(Refused::Budget {
                 used: used as usize,
                 max: self.meter.max(),
