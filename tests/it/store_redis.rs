@@ -754,7 +754,8 @@ async fn the_job_byte_budget_holds_in_the_store_across_replicas() {
     assert_eq!(r.status(), StatusCode::GONE);
 
     // A long job runs on A; B starts, A is killed mid-job, B runs it again.
-    let long = post_job(&c, &a.base, slow(&text(99), 2_000)).await;
+    // (Long enough to outlast B's start on a loaded machine.)
+    let long = post_job(&c, &a.base, slow(&text(99), 6_000)).await;
     wait_status(&c, &a.base, &long, &["running"], Duration::from_secs(30)).await;
     let b = replica(h.path(), &redis, &opts);
     assert_expired(&c, &b.base, &first).await;
@@ -820,7 +821,24 @@ async fn running_jobs_past_the_store_budget_refuse_new_ones() {
         .unwrap();
     assert!(r.status() == StatusCode::OK || r.status() == StatusCode::GONE);
     // (The new job, too, is evicted as soon as it ends: its bytes alone pass 600.)
-    post_job(&c, &a.base, slow("after", 1)).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = c
+            .post(format!("{}/api/jobs", a.base))
+            .json(&slow("after", 1))
+            .send()
+            .await
+            .unwrap();
+        if r.status() == StatusCode::ACCEPTED {
+            break;
+        }
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            Instant::now() < deadline,
+            "no room after the long job ended"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert_expired(&c, &a.base, &long).await;
 }
 
