@@ -15,7 +15,7 @@
 //!   `jobs:used` the total, `jobs:sizes` a hash of each job's bytes, `jobs:kept` the
 //!   finished jobs by creation time (evicted oldest first) and `jobs:ends` by expiry.
 //!   Every script that writes a job also counts what it wrote and settles the budget
-//!   ([`BUDGET`]), so the count is never apart from what it counts, whichever replica wrote
+//!   (`BUDGET`), so the count is never apart from what it counts, whichever replica wrote
 //!   or died. An evicted job's record becomes a tombstone (`evicted`) for the rest of its
 //!   time to live: its id answers 410 `job_expired` on every replica. A job's result is
 //!   kept once, in its record; the `end` event is given it when it is read.
