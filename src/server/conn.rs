@@ -6,7 +6,10 @@
 //!   trickling headers (slowloris) or sending nothing is closed;
 //! - an **idle timeout**: a kept-alive connection with no request in flight for that long
 //!   is closed (a request is in flight from its head until its response body is dropped,
-//!   so a long call or an open event stream is never idle);
+//!   so a long call or an open event stream is never idle). Requests only count themselves
+//!   in and out with atomics; the connection's one idle timer looks at the count when it
+//!   fires and, unless the connection has been idle long enough, is set again for when it
+//!   would be (per request, no wake-up of the connection's task and no new timer);
 //! - a **connection cap**: past it a new connection gets one `503 too_many_connections`
 //!   JSON answer and is closed, so descriptors cannot run out and new clients are told why
 //!   instead of hanging.
@@ -15,6 +18,7 @@
 //! close; [`Conns::wait`] waits for them.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -22,14 +26,13 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
+use axum::extract::Request;
 use axum::response::Response;
-use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
-use tower::ServiceExt;
 
 /// The connection limits of a server.
 #[derive(Debug, Clone, Copy)]
@@ -93,23 +96,23 @@ impl ConnHandle {
     }
 }
 
-/// What one connection is doing: requests in flight and when the last one ended.
+/// What one connection is doing: requests in flight and when the last one ended. Written
+/// by its requests with plain atomics (nothing wakes the connection's task), read by its
+/// idle timer only when that fires.
 struct Activity {
     in_flight: AtomicUsize,
     /// Milliseconds since `start` when the last request ended.
     last_ms: AtomicU64,
     start: Instant,
-    idle: Notify,
 }
 
 impl Activity {
-    fn new() -> Arc<Self> {
-        Arc::new(Activity {
+    fn new() -> Self {
+        Activity {
             in_flight: AtomicUsize::new(0),
             last_ms: AtomicU64::new(0),
             start: Instant::now(),
-            idle: Notify::new(),
-        })
+        }
     }
 
     fn begin(self: &Arc<Self>) -> InFlight {
@@ -133,11 +136,10 @@ struct InFlight(Arc<Activity>);
 impl Drop for InFlight {
     fn drop(&mut self) {
         let a = &self.0;
+        // The time first: a timer that sees no request in flight must see this end.
         a.last_ms
             .store(a.start.elapsed().as_millis() as u64, Ordering::Release);
-        if a.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
-            a.idle.notify_one();
-        }
+        a.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -196,14 +198,19 @@ async fn refuse(mut tcp: TcpStream, max: usize) {
     .await;
 }
 
-/// Serves `router` on `listener` until `stop` resolves; returns the open connections (to
-/// close and wait for). Accept errors (out of descriptors, say) are logged and retried.
-pub async fn accept_loop(
+/// Serves every request of a connection accepted on `listener` with `handler` until `stop`
+/// resolves; returns the open connections (to close and wait for). Accept errors (out of
+/// descriptors, say) are logged and retried.
+pub async fn accept_loop<H, F>(
     listener: TcpListener,
-    router: Router,
+    handler: H,
     limits: ConnLimits,
-    stop: impl std::future::Future<Output = ()>,
-) -> Conns {
+    stop: impl Future<Output = ()>,
+) -> Conns
+where
+    H: Fn(Request) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response> + Send + 'static,
+{
     let conns = Conns::new(limits.max_connections);
     let mut stop = pin!(stop);
     loop {
@@ -230,37 +237,42 @@ pub async fn accept_loop(
             }
             continue;
         };
-        let closing = conns.closing.clone();
-        let router = router.clone();
+        // A token of its own per connection: waiting on the server-wide one would take
+        // that one's lock at every wake-up of every connection.
+        let closing = conns.closing.child_token();
+        let handler = handler.clone();
         tokio::spawn(async move {
-            serve_one(tcp, router, limits, closing).await;
+            serve_one(tcp, handler, limits, closing).await;
             drop(permit);
         });
     }
     conns
 }
 
-async fn serve_one(tcp: TcpStream, router: Router, limits: ConnLimits, closing: CancellationToken) {
-    let activity = Activity::new();
-    let a = activity.clone();
+async fn serve_one<H, F>(tcp: TcpStream, handler: H, limits: ConnLimits, closing: CancellationToken)
+where
+    H: Fn(Request) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response> + Send + 'static,
+{
+    let activity = Arc::new(Activity::new());
     let kill = CancellationToken::new();
-    let handle = ConnHandle(kill.clone());
-    let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-        let in_flight = a.begin();
-        let router = router.clone();
-        let mut req = req.map(Body::new);
-        req.extensions_mut().insert(handle.clone());
-        async move {
-            let res: Response = match router.oneshot(req).await {
-                Ok(r) => r,
-                Err(e) => match e {},
-            };
-            Ok::<_, Infallible>(res.map(|inner| Tracked {
-                inner,
-                _in_flight: in_flight,
-            }))
-        }
-    });
+    let service = {
+        let a = activity.clone();
+        let handle = ConnHandle(kill.clone());
+        hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+            let in_flight = a.begin();
+            let mut req = req.map(Body::new);
+            req.extensions_mut().insert(handle.clone());
+            let answer = handler(req);
+            async move {
+                let res = answer.await;
+                Ok::<_, Infallible>(res.map(|inner| Tracked {
+                    inner,
+                    _in_flight: in_flight,
+                }))
+            }
+        })
+    };
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -268,9 +280,14 @@ async fn serve_one(tcp: TcpStream, router: Router, limits: ConnLimits, closing: 
         .keep_alive(true);
     let conn = builder.serve_connection(TokioIo::new(tcp), service);
     let mut conn = pin!(conn);
+    let mut closing = pin!(closing.cancelled_owned());
+    let mut killed = pin!(kill.cancelled());
+    // One timer per connection, looked at only when it fires: idle then closes; otherwise
+    // it is set again for when the connection would next have been idle long enough.
+    let limit = limits.idle_timeout;
+    let mut idle = pin!(tokio::time::sleep(limit));
     let mut closed = false;
     loop {
-        let deadline = activity.idle_deadline(limits.idle_timeout);
         tokio::select! {
             // The connection first: a request that has arrived (after the runtime was
             // busy, say) is read and counted before the idle deadline is looked at.
@@ -281,31 +298,27 @@ async fn serve_one(tcp: TcpStream, router: Router, limits: ConnLimits, closing: 
                 }
                 break;
             }
-            _ = closing.cancelled(), if !closed => {
+            _ = closing.as_mut(), if !closed => {
                 closed = true;
                 conn.as_mut().graceful_shutdown();
             }
-            _ = kill.cancelled() => {
+            _ = killed.as_mut() => {
                 // Let it finish what it is writing, briefly; then drop it, whatever it does.
                 conn.as_mut().graceful_shutdown();
                 let _ = tokio::time::timeout(CLOSE_GRACE, conn.as_mut()).await;
                 break;
             }
-            // A request ended: look at the idle deadline again.
-            _ = activity.idle.notified(), if deadline.is_none() => {}
-            _ = sleep_until(deadline), if !closed && deadline.is_some() => {
-                if activity.idle_deadline(limits.idle_timeout).is_some_and(|d| d <= tokio::time::Instant::now()) {
-                    closed = true;
-                    conn.as_mut().graceful_shutdown();
+            _ = idle.as_mut(), if !closed => {
+                let now = tokio::time::Instant::now();
+                match activity.idle_deadline(limit) {
+                    Some(d) if d <= now => {
+                        closed = true;
+                        conn.as_mut().graceful_shutdown();
+                    }
+                    Some(d) => idle.as_mut().reset(d),
+                    None => idle.as_mut().reset(now + limit),
                 }
             }
         }
-    }
-}
-
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending().await,
     }
 }

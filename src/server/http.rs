@@ -5,12 +5,14 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use std::convert::Infallible;
+
+use axum::extract::Request;
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use tokio_util::sync::CancellationToken;
+use tower::{Layer, Service, ServiceExt};
 
 use super::mcp::http_service;
 use super::rest::{routes, ApiError};
@@ -84,26 +86,32 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-async fn guard(State(g): State<Guard>, req: Request, next: Next) -> Response {
+/// The guard: Host, `Origin`, bearer token, shutdown and a declared body size, checked
+/// before a request reaches a route; `Some` answer when it is refused.
+fn check(g: &Guard, req: &Request) -> Option<Response> {
     let headers = req.headers();
     if !host_ok(headers, &g.hosts) {
-        return ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden_host",
-            "this server answers only to its own host names (DNS rebinding protection)",
-        )
-        .into_response();
+        return Some(
+            ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden_host",
+                "this server answers only to its own host names (DNS rebinding protection)",
+            )
+            .into_response(),
+        );
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let o = origin.to_str().unwrap_or("");
         if !origin_ok(o, &g.served.options.allowed_origins) {
-            return ApiError::new(
-                StatusCode::FORBIDDEN,
-                "forbidden_origin",
-                format!("requests from origin '{o}' are not allowed"),
-            )
-            .suggest(["start the server with --allow-origin <origin> to allow it".to_string()])
-            .into_response();
+            return Some(
+                ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "forbidden_origin",
+                    format!("requests from origin '{o}' are not allowed"),
+                )
+                .suggest(["start the server with --allow-origin <origin> to allow it".to_string()])
+                .into_response(),
+            );
         }
     }
     // The explorer's static shell and assets hold no data: a browser may load them without
@@ -131,16 +139,18 @@ async fn guard(State(g): State<Guard>, req: Request, next: Next) -> Response {
                 header::WWW_AUTHENTICATE,
                 header::HeaderValue::from_static("Bearer"),
             );
-            return r;
+            return Some(r);
         }
     }
     if g.stopping.load(Ordering::Acquire) {
-        return ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "shutting_down",
-            "the server is shutting down",
-        )
-        .into_response();
+        return Some(
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "shutting_down",
+                "the server is shutting down",
+            )
+            .into_response(),
+        );
     }
     // A declared body past the limit is refused before it is read.
     let declared = headers
@@ -148,25 +158,43 @@ async fn guard(State(g): State<Guard>, req: Request, next: Next) -> Response {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > g.served.options.max_body_bytes) {
-        return ApiError::too_large(g.served.options.max_body_bytes).into_response();
+        return Some(ApiError::too_large(g.served.options.max_body_bytes).into_response());
     }
-    next.run(req).await
+    None
 }
 
 /// Largest error body read when rewriting it as JSON (axum's rejections are one line).
 const ERROR_BODY_MAX: usize = 16 * 1024;
 
-/// Every error answer is JSON: axum's own rejections (a query or path that does not parse,
-/// a method a route does not take, a body past the limit) and rmcp's plain-text answers are
-/// rewritten here — `{"error": {code, message, suggestions}}` on the REST routes, a
-/// JSON-RPC error object on `/mcp`. JSON answers and event streams pass as they are.
-async fn json_errors(State(g): State<Guard>, req: Request, next: Next) -> Response {
+/// Every request of `tavern serve`: the guard, then the router; then every error answer is
+/// made JSON: axum's own rejections (a query or path that does not parse, a method a route
+/// does not take, a body past the limit) and rmcp's plain-text answers are rewritten —
+/// `{"error": {code, message, suggestions}}` on the REST routes, a JSON-RPC error object on
+/// `/mcp`. JSON answers and event streams pass as they are. (A plain function called by the
+/// accept loop rather than two `from_fn` layers: a layer on the router is cloned, boxed and
+/// polled per route and per request.)
+async fn front<S>(g: &Guard, router: S, req: Request) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    if let Some(refused) = check(g, &req) {
+        return refused;
+    }
     let mcp = req.uri().path() == "/mcp";
-    let res = next.run(req).await;
+    let res = match router.oneshot(req).await {
+        Ok(r) => r,
+        Err(e) => match e {},
+    };
     let status = res.status();
     if !(status.is_client_error() || status.is_server_error()) {
         return res;
     }
+    json_error(g, mcp, res).await
+}
+
+/// `res`, an error answer, as JSON (see [`front`]).
+async fn json_error(g: &Guard, mcp: bool, res: Response) -> Response {
+    let status = res.status();
     let json = res
         .headers()
         .get(header::CONTENT_TYPE)
@@ -245,11 +273,11 @@ async fn json_errors(State(g): State<Guard>, req: Request, next: Next) -> Respon
 
 /// A built router and the switches that stop it.
 pub struct App {
-    /// The router (MCP at `/mcp`, REST elsewhere).
+    /// The router (MCP at `/mcp`, REST elsewhere), without the guard (see [`front`]).
     pub router: Router,
     /// Cancels every MCP session.
     pub mcp_cancel: CancellationToken,
-    stopping: Arc<AtomicBool>,
+    guard: Guard,
 }
 
 /// Builds the router for a server bound at `addr`.
@@ -261,25 +289,18 @@ pub fn app(served: Arc<Served>, addr: &SocketAddr) -> App {
     let g = Guard {
         served: served.clone(),
         hosts: Arc::new(hosts),
-        stopping: stopping.clone(),
+        stopping,
     };
     let router = routes()
         .merge(super::jobs::routes::routes())
         .merge(super::audit_stream::routes())
         .route_service("/mcp", mcp)
         .with_state(served.clone())
-        .merge(super::web::router(served.clone()))
-        // Every extractor that reads a body (`Bytes`, `Json`) takes `--max-body-bytes`, not
-        // axum's 2 MB default.
-        .layer(axum::extract::DefaultBodyLimit::max(
-            served.options.max_body_bytes,
-        ))
-        .layer(middleware::from_fn_with_state(g.clone(), guard))
-        .layer(middleware::from_fn_with_state(g, json_errors));
+        .merge(super::web::router(served.clone()));
     App {
         router,
         mcp_cancel,
-        stopping,
+        guard: g,
     }
 }
 
@@ -317,8 +338,9 @@ pub async fn serve(
     let App {
         router,
         mcp_cancel,
-        stopping,
+        guard,
     } = app;
+    let stopping = guard.stopping.clone();
     let o = &served.options;
     let limits = super::conn::ConnLimits {
         header_timeout: o.header_timeout,
@@ -341,7 +363,15 @@ pub async fn serve(
             tracing::warn!("shutting down with calls still in flight after {drain:?}");
         }
     };
-    let conns = super::conn::accept_loop(listener, router, limits, graceful).await;
+    // Every extractor that reads a body (`Bytes`, `Json`) takes `--max-body-bytes`, not
+    // axum's 2 MB default.
+    let router = axum::extract::DefaultBodyLimit::max(o.max_body_bytes).layer(router);
+    let front_of = Arc::new((guard, router));
+    let handler = move |req: Request| {
+        let f = front_of.clone();
+        async move { front(&f.0, f.1.clone(), req).await }
+    };
+    let conns = super::conn::accept_loop(listener, handler, limits, graceful).await;
     mcp_cancel.cancel();
     conns.close_all();
     // Every request has ended by now (or is past the drain): connections close at once.
