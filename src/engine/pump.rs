@@ -262,12 +262,8 @@ impl Engine {
         self.pump.running().insert(n, token);
         self.pump.pending.fetch_add(1, Ordering::AcqRel);
         let shared = self.pump.shared.clone();
-        let fut = super::run(self.tools().clone(), req);
-        let task = handle.spawn(fut);
-        // A second task reports the first one's end, also when it panicked.
-        handle.spawn(async move {
-            let r = task.await.map_err(|e| EmbedError::Lost(e.to_string()));
-            shared.arrive((n, r));
+        super::run::spawn_request(&handle, self.tools().clone(), req, move |r| {
+            shared.arrive((n, r))
         });
         Ok(Ticket(n))
     }

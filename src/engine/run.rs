@@ -292,6 +292,44 @@ pub async fn run(tools: Arc<ToolManager>, req: Request) -> CallReport {
     CallReport { parsed, outcomes }
 }
 
+/// Runs `req` off the calling thread and hands its report to `done` (on whichever thread
+/// finished it). `done` is called exactly once, also when the run panicked.
+///
+/// On a multi-thread runtime the request is driven on one of the runtime's blocking
+/// threads with `Handle::block_on`: a script it reaches runs right there (there is no
+/// worker for `block_in_place` to hand over) and its end needs no second task. That is two
+/// or three thread wake-ups fewer per submission than spawning it on a worker; on a small
+/// VM each costs 10–30 µs (`embed/main_thread_tool_from_lua` in BENCHMARKS.md). The price:
+/// a submission in flight holds one blocking thread (512 at most by default; more wait
+/// their turn). Elsewhere (a current-thread runtime) it is a task, reported by a second one.
+pub(crate) fn spawn_request(
+    handle: &tokio::runtime::Handle,
+    tools: Arc<ToolManager>,
+    req: Request,
+    done: impl FnOnce(Result<CallReport, EmbedError>) + Send + 'static,
+) {
+    let fut = run(tools, req);
+    if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
+        let h = handle.clone();
+        handle.spawn_blocking(move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h.block_on(fut)))
+                .map_err(|p| {
+                    EmbedError::Lost(format!(
+                        "the calls panicked: {}",
+                        crate::tools::panic_message(p.as_ref())
+                    ))
+                });
+            done(r);
+        });
+        return;
+    }
+    let task = handle.spawn(fut);
+    // A second task reports the first one's end, also when it panicked.
+    handle.spawn(async move {
+        done(task.await.map_err(|e| EmbedError::Lost(e.to_string())));
+    });
+}
+
 impl Engine {
     /// Parses `text` and runs its calls on the engine's runtime. The future can be awaited
     /// under any executor; dropping it fires the calls' cancel token.
@@ -380,11 +418,10 @@ impl Engine {
             .runtime_handle()
             .map_err(|e| EmbedError::Runtime(e.to_string()))?;
         let (tx, rx) = mpsc::sync_channel(1);
-        let fut = run(self.tools().clone(), req);
         let serve = self.pump.has_main_thread_tools();
         let wake = self.pump.notifier();
-        handle.spawn(async move {
-            let _ = tx.send(fut.await);
+        spawn_request(&handle, self.tools().clone(), req, move |r| {
+            let _ = tx.send(r);
             if serve {
                 wake.wake();
             }
@@ -394,9 +431,9 @@ impl Engine {
         // parked calls while waiting (no pump can come while this thread blocks here).
         let wait = move || {
             if serve {
-                self.pump.wait_serving(&rx).ok_or_else(lost)
+                self.pump.wait_serving(&rx).ok_or_else(lost)?
             } else {
-                rx.recv().map_err(|_| lost())
+                rx.recv().map_err(|_| lost())?
             }
         };
         match tokio::runtime::Handle::try_current() {
