@@ -1050,6 +1050,14 @@ impl McpHttp {
         };
         let answer = direct_call(direct, call, parts).await;
         drop(busy);
+        let Some(answer) = answer else {
+            // Cancelled: no JSON-RPC response, an event stream that ends empty (as rmcp's).
+            return (
+                [(axum::http::header::CONTENT_TYPE, "text/event-stream")],
+                axum::body::Body::empty(),
+            )
+                .into_response();
+        };
         match serde_json::to_vec(&answer) {
             Ok(body) => (
                 [(axum::http::header::CONTENT_TYPE, "application/json")],
@@ -1068,12 +1076,12 @@ impl McpHttp {
 /// Runs a `tools/call` of a session as rmcp's service loop would: its `_meta` and the HTTP
 /// parts in the context, a token `notifications/cancelled` (and the session's end) cancel,
 /// the handler on its own task (a client that goes away does not stop the call, as on
-/// rmcp's path), the answer as a JSON-RPC message.
+/// rmcp's path), the answer as a JSON-RPC message; `None` for a call the client cancelled.
 async fn direct_call(
     direct: Direct,
     call: rmcp::model::JsonRpcRequest<ClientRequest>,
     parts: axum::http::request::Parts,
-) -> ServerJsonRpcMessage {
+) -> Option<ServerJsonRpcMessage> {
     let rmcp::model::JsonRpcRequest {
         id, mut request, ..
     } = call;
@@ -1089,13 +1097,15 @@ async fn direct_call(
         tokio::spawn(async move { mcp.handle_request(request, context).await })
     };
     let result = run.await;
-    mcp.direct_calls().remove(&id);
-    match result {
+    // Gone from the map: `notifications/cancelled` took it, and a cancelled request gets
+    // no response (rmcp drops it too, and ends the request's stream empty).
+    mcp.direct_calls().remove(&id)?;
+    Some(match result {
         Ok(Ok(result)) => ServerJsonRpcMessage::response(result, id),
         Ok(Err(error)) => ServerJsonRpcMessage::error(error, Some(id)),
         Err(e) => ServerJsonRpcMessage::error(
             McpError::internal_error(format!("the call failed: {e}"), None),
             Some(id),
         ),
-    }
+    })
 }
