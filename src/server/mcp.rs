@@ -910,11 +910,11 @@ pub fn http_service(
             Ok(mcp)
         }
     };
-    McpHttp {
+    McpHttp(Arc::new(McpHttpInner {
         rmcp: rmcp::transport::StreamableHttpService::new(factory, sessions.clone(), config),
         sessions,
         max_body,
-    }
+    }))
 }
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -936,7 +936,9 @@ const VERSION_HEADER: &str = "mcp-protocol-version";
 /// or a per-request protocol version, an `Accept` or `Content-Type` that is not the plain
 /// pair, a body without `Content-Length` — goes to rmcp untouched (its checks, its errors).
 #[derive(Clone)]
-pub struct McpHttp {
+pub struct McpHttp(Arc<McpHttpInner>);
+
+struct McpHttpInner {
     rmcp: rmcp::transport::StreamableHttpService<TavernMcp, BoundedSessions>,
     sessions: Arc<BoundedSessions>,
     max_body: usize,
@@ -955,8 +957,12 @@ impl tower::Service<axum::extract::Request> for McpHttp {
     }
 
     fn call(&mut self, req: axum::extract::Request) -> Self::Future {
-        let this = self.clone();
-        Box::pin(async move { Ok(this.handle(req).await) })
+        // Each path is its own future: the direct one does not carry rmcp's (large) one.
+        let this = self.0.clone();
+        match this.direct_session(&req) {
+            Some(id) => Box::pin(async move { Ok(this.handle(id, req).await) }),
+            None => Box::pin(async move { Ok(this.pass(req).await) }),
+        }
     }
 }
 
@@ -970,7 +976,7 @@ fn accepts(headers: &axum::http::HeaderMap, ty: &str) -> bool {
         .any(|e| e.trim().eq_ignore_ascii_case(ty))
 }
 
-impl McpHttp {
+impl McpHttpInner {
     /// The session a request may be answered directly for: a POST of plain JSON naming a
     /// session, with a declared length within the limit and a session revision (or none,
     /// which rmcp reads as 2025-03-26).
@@ -1014,12 +1020,14 @@ impl McpHttp {
         self.rmcp.handle(req).await.map(axum::body::Body::new)
     }
 
-    async fn handle(self, req: axum::extract::Request) -> axum::response::Response {
-        let Some(id) = self.direct_session(&req) else {
-            return self.pass(req).await;
-        };
+    /// [`Self::pass`] on the heap, so a future that may pass does not hold rmcp's inline.
+    async fn pass_boxed(&self, req: axum::extract::Request) -> axum::response::Response {
+        Box::pin(self.pass(req)).await
+    }
+
+    async fn handle(&self, id: SessionId, req: axum::extract::Request) -> axum::response::Response {
         let Some((direct, busy)) = self.sessions.direct(&id) else {
-            return self.pass(req).await;
+            return self.pass_boxed(req).await;
         };
         let (parts, body) = req.into_parts();
         let bytes = match axum::body::to_bytes(body, self.max_body).await {
@@ -1045,7 +1053,7 @@ impl McpHttp {
             _ => {
                 drop(busy);
                 let req = axum::http::Request::from_parts(parts, axum::body::Body::from(bytes));
-                return self.pass(req).await;
+                return self.pass_boxed(req).await;
             }
         };
         let answer = direct_call(direct, call, parts).await;
