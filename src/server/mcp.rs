@@ -999,7 +999,7 @@ impl McpHttpInner {
             .get(axum::http::header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<usize>().ok());
-        if !json || !length.is_some_and(|n| n <= self.max_body) {
+        if !json || length.is_none_or(|n| n > self.max_body) {
             return None;
         }
         let session_revision = match h.get(VERSION_HEADER) {
