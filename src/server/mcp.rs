@@ -1101,16 +1101,19 @@ async fn direct_call(
     let mcp = direct.mcp;
     mcp.direct_calls().insert(id.clone(), context.ct.clone());
     let run = {
-        let mcp = mcp.clone();
-        tokio::spawn(async move { mcp.handle_request(request, context).await })
+        let id = id.clone();
+        tokio::spawn(async move {
+            let result = mcp.handle_request(request, context).await;
+            // Gone from the map: `notifications/cancelled` took it, and a cancelled request
+            // gets no response (rmcp drops it too, and ends the request's stream empty).
+            // Removed here, not by the caller, so a client that left leaves nothing behind.
+            mcp.direct_calls().remove(&id).map(|_| result)
+        })
     };
-    let result = run.await;
-    // Gone from the map: `notifications/cancelled` took it, and a cancelled request gets
-    // no response (rmcp drops it too, and ends the request's stream empty).
-    mcp.direct_calls().remove(&id)?;
-    Some(match result {
-        Ok(Ok(result)) => ServerJsonRpcMessage::response(result, id),
-        Ok(Err(error)) => ServerJsonRpcMessage::error(error, Some(id)),
+    Some(match run.await {
+        Ok(None) => return None,
+        Ok(Some(Ok(result))) => ServerJsonRpcMessage::response(result, id),
+        Ok(Some(Err(error))) => ServerJsonRpcMessage::error(error, Some(id)),
         Err(e) => ServerJsonRpcMessage::error(
             McpError::internal_error(format!("the call failed: {e}"), None),
             Some(id),
