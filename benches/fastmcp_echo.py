@@ -1,7 +1,9 @@
 """The official Python SDK's own server (MCPServer, formerly FastMCP) with one echo tool, over
 Streamable HTTP on loopback: the baseline `benches/serve_load.rs` compares tavern against.
 
-Usage: python3 benches/fastmcp_echo.py <port>
+Usage: python3 benches/fastmcp_echo.py <port> [json]
+(`json`: answer each POST with one `application/json` message instead of an SSE stream, the
+SDK's `json_response=True`.)
 """
 
 import sys
@@ -24,4 +26,5 @@ if __name__ == "__main__":
     import logging
 
     logging.disable(logging.WARNING)
-    server.run(transport="streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+    json_response = sys.argv[2:] == ["json"]
+    server.run(transport="streamable-http", host="127.0.0.1", port=int(sys.argv[1]), json_response=json_response)

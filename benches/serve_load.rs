@@ -2,7 +2,7 @@
 //!
 //! On loopback only, bounded in time (~1 minute): `tools/call` of an echo tool over MCP
 //! Streamable HTTP and over REST at 1, 16 and 64 concurrent clients, beside the official
-//! Python SDK's own server (`benches/fastmcp_echo.py`) under the same load; p99 at a fixed
+//! Python SDK's own server (`benches/fastmcp_echo.py`, also in its JSON-response mode at 16) under the same load; p99 at a fixed
 //! 1,000 calls/s; two replicas sharing a `redis-server` (`--store`): jobs per second made on
 //! one replica and read on the other, and MCP calls per second over both; and a reload under
 //! `--watch` during load (calls lost, memory before/after).
@@ -91,7 +91,9 @@ fn start_tavern_with(home: &Path, watch: bool, extra: &[&str]) -> (Proc, String)
     (Proc(child), base)
 }
 
-fn start_fastmcp() -> Option<(Proc, String)> {
+/// The Python SDK's server; `json`: with `json_response=True` (one JSON message per POST,
+/// as tavern answers a session's plain `tools/call`), else its default (an SSE stream).
+fn start_fastmcp(json: bool) -> Option<(Proc, String)> {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").ok()?;
         l.local_addr().ok()?.port()
@@ -100,6 +102,7 @@ fn start_fastmcp() -> Option<(Proc, String)> {
     let child = Command::new("python3")
         .arg(script)
         .arg(port.to_string())
+        .args(json.then_some("json"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -495,7 +498,7 @@ async fn run() {
     let home = root.join("tests/fixtures/serve_home");
     let mut figures: BTreeMap<String, String> = BTreeMap::new();
     let (tavern, base) = start_tavern(&home, false);
-    let fast = start_fastmcp();
+    let mut fast = start_fastmcp(false);
     if fast.is_none() {
         eprintln!("serve_load: python3 with mcp is not available; the baseline is skipped");
     }
@@ -531,6 +534,33 @@ async fn run() {
         let ratio = t / f;
         println!("serve_load/mcp_speedup_c16: {ratio:.1}x");
         figures.insert("serve_load/mcp_speedup_c16".into(), format!("{ratio:.1}x"));
+    }
+    // The SDK's server in its JSON-response mode too (tavern answers a session's plain
+    // tools/call as JSON): the same clients, the same sessions, at 16.
+    if fast.is_some() {
+        drop(fast.take());
+        if let Some((_p, fb)) = start_fastmcp(true) {
+            let c = load(&fb, Target::Mcp, "echo", 16, dur, None).await;
+            println!(
+                "serve_load/fastmcp_json_mcp_c16: {:.0} calls/s, p50 {:.2} ms, p99 {:.2} ms, {} failed",
+                c.rate(),
+                c.pct(0.5),
+                c.pct(0.99),
+                c.failed
+            );
+            figures.insert(
+                "serve_load/fastmcp_json_mcp_c16_throughput".into(),
+                format!("{:.0} calls/s", c.rate()),
+            );
+            if let Some(t) = rates.get("tavern_mcp_c16") {
+                let ratio = t / c.rate();
+                println!("serve_load/mcp_speedup_c16_vs_json: {ratio:.1}x");
+                figures.insert(
+                    "serve_load/mcp_speedup_c16_vs_json".into(),
+                    format!("{ratio:.1}x"),
+                );
+            }
+        }
     }
     // p99 at a fixed 1,000 calls/s (16 clients).
     let c = load(&base, Target::Mcp, "system_echo", 16, dur, Some(1000.0)).await;

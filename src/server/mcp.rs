@@ -40,11 +40,19 @@ use rmcp::model::{
     ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig,
     SetLevelRequestParams, Task, TaskPayload, TaskStatus, Tool as McpTool, UpdateTaskParams,
 };
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientRequest, GetExtensions, GetMeta, RequestId, ServerJsonRpcMessage,
+};
 use rmcp::service::{NotificationContext, RequestContext};
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use rmcp::transport::streamable_http_server::session::{SessionId, SessionRestoreMarker};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, Service as _, ServiceExt};
 use serde_json::{json, Value};
+use std::collections::HashMap;
+
+use axum::response::IntoResponse;
 
 use super::export::{tool_json, ExportFormat};
+use super::sessions::{BoundedSessions, Direct};
 use super::Served;
 use crate::tools::{CallObserver, Caller, LogLevel, NodeEvent, NodeState, ToolError};
 
@@ -157,6 +165,12 @@ pub struct TavernMcp {
     /// The lowest level of tool logs sent as `notifications/message` (`logging/setLevel`;
     /// `info` until the client sets one).
     log_level: Arc<std::sync::Mutex<Option<LogLevel>>>,
+    /// Over HTTP: the sessions to attach this session's direct handles to, and the
+    /// server's cancel token (their parent).
+    sessions: Option<(Arc<BoundedSessions>, tokio_util::sync::CancellationToken)>,
+    /// Calls of this session answered by the direct path, by request id, so
+    /// `notifications/cancelled` reaches them as it reaches rmcp's own.
+    direct_calls: Arc<std::sync::Mutex<HashMap<RequestId, tokio_util::sync::CancellationToken>>>,
 }
 
 impl TavernMcp {
@@ -165,7 +179,16 @@ impl TavernMcp {
         TavernMcp {
             served,
             log_level: Arc::new(std::sync::Mutex::new(Some(LogLevel::Info))),
+            sessions: None,
+            direct_calls: Arc::default(),
         }
+    }
+
+    fn direct_calls(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<RequestId, tokio_util::sync::CancellationToken>> {
+        // Entries are inserted and removed whole: a poisoned map is still valid.
+        self.direct_calls.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn caller() -> Caller {
@@ -460,7 +483,46 @@ impl ServerHandler for TavernMcp {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        // Over HTTP the session is now ready for the direct `tools/call` path; its id is
+        // the header of the POST that carried this notification (or the restore marker).
+        if let Some((sessions, cancel)) = &self.sessions {
+            let id = context
+                .extensions
+                .get::<SessionRestoreMarker>()
+                .map(|m| m.id.clone())
+                .or_else(|| {
+                    context
+                        .extensions
+                        .get::<axum::http::request::Parts>()
+                        .and_then(|p| p.headers.get(SESSION_HEADER))
+                        .and_then(|v| v.to_str().ok())
+                        .map(SessionId::from)
+                });
+            if let Some(id) = id {
+                sessions.attach(
+                    &id,
+                    Direct {
+                        mcp: self.clone(),
+                        peer: context.peer.clone(),
+                        ct: cancel.child_token(),
+                    },
+                );
+            }
+        }
         self.served.add_peer(context.peer);
+    }
+
+    async fn on_cancelled(
+        &self,
+        notification: rmcp::model::CancelledNotificationParam,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        // rmcp cancels the calls it runs itself; these are the direct path's.
+        if let Some(id) = &notification.request_id {
+            if let Some(ct) = self.direct_calls().remove(id) {
+                ct.cancel();
+            }
+        }
     }
 
     async fn get_task(
@@ -699,7 +761,12 @@ impl TavernMcp {
         let store_err = |e: crate::store::StoreError| {
             McpError::internal_error(e.to_string(), Some(json!({"code": e.code()})))
         };
-        let id = jobs.create(prepared).await.map_err(store_err)?;
+        // A budget refusal answers as on the in-memory path (its code, e.g.
+        // `job_budget_exceeded`), not as a store failure.
+        let id = jobs.admit(prepared).await.map_err(store_err)?.map_err(|e| {
+            let code = super::jobs::routes::refused(&e).code;
+            McpError::internal_error(e.to_string(), Some(json!({ "code": code })))
+        })?;
         let until = tokio::time::Instant::now() + TASK_AFTER;
         let record = loop {
             let r = shared_task(jobs, &id).await?;
@@ -819,16 +886,17 @@ pub async fn serve_stdio(served: Arc<Served>) -> Result<(), std::io::Error> {
 }
 
 /// The Streamable HTTP service for `/mcp`: a session per client, at most
-/// `--max-sessions` of them ([`super::sessions::BoundedSessions`]); `cancel` ends them all.
+/// `--max-sessions` of them ([`BoundedSessions`]); `cancel` ends them all.
 pub fn http_service(
     served: Arc<Served>,
     allowed_hosts: Vec<String>,
     cancel: tokio_util::sync::CancellationToken,
-) -> rmcp::transport::StreamableHttpService<TavernMcp, super::sessions::BoundedSessions> {
+) -> McpHttp {
+    let max_body = served.options.max_body_bytes;
     let config = rmcp::transport::StreamableHttpServerConfig::default()
         .with_allowed_hosts(allowed_hosts)
-        .with_cancellation_token(cancel)
-        .with_max_request_body_bytes(served.options.max_body_bytes);
+        .with_cancellation_token(cancel.clone())
+        .with_max_request_body_bytes(max_body);
     // With a shared store, a session begun on one replica is restored on any other.
     #[cfg(feature = "store-redis")]
     let config = {
@@ -838,12 +906,222 @@ pub fn http_service(
         }
         config
     };
-    let sessions = Arc::new(super::sessions::BoundedSessions::new(
-        served.options.max_sessions,
-    ));
-    rmcp::transport::StreamableHttpService::new(
-        move || Ok(TavernMcp::new(served.clone())),
+    let sessions = Arc::new(BoundedSessions::new(served.options.max_sessions));
+    let factory = {
+        let sessions = sessions.clone();
+        move || {
+            let mut mcp = TavernMcp::new(served.clone());
+            mcp.sessions = Some((sessions.clone(), cancel.clone()));
+            Ok(mcp)
+        }
+    };
+    McpHttp(Arc::new(McpHttpInner {
+        rmcp: rmcp::transport::StreamableHttpService::new(factory, sessions.clone(), config),
         sessions,
-        config,
-    )
+        max_body,
+    }))
+}
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+
+/// `/mcp`: rmcp's Streamable HTTP service, with one direct path beside it.
+///
+/// rmcp answers a POST of a session through the session's worker: two round trips to the
+/// worker task to open a response channel and push the message, a hop to the session's
+/// service loop, a task spawned for the handler, the answer back through the loop and the
+/// worker, and an SSE response of two chunks (priming event, message) on a keep-alive
+/// timer (BENCHMARKS.md, "Where MCP's extra cost went"). A plain `tools/call` of a
+/// session whose client has sent `notifications/initialized` is answered here instead,
+/// as `application/json` (which the Streamable HTTP transport allows for any POST): the
+/// same handler ([`TavernMcp`] through rmcp's own request dispatch), the same session's
+/// peer, so the same result, errors, tasks, logs, hooks and audit. Everything else — other
+/// methods, notifications, a session this replica does not hold, a protocol version
+/// header that is not one of the session revisions, a request carrying a progress token
+/// or a per-request protocol version, an `Accept` or `Content-Type` that is not the plain
+/// pair, a body without `Content-Length` — goes to rmcp untouched (its checks, its errors).
+#[derive(Clone)]
+pub struct McpHttp(Arc<McpHttpInner>);
+
+struct McpHttpInner {
+    rmcp: rmcp::transport::StreamableHttpService<TavernMcp, BoundedSessions>,
+    sessions: Arc<BoundedSessions>,
+    max_body: usize,
+}
+
+impl tower::Service<axum::extract::Request> for McpHttp {
+    type Response = axum::response::Response;
+    type Error = std::convert::Infallible;
+    type Future = futures_util::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: axum::extract::Request) -> Self::Future {
+        // Each path is its own future: the direct one does not carry rmcp's (large) one.
+        let this = self.0.clone();
+        match this.direct_session(&req) {
+            Some(id) => Box::pin(async move { Ok(this.handle(id, req).await) }),
+            None => Box::pin(async move { Ok(this.pass(req).await) }),
+        }
+    }
+}
+
+/// Whether an `Accept` header lists `ty` plainly (no parameters, so no `q=0`).
+fn accepts(headers: &axum::http::HeaderMap, ty: &str) -> bool {
+    headers
+        .get_all(axum::http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|e| e.trim().eq_ignore_ascii_case(ty))
+}
+
+impl McpHttpInner {
+    /// The session a request may be answered directly for: a POST of plain JSON naming a
+    /// session, with a declared length within the limit and a session revision (or none,
+    /// which rmcp reads as 2025-03-26).
+    fn direct_session(&self, req: &axum::extract::Request) -> Option<SessionId> {
+        if req.method() != axum::http::Method::POST {
+            return None;
+        }
+        let h = req.headers();
+        if !(accepts(h, "application/json") && accepts(h, "text/event-stream")) {
+            return None;
+        }
+        let json = h
+            .get(axum::http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                let essence = v.split(';').next().unwrap_or("").trim();
+                essence.eq_ignore_ascii_case("application/json")
+            });
+        let length = h
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<usize>().ok());
+        if !json || length.is_none_or(|n| n > self.max_body) {
+            return None;
+        }
+        let session_revision = match h.get(VERSION_HEADER) {
+            None => true,
+            Some(v) => supported_versions()
+                .iter()
+                .any(|s| v.as_bytes() == s.as_str().as_bytes()),
+        };
+        if !session_revision {
+            return None;
+        }
+        h.get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(SessionId::from)
+    }
+
+    async fn pass(&self, req: axum::extract::Request) -> axum::response::Response {
+        self.rmcp.handle(req).await.map(axum::body::Body::new)
+    }
+
+    /// [`Self::pass`] on the heap, so a future that may pass does not hold rmcp's inline.
+    async fn pass_boxed(&self, req: axum::extract::Request) -> axum::response::Response {
+        Box::pin(self.pass(req)).await
+    }
+
+    async fn handle(&self, id: SessionId, req: axum::extract::Request) -> axum::response::Response {
+        let Some((direct, busy)) = self.sessions.direct(&id) else {
+            return self.pass_boxed(req).await;
+        };
+        let (parts, body) = req.into_parts();
+        let bytes = match axum::body::to_bytes(body, self.max_body).await {
+            Ok(b) => b,
+            Err(e) => {
+                return (
+                    axum::http::StatusCode::BAD_REQUEST,
+                    format!("fail to read the request body: {e}"),
+                )
+                    .into_response()
+            }
+        };
+        let call = match serde_json::from_slice::<ClientJsonRpcMessage>(&bytes) {
+            Ok(ClientJsonRpcMessage::Request(r))
+                if matches!(r.request, ClientRequest::CallToolRequest(_)) && {
+                    let meta = r.request.get_meta();
+                    meta.get_progress_token().is_none() && meta.protocol_version().is_none()
+                } =>
+            {
+                r
+            }
+            // Not ours: rmcp reads the same bytes (and answers any error in them).
+            _ => {
+                drop(busy);
+                let req = axum::http::Request::from_parts(parts, axum::body::Body::from(bytes));
+                return self.pass_boxed(req).await;
+            }
+        };
+        let answer = direct_call(direct, call, parts).await;
+        drop(busy);
+        let Some(answer) = answer else {
+            // Cancelled: no JSON-RPC response, an event stream that ends empty (as rmcp's).
+            return (
+                [(axum::http::header::CONTENT_TYPE, "text/event-stream")],
+                axum::body::Body::empty(),
+            )
+                .into_response();
+        };
+        match serde_json::to_vec(&answer) {
+            Ok(body) => (
+                [(axum::http::header::CONTENT_TYPE, "application/json")],
+                body,
+            )
+                .into_response(),
+            Err(e) => (
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                format!("fail to serialize the response: {e}"),
+            )
+                .into_response(),
+        }
+    }
+}
+
+/// Runs a `tools/call` of a session as rmcp's service loop would: its `_meta` and the HTTP
+/// parts in the context, a token `notifications/cancelled` (and the session's end) cancel,
+/// the handler on its own task (a client that goes away does not stop the call, as on
+/// rmcp's path), the answer as a JSON-RPC message; `None` for a call the client cancelled.
+async fn direct_call(
+    direct: Direct,
+    call: rmcp::model::JsonRpcRequest<ClientRequest>,
+    parts: axum::http::request::Parts,
+) -> Option<ServerJsonRpcMessage> {
+    let rmcp::model::JsonRpcRequest {
+        id, mut request, ..
+    } = call;
+    let mut context = RequestContext::new(id.clone(), direct.peer);
+    context.ct = direct.ct.child_token();
+    context.meta = std::mem::take(request.get_meta_mut());
+    request.extensions_mut().insert(parts);
+    context.extensions = std::mem::take(request.extensions_mut());
+    let mcp = direct.mcp;
+    mcp.direct_calls().insert(id.clone(), context.ct.clone());
+    let run = {
+        let id = id.clone();
+        tokio::spawn(async move {
+            let result = mcp.handle_request(request, context).await;
+            // Gone from the map: `notifications/cancelled` took it, and a cancelled request
+            // gets no response (rmcp drops it too, and ends the request's stream empty).
+            // Removed here, not by the caller, so a client that left leaves nothing behind.
+            mcp.direct_calls().remove(&id).map(|_| result)
+        })
+    };
+    Some(match run.await {
+        Ok(None) => return None,
+        Ok(Some(Ok(result))) => ServerJsonRpcMessage::response(result, id),
+        Ok(Some(Err(error))) => ServerJsonRpcMessage::error(error, Some(id)),
+        Err(e) => ServerJsonRpcMessage::error(
+            McpError::internal_error(format!("the call failed: {e}"), None),
+            Some(id),
+        ),
+    })
 }

@@ -4,26 +4,80 @@
 //! a new one past the cap closes the oldest *idle* session first (idle: no request of it is
 //! being answered; the last use is any request naming it). When every session is busy the
 //! new one is refused ([`SessionsFull`]).
+//!
+//! A session also keeps what `mcp.rs`'s direct `tools/call` path needs ([`Direct`]: its
+//! handler and peer), attached when the client sends `notifications/initialized`. A call
+//! answered there never reaches rmcp's session worker, whose idle timer (`keep_alive`)
+//! would then close a session in use: so at least once a [`REFRESH`] a session's call
+//! takes rmcp's path, and the worker's keep-alive is [`KEEP_ALIVE`], one `REFRESH` more
+//! than rmcp's 5 minutes, so a session idle for 5 minutes is still kept, as before.
 
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures_util::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::service::Peer;
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError,
 };
 use rmcp::transport::streamable_http_server::session::{
     RestoreOutcome, ServerSseMessage, SessionId, SessionManager,
 };
+use rmcp::RoleServer;
+use tokio_util::sync::CancellationToken;
 
-#[derive(Debug)]
+use super::mcp::TavernMcp;
+
+/// How often a session's call goes through rmcp's session worker at least (which keeps
+/// the worker's idle timer from closing a session the direct path is using).
+pub const REFRESH: Duration = Duration::from_secs(60);
+
+/// rmcp's session keep-alive (5 minutes) plus [`REFRESH`].
+pub const KEEP_ALIVE: Duration = Duration::from_secs(300 + 60);
+
+/// What the direct `tools/call` path needs of a session.
+#[derive(Clone)]
+pub struct Direct {
+    /// The session's handler (its log level, its calls in flight).
+    pub mcp: TavernMcp,
+    /// The session's peer (the client's capabilities; notifications to the client).
+    pub peer: Peer<RoleServer>,
+    /// Cancelled when the session closes: the parent of its direct calls' tokens.
+    pub ct: CancellationToken,
+}
+
 struct Meta {
     last: Instant,
     busy: usize,
+    direct: Option<Direct>,
+    /// When a call of this session last went through rmcp's worker.
+    refreshed: Instant,
+}
+
+impl Meta {
+    fn new() -> Self {
+        let now = Instant::now();
+        Meta {
+            last: now,
+            busy: 0,
+            direct: None,
+            refreshed: now,
+        }
+    }
+}
+
+impl std::fmt::Debug for Meta {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Meta")
+            .field("last", &self.last)
+            .field("busy", &self.busy)
+            .field("direct", &self.direct.is_some())
+            .finish()
+    }
 }
 
 /// rmcp's in-memory sessions, at most `max` of them.
@@ -53,8 +107,10 @@ pub struct SessionsFull(pub usize);
 impl BoundedSessions {
     /// At most `max` sessions (at least 1).
     pub fn new(max: usize) -> Self {
+        let mut inner = LocalSessionManager::default();
+        inner.session_config.keep_alive = Some(KEEP_ALIVE);
         BoundedSessions {
-            inner: LocalSessionManager::default(),
+            inner,
             max: max.max(1),
             meta: Arc::default(),
         }
@@ -94,24 +150,69 @@ impl BoundedSessions {
             .ok_or(SessionsFull(self.max))
     }
 
-    fn busy<S>(&self, id: &SessionId, inner: S) -> Busy<S> {
+    fn guard(&self, id: &SessionId) -> BusyGuard {
         if let Some(m) = self.lock().get_mut(id) {
             m.busy += 1;
             m.last = Instant::now();
+            m.refreshed = m.last;
         }
-        Busy {
-            inner: Box::pin(inner),
+        BusyGuard {
             meta: self.meta.clone(),
             id: id.clone(),
         }
     }
+
+    fn busy<S>(&self, id: &SessionId, inner: S) -> Busy<S> {
+        Busy {
+            inner: Box::pin(inner),
+            _guard: self.guard(id),
+        }
+    }
+
+    /// Gives session `id` what the direct `tools/call` path needs (once its client has
+    /// sent `notifications/initialized`). A session not kept (closed meanwhile) is left
+    /// alone.
+    pub fn attach(&self, id: &SessionId, direct: Direct) {
+        match self.lock().get_mut(id) {
+            Some(m) => m.direct = Some(direct),
+            None => direct.ct.cancel(),
+        }
+    }
+
+    /// Session `id`'s direct handles, the session counted busy until the guard drops; or
+    /// `None` (rmcp's path answers): a session not kept here, not yet attached, or due
+    /// for its [`REFRESH`] through rmcp's worker.
+    pub fn direct(&self, id: &SessionId) -> Option<(Direct, BusyGuard)> {
+        let mut meta = self.lock();
+        let m = meta.get_mut(id)?;
+        let direct = m.direct.clone()?;
+        let now = Instant::now();
+        if now.duration_since(m.refreshed) >= REFRESH {
+            return None;
+        }
+        m.busy += 1;
+        m.last = now;
+        drop(meta);
+        Some((
+            direct,
+            BusyGuard {
+                meta: self.meta.clone(),
+                id: id.clone(),
+            },
+        ))
+    }
+}
+
+/// Counts a session busy while it lives.
+pub struct BusyGuard {
+    meta: Arc<Mutex<HashMap<SessionId, Meta>>>,
+    id: SessionId,
 }
 
 /// A response stream of a session; the session counts as busy until it is dropped.
 pub struct Busy<S> {
     inner: Pin<Box<S>>,
-    meta: Arc<Mutex<HashMap<SessionId, Meta>>>,
-    id: SessionId,
+    _guard: BusyGuard,
 }
 
 impl<S: Stream> Stream for Busy<S> {
@@ -122,7 +223,7 @@ impl<S: Stream> Stream for Busy<S> {
     }
 }
 
-impl<S> Drop for Busy<S> {
+impl Drop for BusyGuard {
     fn drop(&mut self) {
         let mut meta = self.meta.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(m) = meta.get_mut(&self.id) {
@@ -143,13 +244,7 @@ impl SessionManager for BoundedSessions {
             self.close_session(&old).await?;
         }
         let (id, transport) = self.inner.create_session().await?;
-        self.lock().insert(
-            id.clone(),
-            Meta {
-                last: Instant::now(),
-                busy: 0,
-            },
-        );
+        self.lock().insert(id.clone(), Meta::new());
         Ok((id, transport))
     }
 
@@ -168,7 +263,10 @@ impl SessionManager for BoundedSessions {
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
-        self.lock().remove(id);
+        let gone = self.lock().remove(id);
+        if let Some(d) = gone.and_then(|m| m.direct) {
+            d.ct.cancel();
+        }
         Ok(self.inner.close_session(id).await?)
     }
 
@@ -186,7 +284,11 @@ impl SessionManager for BoundedSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<(), Self::Error> {
-        self.touch(id);
+        // The message reaches the session's worker: its idle timer starts again.
+        if let Some(m) = self.lock().get_mut(id) {
+            m.last = Instant::now();
+            m.refreshed = m.last;
+        }
         Ok(self.inner.accept_message(id, message).await?)
     }
 
@@ -209,13 +311,7 @@ impl SessionManager for BoundedSessions {
         }
         let out = self.inner.restore_session(id.clone()).await?;
         if matches!(out, RestoreOutcome::Restored(_)) {
-            self.lock().insert(
-                id,
-                Meta {
-                    last: Instant::now(),
-                    busy: 0,
-                },
-            );
+            self.lock().insert(id, Meta::new());
         }
         Ok(out)
     }

@@ -223,6 +223,13 @@ mod server_limits;
     feature = "llm-http",
     feature = "store-redis"
 ))]
+mod server_mcp_direct;
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod server_mcp_python;
 #[cfg(all(
     feature = "cli",

@@ -1,0 +1,258 @@
+//! MCP `tools/call` over Streamable HTTP answered as `application/json` (the direct path of
+//! `src/server/mcp.rs`): the same result and errors as rmcp's SSE answer, cancellation by
+//! `notifications/cancelled`, and every request the direct path does not take (a bad session
+//! id, a stale or unknown protocol version, a progress token) still answered by rmcp.
+
+use crate::server_support;
+
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use server_support::{temp_home, Server};
+
+struct Answer {
+    status: StatusCode,
+    content_type: String,
+    msgs: Vec<Value>,
+}
+
+impl Answer {
+    /// The JSON-RPC answer (the message with an `id`).
+    fn answer(&self) -> &Value {
+        self.msgs
+            .iter()
+            .find(|m| m.get("id").is_some())
+            .unwrap_or_else(|| panic!("no answer in {:?}", self.msgs))
+    }
+
+    fn is_json(&self) -> bool {
+        self.content_type.starts_with("application/json")
+    }
+}
+
+/// POSTs one JSON-RPC message to `/mcp` with the headers a client sends.
+async fn post(
+    c: &reqwest::Client,
+    base: &str,
+    session: Option<&str>,
+    version: Option<&str>,
+    msg: &Value,
+) -> Answer {
+    let mut req = c
+        .post(format!("{base}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .json(msg);
+    if let Some(v) = version {
+        req = req.header("mcp-protocol-version", v);
+    }
+    if let Some(sid) = session {
+        req = req.header("mcp-session-id", sid);
+    }
+    let r = req.send().await.unwrap();
+    let status = r.status();
+    let content_type = r
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let text = r.text().await.unwrap();
+    let msgs = if text.trim_start().starts_with('{') {
+        vec![serde_json::from_str(&text).unwrap()]
+    } else {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str(d.trim()).ok())
+            .collect()
+    };
+    Answer {
+        status,
+        content_type,
+        msgs,
+    }
+}
+
+const V: Option<&str> = Some("2025-11-25");
+
+async fn open(c: &reqwest::Client, base: &str) -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "direct-test", "version": "1"}}});
+    let r = c
+        .post(format!("{base}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&init)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let _ = r.text().await;
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(
+        post(c, base, Some(&sid), V, &note).await.status,
+        StatusCode::ACCEPTED
+    );
+    sid
+}
+
+fn call(id: Value, name: &str, args: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": name, "arguments": args}})
+}
+
+/// The same call with a progress token, which only rmcp's path (SSE) answers.
+fn with_progress(mut msg: Value) -> Value {
+    msg["params"]["_meta"] = json!({"progressToken": "p"});
+    msg
+}
+
+/// Posts `msg` until it is answered as JSON: the session joins the direct path once its
+/// `notifications/initialized` has been handled, which happens after its 202.
+async fn direct(c: &reqwest::Client, base: &str, sid: &str, msg: &Value) -> Answer {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let a = post(c, base, Some(sid), V, msg).await;
+        if a.is_json() || Instant::now() > deadline {
+            return a;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_plain_tools_call_is_answered_as_json_with_the_result_rmcp_gives() {
+    let h = temp_home();
+    let s = Server::start(h.path(), &[]);
+    let c = reqwest::Client::new();
+    let sid = open(&c, &s.base).await;
+    let cases = [
+        // A text result, a string id echoed as a string.
+        call(json!("a"), "system_echo", json!({"text": "ping"})),
+        // An object result (also structuredContent), called by the canonical id.
+        call(
+            json!(2),
+            "workflow:text_stats",
+            json!({"text": "one two\nthree"}),
+        ),
+        // Invalid arguments: an isError result with the Observation line.
+        call(json!(3), "RhaiDemo_add", json!({"a": "x", "b": 1})),
+        // A failing tool.
+        call(json!(4), "LuaDemo_fail", json!({"why": "testing"})),
+        // An unknown tool: JSON-RPC error -32602.
+        call(json!(5), "no_such_tool", json!({})),
+    ];
+    for msg in &cases {
+        let d = direct(&c, &s.base, &sid, msg).await;
+        assert_eq!(d.status, StatusCode::OK, "{:?}", d.msgs);
+        assert!(
+            d.is_json(),
+            "a plain tools/call is answered as application/json, not {}",
+            d.content_type
+        );
+        let sse = post(&c, &s.base, Some(&sid), V, &with_progress(msg.clone())).await;
+        assert!(
+            sse.content_type.starts_with("text/event-stream"),
+            "a call with a progress token stays on rmcp's SSE path: {}",
+            sse.content_type
+        );
+        let (d, sse) = (d.answer(), sse.answer());
+        assert_eq!(d["id"], msg["id"], "the id is echoed with its JSON type");
+        assert_eq!(d["jsonrpc"], "2.0");
+        if msg["params"]["name"] == "no_such_tool" {
+            assert_eq!(d["error"]["code"], -32602, "{d}");
+            assert_eq!(d["error"], sse["error"], "the same error on both paths");
+        } else {
+            assert_eq!(d["result"], sse["result"], "the same result on both paths");
+        }
+    }
+}
+
+#[tokio::test]
+async fn requests_the_direct_path_does_not_take_keep_rmcps_answers() {
+    let h = temp_home();
+    let s = Server::start(h.path(), &[]);
+    let c = reqwest::Client::new();
+    let sid = open(&c, &s.base).await;
+    let msg = call(json!(1), "system_echo", json!({"text": "ping"}));
+    let ok = direct(&c, &s.base, &sid, &msg).await;
+    assert!(ok.is_json(), "{}", ok.content_type);
+
+    // A session id this server never issued: 404, JSON-RPC -32001 (start a new session).
+    let a = post(&c, &s.base, Some("no-such-session"), V, &msg).await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND, "{:?}", a.msgs);
+    assert_eq!(a.answer()["error"]["code"], -32001, "{:?}", a.msgs);
+
+    // A protocol version nobody knows: rmcp's 400.
+    let a = post(&c, &s.base, Some(&sid), Some("1999-01-01"), &msg).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{:?}", a.msgs);
+    assert!(
+        a.answer()["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("1999-01-01")),
+        "{:?}",
+        a.msgs
+    );
+
+    // The stateless revision's header without its per-request `_meta`: rmcp's 400.
+    let a = post(&c, &s.base, Some(&sid), Some("2026-07-28"), &msg).await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{:?}", a.msgs);
+
+    // An older session revision the server agreed to is still answered (directly).
+    let a = post(&c, &s.base, Some(&sid), Some("2025-06-18"), &msg).await;
+    assert_eq!(a.status, StatusCode::OK, "{:?}", a.msgs);
+    assert_eq!(a.answer()["result"]["content"][0]["text"], "ping");
+
+    // After DELETE the session is gone on the direct path too.
+    let r = c
+        .delete(format!("{}/mcp", s.base))
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    let a = post(&c, &s.base, Some(&sid), V, &msg).await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND, "{:?}", a.msgs);
+}
+
+#[tokio::test]
+async fn notifications_cancelled_stops_a_call_answered_directly_and_sends_no_response() {
+    let h = temp_home();
+    let s = Server::start(h.path(), &[]);
+    let c = reqwest::Client::new();
+    let sid = open(&c, &s.base).await;
+    // Joined the direct path.
+    let ping = call(json!(1), "system_echo", json!({"text": "ping"}));
+    assert!(direct(&c, &s.base, &sid, &ping).await.is_json());
+    let slow = call(
+        json!(7),
+        "workflow_slow_echo",
+        json!({"text": "late", "ms": 20000}),
+    );
+    let running = {
+        let (c, base, sid) = (c.clone(), s.base.clone(), sid.clone());
+        tokio::spawn(async move { post(&c, &base, Some(&sid), V, &slow).await })
+    };
+    // Cancel until the call answers (a cancel that comes before the call is ignored).
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 7, "reason": "test"}});
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !running.is_finished() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let a = post(&c, &s.base, Some(&sid), V, &cancel).await;
+        assert_eq!(a.status, StatusCode::ACCEPTED);
+    }
+    // (Not cancelled, the call would answer "late" after 20 s.)
+    let r = running.await.unwrap();
+    // As on rmcp's path: a cancelled request gets no response; its POST ends.
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(
+        r.msgs.iter().all(|m| m.get("id").is_none()),
+        "no answer to a cancelled call: {:?}",
+        r.msgs
+    );
+    // The session goes on.
+    let a = direct(&c, &s.base, &sid, &ping).await;
+    assert_eq!(a.answer()["result"]["content"][0]["text"], "ping");
+}
