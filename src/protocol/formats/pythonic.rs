@@ -121,7 +121,7 @@ fn call_starts(l: &Lit<'_>, in_list: bool) -> bool {
     if in_list && matches!(t.peek(), Some(b'\'' | b'"')) {
         t.pos += 1;
     }
-    if t.name().is_none() {
+    if t.skip_name().is_none() {
         return false;
     }
     t.blanks();
