@@ -417,7 +417,7 @@ impl Scanner {
                     match found {
                         RegionEnd::NeedMore => return,
                         RegionEnd::Closed(end_tag, end) => {
-                            self.region_closed(text, syntax, start, content, end_tag, end);
+                            self.region_closed(text, syntax, start, content, (end_tag, end), eof);
                         }
                         RegionEnd::Eof => self.region_unclosed(text, syntax, start, content),
                         RegionEnd::NotRegion => {
@@ -465,8 +465,8 @@ impl Scanner {
         syntax: &RegionSyntax,
         start: usize,
         content: usize,
-        end_tag: usize,
-        end: usize,
+        (end_tag, end): (usize, usize),
+        eof: bool,
     ) {
         self.lead_first(text);
         let block = self.blocks;
@@ -481,6 +481,9 @@ impl Scanner {
                 }
                 let span = self.span(text.as_bytes(), start, end);
                 let calls = (syntax.read)(text, content, end_tag, block, span, &mut self.diags);
+                if !calls.is_empty() {
+                    self.reserve_calls(text.len(), end, eof);
+                }
                 self.calls.extend(calls);
             }
         }
@@ -559,7 +562,7 @@ impl Scanner {
                     close: Some((tag, end)),
                 } => {
                     self.end_piece(start, true);
-                    self.region_closed(text, syntax, start, content, tag, end);
+                    self.region_closed(text, syntax, start, content, (tag, end), true);
                 }
                 Region::Action {
                     syntax,
@@ -609,6 +612,27 @@ impl Scanner {
         self.mode = Mode::Done;
     }
 
+    /// Before adding a block's calls: when the calls vector is full, grows it once by the
+    /// number of calls the rest of the text is likely to hold (calls so far, scaled to
+    /// its length), instead of doubling repeatedly (copying every call each time); capped
+    /// so a block early in a long text cannot over-reserve.
+    fn reserve_calls(&mut self, text_len: usize, block_end: usize, eof: bool) {
+        if self.calls.len() < self.calls.capacity() || block_end == 0 {
+            return;
+        }
+        let len = self.calls.len();
+        let more = (len + 1).saturating_mul(text_len.saturating_sub(block_end)) / block_end;
+        if eof {
+            // The whole text is known: reserve the estimate plus an eighth, so a text
+            // slightly denser at its end than before does not double the vector for its
+            // last few blocks; at least a quarter more, so growth stays geometric.
+            self.calls
+                .reserve_exact((more + more / 8).min(1 << 16).max(len / 4).max(4));
+        } else {
+            self.calls.reserve(more.clamp(4, 1 << 16));
+        }
+    }
+
     fn finish_block(&mut self, text: &str, body: Body, end: BodyEnd, eof: bool) {
         let s = text.as_bytes();
         self.end_piece(body.start, true);
@@ -653,23 +677,7 @@ impl Scanner {
             )),
         }
         let span = self.span(s, body.start, block_end);
-        if self.calls.len() == self.calls.capacity() && block_end > 0 {
-            // Grow once by the number of calls the rest of the text is likely to hold
-            // (calls so far, scaled to its length), instead of doubling repeatedly;
-            // capped so a block early in a long text cannot over-reserve.
-            let len = self.calls.len();
-            let more = (len + 1).saturating_mul(text.len().saturating_sub(block_end)) / block_end;
-            if eof {
-                // The whole text is known: reserve the estimate plus an eighth, so a
-                // text slightly denser at its end than before does not double the
-                // vector (copying every call) for its last few blocks; at least a
-                // quarter more, so growth stays geometric.
-                self.calls
-                    .reserve_exact((more + more / 8).min(1 << 16).max(len / 4).max(4));
-            } else {
-                self.calls.reserve(more.clamp(4, 1 << 16));
-            }
-        }
+        self.reserve_calls(text.len(), block_end, eof);
         match cut {
             // Issue 24: a value the end of the text cut off is never run, not even
             // recovered; a block missing only its end marker still runs (rule 8).
