@@ -757,20 +757,18 @@ impl<'de> serde::Deserialize<'de> for CallItems {
 /// Reads the call object (or list of them) at `s[start..end]` (after blanks): serde
 /// straight into the calls' parts first, then the tolerant reader. Returns the objects
 /// and where they ended.
-fn call_items(s: &str, start: usize, end: usize) -> Result<(Vec<CallObj>, usize), LitErr> {
+fn call_items(s: &str, start: usize, end: usize) -> Result<(CallItems, usize), LitErr> {
     let b = s.as_bytes();
     let mut l = Lit::new(b, start, end);
     l.ws();
     let at = l.pos;
     let mut de = serde_json::Deserializer::from_str(&s[at..end]).into_iter::<CallItems>();
-    match de.next() {
-        Some(Ok(CallItems::One(c))) => return Ok((vec![c], at + de.byte_offset())),
-        Some(Ok(CallItems::Many(cs))) => return Ok((cs, at + de.byte_offset())),
-        _ => {}
+    if let Some(Ok(items)) = de.next() {
+        return Ok((items, at + de.byte_offset()));
     }
     let items = match l.value()? {
-        Value::Array(a) => a.into_iter().map(CallObj::from_value).collect(),
-        other => vec![CallObj::from_value(other)],
+        Value::Array(a) => CallItems::Many(a.into_iter().map(CallObj::from_value).collect()),
+        other => CallItems::One(CallObj::from_value(other)),
     };
     Ok((items, l.pos))
 }
@@ -972,7 +970,12 @@ pub(crate) fn read_json_calls(
         match call_items(text, at, to) {
             Ok((items, e)) => {
                 l.pos = e;
-                for item in items {
+                // One object (the common case) without a vector around it.
+                let (one, many) = match items {
+                    CallItems::One(c) => (Some(c), Vec::new()),
+                    CallItems::Many(v) => (None, v),
+                };
+                for item in one.into_iter().chain(many) {
                     match item.into_call() {
                         Ok((tool, args)) => calls.push(call(tool, args, source, span, block)),
                         Err(msg) => {
