@@ -11,6 +11,8 @@
 //! - `native/<format>_1mb`: each native reader on 1 MB of its own format, read with its
 //!   own name (targets: ≥ 300 MB/s for the JSON-shaped formats, ≥ 150 MB/s for
 //!   `pythonic`); `native/auto_<format>_1mb` the same text read with `auto`.
+//! - `native/serde_value_*` and `native/serde_ignored_*`: serde_json alone on the same
+//!   calls (the ceiling the JSON-shaped readers can reach).
 //! - `native/stream_4byte_<format>` vs `native/one_shot_<format>`: 64 KB of native calls
 //!   with prose, streamed in 4-byte chunks vs at once (target ≤ 2×).
 
@@ -295,6 +297,37 @@ fn native(c: &mut Criterion<ThreadCpu>) {
         });
         g.bench_function(format!("auto_{f}_1mb"), |b| {
             b.iter_with_large_drop(|| parse(black_box(&text), Format::Auto))
+        });
+    }
+    // The ceiling: serde_json alone (with this crate's `preserve_order`) on the same
+    // calls — the `json` document, and the Hermes calls' JSON objects one after another —
+    // building a `Value`, and only checking the JSON (`IgnoredAny`).
+    let doc = native_text(Format::Json, 1 << 20);
+    let objects: String = (0..)
+        .map(|i| {
+            let c = native_call(Format::Hermes, i);
+            c["<tool_call>\n".len()..c.len() - "\n</tool_call>\n".len()].to_string() + "\n"
+        })
+        .scan(0, |n, c| {
+            *n += c.len();
+            (*n < (1 << 20) + c.len()).then_some(c)
+        })
+        .collect();
+    for (name, text) in [("json", &doc), ("objects", &objects)] {
+        g.throughput(Throughput::Bytes(text.len() as u64));
+        g.bench_function(format!("serde_value_{name}_1mb"), |b| {
+            b.iter_with_large_drop(|| {
+                serde_json::Deserializer::from_slice(black_box(text.as_bytes()))
+                    .into_iter::<serde_json::Value>()
+                    .collect::<Result<Vec<_>, _>>()
+            })
+        });
+        g.bench_function(format!("serde_ignored_{name}_1mb"), |b| {
+            b.iter(|| {
+                serde_json::Deserializer::from_slice(black_box(text.as_bytes()))
+                    .into_iter::<serde::de::IgnoredAny>()
+                    .count()
+            })
         });
     }
     // Streaming: 64 KB of calls between sentences, in 4-byte chunks vs at once.

@@ -13,7 +13,10 @@
 //! `<ACTION>` are then read by the same code as the fast reader.
 //!
 //! `grammar/native.pest` defines the call forms open models write natively (the pythonic
-//! call list, the tag-wrapped JSON forms, GLM's name line) and where `auto` takes them;
+//! call list, the tag-wrapped JSON forms — Hermes, also opened with `<|im_start|>` by
+//! mistake, Granite, functionary, Mistral, Llama's `<|python_tag|>`, DeepSeek — Llama JSON
+//! and functionary's `>>>` at the start of the answer, GLM's name line) and where `auto`
+//! takes them;
 //! [`parse_native`] reads them. A form is read under its format's name ([`NATIVE_FORMS`]):
 //! `parse_reference` with that format, or with `auto` once the format table has a row of
 //! that name.
@@ -394,6 +397,7 @@ pub const NATIVE_FORMS: &[&str] = &[
     "mistral",
     "granite",
     "glm",
+    "deepseek",
     "functionary",
 ];
 
@@ -415,6 +419,10 @@ fn form_of(r: N) -> Option<(&'static str, bool)> {
     Some(match r {
         N::hermes => ("hermes", false),
         N::hermes_broken => ("hermes", true),
+        N::hermes_im_start => ("hermes", false),
+        N::hermes_im_start_broken => ("hermes", true),
+        N::deepseek => ("deepseek", false),
+        N::deepseek_broken => ("deepseek", true),
         N::granite => ("granite", false),
         N::granite_broken => ("granite", true),
         N::functionary => ("functionary", false),
@@ -424,7 +432,12 @@ fn form_of(r: N) -> Option<(&'static str, bool)> {
         N::llama_json => ("llama_json", false),
         N::llama_json_broken => ("llama_json", true),
         N::leading | N::fence => ("pythonic", false),
+        N::leading_broken => ("pythonic", true),
+        N::llama_lead | N::llama_fence => ("llama_json", false),
+        N::llama_lead_broken => ("llama_json", true),
+        N::functionary_lead => ("functionary", false),
         N::glm => ("glm", false),
+        N::glm_broken => ("glm", true),
         _ => return None,
     })
 }
@@ -506,7 +519,7 @@ fn value_of(p: pest::iterators::Pair<'_, N>) -> Value {
     match p.as_rule() {
         N::string => unquote(p.as_str()).into(),
         N::number => {
-            let s = p.as_str();
+            let s = p.as_str().trim_start_matches('+');
             let s = if s.ends_with('.') {
                 format!("{s}0")
             } else {
@@ -546,6 +559,7 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
     let doc = NativeParser::parse(N::document, text)
         .map_err(|e| GrammarError::Unreadable(e.to_string()))?;
     let wanted = |f: &str| forms.is_none_or(|fs| fs.contains(&f));
+    let every_form = forms.is_none_or(|fs| fs.len() > 1);
     let mut calls = Vec::new();
     let mut raw = Vec::new();
     // Byte ranges taken out of the prose: calls, broken tags, reasoning.
@@ -594,19 +608,22 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
             continue;
         }
         let span = span_of(start, end);
-        let mut push = |tool: String, args: Map<String, Value>, calls: &mut Vec<Call>| {
-            calls.push(Call {
-                tool,
-                args,
-                span,
-                block,
-                step: None,
-                on_error: OnError::Stop,
-                source: source_of(form),
-                dispatch: None,
-            });
-            block += 1;
-        };
+        let rule = p.as_rule();
+        let mut push =
+            |tool: String, args: Map<String, Value>, source: Format, calls: &mut Vec<Call>| {
+                calls.push(Call {
+                    tool,
+                    args,
+                    span,
+                    block,
+                    step: None,
+                    on_error: OnError::Stop,
+                    source,
+                    dispatch: None,
+                });
+                block += 1;
+            };
+        let own = source_of(form);
         match p.as_rule() {
             N::leading | N::fence => {
                 for c in p.into_inner().flatten().filter(|c| c.as_rule() == N::call) {
@@ -619,14 +636,34 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                             args.insert(name_of(k.as_str()), value_of(v));
                         }
                     }
-                    push(name_of(name.as_str()), args, &mut calls);
+                    push(name_of(name.as_str()), args, own, &mut calls);
+                }
+            }
+            N::deepseek => {
+                for c in p.into_inner().filter(|c| c.as_rule() == N::deepseek_call) {
+                    let mut parts = c.into_inner();
+                    if let (Some(name), Some(args)) = (parts.next(), parts.next()) {
+                        if let Value::Object(a) = value_of(args) {
+                            push(name_of(name.as_str().trim()), a, own, &mut calls);
+                        }
+                    }
+                }
+            }
+            N::functionary_lead => {
+                for c in p.into_inner().filter(|c| c.as_rule() == N::fx_call) {
+                    let mut parts = c.into_inner();
+                    if let (Some(name), Some(args)) = (parts.next(), parts.next()) {
+                        if let Value::Object(a) = value_of(args) {
+                            push(name_of(name.as_str()), a, own, &mut calls);
+                        }
+                    }
                 }
             }
             N::glm | N::functionary | N::mistral_one => {
                 let mut parts = p.into_inner();
                 if let (Some(name), Some(args)) = (parts.next(), parts.next()) {
                     if let Value::Object(a) = value_of(args) {
-                        push(name_of(name.as_str()), a, &mut calls);
+                        push(name_of(name.as_str()), a, own, &mut calls);
                     }
                 }
             }
@@ -656,9 +693,20 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                         _ => {}
                     }
                 }
+                // Read with every form (`auto`), one call object at the start or in a fence
+                // is a JSON call document, marked as the JSON reader marks it.
+                let document = every_form
+                    && matches!(rule, N::llama_lead | N::llama_fence)
+                    && objects.len() == 1;
                 for (at, o) in objects {
+                    let llama = o.get("arguments").is_none() && o.get("parameters").is_some();
+                    let source = if document && !llama {
+                        Format::Json
+                    } else {
+                        source_of(form)
+                    };
                     match call_object(o) {
-                        Ok((tool, args)) => push(tool, args, &mut calls),
+                        Ok((tool, args)) => push(tool, args, source, &mut calls),
                         Err(why) => raw.push(RawDiag::error(
                             at,
                             format!("a {form} call {why}"),

@@ -144,6 +144,8 @@ pub(crate) struct Scanner {
     /// step 4).
     first_action_end: Option<usize>,
     spare_pairs: Vec<RawPair>,
+    /// True once the leading pass at the start of the answer ran (`lead_first`).
+    lead_done: bool,
 }
 
 fn think_tag(s: &[u8], p: usize, eof: bool, close: bool) -> M {
@@ -185,13 +187,13 @@ impl Scanner {
     /// A reader for `format`'s blocks and regions, or for `auto`, of every format `auto`
     /// finds in text (a document format, such as JSON, reads nothing here).
     pub(crate) fn new(format: Format) -> Self {
-        let openers: Vec<Opener> = formats::readers_for(format)
-            .filter_map(|e| match &e.reader {
-                Reader::Pairs { kind, .. } => Some(Opener::Block(*kind)),
-                Reader::Region(r) => Some(Opener::Region(r)),
-                Reader::Document(_) | Reader::Leading => None,
-            })
-            .collect();
+        let mut openers: Vec<Opener> = Vec::new();
+        for e in formats::readers_for(format) {
+            if let Reader::Pairs { kind, .. } = e.reader {
+                openers.push(Opener::Block(kind));
+            }
+            openers.extend(formats::regions_of(e).map(Opener::Region));
+        }
         let other_trigger = openers.iter().find_map(|o| match o {
             Opener::Region(r) if r.open.first_byte() != b'<' => Some(r.open.first_byte()),
             _ => None,
@@ -219,6 +221,7 @@ impl Scanner {
             first_action_end: None,
             recorded: None,
             spare_pairs: Vec::new(),
+            lead_done: false,
         }
     }
 
@@ -403,14 +406,18 @@ impl Scanner {
                         Close::Tag(_) | Close::Exact(_) => {
                             find_region_end(s, &mut self.pos, syntax, opaque, eof)
                         }
-                        Close::Value { sep, name_then } => {
-                            find_value_end(s, &mut self.pos, sep, name_then, value, eof)
+                        Close::Value {
+                            sep,
+                            name_then,
+                            trailer,
+                        } => {
+                            find_value_end(s, &mut self.pos, (sep, name_then, trailer), value, eof)
                         }
                     };
                     match found {
                         RegionEnd::NeedMore => return,
                         RegionEnd::Closed(end_tag, end) => {
-                            self.region_closed(text, syntax, start, content, end_tag, end);
+                            self.region_closed(text, syntax, start, content, (end_tag, end), eof);
                         }
                         RegionEnd::Eof => self.region_unclosed(text, syntax, start, content),
                         RegionEnd::NotRegion => {
@@ -458,9 +465,10 @@ impl Scanner {
         syntax: &RegionSyntax,
         start: usize,
         content: usize,
-        end_tag: usize,
-        end: usize,
+        (end_tag, end): (usize, usize),
+        eof: bool,
     ) {
+        self.lead_first(text);
         let block = self.blocks;
         self.blocks += 1;
         match syntax.only_first {
@@ -473,6 +481,9 @@ impl Scanner {
                 }
                 let span = self.span(text.as_bytes(), start, end);
                 let calls = (syntax.read)(text, content, end_tag, block, span, &mut self.diags);
+                if !calls.is_empty() {
+                    self.reserve_calls(text.len(), end, eof);
+                }
                 self.calls.extend(calls);
             }
         }
@@ -484,6 +495,7 @@ impl Scanner {
     /// A region from `start` that the text ends inside: an error, or (for formats that
     /// read it) its content up to the end with a warning.
     fn region_unclosed(&mut self, text: &str, syntax: &RegionSyntax, start: usize, content: usize) {
+        self.lead_first(text);
         let len = text.len();
         let block = self.blocks;
         self.blocks += 1;
@@ -550,7 +562,7 @@ impl Scanner {
                     close: Some((tag, end)),
                 } => {
                     self.end_piece(start, true);
-                    self.region_closed(text, syntax, start, content, tag, end);
+                    self.region_closed(text, syntax, start, content, (tag, end), true);
                 }
                 Region::Action {
                     syntax,
@@ -600,9 +612,31 @@ impl Scanner {
         self.mode = Mode::Done;
     }
 
+    /// Before adding a block's calls: when the calls vector is full, grows it once by the
+    /// number of calls the rest of the text is likely to hold (calls so far, scaled to
+    /// its length), instead of doubling repeatedly (copying every call each time); capped
+    /// so a block early in a long text cannot over-reserve.
+    fn reserve_calls(&mut self, text_len: usize, block_end: usize, eof: bool) {
+        if self.calls.len() < self.calls.capacity() || block_end == 0 {
+            return;
+        }
+        let len = self.calls.len();
+        let more = (len + 1).saturating_mul(text_len.saturating_sub(block_end)) / block_end;
+        if eof {
+            // The whole text is known: reserve the estimate plus an eighth, so a text
+            // slightly denser at its end than before does not double the vector for its
+            // last few blocks; at least a quarter more, so growth stays geometric.
+            self.calls
+                .reserve_exact((more + more / 8).min(1 << 16).max(len / 4).max(4));
+        } else {
+            self.calls.reserve(more.clamp(4, 1 << 16));
+        }
+    }
+
     fn finish_block(&mut self, text: &str, body: Body, end: BodyEnd, eof: bool) {
         let s = text.as_bytes();
         self.end_piece(body.start, true);
+        self.lead_first(text);
         let block = self.blocks;
         self.blocks += 1;
         let block_end = match end {
@@ -643,23 +677,7 @@ impl Scanner {
             )),
         }
         let span = self.span(s, body.start, block_end);
-        if self.calls.len() == self.calls.capacity() && block_end > 0 {
-            // Grow once by the number of calls the rest of the text is likely to hold
-            // (calls so far, scaled to its length), instead of doubling repeatedly;
-            // capped so a block early in a long text cannot over-reserve.
-            let len = self.calls.len();
-            let more = (len + 1).saturating_mul(text.len().saturating_sub(block_end)) / block_end;
-            if eof {
-                // The whole text is known: reserve the estimate plus an eighth, so a
-                // text slightly denser at its end than before does not double the
-                // vector (copying every call) for its last few blocks; at least a
-                // quarter more, so growth stays geometric.
-                self.calls
-                    .reserve_exact((more + more / 8).min(1 << 16).max(len / 4).max(4));
-            } else {
-                self.calls.reserve(more.clamp(4, 1 << 16));
-            }
-        }
+        self.reserve_calls(text.len(), block_end, eof);
         match cut {
             // Issue 24: a value the end of the text cut off is never run, not even
             // recovered; a block missing only its end marker still runs (rule 8).
@@ -697,20 +715,7 @@ impl Scanner {
         if readers.is_empty() || self.pieces.is_empty() {
             return;
         }
-        let first = self.pieces[0];
-        let before = &text[..first.start];
-        let at_start = (before.trim().is_empty()
-            || before
-                .trim_start()
-                .as_bytes()
-                .get(..6)
-                .is_some_and(|h| h.eq_ignore_ascii_case(b"<think")))
-            && self.calls.iter().all(|c| c.span.start >= first.start);
-        let mut taken = if at_start {
-            lead::at_start(text, first.start, first.end, readers)
-        } else {
-            None
-        };
+        let mut taken = self.leading_at_start(text, readers);
         if taken.is_none()
             && self.calls.is_empty()
             && !self.diags.iter().any(|d| d.severity == Severity::Error)
@@ -723,7 +728,53 @@ impl Scanner {
                 taken = Some(t);
             }
         }
-        let Some(mut t) = taken else { return };
+        if let Some(t) = taken {
+            self.take_leading(text, t);
+        }
+    }
+
+    /// Before the first call of a block is added: the shapes at the start of the answer,
+    /// whose place (the first stretch of prose) is complete by now, so their calls come
+    /// first in the one-shot result and in the streamed one alike.
+    fn lead_first(&mut self, text: &str) {
+        if self.lead_done {
+            return;
+        }
+        let readers = formats::leading_for(self.format);
+        if readers.is_empty() {
+            self.lead_done = true;
+            return;
+        }
+        if let Some(t) = self.leading_at_start(text, &readers) {
+            self.take_leading(text, t);
+        }
+    }
+
+    /// The leading pass at the start of the answer, once per text.
+    fn leading_at_start(&mut self, text: &str, readers: &[LeadRead]) -> Option<Taken> {
+        if self.lead_done {
+            return None;
+        }
+        self.lead_done = true;
+        let first = *self.pieces.first()?;
+        let before = &text[..first.start];
+        let at_start = (before.trim().is_empty()
+            || before
+                .trim_start()
+                .as_bytes()
+                .get(..6)
+                .is_some_and(|h| h.eq_ignore_ascii_case(b"<think")))
+            && self.calls.iter().all(|c| c.span.start >= first.start);
+        if at_start {
+            lead::at_start(text, first.start, first.end, readers)
+        } else {
+            None
+        }
+    }
+
+    /// Puts what the leading pass took before the calls so far (renumbering their
+    /// blocks) and takes its ranges out of the prose.
+    fn take_leading(&mut self, text: &str, mut t: Taken) {
         let mut loc = Locator::default();
         let n = t.calls.len();
         for (i, c) in t.calls.iter_mut().enumerate() {
@@ -735,6 +786,7 @@ impl Scanner {
         for c in &mut self.calls {
             c.block += n;
         }
+        self.blocks += n;
         t.calls.append(&mut self.calls);
         self.calls = t.calls;
         self.diags.append(&mut t.diags);
@@ -935,11 +987,11 @@ fn is_name_byte(b: u8) -> bool {
 }
 
 /// Finds where a region that ends with its bracketed value ends ([`Close::Value`]).
+#[allow(clippy::type_complexity)]
 fn find_value_end(
     s: &[u8],
     pos: &mut usize,
-    sep: Option<u8>,
-    name_then: Option<&'static [u8]>,
+    (sep, name_then, trailer): (Option<u8>, Option<&'static [u8]>, Option<&'static [u8]>),
     phase: &mut ValuePhase,
     eof: bool,
 ) -> RegionEnd {
@@ -1000,6 +1052,15 @@ fn find_value_end(
             },
             ValuePhase::After(end) => {
                 let end = *end;
+                if let Some(t) = trailer {
+                    let q = skip(end);
+                    match tag(s, q, eof, t) {
+                        M::Yes(e) => return RegionEnd::Closed(end, e),
+                        M::Partial => return RegionEnd::NeedMore,
+                        M::No if q == len && !eof => return RegionEnd::NeedMore,
+                        M::No => {}
+                    }
+                }
                 let Some(sep) = sep else {
                     return RegionEnd::Closed(end, end);
                 };

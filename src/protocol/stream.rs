@@ -43,9 +43,10 @@ fn checked_prefix(buf: &[u8], valid: usize) -> &str {
 /// `>` (`<|[END_TOOL]|>`, `</ACTION>`, `</tool_call>`, or the next start marker) or
 /// with the `}` or `]` of its JSON value (`<function_call> {…}`, `[TOOL_CALLS] […]`),
 /// so a chunk without one cannot complete a call: it is only appended (and its UTF-8
-/// checked later, once). Shapes read only at the start of the answer or as a whole
-/// fenced block (a pythonic call list) are known only when the answer ends: their
-/// calls come with [`finish`](Self::finish).
+/// checked later, once). Shapes read only at the start of the answer (a pythonic call
+/// list) come with the first block that closes after them, ahead of its calls, or with
+/// [`finish`](Self::finish); those of a whole fenced block come with `finish`. The calls
+/// yielded are always the first calls of the one-shot result, in its order.
 #[derive(Debug)]
 pub struct StreamReader {
     format: Format,

@@ -85,3 +85,57 @@ fn a_form_not_asked_for_is_prose() {
     assert!(p.calls.is_empty());
     assert_eq!(p.response_text, "ok");
 }
+
+/// The calls of a reading as (tool, arguments, format), and whether it has an error.
+fn reading(p: &tavern::internal::protocol::Parsed) -> (Vec<Value>, bool) {
+    let calls = p
+        .calls
+        .iter()
+        .map(|c| serde_json::json!({"tool": c.tool, "args": c.args, "source": c.source}))
+        .collect();
+    (calls, p.has_errors())
+}
+
+/// `tavern parse --reader grammar` (the grammar, `parse_reference`) and the fast reader read
+/// every hand-written native case alike, with `auto` and with the case's own format: the
+/// same calls (tool, arguments with their types, format) and an error where the other has
+/// one. The grammar's own cases are compared too.
+#[test]
+fn the_grammar_and_the_fast_reader_agree_on_native_cases() {
+    use tavern::internal::protocol::grammar::parse_reference;
+    use tavern::internal::protocol::{parse, Format};
+    let mut failures = Vec::new();
+    let mut n = 0;
+    for file in [
+        include_str!("../data/native_cases.jsonl"),
+        include_str!("../data/grammar/native_cases.jsonl"),
+    ] {
+        for line in file.lines().filter(|l| !l.trim().is_empty()) {
+            let case: Value = serde_json::from_str(line).unwrap();
+            let name = case["name"].as_str().unwrap();
+            let input = case["input"].as_str().unwrap();
+            let own = case["native"]
+                .as_str()
+                .or_else(|| form_of(case["rule"].as_str().unwrap()));
+            let mut formats = vec![Format::Auto];
+            formats.extend(own.and_then(|f| f.parse::<Format>().ok()));
+            for f in formats {
+                let fast = reading(&parse(input, f));
+                let reference = reading(&parse_reference(input, f).unwrap());
+                if fast != reference {
+                    failures.push(format!(
+                        "{name} (--format {f}): fast {fast:?}\n   grammar {reference:?}"
+                    ));
+                }
+                n += 1;
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {n} readings differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(n >= 150, "only {n} readings");
+}

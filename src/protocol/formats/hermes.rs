@@ -1,7 +1,9 @@
 //! Hermes / Qwen 2.5–3 / Nous: `<tool_call>{"name": …, "arguments": {…}}</tool_call>`, one
 //! tag per call; the JSON may be Python-dict-like (single quotes, `True`, `None`) and its
 //! keys in any order. A tag the text ends inside still runs when its JSON is complete
-//! (only the closing tag is missing); a cut-off JSON is an error and runs nothing.
+//! (only the closing tag is missing); a cut-off JSON is an error and runs nothing. A
+//! model that opens the call with its chat template's `<|im_start|>` instead of
+//! `<tool_call>` is read too, when the JSON follows the marker directly.
 
 use super::lit;
 use crate::protocol::types::{Call, Format, RawDiag, Span};
@@ -10,6 +12,18 @@ use crate::protocol::types::{Call, Format, RawDiag, Span};
 pub(crate) const OPEN: &[u8] = b"<tool_call";
 /// The closing tag.
 pub(crate) const CLOSE: &[u8] = b"</tool_call";
+/// The chat template's turn marker, which a model sometimes writes instead of
+/// `<tool_call>`: read as a call when a JSON value follows it directly (a turn marker
+/// is followed by a role name), and ending with that value or with a `</tool_call>` after
+/// it.
+pub(crate) const IM_START: &[u8] = b"<|im_start|>";
+/// How diagnostics name the mistaken opening.
+pub(crate) const IM_START_SHOWN_AS: &str = "<|im_start|>";
+/// The error for a mistaken opening the text ends inside.
+pub(crate) const IM_START_UNCLOSED: (&str, &str) = (
+    "the output was cut off inside a call opened with <|im_start|>; it was not executed",
+    "Open every call with <tool_call> and end it with </tool_call>, its JSON complete.",
+);
 /// How diagnostics name it.
 pub(crate) const SHOWN_AS: &str = "<tool_call>";
 /// The warning for a tag the text ends inside whose JSON is complete.

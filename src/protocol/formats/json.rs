@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 
 use super::lead::Lead;
-use super::lit;
+use super::lit::{CallObj, Key};
 use crate::protocol::locate::locate_diags;
 use crate::protocol::types::{Call, Format, OnError, Parsed, RawDiag, Span};
 
@@ -69,7 +69,7 @@ fn byte_offset(text: &str, line: usize, column: usize) -> usize {
 
 /// Reads `text` as a JSON call document.
 fn read(text: &str) -> JsonOutcome {
-    let value: Value = match serde_json::from_str(text) {
+    let doc: Doc = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(e) if e.is_eof() => {
             return JsonOutcome::Invalid(
@@ -86,12 +86,10 @@ fn read(text: &str) -> JsonOutcome {
         line: 1,
         column: 1,
     };
-    let mut response = String::new();
-    let mut items: Vec<&Value> = Vec::new();
-    if !collect(&value, &mut items, &mut response) {
+    let Some((items, response)) = doc.into_items() else {
         return JsonOutcome::NotCalls;
-    }
-    let mut calls = Vec::new();
+    };
+    let mut calls = Vec::with_capacity(items.len());
     let mut diags = Vec::new();
     for (block, item) in items.into_iter().enumerate() {
         match one_call(item) {
@@ -148,59 +146,166 @@ fn not_calls(text: &str) -> Parsed {
     }
 }
 
-fn is_call_object(o: &Map<String, Value>) -> bool {
-    o.get("name").is_some_and(Value::is_string)
-        || o.get("function").is_some_and(Value::is_object)
-        || o.get("function_call").is_some_and(Value::is_object)
+/// A JSON text read straight into what a call document means (serde builds `Value`s only
+/// for the calls' names and arguments): the call objects of each shape it may have, a key
+/// written twice counting by its last value as in a `Map`.
+enum Doc {
+    /// A list: call objects if every item is one.
+    List(Vec<CallObj>),
+    /// An object: a call itself, a `tools/call` request, or an assistant message.
+    Object(Box<DocObject>),
+    /// Anything else: no call.
+    Other,
 }
 
-/// Gathers the call objects in `v`; false when `v` has no call shape at all.
-fn collect<'a>(v: &'a Value, items: &mut Vec<&'a Value>, response: &mut String) -> bool {
-    match v {
-        Value::Array(a) => {
-            if a.is_empty() || !a.iter().all(|x| x.as_object().is_some_and(is_call_object)) {
-                return false;
+#[derive(Default)]
+struct DocObject {
+    /// The object's own call parts (`name`, `arguments`, `function`, …).
+    call: CallObj,
+    /// `method` is `"tools/call"`.
+    tools_call: bool,
+    params: Option<CallObj>,
+    /// `tool_calls` when it is a list.
+    tool_calls: Option<Vec<CallObj>>,
+    /// `content` when it is a string.
+    content: Option<String>,
+    /// `function_call` when it is an object.
+    function_call: Option<CallObj>,
+}
+
+impl Doc {
+    /// The call objects and the response text beside them; `None` when the document has
+    /// no call shape at all.
+    fn into_items(self) -> Option<(Vec<CallObj>, String)> {
+        match self {
+            Doc::List(items) => (!items.is_empty() && items.iter().all(CallObj::is_call_object))
+                .then_some((items, String::new())),
+            Doc::Object(o) => {
+                let o = *o;
+                let content = || {
+                    o.content
+                        .as_deref()
+                        .map(str::trim)
+                        .unwrap_or("")
+                        .to_string()
+                };
+                if o.tools_call {
+                    return Some((vec![o.params.unwrap_or(o.call)], String::new()));
+                }
+                if let Some(tc) = o.tool_calls {
+                    let response = o
+                        .content
+                        .as_deref()
+                        .map(str::trim)
+                        .unwrap_or("")
+                        .to_string();
+                    return Some((tc, response));
+                }
+                if let Some(fc) = o.function_call {
+                    let response = content();
+                    return Some((vec![fc], response));
+                }
+                o.call
+                    .is_call_object()
+                    .then(|| (vec![o.call], String::new()))
             }
-            items.extend(a.iter());
-            true
+            Doc::Other => None,
         }
-        Value::Object(o) => {
-            if o.get("method").and_then(Value::as_str) == Some("tools/call") {
-                match o.get("params") {
-                    Some(p) => items.push(p),
-                    None => items.push(v),
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Doc {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Doc;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON call document")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Doc, A::Error> {
+                let mut items = Vec::with_capacity(s.size_hint().unwrap_or(0).min(64));
+                while let Some(c) = s.next_element::<CallObj>()? {
+                    items.push(c);
                 }
-                return true;
+                Ok(Doc::List(items))
             }
-            if let Some(Value::Array(tc)) = o.get("tool_calls") {
-                if let Some(c) = o.get("content").and_then(Value::as_str) {
-                    response.push_str(c.trim());
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Doc, A::Error> {
+                let mut o = DocObject {
+                    call: CallObj::object(),
+                    ..DocObject::default()
+                };
+                while let Some(k) = m.next_key::<Key>()? {
+                    match k {
+                        Key::Method => {
+                            o.tools_call = m.next_value::<Value>()?.as_str() == Some("tools/call");
+                        }
+                        Key::Params => o.params = Some(m.next_value()?),
+                        Key::ToolCalls => {
+                            o.tool_calls = match m.next_value::<CallList>()? {
+                                CallList::List(l) => Some(l),
+                                CallList::Other => None,
+                            };
+                        }
+                        Key::Content => {
+                            o.content = match m.next_value::<Value>()? {
+                                Value::String(c) => Some(c),
+                                _ => None,
+                            };
+                        }
+                        Key::FunctionCall => {
+                            let fc: CallObj = m.next_value()?;
+                            o.call.set_function_call(fc.is_object());
+                            o.function_call = fc.is_object().then_some(fc);
+                        }
+                        k => o.call.entry(k, &mut m)?,
+                    }
                 }
-                items.extend(tc.iter());
-                return true;
+                Ok(Doc::Object(Box::new(o)))
             }
-            if let Some(fc) = o.get("function_call").filter(|f| f.is_object()) {
-                if let Some(c) = o.get("content").and_then(Value::as_str) {
-                    response.push_str(c.trim());
-                }
-                items.push(fc);
-                return true;
+            fn visit_bool<E>(self, _: bool) -> Result<Doc, E> {
+                Ok(Doc::Other)
             }
-            if is_call_object(o) {
-                items.push(v);
-                return true;
+            fn visit_i64<E>(self, _: i64) -> Result<Doc, E> {
+                Ok(Doc::Other)
             }
-            false
+            fn visit_u64<E>(self, _: u64) -> Result<Doc, E> {
+                Ok(Doc::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Doc, E> {
+                Ok(Doc::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Doc, E> {
+                Ok(Doc::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Doc, E> {
+                Ok(Doc::Other)
+            }
         }
-        _ => false,
+        d.deserialize_any(V)
+    }
+}
+
+/// `tool_calls`: a list of call objects, or something else (then it is no `tool_calls`).
+enum CallList {
+    List(Vec<CallObj>),
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for CallList {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Doc::deserialize(d)? {
+            Doc::List(l) => Ok(CallList::List(l)),
+            _ => Ok(CallList::Other),
+        }
     }
 }
 
 /// The call of one JSON call object; one written with `parameters` instead of
 /// `arguments` is Llama 3.1's shape and is marked so.
-fn one_call(v: &Value) -> Result<(String, Map<String, Value>, Format), String> {
-    let (tool, args) = lit::object_call(v)?;
-    Ok((tool, args, lit::json_source(v)))
+fn one_call(c: CallObj) -> Result<(String, Map<String, Value>, Format), String> {
+    let source = c.source();
+    let (tool, args) = c.into_call()?;
+    Ok((tool, args, source))
 }
 
 /// The format table's leading reader: a JSON call document filling `text[from..to]` (a

@@ -106,14 +106,30 @@ impl<'a> Lit<'a> {
     /// `:` or `-`, a markdown-escaped underscore (`\_`) read as `_`. `None` (cursor
     /// unmoved) when no identifier starts here.
     pub(crate) fn name(&mut self) -> Option<String> {
+        let (start, end, escaped) = self.skip_name()?;
+        let t = String::from_utf8_lossy(&self.s[start..end]);
+        Some(if escaped {
+            t.replace("\\_", "_")
+        } else {
+            t.into_owned()
+        })
+    }
+
+    /// Moves past a [`name`](Self::name) without building it: its byte range and whether
+    /// it holds a markdown-escaped underscore. `None` (cursor unmoved) when no identifier
+    /// starts here.
+    pub(crate) fn skip_name(&mut self) -> Option<(usize, usize, bool)> {
         let start = self.pos;
-        let mut out = String::new();
+        let mut escaped = false;
         loop {
             let part_start = self.pos;
             loop {
                 match self.peek() {
                     Some(b) if is_ident_byte(b) => self.pos += 1,
-                    Some(b'\\') if self.peek_at(1) == Some(b'_') => self.pos += 2,
+                    Some(b'\\') if self.peek_at(1) == Some(b'_') => {
+                        self.pos += 2;
+                        escaped = true;
+                    }
                     _ => break,
                 }
             }
@@ -121,18 +137,15 @@ impl<'a> Lit<'a> {
                 self.pos = start;
                 return None;
             }
-            let part = String::from_utf8_lossy(&self.s[part_start..self.pos]);
-            out.push_str(&part.replace("\\_", "_"));
             // A separator counts only when a name part follows it.
             match (self.peek(), self.peek_at(1)) {
-                (Some(sep @ (b'.' | b':' | b'-')), Some(n)) if is_ident_start(n) || n == b'\\' => {
-                    out.push(sep as char);
+                (Some(b'.' | b':' | b'-'), Some(n)) if is_ident_start(n) || n == b'\\' => {
                     self.pos += 1;
                 }
                 _ => break,
             }
         }
-        Some(out)
+        Some((start, self.pos, escaped))
     }
 
     /// A quoted string (`'…'`, `"…"`, triple quotes, an `r`/`u`/`b`/`f` prefix), its
@@ -154,6 +167,17 @@ impl<'a> Lit<'a> {
         };
         let triple = self.peek_at(1) == Some(q) && self.peek_at(2) == Some(q);
         self.pos += if triple { 3 } else { 1 };
+        if !triple {
+            // Most strings hold no escape: taken whole, up to the closing quote.
+            let rest = &self.s[self.pos..self.end];
+            if let Some(i) = memchr::memchr2(q, b'\\', rest) {
+                let body = &rest[..i];
+                if rest[i] == q && (q != b'\'' || memchr::memchr2(b'\n', b'\r', body).is_none()) {
+                    self.pos += i + 1;
+                    return Ok(String::from_utf8_lossy(body).into_owned());
+                }
+            }
+        }
         let mut out: Vec<u8> = Vec::new();
         loop {
             let Some(b) = self.peek() else {
@@ -235,7 +259,12 @@ impl<'a> Lit<'a> {
                 break;
             }
         }
-        let t: String = String::from_utf8_lossy(&self.s[start..self.pos]).replace('_', "");
+        let written = String::from_utf8_lossy(&self.s[start..self.pos]);
+        let t = if written.contains('_') {
+            std::borrow::Cow::Owned(written.replace('_', ""))
+        } else {
+            written
+        };
         if let Ok(i) = t.parse::<i64>() {
             return Ok(Value::Number(i.into()));
         }
@@ -452,47 +481,296 @@ pub(crate) fn json_like(s: &str, start: usize, end: usize) -> Result<(Value, usi
 /// The tool and arguments of one call object: `{"name", "arguments"}` in any order, with
 /// `parameters` (Llama) or `input` (Anthropic) for the arguments, an OpenAI
 /// `{"function": {…}}` wrapper, and arguments given as a JSON text.
-pub(crate) fn object_call(v: &Value) -> Result<(String, Map<String, Value>), String> {
-    object_call_owned(v.clone())
-}
-
-/// [`object_call`] taking the value, so the arguments are moved, not copied.
 pub(crate) fn object_call_owned(v: Value) -> Result<(String, Map<String, Value>), String> {
-    let Value::Object(mut o) = v else {
-        return Err("expected an object".into());
-    };
-    let mut f = match o.remove("function") {
-        Some(Value::Object(f)) => f,
-        Some(other) => {
-            o.insert("function".into(), other);
-            o
-        }
-        None => o,
-    };
-    let name = match f.get("name").and_then(Value::as_str).map(str::trim) {
-        Some(n) if !n.is_empty() => n.to_string(),
-        _ => return Err("has no 'name'".to_string()),
-    };
-    let args = f
-        .remove("arguments")
-        .or_else(|| f.remove("parameters"))
-        .or_else(|| f.remove("input"));
-    let args = match args {
-        Some(Value::Object(m)) => m,
-        other => arguments(other.as_ref())?,
-    };
-    Ok((name, args))
+    CallObj::from_value(v).into_call()
 }
 
-/// The format a JSON call object is written in: Llama 3.1's when it has `parameters`
-/// and no `arguments`, else plain JSON.
-pub(crate) fn json_source(v: &Value) -> Format {
-    let f = v.get("function").filter(|f| f.is_object()).unwrap_or(v);
-    if f.get("arguments").is_none() && f.get("parameters").is_some() {
-        Format::LlamaJson
-    } else {
-        Format::Json
+/// A call object's parts, read straight from the text by serde (no `Value` is built for
+/// the object itself, only for what it holds) or taken from a `Value` (the tolerant
+/// reader's): a key written twice counts by its last value, as in a `Map`.
+#[derive(Debug, Default)]
+pub(crate) struct CallObj {
+    /// False when the value was not an object at all.
+    object: bool,
+    name: Option<Value>,
+    arguments: Option<Value>,
+    parameters: Option<Value>,
+    input: Option<Value>,
+    /// `function` when it is an object (OpenAI's wrapper); any other `function` is ignored.
+    function: Option<Box<CallObj>>,
+    /// True when it has a `function_call` that is an object (the legacy OpenAI shape).
+    function_call: bool,
+}
+
+/// The keys of a call object, or of a JSON call document, that mean something.
+pub(crate) enum Key {
+    Name,
+    Arguments,
+    Parameters,
+    Input,
+    Function,
+    FunctionCall,
+    Method,
+    Params,
+    ToolCalls,
+    Content,
+    Other,
+}
+
+impl Key {
+    fn of(k: &str) -> Key {
+        match k {
+            "name" => Key::Name,
+            "arguments" => Key::Arguments,
+            "parameters" => Key::Parameters,
+            "input" => Key::Input,
+            "function" => Key::Function,
+            "function_call" => Key::FunctionCall,
+            "method" => Key::Method,
+            "params" => Key::Params,
+            "tool_calls" => Key::ToolCalls,
+            "content" => Key::Content,
+            _ => Key::Other,
+        }
     }
+}
+
+impl<'de> serde::Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Key, E> {
+                Ok(Key::of(v))
+            }
+        }
+        // The key is only compared, never kept: no allocation for it.
+        d.deserialize_identifier(V)
+    }
+}
+
+impl CallObj {
+    /// The parts of a value already read.
+    pub(crate) fn from_value(v: Value) -> CallObj {
+        let Value::Object(o) = v else {
+            return CallObj::default();
+        };
+        let mut c = CallObj::object();
+        for (k, v) in o {
+            match Key::of(&k) {
+                Key::Name => c.name = Some(v),
+                Key::Arguments => c.arguments = Some(v),
+                Key::Parameters => c.parameters = Some(v),
+                Key::Input => c.input = Some(v),
+                Key::Function => {
+                    c.function =
+                        matches!(v, Value::Object(_)).then(|| Box::new(CallObj::from_value(v)))
+                }
+                Key::FunctionCall => c.function_call = v.is_object(),
+                _ => {}
+            }
+        }
+        c
+    }
+
+    /// Reads one entry of a call object's map whose key is `k`.
+    pub(crate) fn entry<'de, A: serde::de::MapAccess<'de>>(
+        &mut self,
+        k: Key,
+        m: &mut A,
+    ) -> Result<(), A::Error> {
+        match k {
+            Key::Name => self.name = Some(m.next_value()?),
+            Key::Arguments => self.arguments = Some(m.next_value()?),
+            Key::Parameters => self.parameters = Some(m.next_value()?),
+            Key::Input => self.input = Some(m.next_value()?),
+            Key::Function => {
+                let f: CallObj = m.next_value()?;
+                self.function = f.object.then(|| Box::new(f));
+            }
+            Key::FunctionCall => self.function_call = m.next_value::<CallObj>()?.object,
+            _ => {
+                m.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// An object as a call: `name` a string, or a `function`/`function_call` object.
+    pub(crate) fn is_call_object(&self) -> bool {
+        self.object
+            && (matches!(self.name, Some(Value::String(_)))
+                || self.function.is_some()
+                || self.function_call)
+    }
+
+    /// True when the value was an object.
+    pub(crate) fn is_object(&self) -> bool {
+        self.object
+    }
+
+    /// Records whether it has a `function_call` object (read by the document's reader).
+    pub(crate) fn set_function_call(&mut self, yes: bool) {
+        self.function_call = yes;
+    }
+
+    /// An empty object's parts (a value that is an object).
+    pub(crate) fn object() -> CallObj {
+        CallObj {
+            object: true,
+            ..CallObj::default()
+        }
+    }
+
+    /// The object the call is in: the `function` wrapper's when there is one.
+    fn inner(&self) -> &CallObj {
+        self.function.as_deref().unwrap_or(self)
+    }
+
+    /// The format it is written in: Llama 3.1's when it has `parameters` and no
+    /// `arguments`, else plain JSON.
+    pub(crate) fn source(&self) -> Format {
+        let f = self.inner();
+        if f.arguments.is_none() && f.parameters.is_some() {
+            Format::LlamaJson
+        } else {
+            Format::Json
+        }
+    }
+
+    /// The tool and arguments, or what is wrong.
+    pub(crate) fn into_call(self) -> Result<(String, Map<String, Value>), String> {
+        if !self.object {
+            return Err("expected an object".into());
+        }
+        let f = match self.function {
+            Some(f) => *f,
+            None => self,
+        };
+        let name = match f.name {
+            Some(Value::String(n)) => {
+                let t = n.trim();
+                if t.is_empty() {
+                    return Err("has no 'name'".to_string());
+                }
+                if t.len() == n.len() {
+                    n
+                } else {
+                    t.to_string()
+                }
+            }
+            _ => return Err("has no 'name'".to_string()),
+        };
+        let args = match f.arguments.or(f.parameters).or(f.input) {
+            Some(Value::Object(m)) => m,
+            other => arguments(other.as_ref())?,
+        };
+        Ok((name, args))
+    }
+}
+
+/// Fills a [`CallObj`] from a map, or marks a value that is not one.
+struct CallObjVisitor;
+
+impl<'de> serde::de::Visitor<'de> for CallObjVisitor {
+    type Value = CallObj;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a call object")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<CallObj, A::Error> {
+        let mut c = CallObj::object();
+        while let Some(k) = m.next_key::<Key>()? {
+            c.entry(k, &mut m)?;
+        }
+        Ok(c)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<CallObj, A::Error> {
+        while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(CallObj::default())
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<CallObj, E> {
+        Ok(CallObj::default())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<CallObj, E> {
+        Ok(CallObj::default())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<CallObj, E> {
+        Ok(CallObj::default())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<CallObj, E> {
+        Ok(CallObj::default())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<CallObj, E> {
+        Ok(CallObj::default())
+    }
+    fn visit_unit<E>(self) -> Result<CallObj, E> {
+        Ok(CallObj::default())
+    }
+    fn visit_none<E>(self) -> Result<CallObj, E> {
+        Ok(CallObj::default())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for CallObj {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(CallObjVisitor)
+    }
+}
+
+/// One call object, or a list of them, as a JSON-shaped region holds them.
+// A short-lived value on the stack: boxing the one object would cost an allocation a call.
+#[allow(clippy::large_enum_variant)]
+enum CallItems {
+    One(CallObj),
+    Many(Vec<CallObj>),
+}
+
+impl<'de> serde::Deserialize<'de> for CallItems {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = CallItems;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a call object or a list of them")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, m: A) -> Result<CallItems, A::Error> {
+                CallObjVisitor.visit_map(m).map(CallItems::One)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut s: A,
+            ) -> Result<CallItems, A::Error> {
+                let mut items = Vec::with_capacity(s.size_hint().unwrap_or(0).min(64));
+                while let Some(c) = s.next_element::<CallObj>()? {
+                    items.push(c);
+                }
+                Ok(CallItems::Many(items))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Reads the call object (or list of them) at `s[start..end]` (after blanks): serde
+/// straight into the calls' parts first, then the tolerant reader. Returns the objects
+/// and where they ended.
+fn call_items(s: &str, start: usize, end: usize) -> Result<(CallItems, usize), LitErr> {
+    let b = s.as_bytes();
+    let mut l = Lit::new(b, start, end);
+    l.ws();
+    let at = l.pos;
+    let mut de = serde_json::Deserializer::from_str(&s[at..end]).into_iter::<CallItems>();
+    if let Some(Ok(items)) = de.next() {
+        return Ok((items, at + de.byte_offset()));
+    }
+    let items = match l.value()? {
+        Value::Array(a) => CallItems::Many(a.into_iter().map(CallObj::from_value).collect()),
+        other => CallItems::One(CallObj::from_value(other)),
+    };
+    Ok((items, l.pos))
 }
 
 /// A call's arguments: an object, a JSON text of one, or nothing.
@@ -524,18 +802,32 @@ impl ValueEnd {
     /// closing bracket) when it closes, else `None` with `*pos` at the end of `s`.
     pub(crate) fn feed(&mut self, s: &[u8], pos: &mut usize) -> Option<usize> {
         while *pos < s.len() {
-            let b = s[*pos];
-            *pos += 1;
             if self.quote != 0 {
                 if self.escaped {
                     self.escaped = false;
-                } else if b == b'\\' {
-                    self.escaped = true;
-                } else if b == self.quote {
-                    self.quote = 0;
+                    *pos += 1;
+                    continue;
+                }
+                // Inside a string only its quote and a backslash matter: jump to them.
+                match memchr::memchr2(self.quote, b'\\', &s[*pos..]) {
+                    None => {
+                        *pos = s.len();
+                        return None;
+                    }
+                    Some(i) => {
+                        let p = *pos + i;
+                        *pos = p + 1;
+                        if s[p] == b'\\' {
+                            self.escaped = true;
+                        } else {
+                            self.quote = 0;
+                        }
+                    }
                 }
                 continue;
             }
+            let b = s[*pos];
+            *pos += 1;
             match b {
                 b'"' | b'\'' => self.quote = b,
                 b'{' | b'[' | b'(' => self.depth += 1,
@@ -616,7 +908,8 @@ pub(crate) fn read_json_calls(
     span: Span,
     diags: &mut Vec<RawDiag>,
 ) -> Vec<Call> {
-    let what = format!("a {} call", source.name());
+    // Only built for a diagnostic (a call site per call would cost an allocation each).
+    let what = || format!("a {} call", source.name());
     let hint = "Write each call as {\"name\": \"ToolId\", \"arguments\": {…}}.";
     let ended = to >= text.len();
     let mut l = Lit::new(text.as_bytes(), from, to);
@@ -634,7 +927,7 @@ pub(crate) fn read_json_calls(
                 let Some(name) = l.name() else {
                     diags.push(RawDiag::error(
                         at,
-                        format!("expected {what} here"),
+                        format!("expected {} here", what()),
                         hint.into(),
                     ));
                     return Vec::new();
@@ -646,7 +939,7 @@ pub(crate) fn read_json_calls(
                     } else {
                         LitErr::Bad(l.pos, "expected its arguments".into())
                     };
-                    diags.push(value_error(e, at, ended, &what, hint));
+                    diags.push(value_error(e, at, ended, &what(), hint));
                     return Vec::new();
                 }
                 match json_like(text, l.pos, to) {
@@ -665,7 +958,7 @@ pub(crate) fn read_json_calls(
                         return Vec::new();
                     }
                     Err(e) => {
-                        diags.push(value_error(e, at, ended, &what, hint));
+                        diags.push(value_error(e, at, ended, &what(), hint));
                         return Vec::new();
                     }
                 }
@@ -674,20 +967,21 @@ pub(crate) fn read_json_calls(
             // Prose after the calls (Granite writes no closing tag).
             break;
         }
-        match json_like(text, at, to) {
-            Ok((v, e)) => {
+        match call_items(text, at, to) {
+            Ok((items, e)) => {
                 l.pos = e;
-                let items: Vec<Value> = match v {
-                    Value::Array(a) => a,
-                    other => vec![other],
+                // One object (the common case) without a vector around it.
+                let (one, many) = match items {
+                    CallItems::One(c) => (Some(c), Vec::new()),
+                    CallItems::Many(v) => (None, v),
                 };
-                for item in items {
-                    match object_call_owned(item) {
+                for item in one.into_iter().chain(many) {
+                    match item.into_call() {
                         Ok((tool, args)) => calls.push(call(tool, args, source, span, block)),
                         Err(msg) => {
                             diags.push(RawDiag::error(
                                 at,
-                                format!("{what}: {msg}; it was not executed"),
+                                format!("{}: {msg}; it was not executed", what()),
                                 hint.into(),
                             ));
                             return Vec::new();
@@ -696,7 +990,7 @@ pub(crate) fn read_json_calls(
                 }
             }
             Err(e) => {
-                diags.push(value_error(e, at, ended, &what, hint));
+                diags.push(value_error(e, at, ended, &what(), hint));
                 return Vec::new();
             }
         }
@@ -707,7 +1001,7 @@ pub(crate) fn read_json_calls(
         } else {
             LitErr::Bad(from, "no call in it".into())
         };
-        diags.push(value_error(e, from, ended, &what, hint));
+        diags.push(value_error(e, from, ended, &what(), hint));
     }
     calls
 }

@@ -99,6 +99,9 @@ pub(crate) enum Close {
         sep: Option<u8>,
         /// The marker between a tool name and its value.
         name_then: Option<&'static [u8]>,
+        /// A closing tag that may follow the value (matched like [`Close::Tag`]),
+        /// taken with the region when it does.
+        trailer: Option<&'static [u8]>,
     },
 }
 
@@ -174,6 +177,10 @@ pub(crate) struct FormatEntry {
     /// Its shape that could also be prose, read only at the start of the answer or as a
     /// whole fenced block (`lead.rs`), by `auto` and by this format alike.
     pub leading: Option<lead::LeadRead>,
+    /// Further region shapes of the same format, found in prose like its own
+    /// ([`Reader::Region`]): a model's known mistakes (Hermes calls opened with
+    /// `<|im_start|>`).
+    pub also: &'static [RegionSyntax],
     /// True for the formats open models write natively: a tool name they write that
     /// names no tool exactly is also looked up ignoring ASCII case and `.`/`:`/`_`
     /// (`Forge:smelt` for `forge:smelt`), when exactly one tool matches.
@@ -205,6 +212,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         exact_keys: false,
         leading: None,
         names_as_written: false,
+        also: &[],
     },
     FormatEntry {
         format: Format::Action,
@@ -224,6 +232,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         exact_keys: true,
         leading: None,
         names_as_written: false,
+        also: &[],
     },
     FormatEntry {
         format: Format::Vcp,
@@ -237,6 +246,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         exact_keys: false,
         leading: None,
         names_as_written: false,
+        also: &[],
     },
     FormatEntry {
         format: Format::Json,
@@ -250,6 +260,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         exact_keys: false,
         leading: Some(json::lead),
         names_as_written: false,
+        also: &[],
     },
     FormatEntry {
         format: Format::Hermes,
@@ -269,6 +280,20 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         exact_keys: false,
         leading: None,
         names_as_written: true,
+        also: &[RegionSyntax {
+            open: Open::Exact(hermes::IM_START),
+            close: Close::Value {
+                sep: None,
+                name_then: None,
+                trailer: Some(hermes::CLOSE),
+            },
+            opaque: &[],
+            read: hermes::read,
+            shown_as: hermes::IM_START_SHOWN_AS,
+            unclosed: hermes::IM_START_UNCLOSED,
+            reads_unclosed: false,
+            only_first: None,
+        }],
     },
     FormatEntry {
         format: Format::Pythonic,
@@ -279,6 +304,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         exact_keys: false,
         leading: Some(pythonic::lead),
         names_as_written: true,
+        also: &[],
     },
     FormatEntry {
         format: Format::LlamaJson,
@@ -290,6 +316,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             close: Close::Value {
                 sep: Some(b';'),
                 name_then: None,
+                trailer: None,
             },
             opaque: &[],
             read: llama_json::read,
@@ -301,6 +328,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         exact_keys: false,
         leading: Some(llama_json::lead),
         names_as_written: true,
+        also: &[],
     },
     FormatEntry {
         format: Format::Mistral,
@@ -312,6 +340,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             close: Close::Value {
                 sep: None,
                 name_then: Some(mistral::ARGS),
+                trailer: None,
             },
             opaque: &[],
             read: mistral::read,
@@ -323,6 +352,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         exact_keys: false,
         leading: None,
         names_as_written: true,
+        also: &[],
     },
     FormatEntry {
         format: Format::Granite,
@@ -334,6 +364,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             close: Close::Value {
                 sep: None,
                 name_then: None,
+                trailer: None,
             },
             opaque: &[],
             read: granite::read,
@@ -345,6 +376,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         exact_keys: false,
         leading: None,
         names_as_written: true,
+        also: &[],
     },
     FormatEntry {
         format: Format::Glm,
@@ -355,6 +387,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         exact_keys: false,
         leading: Some(glm::lead),
         names_as_written: true,
+        also: &[],
     },
     FormatEntry {
         format: Format::DeepSeek,
@@ -374,6 +407,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         exact_keys: false,
         leading: None,
         names_as_written: true,
+        also: &[],
     },
     FormatEntry {
         format: Format::Functionary,
@@ -393,6 +427,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         exact_keys: false,
         leading: Some(functionary::lead),
         names_as_written: true,
+        also: &[],
     },
 ];
 
@@ -454,6 +489,15 @@ pub(crate) fn document(format: Format) -> Option<&'static DocumentReader> {
     }
 }
 
+/// Every region shape of a row: its own reader's, then its [`FormatEntry::also`] ones.
+pub(crate) fn regions_of(e: &'static FormatEntry) -> impl Iterator<Item = &'static RegionSyntax> {
+    let own = match &e.reader {
+        Reader::Region(r) => Some(r),
+        _ => None,
+    };
+    own.into_iter().chain(e.also.iter())
+}
+
 /// True when `auto` may read a text starting (after blanks) with `byte` as a document.
 pub(crate) fn opens_document(byte: u8) -> bool {
     FORMATS
@@ -465,8 +509,8 @@ pub(crate) fn opens_document(byte: u8) -> bool {
 /// document: `Some(true)` when it starts with a region marker `auto` finds in text
 /// (`[TOOL_CALLS]`), `None` when `rest` is too short to tell, `Some(false)` otherwise.
 pub(crate) fn starts_with_marker(rest: &[u8]) -> Option<bool> {
-    for e in FORMATS {
-        if let (Auto::InText, Reader::Region(r)) = (&e.auto, &e.reader) {
+    for e in FORMATS.iter().filter(|e| matches!(e.auto, Auto::InText)) {
+        for r in regions_of(e) {
             if let Open::Exact(p) = r.open {
                 if rest.starts_with(p) {
                     return Some(true);

@@ -121,7 +121,7 @@ fn call_starts(l: &Lit<'_>, in_list: bool) -> bool {
     if in_list && matches!(t.peek(), Some(b'\'' | b'"')) {
         t.pos += 1;
     }
-    if t.name().is_none() {
+    if t.skip_name().is_none() {
         return false;
     }
     t.blanks();
@@ -145,6 +145,12 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
             column: 0,
         };
         let block = calls.len();
+        if calls.len() == calls.capacity() && end > from {
+            // Grow once by the calls the rest of the text likely holds (calls so far,
+            // scaled to its length) instead of doubling, which copies every call.
+            let more = (block + 1).saturating_mul(to.saturating_sub(end)) / (end - from);
+            calls.reserve(more.clamp(4, 1 << 16));
+        }
         calls.push(lit::call(tool, args, Format::Pythonic, span, block));
     };
     let fail = |m: Miss, calls: &[Call]| -> Lead {
