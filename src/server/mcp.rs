@@ -763,10 +763,14 @@ impl TavernMcp {
         };
         // A budget refusal answers as on the in-memory path (its code, e.g.
         // `job_budget_exceeded`), not as a store failure.
-        let id = jobs.admit(prepared).await.map_err(store_err)?.map_err(|e| {
-            let code = super::jobs::routes::refused(&e).code;
-            McpError::internal_error(e.to_string(), Some(json!({ "code": code })))
-        })?;
+        let id = jobs
+            .admit(prepared)
+            .await
+            .map_err(store_err)?
+            .map_err(|e| {
+                let code = super::jobs::routes::refused(&e).code;
+                McpError::internal_error(e.to_string(), Some(json!({ "code": code })))
+            })?;
         let until = tokio::time::Instant::now() + TASK_AFTER;
         let record = loop {
             let r = shared_task(jobs, &id).await?;
