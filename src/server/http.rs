@@ -273,7 +273,8 @@ async fn json_error(g: &Guard, mcp: bool, res: Response) -> Response {
 
 /// A built router and the switches that stop it.
 pub struct App {
-    /// The router (MCP at `/mcp`, REST elsewhere), without the guard (see [`front`]).
+    /// The router (MCP at `/mcp`, REST elsewhere), without the guard: the accept loop
+    /// calls `front` before it.
     pub router: Router,
     /// Cancels every MCP session.
     pub mcp_cancel: CancellationToken,
