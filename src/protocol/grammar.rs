@@ -412,7 +412,7 @@ use native_grammar::{Rule as N, P as NativeParser};
 use serde_json::{Map, Value};
 
 use super::locate::{locate_diags, Locator};
-use super::types::{Call, OnError, RawDiag, Span};
+use super::types::{Call, RawDiag, Span};
 
 /// The form a rule of `native.pest` reads, and whether it is a broken opening tag.
 fn form_of(r: N) -> Option<(&'static str, bool)> {
@@ -611,16 +611,7 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
         let rule = p.as_rule();
         let mut push =
             |tool: String, args: Map<String, Value>, source: Format, calls: &mut Vec<Call>| {
-                calls.push(Call {
-                    tool,
-                    args,
-                    span,
-                    block,
-                    step: None,
-                    on_error: OnError::Stop,
-                    source,
-                    dispatch: None,
-                });
+                calls.push(formats::lit::call(tool, args, source, span, block));
                 block += 1;
             };
         let own = source_of(form);

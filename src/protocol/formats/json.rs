@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use super::lead::Lead;
 use super::lit::{CallObj, Key};
 use crate::protocol::locate::locate_diags;
-use crate::protocol::types::{Call, Format, OnError, Parsed, RawDiag, Span};
+use crate::protocol::types::{Format, Parsed, RawDiag, Span};
 
 /// What a JSON document starts with (after blanks): an object or an array.
 pub(crate) const OPENS: &[u8] = b"{[";
@@ -93,16 +93,7 @@ fn read(text: &str) -> JsonOutcome {
     let mut diags = Vec::new();
     for (block, item) in items.into_iter().enumerate() {
         match one_call(item) {
-            Ok((tool, args, source)) => calls.push(Call {
-                tool,
-                args,
-                span,
-                block,
-                step: None,
-                on_error: OnError::Stop,
-                source,
-                dispatch: None,
-            }),
+            Ok((tool, args, source)) => calls.push(super::lit::call(tool, args, source, span, block)),
             Err(msg) => diags.push(RawDiag::error(
                 0,
                 format!("JSON tool call {}: {msg}; it was not executed", block + 1),
