@@ -35,12 +35,7 @@ impl StoreWorldState {
         name: &str,
         runtime: Option<tokio::runtime::Handle>,
     ) -> Arc<Self> {
-        Arc::new(StoreWorldState {
-            store,
-            key: format!("tavern:world:{name}"),
-            runtime,
-            seed: None,
-        })
+        Self::seeded(store, name, None, runtime)
     }
 
     /// [`StoreWorldState::new`], reading as `seed` (a JSON object, such as the home's
