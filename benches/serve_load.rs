@@ -298,6 +298,18 @@ async fn load(
             lat
         }));
     }
+    finish(tasks, &stop, &failed, start, dur).await
+}
+
+/// Lets a cell's client tasks run for `dur` seconds, stops them, and gathers their
+/// latencies (sorted) into the cell.
+async fn finish(
+    tasks: Vec<tokio::task::JoinHandle<Vec<f64>>>,
+    stop: &AtomicBool,
+    failed: &AtomicU64,
+    start: Instant,
+    dur: f64,
+) -> Cell {
     tokio::time::sleep(Duration::from_secs_f64(dur)).await;
     stop.store(true, Ordering::Relaxed);
     let mut lat = Vec::new();
@@ -397,20 +409,7 @@ async fn jobs_load(bases: &[String], tool: &str, conc: usize, dur: f64) -> Cell 
             lat
         }));
     }
-    tokio::time::sleep(Duration::from_secs_f64(dur)).await;
-    stop.store(true, Ordering::Relaxed);
-    let mut lat = Vec::new();
-    for t in tasks {
-        lat.extend(t.await.unwrap_or_default());
-    }
-    let elapsed = start.elapsed().as_secs_f64();
-    lat.sort_by(|a, b| a.total_cmp(b));
-    Cell {
-        calls: lat.len() as u64,
-        failed: failed.load(Ordering::Relaxed),
-        elapsed,
-        lat,
-    }
+    finish(tasks, &stop, &failed, start, dur).await
 }
 
 /// Two replicas sharing one Redis (`--store`): MCP `tools/call` at 16 clients spread over
