@@ -5,6 +5,7 @@
 
 #![cfg(target_os = "linux")]
 
+use crate::common::answered_within;
 use crate::plugin_support::copy_dir;
 
 use std::ffi::CString;
@@ -41,24 +42,6 @@ async fn call(engine: &Engine, tool: &str, args: Value) -> Result<Value, ToolErr
 
 fn cpath(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).unwrap()
-}
-
-/// Runs `fut` on a thread of its own and waits for its answer at most `secs` seconds: a
-/// watchdog that turns a hang into a failure (the stuck thread is left behind).
-fn answered_within<T: Send + 'static>(
-    secs: u64,
-    fut: impl std::future::Future<Output = T> + Send + 'static,
-) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        let _ = tx.send(rt.block_on(fut));
-    });
-    rx.recv_timeout(Duration::from_secs(secs))
-        .expect("the call answered (it hung)")
 }
 
 /// Swaps `a` and `b` atomically (both must exist).

@@ -3,6 +3,8 @@
 //! deadline, `instances: N` Lua states serving N calls at once, and a script stuck waiting
 //! for a host tool answered `timeout` at its deadline with the plugin serving the next call.
 
+use crate::common::answered_within;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -99,24 +101,6 @@ fn engine(
         .unwrap();
     assert!(e.problems().is_empty(), "{:?}", e.problems());
     e
-}
-
-/// Runs `fut` on a thread of its own and waits for its answer at most `secs` seconds: a
-/// watchdog that turns a hang into a failure (the stuck thread is left behind).
-fn answered_within<T: Send + 'static>(
-    secs: u64,
-    fut: impl std::future::Future<Output = T> + Send + 'static,
-) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        let _ = tx.send(rt.block_on(fut));
-    });
-    rx.recv_timeout(Duration::from_secs(secs))
-        .expect("the call answered (it hung)")
 }
 
 fn within(ms: u64) -> Invocation {

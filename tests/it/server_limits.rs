@@ -146,38 +146,16 @@ async fn the_connection_cap_answers_503_and_frees_up_when_a_client_leaves() {
     }
 }
 
-/// POSTs one JSON-RPC message to `/mcp`; the status, the session id header, and the JSON
-/// messages of the answer (SSE `data:` lines, or a JSON body).
+/// POSTs one JSON-RPC message to `/mcp` (protocol 2025-11-25); the status, the session id
+/// header, and the JSON messages of the answer.
 async fn mcp_post(
     c: &reqwest::Client,
     base: &str,
     session: Option<&str>,
     msg: Value,
 ) -> (StatusCode, Option<String>, Vec<Value>) {
-    let mut req = c
-        .post(format!("{base}/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
-        .json(&msg);
-    if let Some(sid) = session {
-        req = req.header("mcp-session-id", sid);
-    }
-    let r = req.send().await.unwrap();
-    let st = r.status();
-    let sid = r
-        .headers()
-        .get("mcp-session-id")
-        .map(|v| v.to_str().unwrap().to_string());
-    let text = r.text().await.unwrap();
-    let msgs = if text.trim_start().starts_with('{') {
-        vec![serde_json::from_str(&text).unwrap()]
-    } else {
-        text.lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .filter_map(|d| serde_json::from_str(d.trim()).ok())
-            .collect()
-    };
-    (st, sid, msgs)
+    let a = server_support::mcp_post(c, base, session, Some("2025-11-25"), &msg).await;
+    (a.status, a.session, a.msgs)
 }
 
 async fn open_session(c: &reqwest::Client, base: &str) -> String {

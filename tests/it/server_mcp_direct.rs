@@ -9,68 +9,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use server_support::{temp_home, Server};
-
-struct Answer {
-    status: StatusCode,
-    content_type: String,
-    msgs: Vec<Value>,
-}
-
-impl Answer {
-    /// The JSON-RPC answer (the message with an `id`).
-    fn answer(&self) -> &Value {
-        self.msgs
-            .iter()
-            .find(|m| m.get("id").is_some())
-            .unwrap_or_else(|| panic!("no answer in {:?}", self.msgs))
-    }
-
-    fn is_json(&self) -> bool {
-        self.content_type.starts_with("application/json")
-    }
-}
-
-/// POSTs one JSON-RPC message to `/mcp` with the headers a client sends.
-async fn post(
-    c: &reqwest::Client,
-    base: &str,
-    session: Option<&str>,
-    version: Option<&str>,
-    msg: &Value,
-) -> Answer {
-    let mut req = c
-        .post(format!("{base}/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .json(msg);
-    if let Some(v) = version {
-        req = req.header("mcp-protocol-version", v);
-    }
-    if let Some(sid) = session {
-        req = req.header("mcp-session-id", sid);
-    }
-    let r = req.send().await.unwrap();
-    let status = r.status();
-    let content_type = r
-        .headers()
-        .get("content-type")
-        .map(|v| v.to_str().unwrap().to_string())
-        .unwrap_or_default();
-    let text = r.text().await.unwrap();
-    let msgs = if text.trim_start().starts_with('{') {
-        vec![serde_json::from_str(&text).unwrap()]
-    } else {
-        text.lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .filter_map(|d| serde_json::from_str(d.trim()).ok())
-            .collect()
-    };
-    Answer {
-        status,
-        content_type,
-        msgs,
-    }
-}
+use server_support::{mcp_post, temp_home, McpAnswer, Server};
 
 const V: Option<&str> = Some("2025-11-25");
 
@@ -78,19 +17,12 @@ async fn open(c: &reqwest::Client, base: &str) -> String {
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "direct-test", "version": "1"}}});
-    let r = c
-        .post(format!("{base}/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .json(&init)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
-    let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_string();
-    let _ = r.text().await;
+    let a = mcp_post(c, base, None, None, &init).await;
+    assert_eq!(a.status, StatusCode::OK);
+    let sid = a.session.expect("a session id");
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     assert_eq!(
-        post(c, base, Some(&sid), V, &note).await.status,
+        mcp_post(c, base, Some(&sid), V, &note).await.status,
         StatusCode::ACCEPTED
     );
     sid
@@ -109,10 +41,10 @@ fn with_progress(mut msg: Value) -> Value {
 
 /// Posts `msg` until it is answered as JSON: the session joins the direct path once its
 /// `notifications/initialized` has been handled, which happens after its 202.
-async fn direct(c: &reqwest::Client, base: &str, sid: &str, msg: &Value) -> Answer {
+async fn direct(c: &reqwest::Client, base: &str, sid: &str, msg: &Value) -> McpAnswer {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let a = post(c, base, Some(sid), V, msg).await;
+        let a = mcp_post(c, base, Some(sid), V, msg).await;
         if a.is_json() || Instant::now() > deadline {
             return a;
         }
@@ -150,7 +82,7 @@ async fn a_plain_tools_call_is_answered_as_json_with_the_result_rmcp_gives() {
             "a plain tools/call is answered as application/json, not {}",
             d.content_type
         );
-        let sse = post(&c, &s.base, Some(&sid), V, &with_progress(msg.clone())).await;
+        let sse = mcp_post(&c, &s.base, Some(&sid), V, &with_progress(msg.clone())).await;
         assert!(
             sse.content_type.starts_with("text/event-stream"),
             "a call with a progress token stays on rmcp's SSE path: {}",
@@ -179,12 +111,12 @@ async fn requests_the_direct_path_does_not_take_keep_rmcps_answers() {
     assert!(ok.is_json(), "{}", ok.content_type);
 
     // A session id this server never issued: 404, JSON-RPC -32001 (start a new session).
-    let a = post(&c, &s.base, Some("no-such-session"), V, &msg).await;
+    let a = mcp_post(&c, &s.base, Some("no-such-session"), V, &msg).await;
     assert_eq!(a.status, StatusCode::NOT_FOUND, "{:?}", a.msgs);
     assert_eq!(a.answer()["error"]["code"], -32001, "{:?}", a.msgs);
 
     // A protocol version nobody knows: rmcp's 400.
-    let a = post(&c, &s.base, Some(&sid), Some("1999-01-01"), &msg).await;
+    let a = mcp_post(&c, &s.base, Some(&sid), Some("1999-01-01"), &msg).await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST, "{:?}", a.msgs);
     assert!(
         a.answer()["error"]["message"]
@@ -195,11 +127,11 @@ async fn requests_the_direct_path_does_not_take_keep_rmcps_answers() {
     );
 
     // The stateless revision's header without its per-request `_meta`: rmcp's 400.
-    let a = post(&c, &s.base, Some(&sid), Some("2026-07-28"), &msg).await;
+    let a = mcp_post(&c, &s.base, Some(&sid), Some("2026-07-28"), &msg).await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST, "{:?}", a.msgs);
 
     // An older session revision the server agreed to is still answered (directly).
-    let a = post(&c, &s.base, Some(&sid), Some("2025-06-18"), &msg).await;
+    let a = mcp_post(&c, &s.base, Some(&sid), Some("2025-06-18"), &msg).await;
     assert_eq!(a.status, StatusCode::OK, "{:?}", a.msgs);
     assert_eq!(a.answer()["result"]["content"][0]["text"], "ping");
 
@@ -212,7 +144,7 @@ async fn requests_the_direct_path_does_not_take_keep_rmcps_answers() {
         .await
         .unwrap();
     assert!(r.status().is_success(), "{}", r.status());
-    let a = post(&c, &s.base, Some(&sid), V, &msg).await;
+    let a = mcp_post(&c, &s.base, Some(&sid), V, &msg).await;
     assert_eq!(a.status, StatusCode::NOT_FOUND, "{:?}", a.msgs);
 }
 
@@ -232,7 +164,7 @@ async fn notifications_cancelled_stops_a_call_answered_directly_and_sends_no_res
     );
     let running = {
         let (c, base, sid) = (c.clone(), s.base.clone(), sid.clone());
-        tokio::spawn(async move { post(&c, &base, Some(&sid), V, &slow).await })
+        tokio::spawn(async move { mcp_post(&c, &base, Some(&sid), V, &slow).await })
     };
     // Cancel until the call answers (a cancel that comes before the call is ignored).
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
@@ -240,7 +172,7 @@ async fn notifications_cancelled_stops_a_call_answered_directly_and_sends_no_res
     let deadline = Instant::now() + Duration::from_secs(15);
     while !running.is_finished() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let a = post(&c, &s.base, Some(&sid), V, &cancel).await;
+        let a = mcp_post(&c, &s.base, Some(&sid), V, &cancel).await;
         assert_eq!(a.status, StatusCode::ACCEPTED);
     }
     // (Not cancelled, the call would answer "late" after 20 s.)

@@ -52,6 +52,24 @@ pub fn within<T>(limit: Duration, f: impl FnOnce() -> T) -> T {
     out
 }
 
+/// Runs `fut` on a thread of its own and waits for its answer at most `secs` seconds: a
+/// watchdog that turns a hang into a failure (the stuck thread is left behind).
+pub fn answered_within<T: Send + 'static>(
+    secs: u64,
+    fut: impl std::future::Future<Output = T> + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let _ = tx.send(rt.block_on(fut));
+    });
+    rx.recv_timeout(Duration::from_secs(secs))
+        .expect("the call answered (it hung)")
+}
+
 /// Budget + 1 s, the bound every hostile test must end within.
 pub fn bound(l: &Limits) -> Duration {
     Duration::from_millis(l.wall_ms) + Duration::from_secs(1)

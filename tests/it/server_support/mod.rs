@@ -192,3 +192,77 @@ pub async fn wait_status(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// What `/mcp` answered to one POST.
+pub struct McpAnswer {
+    /// The HTTP status.
+    pub status: reqwest::StatusCode,
+    /// The `content-type` header (empty without one).
+    pub content_type: String,
+    /// The `mcp-session-id` header, if any.
+    pub session: Option<String>,
+    /// The JSON messages: a JSON body, or the SSE `data:` lines.
+    pub msgs: Vec<serde_json::Value>,
+}
+
+impl McpAnswer {
+    /// The JSON-RPC answer (the message with an `id`).
+    pub fn answer(&self) -> &serde_json::Value {
+        self.msgs
+            .iter()
+            .find(|m| m.get("id").is_some())
+            .unwrap_or_else(|| panic!("no answer in {:?}", self.msgs))
+    }
+
+    /// Whether the answer was one `application/json` message (not an event stream).
+    pub fn is_json(&self) -> bool {
+        self.content_type.starts_with("application/json")
+    }
+}
+
+/// POSTs one JSON-RPC message to `/mcp` with the headers a client sends (and the protocol
+/// version header when `version` is given).
+pub async fn mcp_post(
+    c: &reqwest::Client,
+    base: &str,
+    session: Option<&str>,
+    version: Option<&str>,
+    msg: &serde_json::Value,
+) -> McpAnswer {
+    let mut req = c
+        .post(format!("{base}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .json(msg);
+    if let Some(v) = version {
+        req = req.header("mcp-protocol-version", v);
+    }
+    if let Some(sid) = session {
+        req = req.header("mcp-session-id", sid);
+    }
+    let r = req.send().await.unwrap();
+    let status = r.status();
+    let session = r
+        .headers()
+        .get("mcp-session-id")
+        .map(|v| v.to_str().unwrap().to_string());
+    let content_type = r
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let text = r.text().await.unwrap();
+    let msgs = if text.trim_start().starts_with('{') {
+        vec![serde_json::from_str(&text).unwrap()]
+    } else {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str(d.trim()).ok())
+            .collect()
+    };
+    McpAnswer {
+        status,
+        content_type,
+        session,
+        msgs,
+    }
+}
