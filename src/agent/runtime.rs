@@ -833,7 +833,7 @@ impl AgentRuntime {
         observations.extend(results.iter().map(|r| r.outcome.observation()));
         tracing::info!(agent = %agent, turn = index, output = %output, "agent turn: model output");
         for r in &results {
-            let call_args = Value::Object(r.call.args.clone());
+            let call_args = Value::from(r.call.args.clone());
             tracing::info!(
                 agent = %agent,
                 turn = index,
@@ -1001,7 +1001,7 @@ impl Dispatcher {
                     ),
                 })
             } else {
-                let sig = format!("{}\u{0}{}", call.tool, Value::Object(call.args.clone()));
+                let sig = format!("{}\u{0}{}", call.tool, Value::from(call.args.clone()));
                 let n = self.seen.entry(sig).or_insert(0);
                 *n += 1;
                 if *n > self.limits.repeat_limit {

@@ -184,7 +184,7 @@ impl Named {
         }
         Some(Call {
             tool: tool.to_string(),
-            args,
+            args: args.into(),
             span,
             block,
             step: None,
@@ -391,7 +391,7 @@ fn build_chain(
             }
             Call {
                 tool: st.tool.map(|(t, _)| t).unwrap_or_default().to_string(),
-                args,
+                args: args.into(),
                 span,
                 block,
                 step: Some(st.number),

@@ -185,7 +185,7 @@ mod tests {
         assert_eq!(p.calls.len(), 1, "{body}: {:?}", p.diagnostics);
         (
             p.calls[0].tool.clone(),
-            Value::Object(p.calls[0].args.clone()),
+            Value::from(p.calls[0].args.clone()),
         )
     }
 

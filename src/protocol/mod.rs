@@ -75,6 +75,7 @@
 //!   text keeps the text under `#text`. Nesting deeper than [`MAX_XML_DEPTH`] is an
 //!   error.
 
+mod args;
 mod block;
 mod chain;
 mod error;
@@ -89,6 +90,7 @@ mod scan;
 mod stream;
 mod types;
 
+pub use args::Args;
 pub use block::BlockKind;
 pub use error::RenderError;
 pub use formats::MAX_XML_DEPTH;

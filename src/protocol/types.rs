@@ -4,10 +4,11 @@
 //! ToolManager consumes [`Call`]s, the CLI prints [`Parsed`], the agent turns
 //! [`Diagnostic`]s into Observations. They know nothing of tools. `RawDiag` and
 //! `RawPair` are what every reader builds before places are known. This file is the
-//! leaf of the module: it imports nothing else of `protocol`, so every reader can use it.
+//! leaf of the module: it imports nothing else of `protocol` but `args.rs` (itself a leaf),
+//! so every reader can use it.
 
+use crate::protocol::args::Args;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
 /// Which call formats a reader looks for.
 ///
@@ -126,7 +127,9 @@ pub struct Call {
     pub tool: String,
     /// Arguments with keys as written (chain suffix removed) and values as parsed:
     /// strings from TAM/VCP, strings/objects/arrays from XML, any JSON from JSON calls.
-    pub args: Map<String, Value>,
+    /// A map to read and change; a JSON object is kept as written until first read
+    /// ([`Args`]).
+    pub args: Args,
     /// Where the call was written (the whole block for TAM/VCP/XML steps).
     pub span: Span,
     /// Index of the block the call came from, in reading order; steps of one chain share it.
@@ -149,10 +152,10 @@ pub struct Call {
 
 impl Call {
     /// A plain call with no place (for calls built by code rather than parsed).
-    pub fn new(tool: impl Into<String>, args: Map<String, Value>) -> Self {
+    pub fn new(tool: impl Into<String>, args: impl Into<Args>) -> Self {
         Call {
             tool: tool.into(),
-            args,
+            args: args.into(),
             span: Span::default(),
             block: 0,
             step: None,

@@ -1073,7 +1073,7 @@ impl ToolManager {
                 }
                 stopped = None;
             }
-            let args = Value::Object(call.args.clone());
+            let args = Value::from(call.args.clone());
             let started = Instant::now();
             let inv = Invocation {
                 caller: caller.clone(),

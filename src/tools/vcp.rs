@@ -119,7 +119,7 @@ impl ToolManager {
             };
             out.push(Call {
                 tool,
-                args,
+                args: args.into(),
                 step: Some(n),
                 on_error: OnError::Stop,
                 dispatch: Some(RULE_TOOL_NAME_BATCH.into()),

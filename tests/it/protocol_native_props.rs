@@ -236,7 +236,7 @@ proptest! {
                     !p.diagnostics.iter().any(|d| d.severity == Severity::Error),
                     "{format} as {read_as}: {text}\n{:?}", p.diagnostics
                 );
-                let got: Vec<_> = p.calls.iter().map(|c| (c.tool.clone(), c.args.clone())).collect();
+                let got: Vec<_> = p.calls.iter().map(|c| (c.tool.clone(), c.args.to_map())).collect();
                 prop_assert_eq!(&got, &want, "{} as {}: {}", format, read_as, text);
                 for c in &p.calls {
                     let source = if format == Format::Json { Format::Json } else { format };

@@ -349,7 +349,7 @@ fn close_frame(
             }
             calls.push(Call {
                 tool: name,
-                args: frame.fields,
+                args: frame.fields.into(),
                 span,
                 block,
                 step: None,

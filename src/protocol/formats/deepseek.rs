@@ -70,8 +70,8 @@ pub(crate) fn read(
             }
         }
         let what = format!("the call to '{name}'");
-        match lit::json_like(text, l.pos, close) {
-            Ok((serde_json::Value::Object(args), e)) => {
+        match lit::json_args(text, l.pos, close) {
+            Ok((Some(args), e)) => {
                 calls.push(lit::call(name, args, Format::DeepSeek, span, block));
                 l.pos = e;
             }

@@ -45,14 +45,14 @@ pub(crate) fn read(
         }
         return vec![lit::call(
             name,
-            Default::default(),
+            crate::protocol::Args::new(),
             Format::Functionary,
             span,
             block,
         )];
     }
-    match lit::json_like(text, l.pos, close) {
-        Ok((serde_json::Value::Object(args), _)) => {
+    match lit::json_args(text, l.pos, close) {
+        Ok((Some(args), _)) => {
             vec![lit::call(name, args, Format::Functionary, span, block)]
         }
         Ok(_) => {
@@ -106,8 +106,8 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
             l.pos = e;
         } else {
             l.ws();
-            match lit::json_like(text, l.pos, to) {
-                Ok((serde_json::Value::Object(args), e)) => {
+            match lit::json_args(text, l.pos, to) {
+                Ok((Some(args), e)) => {
                     let span = Span {
                         start: at,
                         end: e,

@@ -23,8 +23,8 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
     if l.peek() != Some(b'{') {
         return Lead::No;
     }
-    match lit::json_like(text, l.pos, to) {
-        Ok((serde_json::Value::Object(args), e)) => {
+    match lit::json_args(text, l.pos, to) {
+        Ok((Some(args), e)) => {
             if !s[e..to].iter().all(u8::is_ascii_whitespace) {
                 return Lead::No;
             }

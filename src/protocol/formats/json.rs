@@ -2,7 +2,9 @@
 //! function calls (one, a list, or an assistant message's `tool_calls`), and the legacy
 //! `function_call` / Anthropic `tool_use` shapes, which cost nothing extra.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
+
+use crate::protocol::args::Args;
 
 use super::lead::Lead;
 use super::lit::{CallObj, Key};
@@ -140,34 +142,34 @@ fn not_calls(text: &str) -> Parsed {
 /// A JSON text read straight into what a call document means (serde builds `Value`s only
 /// for the calls' names and arguments): the call objects of each shape it may have, a key
 /// written twice counting by its last value as in a `Map`.
-enum Doc {
+enum Doc<'de> {
     /// A list: call objects if every item is one.
-    List(Vec<CallObj>),
+    List(Vec<CallObj<'de>>),
     /// An object: a call itself, a `tools/call` request, or an assistant message.
-    Object(Box<DocObject>),
+    Object(Box<DocObject<'de>>),
     /// Anything else: no call.
     Other,
 }
 
 #[derive(Default)]
-struct DocObject {
+struct DocObject<'de> {
     /// The object's own call parts (`name`, `arguments`, `function`, …).
-    call: CallObj,
+    call: CallObj<'de>,
     /// `method` is `"tools/call"`.
     tools_call: bool,
-    params: Option<CallObj>,
+    params: Option<CallObj<'de>>,
     /// `tool_calls` when it is a list.
-    tool_calls: Option<Vec<CallObj>>,
+    tool_calls: Option<Vec<CallObj<'de>>>,
     /// `content` when it is a string.
     content: Option<String>,
     /// `function_call` when it is an object.
-    function_call: Option<CallObj>,
+    function_call: Option<CallObj<'de>>,
 }
 
-impl Doc {
+impl<'de> Doc<'de> {
     /// The call objects and the response text beside them; `None` when the document has
     /// no call shape at all.
-    fn into_items(self) -> Option<(Vec<CallObj>, String)> {
+    fn into_items(self) -> Option<(Vec<CallObj<'de>>, String)> {
         match self {
             Doc::List(items) => (!items.is_empty() && items.iter().all(CallObj::is_call_object))
                 .then_some((items, String::new())),
@@ -205,22 +207,28 @@ impl Doc {
     }
 }
 
-impl<'de> serde::Deserialize<'de> for Doc {
+impl<'de> serde::Deserialize<'de> for Doc<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Doc;
+            type Value = Doc<'de>;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("a JSON call document")
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Doc, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut s: A,
+            ) -> Result<Doc<'de>, A::Error> {
                 let mut items = Vec::with_capacity(s.size_hint().unwrap_or(0).min(64));
-                while let Some(c) = s.next_element::<CallObj>()? {
+                while let Some(c) = s.next_element::<CallObj<'de>>()? {
                     items.push(c);
                 }
                 Ok(Doc::List(items))
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Doc, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Doc<'de>, A::Error> {
                 let mut o = DocObject {
                     call: CallObj::object(),
                     ..DocObject::default()
@@ -244,7 +252,7 @@ impl<'de> serde::Deserialize<'de> for Doc {
                             };
                         }
                         Key::FunctionCall => {
-                            let fc: CallObj = m.next_value()?;
+                            let fc: CallObj<'de> = m.next_value()?;
                             o.call.set_function_call(fc.is_object());
                             o.function_call = fc.is_object().then_some(fc);
                         }
@@ -253,22 +261,22 @@ impl<'de> serde::Deserialize<'de> for Doc {
                 }
                 Ok(Doc::Object(Box::new(o)))
             }
-            fn visit_bool<E>(self, _: bool) -> Result<Doc, E> {
+            fn visit_bool<E>(self, _: bool) -> Result<Doc<'de>, E> {
                 Ok(Doc::Other)
             }
-            fn visit_i64<E>(self, _: i64) -> Result<Doc, E> {
+            fn visit_i64<E>(self, _: i64) -> Result<Doc<'de>, E> {
                 Ok(Doc::Other)
             }
-            fn visit_u64<E>(self, _: u64) -> Result<Doc, E> {
+            fn visit_u64<E>(self, _: u64) -> Result<Doc<'de>, E> {
                 Ok(Doc::Other)
             }
-            fn visit_f64<E>(self, _: f64) -> Result<Doc, E> {
+            fn visit_f64<E>(self, _: f64) -> Result<Doc<'de>, E> {
                 Ok(Doc::Other)
             }
-            fn visit_str<E>(self, _: &str) -> Result<Doc, E> {
+            fn visit_str<E>(self, _: &str) -> Result<Doc<'de>, E> {
                 Ok(Doc::Other)
             }
-            fn visit_unit<E>(self) -> Result<Doc, E> {
+            fn visit_unit<E>(self) -> Result<Doc<'de>, E> {
                 Ok(Doc::Other)
             }
         }
@@ -277,12 +285,12 @@ impl<'de> serde::Deserialize<'de> for Doc {
 }
 
 /// `tool_calls`: a list of call objects, or something else (then it is no `tool_calls`).
-enum CallList {
-    List(Vec<CallObj>),
+enum CallList<'de> {
+    List(Vec<CallObj<'de>>),
     Other,
 }
 
-impl<'de> serde::Deserialize<'de> for CallList {
+impl<'de> serde::Deserialize<'de> for CallList<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         match Doc::deserialize(d)? {
             Doc::List(l) => Ok(CallList::List(l)),
@@ -293,7 +301,7 @@ impl<'de> serde::Deserialize<'de> for CallList {
 
 /// The call of one JSON call object; one written with `parameters` instead of
 /// `arguments` is Llama 3.1's shape and is marked so.
-fn one_call(c: CallObj) -> Result<(String, Map<String, Value>, Format), String> {
+fn one_call(c: CallObj<'_>) -> Result<(String, Args, Format), String> {
     let source = c.source();
     let (tool, args) = c.into_call()?;
     Ok((tool, args, source))

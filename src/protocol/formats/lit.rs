@@ -10,6 +10,7 @@
 
 use serde_json::{Map, Number, Value};
 
+use crate::protocol::args::Args;
 use crate::protocol::types::{Call, Format, OnError, RawDiag, Span};
 
 /// Nesting deeper than this is refused (no reader recurses without bound).
@@ -463,41 +464,67 @@ fn push_char(out: &mut Vec<u8>, c: u32) {
     out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
 }
 
-/// Reads one JSON-shaped value at `s[start..end]` (after blanks): serde_json first (the
-/// fast path), then the tolerant reader. Returns the value and where it ended.
-pub(crate) fn json_like(s: &str, start: usize, end: usize) -> Result<(Value, usize), LitErr> {
+/// The one call object at `s[start..end]` (after blanks), read as [`read_json_calls`]
+/// reads them: its tool and arguments or what is wrong with it, and where it ended.
+/// A call object is `{"name", "arguments"}` in any order, with `parameters` (Llama) or
+/// `input` (Anthropic) for the arguments, an OpenAI `{"function": {…}}` wrapper, and
+/// arguments given as a JSON text.
+pub(crate) fn object_call(
+    s: &str,
+    start: usize,
+    end: usize,
+) -> Result<(Result<(String, Args), String>, usize), LitErr> {
+    let (items, e) = call_items(s, start, end)?;
+    let call = match items {
+        CallItems::One(c) => c.into_call(),
+        CallItems::Many(_) => Err("expected an object".into()),
+    };
+    Ok((call, e))
+}
+
+/// Reads the arguments object at `s[start..end]` (after blanks): serde_json first (the
+/// fast path, keeping JSON as written, see [`Args::from_object_text`]), then the
+/// tolerant reader. `None` for a value that is not an object. Returns where the value
+/// ended.
+pub(crate) fn json_args(
+    s: &str,
+    start: usize,
+    end: usize,
+) -> Result<(Option<Args>, usize), LitErr> {
     let b = s.as_bytes();
     let mut l = Lit::new(b, start, end);
     l.ws();
     let at = l.pos;
-    let mut de = serde_json::Deserializer::from_str(&s[at..end]).into_iter::<Value>();
-    if let Some(Ok(v)) = de.next() {
-        return Ok((v, at + de.byte_offset()));
+    let mut de =
+        serde_json::Deserializer::from_str(&s[at..end]).into_iter::<&serde_json::value::RawValue>();
+    if let Some(Ok(raw)) = de.next() {
+        let e = at + de.byte_offset();
+        if !raw.get().starts_with('{') {
+            return Ok((None, e));
+        }
+        if let Some(a) = Args::from_object_text(raw.get()) {
+            return Ok((Some(a), e));
+        }
     }
-    let v = l.value()?;
-    Ok((v, l.pos))
-}
-
-/// The tool and arguments of one call object: `{"name", "arguments"}` in any order, with
-/// `parameters` (Llama) or `input` (Anthropic) for the arguments, an OpenAI
-/// `{"function": {…}}` wrapper, and arguments given as a JSON text.
-pub(crate) fn object_call_owned(v: Value) -> Result<(String, Map<String, Value>), String> {
-    CallObj::from_value(v).into_call()
+    match l.value()? {
+        Value::Object(m) => Ok((Some(m.into()), l.pos)),
+        _ => Ok((None, l.pos)),
+    }
 }
 
 /// A call object's parts, read straight from the text by serde (no `Value` is built for
 /// the object itself, only for what it holds) or taken from a `Value` (the tolerant
 /// reader's): a key written twice counts by its last value, as in a `Map`.
 #[derive(Debug, Default)]
-pub(crate) struct CallObj {
+pub(crate) struct CallObj<'de> {
     /// False when the value was not an object at all.
     object: bool,
     name: Option<Value>,
-    arguments: Option<Value>,
-    parameters: Option<Value>,
-    input: Option<Value>,
+    arguments: Option<Part<'de>>,
+    parameters: Option<Part<'de>>,
+    input: Option<Part<'de>>,
     /// `function` when it is an object (OpenAI's wrapper); any other `function` is ignored.
-    function: Option<Box<CallObj>>,
+    function: Option<Box<CallObj<'de>>>,
     /// True when it has a `function_call` that is an object (the legacy OpenAI shape).
     function_call: bool,
 }
@@ -552,9 +579,50 @@ impl<'de> serde::Deserialize<'de> for Key {
     }
 }
 
-impl CallObj {
+/// An arguments value of a call object: the text serde read it from (kept as written
+/// when it is an object, see [`Args`]), or a value the tolerant reader built.
+#[derive(Debug)]
+pub(crate) enum Part<'de> {
+    Text(&'de serde_json::value::RawValue),
+    Value(Value),
+}
+
+impl Part<'_> {
+    /// The arguments it holds, or what is wrong.
+    fn into_args(self) -> Result<Args, String> {
+        match self {
+            Part::Value(Value::Object(m)) => Ok(m.into()),
+            Part::Value(v) => arguments(Some(&v)).map(Args::from),
+            Part::Text(raw) => {
+                let t = raw.get();
+                if t.starts_with('{') {
+                    return Args::from_object_text(t).ok_or_else(|| {
+                        let e = serde_json::from_str::<Map<String, Value>>(t)
+                            .err()
+                            .map(|e| e.to_string())
+                            .unwrap_or_default();
+                        format!("'arguments' could not be read ({e})")
+                    });
+                }
+                // A JSON text of the arguments, `null`, or something wrong: rare enough
+                // to build.
+                let v: Value = serde_json::from_str(t)
+                    .map_err(|e| format!("'arguments' could not be read ({e})"))?;
+                arguments(Some(&v)).map(Args::from)
+            }
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Part<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        <&'de serde_json::value::RawValue>::deserialize(d).map(Part::Text)
+    }
+}
+
+impl<'de> CallObj<'de> {
     /// The parts of a value already read.
-    pub(crate) fn from_value(v: Value) -> CallObj {
+    pub(crate) fn from_value(v: Value) -> CallObj<'de> {
         let Value::Object(o) = v else {
             return CallObj::default();
         };
@@ -562,9 +630,9 @@ impl CallObj {
         for (k, v) in o {
             match Key::of(&k) {
                 Key::Name => c.name = Some(v),
-                Key::Arguments => c.arguments = Some(v),
-                Key::Parameters => c.parameters = Some(v),
-                Key::Input => c.input = Some(v),
+                Key::Arguments => c.arguments = Some(Part::Value(v)),
+                Key::Parameters => c.parameters = Some(Part::Value(v)),
+                Key::Input => c.input = Some(Part::Value(v)),
                 Key::Function => {
                     c.function =
                         matches!(v, Value::Object(_)).then(|| Box::new(CallObj::from_value(v)))
@@ -577,7 +645,7 @@ impl CallObj {
     }
 
     /// Reads one entry of a call object's map whose key is `k`.
-    pub(crate) fn entry<'de, A: serde::de::MapAccess<'de>>(
+    pub(crate) fn entry<A: serde::de::MapAccess<'de>>(
         &mut self,
         k: Key,
         m: &mut A,
@@ -588,10 +656,10 @@ impl CallObj {
             Key::Parameters => self.parameters = Some(m.next_value()?),
             Key::Input => self.input = Some(m.next_value()?),
             Key::Function => {
-                let f: CallObj = m.next_value()?;
+                let f: CallObj<'de> = m.next_value()?;
                 self.function = f.object.then(|| Box::new(f));
             }
-            Key::FunctionCall => self.function_call = m.next_value::<CallObj>()?.object,
+            Key::FunctionCall => self.function_call = m.next_value::<CallObj<'de>>()?.object,
             _ => {
                 m.next_value::<serde::de::IgnoredAny>()?;
             }
@@ -618,7 +686,7 @@ impl CallObj {
     }
 
     /// An empty object's parts (a value that is an object).
-    pub(crate) fn object() -> CallObj {
+    pub(crate) fn object() -> CallObj<'de> {
         CallObj {
             object: true,
             ..CallObj::default()
@@ -626,7 +694,7 @@ impl CallObj {
     }
 
     /// The object the call is in: the `function` wrapper's when there is one.
-    fn inner(&self) -> &CallObj {
+    fn inner(&self) -> &CallObj<'de> {
         self.function.as_deref().unwrap_or(self)
     }
 
@@ -642,7 +710,7 @@ impl CallObj {
     }
 
     /// The tool and arguments, or what is wrong.
-    pub(crate) fn into_call(self) -> Result<(String, Map<String, Value>), String> {
+    pub(crate) fn into_call(self) -> Result<(String, Args), String> {
         if !self.object {
             return Err("expected an object".into());
         }
@@ -665,8 +733,8 @@ impl CallObj {
             _ => return Err("has no 'name'".to_string()),
         };
         let args = match f.arguments.or(f.parameters).or(f.input) {
-            Some(Value::Object(m)) => m,
-            other => arguments(other.as_ref())?,
+            Some(p) => p.into_args()?,
+            None => Args::new(),
         };
         Ok((name, args))
     }
@@ -676,45 +744,45 @@ impl CallObj {
 struct CallObjVisitor;
 
 impl<'de> serde::de::Visitor<'de> for CallObjVisitor {
-    type Value = CallObj;
+    type Value = CallObj<'de>;
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("a call object")
     }
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<CallObj, A::Error> {
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<CallObj<'de>, A::Error> {
         let mut c = CallObj::object();
         while let Some(k) = m.next_key::<Key>()? {
             c.entry(k, &mut m)?;
         }
         Ok(c)
     }
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<CallObj, A::Error> {
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<CallObj<'de>, A::Error> {
         while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
         Ok(CallObj::default())
     }
-    fn visit_bool<E>(self, _: bool) -> Result<CallObj, E> {
+    fn visit_bool<E>(self, _: bool) -> Result<CallObj<'de>, E> {
         Ok(CallObj::default())
     }
-    fn visit_i64<E>(self, _: i64) -> Result<CallObj, E> {
+    fn visit_i64<E>(self, _: i64) -> Result<CallObj<'de>, E> {
         Ok(CallObj::default())
     }
-    fn visit_u64<E>(self, _: u64) -> Result<CallObj, E> {
+    fn visit_u64<E>(self, _: u64) -> Result<CallObj<'de>, E> {
         Ok(CallObj::default())
     }
-    fn visit_f64<E>(self, _: f64) -> Result<CallObj, E> {
+    fn visit_f64<E>(self, _: f64) -> Result<CallObj<'de>, E> {
         Ok(CallObj::default())
     }
-    fn visit_str<E>(self, _: &str) -> Result<CallObj, E> {
+    fn visit_str<E>(self, _: &str) -> Result<CallObj<'de>, E> {
         Ok(CallObj::default())
     }
-    fn visit_unit<E>(self) -> Result<CallObj, E> {
+    fn visit_unit<E>(self) -> Result<CallObj<'de>, E> {
         Ok(CallObj::default())
     }
-    fn visit_none<E>(self) -> Result<CallObj, E> {
+    fn visit_none<E>(self) -> Result<CallObj<'de>, E> {
         Ok(CallObj::default())
     }
 }
 
-impl<'de> serde::Deserialize<'de> for CallObj {
+impl<'de> serde::Deserialize<'de> for CallObj<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(CallObjVisitor)
     }
@@ -723,28 +791,31 @@ impl<'de> serde::Deserialize<'de> for CallObj {
 /// One call object, or a list of them, as a JSON-shaped region holds them.
 // A short-lived value on the stack: boxing the one object would cost an allocation a call.
 #[allow(clippy::large_enum_variant)]
-enum CallItems {
-    One(CallObj),
-    Many(Vec<CallObj>),
+enum CallItems<'de> {
+    One(CallObj<'de>),
+    Many(Vec<CallObj<'de>>),
 }
 
-impl<'de> serde::Deserialize<'de> for CallItems {
+impl<'de> serde::Deserialize<'de> for CallItems<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> serde::de::Visitor<'de> for V {
-            type Value = CallItems;
+            type Value = CallItems<'de>;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("a call object or a list of them")
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, m: A) -> Result<CallItems, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                m: A,
+            ) -> Result<CallItems<'de>, A::Error> {
                 CallObjVisitor.visit_map(m).map(CallItems::One)
             }
             fn visit_seq<A: serde::de::SeqAccess<'de>>(
                 self,
                 mut s: A,
-            ) -> Result<CallItems, A::Error> {
+            ) -> Result<CallItems<'de>, A::Error> {
                 let mut items = Vec::with_capacity(s.size_hint().unwrap_or(0).min(64));
-                while let Some(c) = s.next_element::<CallObj>()? {
+                while let Some(c) = s.next_element::<CallObj<'de>>()? {
                     items.push(c);
                 }
                 Ok(CallItems::Many(items))
@@ -757,7 +828,7 @@ impl<'de> serde::Deserialize<'de> for CallItems {
 /// Reads the call object (or list of them) at `s[start..end]` (after blanks): serde
 /// straight into the calls' parts first, then the tolerant reader. Returns the objects
 /// and where they ended.
-fn call_items(s: &str, start: usize, end: usize) -> Result<(CallItems, usize), LitErr> {
+fn call_items(s: &str, start: usize, end: usize) -> Result<(CallItems<'_>, usize), LitErr> {
     let b = s.as_bytes();
     let mut l = Lit::new(b, start, end);
     l.ws();
@@ -847,14 +918,14 @@ impl ValueEnd {
 /// A call read by a native reader (no chain step; its own block index).
 pub(crate) fn call(
     tool: String,
-    args: Map<String, Value>,
+    args: impl Into<Args>,
     source: Format,
     span: Span,
     block: usize,
 ) -> Call {
     Call {
         tool,
-        args,
+        args: args.into(),
         span,
         block,
         step: None,
@@ -942,12 +1013,12 @@ pub(crate) fn read_json_calls(
                     diags.push(value_error(e, at, ended, &what(), hint));
                     return Vec::new();
                 }
-                match json_like(text, l.pos, to) {
-                    Ok((Value::Object(m), e)) => {
+                match json_args(text, l.pos, to) {
+                    Ok((Some(args), e)) => {
                         l.pos = e;
-                        calls.push(call(name, m, source, span, block));
+                        calls.push(call(name, args, source, span, block));
                     }
-                    Ok((_, _)) => {
+                    Ok((None, _)) => {
                         diags.push(RawDiag::error(
                             at,
                             format!(

@@ -51,8 +51,8 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
     let mut end = l.pos;
     loop {
         let at = l.pos;
-        match lit::json_like(text, at, to) {
-            Ok((v, e)) => match lit::object_call_owned(v) {
+        match lit::object_call(text, at, to) {
+            Ok((c, e)) => match c {
                 Ok((tool, args)) => {
                     let span = Span {
                         start: at,

@@ -145,7 +145,7 @@ pub fn turn_json(t: &Turn) -> Value {
         .map(|r| {
             let mut v = outcome_json(&r.outcome, Some(&r.call));
             if let Some(m) = v.as_object_mut() {
-                m.insert("args".into(), Value::Object(r.call.args.clone()));
+                m.insert("args".into(), Value::from(r.call.args.clone()));
                 m.insert(
                     "elapsedMs".into(),
                     json!(r.outcome.elapsed.as_secs_f64() * 1000.0),

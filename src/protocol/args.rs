@@ -1,0 +1,318 @@
+//! A call's arguments: a JSON object that a reader may keep as the text it was written
+//! in, checked, and build into a `Map` only when something looks at it.
+//!
+//! Why: building a `serde_json` tree costs several allocations per key and value, and
+//! for the JSON-shaped native formats it was most of the reading time (issue 25). A
+//! reader that finds a JSON object checks it with the same parser that would build it
+//! ([`Args::from_object_text`]), so building it later cannot fail, and keeps the text.
+//! A host that runs the call pays for the tree once, when the call's arguments are first
+//! read; one that only counts or forwards calls never does.
+//!
+//! Like `types.rs`, this file imports nothing else of `protocol`.
+
+use std::fmt;
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, OnceLock};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The arguments of one [`Call`](crate::protocol::Call): keys as written, values as read.
+///
+/// It dereferences to a `serde_json::Map`, so `args["path"]`, `args.get("path")`,
+/// `args.iter()` and `args.remove("path")` work as on a map. Compare it with a map with
+/// `==`; turn it into one with [`Args::into_map`] or `Value::from`.
+#[derive(Default)]
+pub struct Args {
+    /// The object as it was written, checked to be one `Map` holds (see
+    /// [`Args::from_object_text`]); `None` for arguments built as a map and once the map
+    /// was changed through [`DerefMut`].
+    text: Option<Arc<str>>,
+    /// The map, built from `text` on first use when there is text.
+    map: OnceLock<Map<String, Value>>,
+}
+
+impl Args {
+    /// No arguments.
+    pub fn new() -> Self {
+        Args::default()
+    }
+
+    /// Arguments kept as the text of a JSON object, or `None` when `text` is not one
+    /// that a `serde_json::Map` can hold (not an object, not JSON, nested deeper than
+    /// serde_json's limit, a number out of range, a lone surrogate escape). The check
+    /// runs serde_json's own parser over the text without building anything, so the
+    /// map built later is exactly the one `serde_json::from_str` would give now.
+    pub fn from_object_text(text: &str) -> Option<Args> {
+        match serde_json::from_str::<Check>(text) {
+            Ok(Check::Object) => Some(Args {
+                text: Some(Arc::from(text)),
+                map: OnceLock::new(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The JSON text the arguments were read from, while they are kept as written.
+    pub fn as_written(&self) -> Option<&str> {
+        self.text.as_deref()
+    }
+
+    /// The arguments as a map.
+    pub fn into_map(mut self) -> Map<String, Value> {
+        match self.map.take() {
+            Some(m) => m,
+            None => self.text.as_deref().map(build).unwrap_or_default(),
+        }
+    }
+
+    /// A copy of the arguments as a map.
+    pub fn to_map(&self) -> Map<String, Value> {
+        self.deref().clone()
+    }
+}
+
+/// The map of text [`Args::from_object_text`] accepted.
+fn build(text: &str) -> Map<String, Value> {
+    // Cannot fail: `from_object_text` ran this parser over this text and it read an
+    // object (every failure of `Value` parsing fails `Check` too).
+    serde_json::from_str(text).expect("arguments text was checked when it was read")
+}
+
+impl Deref for Args {
+    type Target = Map<String, Value>;
+    fn deref(&self) -> &Map<String, Value> {
+        self.map
+            .get_or_init(|| self.text.as_deref().map(build).unwrap_or_default())
+    }
+}
+
+impl DerefMut for Args {
+    fn deref_mut(&mut self) -> &mut Map<String, Value> {
+        let _: &Map<String, Value> = &**self;
+        // The map is the truth from now on: the text would no longer match it.
+        self.text = None;
+        self.map.get_mut().expect("the line above filled the map")
+    }
+}
+
+impl Clone for Args {
+    fn clone(&self) -> Self {
+        match &self.text {
+            // Sharing the text is cheaper than copying a built map; the copy builds its
+            // own when it needs one.
+            Some(t) => Args {
+                text: Some(t.clone()),
+                map: OnceLock::new(),
+            },
+            None => Args {
+                text: None,
+                map: self.map.clone(),
+            },
+        }
+    }
+}
+
+impl fmt::Debug for Args {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.deref(), f)
+    }
+}
+
+impl PartialEq for Args {
+    fn eq(&self, other: &Args) -> bool {
+        match (&self.text, &other.text) {
+            (Some(a), Some(b)) if a == b => true,
+            _ => self.deref() == other.deref(),
+        }
+    }
+}
+
+impl PartialEq<Map<String, Value>> for Args {
+    fn eq(&self, other: &Map<String, Value>) -> bool {
+        self.deref() == other
+    }
+}
+
+impl From<Map<String, Value>> for Args {
+    fn from(m: Map<String, Value>) -> Args {
+        Args {
+            text: None,
+            map: OnceLock::from(m),
+        }
+    }
+}
+
+impl From<Args> for Map<String, Value> {
+    fn from(a: Args) -> Self {
+        a.into_map()
+    }
+}
+
+impl From<Args> for Value {
+    fn from(a: Args) -> Self {
+        Value::Object(a.into_map())
+    }
+}
+
+impl FromIterator<(String, Value)> for Args {
+    fn from_iter<I: IntoIterator<Item = (String, Value)>>(iter: I) -> Self {
+        Args::from(Map::from_iter(iter))
+    }
+}
+
+impl<'a> IntoIterator for &'a Args {
+    type Item = (&'a String, &'a Value);
+    type IntoIter = serde_json::map::Iter<'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.deref().iter()
+    }
+}
+
+impl IntoIterator for Args {
+    type Item = (String, Value);
+    type IntoIter = serde_json::map::IntoIter;
+    fn into_iter(self) -> Self::IntoIter {
+        self.into_map().into_iter()
+    }
+}
+
+impl Serialize for Args {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // Through the map, so the output is the same whether the text was kept or not.
+        self.deref().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Args {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Map::deserialize(d).map(Args::from)
+    }
+}
+
+/// What a JSON value is, found by walking it with `deserialize_any` (which parses every
+/// number and string and counts nesting exactly as building a `Value` does) while
+/// keeping nothing.
+enum Check {
+    Object,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Check {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(CheckVisitor)
+    }
+}
+
+struct CheckVisitor;
+
+impl<'de> serde::de::Visitor<'de> for CheckVisitor {
+    type Value = Check;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Check, A::Error> {
+        while m.next_key::<Key>()?.is_some() {
+            m.next_value::<Check>()?;
+        }
+        Ok(Check::Object)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut s: A) -> Result<Check, A::Error> {
+        while s.next_element::<Check>()?.is_some() {}
+        Ok(Check::Other)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Check, E> {
+        Ok(Check::Other)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Check, E> {
+        Ok(Check::Other)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Check, E> {
+        Ok(Check::Other)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Check, E> {
+        Ok(Check::Other)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Check, E> {
+        Ok(Check::Other)
+    }
+    fn visit_unit<E>(self) -> Result<Check, E> {
+        Ok(Check::Other)
+    }
+}
+
+/// A map key, parsed (escapes and all) as `Map` parses keys, and dropped.
+struct Key;
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Key;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Key, E> {
+                Ok(Key)
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Text `from_object_text` keeps builds the map `serde_json` builds; text it
+    /// refuses is text `serde_json` refuses as a map.
+    #[test]
+    fn kept_text_builds_what_serde_json_builds() {
+        let deep = format!("{{\"a\": {}1{}}}", "[".repeat(200), "]".repeat(200));
+        let cases = [
+            r#"{"path": "/a", "n": 1, "r": 0.25, "ok": true, "t": ["a", "b"], "x": null}"#,
+            r#"{"k": "esc\u00e9\n", "k": 2}"#,
+            r#" { } "#,
+            r#"{"n": 18446744073709551616}"#,
+            r#"{"n": 1e400}"#,
+            r#"{"s": "\ud800"}"#,
+            r#"[1, 2]"#,
+            r#""text""#,
+            r#"{"a": }"#,
+            &deep,
+        ];
+        for t in cases {
+            let want = serde_json::from_str::<Map<String, Value>>(t).ok();
+            let got = Args::from_object_text(t);
+            assert_eq!(got.is_some(), want.is_some(), "{t}");
+            if let (Some(g), Some(w)) = (got, want) {
+                assert_eq!(g.as_written(), Some(t));
+                assert_eq!(*g, w, "{t}");
+                assert_eq!(g.into_map(), w, "{t}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_change_drops_the_text_and_clones_agree() {
+        let mut a = Args::from_object_text(r#"{"a": 1, "b": [true]}"#).unwrap();
+        let copy = a.clone();
+        assert_eq!(copy, a);
+        a.insert("c".into(), json!("x"));
+        assert_eq!(a.as_written(), None);
+        assert_eq!(
+            Value::from(a.clone()),
+            json!({"a": 1, "b": [true], "c": "x"})
+        );
+        assert_ne!(copy, a);
+        assert_eq!(copy.as_written(), Some(r#"{"a": 1, "b": [true]}"#));
+        assert_eq!(
+            serde_json::to_string(&copy).unwrap(),
+            r#"{"a":1,"b":[true]}"#
+        );
+        let back: Args = serde_json::from_str(r#"{"z": 0}"#).unwrap();
+        assert_eq!(back, json!({"z": 0}).as_object().unwrap().clone());
+        assert_eq!(format!("{back:?}"), format!("{:?}", back.to_map()));
+    }
+}
