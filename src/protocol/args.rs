@@ -28,8 +28,9 @@ pub struct Args {
     /// [`Args::from_object_text`]); `None` for arguments built as a map and once the map
     /// was changed through [`DerefMut`].
     text: Option<Arc<str>>,
-    /// The map, built from `text` on first use when there is text.
-    map: OnceLock<Map<String, Value>>,
+    /// The map, built from `text` on first use when there is text. Boxed so a `Call`
+    /// stays small to move while readers collect them.
+    map: OnceLock<Box<Map<String, Value>>>,
 }
 
 impl Args {
@@ -53,6 +54,38 @@ impl Args {
         }
     }
 
+    /// Arguments kept as `text`, one JSON value that serde_json has already read whole
+    /// (a `RawValue`, or the tolerant reader's output): `None` when it is not an object,
+    /// or is one a `Map` cannot hold. Short text without a `\u` escape or an exponent
+    /// skips [`from_object_text`](Self::from_object_text)'s check, which could not fail
+    /// there (see `surely_builds`).
+    pub(crate) fn from_read_json(text: &str) -> Option<Args> {
+        if !text.starts_with('{') {
+            return None;
+        }
+        if !surely_builds(text.as_bytes()) {
+            return Args::from_object_text(text);
+        }
+        Some(Args {
+            text: Some(Arc::from(text)),
+            map: OnceLock::new(),
+        })
+    }
+
+    /// Reads the one JSON value at the start of `s` (text may follow it): `Some` of the
+    /// arguments when it is an object a `Map` holds, else `None`; and where the value
+    /// ends. `None` when serde_json cannot read a value there.
+    pub(crate) fn read_value(s: &str) -> Option<(Option<Args>, usize)> {
+        let mut de =
+            serde_json::Deserializer::from_str(s).into_iter::<&serde_json::value::RawValue>();
+        let raw = de.next()?.ok()?;
+        let end = de.byte_offset();
+        if !raw.get().starts_with('{') {
+            return Some((None, end));
+        }
+        Some((Some(Args::from_read_json(raw.get())?), end))
+    }
+
     /// The JSON text the arguments were read from, while they are kept as written.
     pub fn as_written(&self) -> Option<&str> {
         self.text.as_deref()
@@ -61,7 +94,7 @@ impl Args {
     /// The arguments as a map.
     pub fn into_map(mut self) -> Map<String, Value> {
         match self.map.take() {
-            Some(m) => m,
+            Some(m) => *m,
             None => self.text.as_deref().map(build).unwrap_or_default(),
         }
     }
@@ -72,10 +105,33 @@ impl Args {
     }
 }
 
-/// The map of text [`Args::from_object_text`] accepted.
+/// True when serde_json is sure to build a map from `t`, a JSON object it has already
+/// read whole. Building a value fails where merely reading one does not in only three
+/// ways: nesting past 127 levels (at least 256 bytes of brackets), a number out of
+/// `f64`'s range (an exponent, or over 300 digits), and a `\u` escape of a lone
+/// surrogate. Text under 250 bytes with no `\u` and no digit followed by `e`/`E` has
+/// none of them; anything else (strings that merely look so included) gets the full check.
+fn surely_builds(t: &[u8]) -> bool {
+    if t.len() >= 250 {
+        return false;
+    }
+    let mut prev = 0u8;
+    for &b in t {
+        match b {
+            b'u' if prev == b'\\' => return false,
+            b'e' | b'E' if prev.is_ascii_digit() || prev == b'.' => return false,
+            _ => {}
+        }
+        prev = b;
+    }
+    true
+}
+
+/// The map of text [`Args::from_object_text`] or [`Args::from_read_json`] accepted.
 fn build(text: &str) -> Map<String, Value> {
     // Cannot fail: `from_object_text` ran this parser over this text and it read an
-    // object (every failure of `Value` parsing fails `Check` too).
+    // object (every failure of `Value` parsing fails `Check` too), or serde_json read it
+    // whole and `surely_builds` holds.
     serde_json::from_str(text).expect("arguments text was checked when it was read")
 }
 
@@ -83,7 +139,7 @@ impl Deref for Args {
     type Target = Map<String, Value>;
     fn deref(&self) -> &Map<String, Value> {
         self.map
-            .get_or_init(|| self.text.as_deref().map(build).unwrap_or_default())
+            .get_or_init(|| Box::new(self.text.as_deref().map(build).unwrap_or_default()))
     }
 }
 
@@ -92,7 +148,10 @@ impl DerefMut for Args {
         let _: &Map<String, Value> = &**self;
         // The map is the truth from now on: the text would no longer match it.
         self.text = None;
-        self.map.get_mut().expect("the line above filled the map")
+        self.map
+            .get_mut()
+            .expect("the line above filled the map")
+            .as_mut()
     }
 }
 
@@ -138,7 +197,7 @@ impl From<Map<String, Value>> for Args {
     fn from(m: Map<String, Value>) -> Args {
         Args {
             text: None,
-            map: OnceLock::from(m),
+            map: OnceLock::from(Box::new(m)),
         }
     }
 }
@@ -270,7 +329,11 @@ mod tests {
     #[test]
     fn kept_text_builds_what_serde_json_builds() {
         let deep = format!("{{\"a\": {}1{}}}", "[".repeat(200), "]".repeat(200));
+        let long = format!("{{\"n\": 1{}}}", "0".repeat(400));
         let cases = [
+            &long,
+            r#"{"n": 1E400, "e": "1e400"}"#,
+            r#"{"n": 1.5e3, "s": "\\u"}"#,
             r#"{"path": "/a", "n": 1, "r": 0.25, "ok": true, "t": ["a", "b"], "x": null}"#,
             r#"{"k": "esc\u00e9\n", "k": 2}"#,
             r#" { } "#,
@@ -286,12 +349,31 @@ mod tests {
             let want = serde_json::from_str::<Map<String, Value>>(t).ok();
             let got = Args::from_object_text(t);
             assert_eq!(got.is_some(), want.is_some(), "{t}");
+            // Text serde_json reads whole (as a `RawValue`) is kept exactly when the map
+            // builds, with or without the full check.
+            if serde_json::from_str::<&serde_json::value::RawValue>(t).is_ok() {
+                let quick = Args::from_read_json(t.trim());
+                assert_eq!(quick.is_some(), want.is_some(), "{t}");
+                if let (Some(q), Some(w)) = (quick, &want) {
+                    assert_eq!(*q, *w, "{t}");
+                }
+            }
             if let (Some(g), Some(w)) = (got, want) {
                 assert_eq!(g.as_written(), Some(t));
                 assert_eq!(*g, w, "{t}");
                 assert_eq!(g.into_map(), w, "{t}");
             }
         }
+    }
+
+    #[test]
+    fn read_value_reads_one_value_and_says_where_it_ends() {
+        let (a, end) = Args::read_value(r#"{"a": [1, "}"]} tail"#).unwrap();
+        assert_eq!(end, 15);
+        assert_eq!(a.unwrap().as_written(), Some(r#"{"a": [1, "}"]}"#));
+        assert!(matches!(Args::read_value("[1] x"), Some((None, 3))));
+        assert!(Args::read_value(r#"{"a": 1e400}"#).is_none());
+        assert!(Args::read_value(r#"{"a": "#).is_none());
     }
 
     #[test]

@@ -81,3 +81,60 @@ fn hand_written_native_cases() {
 fn shared_native_cases() {
     run(include_str!("../data/native_cases_shared.jsonl"), true);
 }
+
+/// Arguments are kept as JSON text until first read: JSON-shaped formats keep what the
+/// model wrote, pythonic calls the JSON their literals mean. Either reads as serde_json
+/// reads that text; arguments it could not hold are an error and no call.
+#[test]
+fn arguments_are_kept_as_json_text() {
+    let kept = [
+        (
+            Format::Hermes,
+            "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": [1, 2.5], \"y\": \"\\u00e9\"}}\n</tool_call>",
+            r#"{"x": [1, 2.5], "y": "\u00e9"}"#,
+        ),
+        (
+            Format::Pythonic,
+            "[a(x=[1, 2.5], y='é\\n', z=None, t=(1,), u=(2), v={1: True}, w=data['k'])]",
+            r#"{"x":[1,2.5],"y":"é\n","z":null,"t":[1],"u":2,"v":{"1":true},"w":"data['k']"}"#,
+        ),
+        (Format::Mistral, "[TOOL_CALLS]a[ARGS]{\"x\": 1}", r#"{"x": 1}"#),
+        (Format::Functionary, "<function=a>{\"x\": {}}</function>", r#"{"x": {}}"#),
+        (Format::Json, r#"{"name": "a", "arguments": {"k": "v", "k": 2}}"#, r#"{"k": "v", "k": 2}"#),
+    ];
+    for (format, text, written) in kept {
+        for f in [format, Format::Auto] {
+            let p = parse(text, f);
+            assert!(!p.has_errors(), "{f}: {text}: {:?}", p.diagnostics);
+            assert_eq!(p.calls.len(), 1, "{f}: {text}");
+            let args = &p.calls[0].args;
+            assert_eq!(args.as_written(), Some(written), "{f}: {text}");
+            let want: serde_json::Map<String, Value> = serde_json::from_str(written).unwrap();
+            assert_eq!(*args, want, "{f}: {text}");
+        }
+    }
+    let refused = [
+        (
+            Format::Hermes,
+            "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"n\": 1e400}}\n</tool_call>",
+        ),
+        (
+            Format::Hermes,
+            "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"s\": \"\\ud800\"}}\n</tool_call>",
+        ),
+    ];
+    for (format, text) in refused {
+        let p = parse(text, format);
+        assert!(
+            p.calls.is_empty() && p.has_errors(),
+            "{format}: {text}: {p:?}"
+        );
+    }
+    // A pythonic argument that is no literal serde_json holds is kept as its source text.
+    let deep = format!("{}1{}", "[".repeat(101), "]".repeat(101));
+    for arg in ["1e400", deep.as_str()] {
+        let p = parse(&format!("[a(n={arg})]"), Format::Pythonic);
+        assert_eq!(p.calls.len(), 1, "{arg}");
+        assert_eq!(p.calls[0].args["n"], arg, "{arg}");
+    }
+}

@@ -13,8 +13,10 @@ use serde_json::{Map, Number, Value};
 use crate::protocol::args::Args;
 use crate::protocol::types::{Call, Format, OnError, RawDiag, Span};
 
-/// Nesting deeper than this is refused (no reader recurses without bound).
-pub(crate) const MAX_DEPTH: u32 = 128;
+/// Nesting deeper than this is refused (no reader recurses without bound). Below
+/// serde_json's limit (it reads 127 levels), so what the literal writer writes, inside
+/// one arguments object, always reads back.
+pub(crate) const MAX_DEPTH: u32 = 100;
 
 /// Why a literal could not be read.
 #[derive(Debug, Clone, PartialEq)]
@@ -153,6 +155,13 @@ impl<'a> Lit<'a> {
     /// escapes decoded as Python and JSON decode them. The cursor is on the prefix or
     /// the quote.
     pub(crate) fn string(&mut self) -> Result<String, LitErr> {
+        self.string_bytes()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
+
+    /// [`string`](Self::string)'s bytes: borrowed from the text when it holds no
+    /// escape.
+    fn string_bytes(&mut self) -> Result<std::borrow::Cow<'a, [u8]>, LitErr> {
         let mut raw = false;
         while let Some(b) = self.peek() {
             match b {
@@ -175,7 +184,7 @@ impl<'a> Lit<'a> {
                 let body = &rest[..i];
                 if rest[i] == q && (q != b'\'' || memchr::memchr2(b'\n', b'\r', body).is_none()) {
                     self.pos += i + 1;
-                    return Ok(String::from_utf8_lossy(body).into_owned());
+                    return Ok(std::borrow::Cow::Borrowed(body));
                 }
             }
         }
@@ -237,7 +246,7 @@ impl<'a> Lit<'a> {
             out.push(b);
             self.pos += 1;
         }
-        Ok(String::from_utf8_lossy(&out).into_owned())
+        Ok(std::borrow::Cow::Owned(out))
     }
 
     fn hex(&mut self, n: usize) -> Result<u32, LitErr> {
@@ -251,7 +260,7 @@ impl<'a> Lit<'a> {
         Ok(v)
     }
 
-    fn number(&mut self) -> Result<Value, LitErr> {
+    fn number(&mut self) -> Result<Number, LitErr> {
         let start = self.pos;
         while let Some(b) = self.peek() {
             if b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E' | b'_') {
@@ -267,13 +276,13 @@ impl<'a> Lit<'a> {
             written
         };
         if let Ok(i) = t.parse::<i64>() {
-            return Ok(Value::Number(i.into()));
+            return Ok(i.into());
         }
         if let Ok(u) = t.parse::<u64>() {
-            return Ok(Value::Number(u.into()));
+            return Ok(u.into());
         }
         match t.parse::<f64>().ok().and_then(Number::from_f64) {
-            Some(n) => Ok(Value::Number(n)),
+            Some(n) => Ok(n),
             None => {
                 self.pos = start;
                 self.bad(format!("'{t}' is not a number"))
@@ -281,19 +290,34 @@ impl<'a> Lit<'a> {
         }
     }
 
-    /// One JSON or Python literal: string, number, `True`/`False`/`None` (and JSON's
-    /// spellings), list, tuple (an array), dict.
+    /// One JSON or Python literal (see [`write_value`](Self::write_value)) as a `Value`.
     pub(crate) fn value(&mut self) -> Result<Value, LitErr> {
+        let at = self.pos;
+        let mut out = Vec::new();
+        self.write_value(&mut out)?;
+        // The writer writes JSON nested at most `MAX_DEPTH` deep, which serde_json reads.
+        serde_json::from_slice(&out).map_err(|e| LitErr::Bad(at, e.to_string()))
+    }
+
+    /// One JSON or Python literal — string, number, `True`/`False`/`None` (and JSON's
+    /// spellings), list, tuple (an array), dict — written to `out` as compact JSON, the
+    /// one form every caller wants it in: pythonic arguments are kept as JSON text
+    /// ([`Args`]), and a `Value` is that text read by serde_json.
+    pub(crate) fn write_value(&mut self, out: &mut Vec<u8>) -> Result<(), LitErr> {
         self.ws();
         let Some(b) = self.peek() else {
             return Err(LitErr::Cut);
         };
         match b {
-            b'"' | b'\'' => self.string().map(Value::String),
-            b'{' => self.nested(|l| l.dict()),
-            b'[' => self.nested(|l| l.seq(b']').map(Value::Array)),
-            b'(' => self.nested(|l| l.tuple()),
-            b'-' | b'+' | b'.' | b'0'..=b'9' => self.number(),
+            b'"' | b'\'' => self.write_string(out),
+            b'{' => self.nested(out, |l, out| l.dict(out)),
+            b'[' => self.nested(out, |l, out| l.seq(b']', out).map(|_| ())),
+            b'(' => self.nested(out, |l, out| l.tuple(out)),
+            b'-' | b'+' | b'.' | b'0'..=b'9' => {
+                let n = self.number()?;
+                write_json(out, &n);
+                Ok(())
+            }
             _ if is_ident_start(b) => {
                 let start = self.pos;
                 while self.peek().is_some_and(is_ident_byte) {
@@ -306,50 +330,67 @@ impl<'a> Lit<'a> {
                     && word.iter().all(|c| b"rRuUbBfF".contains(c))
                 {
                     self.pos = start;
-                    return self.string().map(Value::String);
+                    return self.write_string(out);
                 }
-                match word {
-                    b"True" | b"true" => Ok(Value::Bool(true)),
-                    b"False" | b"false" => Ok(Value::Bool(false)),
-                    b"None" | b"null" => Ok(Value::Null),
+                let lit: &[u8] = match word {
+                    b"True" | b"true" => b"true",
+                    b"False" | b"false" => b"false",
+                    b"None" | b"null" => b"null",
                     _ => {
                         self.pos = start;
-                        self.bad("not a literal")
+                        return self.bad("not a literal");
                     }
-                }
+                };
+                out.extend_from_slice(lit);
+                Ok(())
             }
             _ => self.bad("not a literal"),
         }
     }
 
+    /// A quoted string at the cursor, written as a JSON string.
+    fn write_string(&mut self, out: &mut Vec<u8>) -> Result<(), LitErr> {
+        let b = self.string_bytes()?;
+        write_json(out, &*String::from_utf8_lossy(&b));
+        Ok(())
+    }
+
     fn nested(
         &mut self,
-        f: impl FnOnce(&mut Self) -> Result<Value, LitErr>,
-    ) -> Result<Value, LitErr> {
+        out: &mut Vec<u8>,
+        f: impl FnOnce(&mut Self, &mut Vec<u8>) -> Result<(), LitErr>,
+    ) -> Result<(), LitErr> {
         if self.depth >= MAX_DEPTH {
             return self.bad(format!("nested deeper than {MAX_DEPTH} levels"));
         }
         self.depth += 1;
-        let r = f(self);
+        let r = f(self, out);
         self.depth -= 1;
         r
     }
 
-    /// Items up to `close`; the cursor is on the opening bracket.
-    fn seq(&mut self, close: u8) -> Result<Vec<Value>, LitErr> {
+    /// Items up to `close`, written as a JSON array; the cursor is on the opening
+    /// bracket. Returns how many there were.
+    fn seq(&mut self, close: u8, out: &mut Vec<u8>) -> Result<usize, LitErr> {
         self.pos += 1;
-        let mut items = Vec::new();
+        out.push(b'[');
+        let mut n = 0;
         loop {
             self.ws();
             match self.peek() {
                 None => return Err(LitErr::Cut),
                 Some(b) if b == close => {
                     self.pos += 1;
-                    return Ok(items);
+                    out.push(b']');
+                    return Ok(n);
                 }
                 _ => {}
             }
-            items.push(self.value()?);
+            if n > 0 {
+                out.push(b',');
+            }
+            self.write_value(out)?;
+            n += 1;
             self.ws();
             match self.peek() {
                 None => return Err(LitErr::Cut),
@@ -360,48 +401,67 @@ impl<'a> Lit<'a> {
         }
     }
 
-    fn tuple(&mut self) -> Result<Value, LitErr> {
+    fn tuple(&mut self, out: &mut Vec<u8>) -> Result<(), LitErr> {
         let open = self.pos;
-        let items = self.seq(b')')?;
+        let at = out.len();
+        let n = self.seq(b')', out)?;
         // `(x)` is x in Python; `(x,)` and `(x, y)` are tuples.
         let trailing_comma = self.s[open..self.pos - 1]
             .iter()
             .rev()
             .find(|b| !b.is_ascii_whitespace())
             == Some(&b',');
-        if items.len() == 1 && !trailing_comma {
-            return Ok(items.into_iter().next().unwrap_or(Value::Null));
+        if n == 1 && !trailing_comma {
+            // Unwrap the one item: drop the `[` before it and the `]` after it.
+            out.pop();
+            out.remove(at);
         }
-        Ok(Value::Array(items))
+        Ok(())
     }
 
-    fn dict(&mut self) -> Result<Value, LitErr> {
+    fn dict(&mut self, out: &mut Vec<u8>) -> Result<(), LitErr> {
         self.pos += 1;
-        let mut m = Map::new();
+        out.push(b'{');
+        let mut first = true;
+        let mut key_text = Vec::new();
         loop {
             self.ws();
-            let key = match self.peek() {
+            match self.peek() {
                 None => return Err(LitErr::Cut),
                 Some(b'}') => {
                     self.pos += 1;
-                    return Ok(Value::Object(m));
+                    out.push(b'}');
+                    return Ok(());
                 }
-                Some(b'"' | b'\'') => self.string()?,
+                _ => {}
+            }
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            match self.peek() {
+                Some(b'"' | b'\'') => self.write_string(out)?,
                 Some(b) if is_ident_start(b) => match self.name() {
-                    Some(n) => n,
+                    Some(n) => write_json(out, &n),
                     None => return self.bad("expected a key"),
                 },
-                _ => match self.value()? {
-                    Value::String(s) => s,
-                    other => other.to_string(),
-                },
-            };
+                _ => {
+                    // Any other literal is keyed by its JSON text (`{1: 'a'}` → "1").
+                    key_text.clear();
+                    self.write_value(&mut key_text)?;
+                    if key_text.first() == Some(&b'"') {
+                        out.extend_from_slice(&key_text);
+                    } else {
+                        write_json(out, &*String::from_utf8_lossy(&key_text));
+                    }
+                }
+            }
             self.ws();
             if !self.eat(b":") {
                 return self.bad("expected ':' after a key");
             }
-            let v = self.value()?;
-            m.insert(key, v);
+            out.push(b':');
+            self.write_value(out)?;
             self.ws();
             match self.peek() {
                 None => return Err(LitErr::Cut),
@@ -438,24 +498,33 @@ impl<'a> Lit<'a> {
         Ok(t.trim().to_string())
     }
 
-    /// An argument of a pythonic call: a literal when it is one whole literal, otherwise
-    /// its source text as a string (never evaluated).
-    pub(crate) fn arg_value(&mut self) -> Result<Value, LitErr> {
+    /// An argument of a pythonic call, written to `out` as JSON: a literal when it is one
+    /// whole literal, otherwise its source text as a string (never evaluated).
+    pub(crate) fn write_arg(&mut self, out: &mut Vec<u8>) -> Result<(), LitErr> {
         self.ws();
         let start = self.pos;
-        if let Ok(v) = self.value() {
+        let mark = out.len();
+        if self.write_value(out).is_ok() {
             self.ws();
             if matches!(self.peek(), Some(b',' | b')')) {
-                return Ok(v);
+                return Ok(());
             }
         }
+        out.truncate(mark);
         self.pos = start;
         let t = self.source_text()?;
         if t.is_empty() {
             return self.bad("expected a value");
         }
-        Ok(Value::String(t))
+        write_json(out, &t);
+        Ok(())
     }
+}
+
+/// Writes `v` as compact JSON.
+pub(crate) fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
+    // Cannot fail: strings and numbers always serialize, and a Vec takes any write.
+    serde_json::to_writer(out, v).expect("a string or number serializes into a Vec");
 }
 
 fn push_char(out: &mut Vec<u8>, c: u32) {
@@ -482,10 +551,10 @@ pub(crate) fn object_call(
     Ok((call, e))
 }
 
-/// Reads the arguments object at `s[start..end]` (after blanks): serde_json first (the
-/// fast path, keeping JSON as written, see [`Args::from_object_text`]), then the
-/// tolerant reader. `None` for a value that is not an object. Returns where the value
-/// ended.
+/// Reads the arguments object at `s[start..end]` (after blanks) and keeps it as JSON
+/// text (`Args::from_read_json`): as written when serde_json reads it (the fast
+/// path), else as the tolerant reader writes it. `None` for a value that is not an
+/// object. Returns where the value ended.
 pub(crate) fn json_args(
     s: &str,
     start: usize,
@@ -495,20 +564,21 @@ pub(crate) fn json_args(
     let mut l = Lit::new(b, start, end);
     l.ws();
     let at = l.pos;
-    let mut de =
-        serde_json::Deserializer::from_str(&s[at..end]).into_iter::<&serde_json::value::RawValue>();
-    if let Some(Ok(raw)) = de.next() {
-        let e = at + de.byte_offset();
-        if !raw.get().starts_with('{') {
-            return Ok((None, e));
-        }
-        if let Some(a) = Args::from_object_text(raw.get()) {
-            return Ok((Some(a), e));
-        }
+    if let Some((args, e)) = Args::read_value(&s[at..end]) {
+        return Ok((args, at + e));
     }
-    match l.value()? {
-        Value::Object(m) => Ok((Some(m.into()), l.pos)),
-        _ => Ok((None, l.pos)),
+    let mut out = Vec::new();
+    l.write_value(&mut out)?;
+    if out.first() != Some(&b'{') {
+        return Ok((None, l.pos));
+    }
+    // The writer's JSON nests at most `MAX_DEPTH` deep, so serde_json holds it.
+    match std::str::from_utf8(&out)
+        .ok()
+        .and_then(Args::from_read_json)
+    {
+        Some(a) => Ok((Some(a), l.pos)),
+        None => Err(LitErr::Bad(at, "the arguments could not be read".into())),
     }
 }
 
@@ -519,7 +589,8 @@ pub(crate) fn json_args(
 pub(crate) struct CallObj<'de> {
     /// False when the value was not an object at all.
     object: bool,
-    name: Option<Value>,
+    /// `name`: `Some` of its text when it is a string.
+    name: Option<Option<String>>,
     arguments: Option<Part<'de>>,
     parameters: Option<Part<'de>>,
     input: Option<Part<'de>>,
@@ -579,24 +650,81 @@ impl<'de> serde::Deserialize<'de> for Key {
     }
 }
 
+/// A call object's `name`: its text when it is a string, `None` for any other value.
+struct NameVal(Option<String>);
+
+impl<'de> serde::Deserialize<'de> for NameVal {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = NameVal;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a name")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<NameVal, E> {
+                Ok(NameVal(Some(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<NameVal, E> {
+                Ok(NameVal(Some(v)))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<NameVal, A::Error> {
+                while m
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(NameVal(None))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut s: A,
+            ) -> Result<NameVal, A::Error> {
+                while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(NameVal(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<NameVal, E> {
+                Ok(NameVal(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<NameVal, E> {
+                Ok(NameVal(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<NameVal, E> {
+                Ok(NameVal(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<NameVal, E> {
+                Ok(NameVal(None))
+            }
+            fn visit_unit<E>(self) -> Result<NameVal, E> {
+                Ok(NameVal(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// An arguments value of a call object: the text serde read it from (kept as written
 /// when it is an object, see [`Args`]), or a value the tolerant reader built.
 #[derive(Debug)]
 pub(crate) enum Part<'de> {
     Text(&'de serde_json::value::RawValue),
-    Value(Value),
+    // Boxed: the tolerant reader's rare case should not make every call object larger.
+    Value(Box<Value>),
 }
 
 impl Part<'_> {
     /// The arguments it holds, or what is wrong.
     fn into_args(self) -> Result<Args, String> {
         match self {
-            Part::Value(Value::Object(m)) => Ok(m.into()),
-            Part::Value(v) => arguments(Some(&v)).map(Args::from),
+            Part::Value(v) => match *v {
+                Value::Object(m) => Ok(m.into()),
+                v => arguments(Some(&v)).map(Args::from),
+            },
             Part::Text(raw) => {
                 let t = raw.get();
                 if t.starts_with('{') {
-                    return Args::from_object_text(t).ok_or_else(|| {
+                    return Args::from_read_json(t).ok_or_else(|| {
                         let e = serde_json::from_str::<Map<String, Value>>(t)
                             .err()
                             .map(|e| e.to_string())
@@ -629,10 +757,15 @@ impl<'de> CallObj<'de> {
         let mut c = CallObj::object();
         for (k, v) in o {
             match Key::of(&k) {
-                Key::Name => c.name = Some(v),
-                Key::Arguments => c.arguments = Some(Part::Value(v)),
-                Key::Parameters => c.parameters = Some(Part::Value(v)),
-                Key::Input => c.input = Some(Part::Value(v)),
+                Key::Name => {
+                    c.name = Some(match v {
+                        Value::String(n) => Some(n),
+                        _ => None,
+                    })
+                }
+                Key::Arguments => c.arguments = Some(Part::Value(Box::new(v))),
+                Key::Parameters => c.parameters = Some(Part::Value(Box::new(v))),
+                Key::Input => c.input = Some(Part::Value(Box::new(v))),
                 Key::Function => {
                     c.function =
                         matches!(v, Value::Object(_)).then(|| Box::new(CallObj::from_value(v)))
@@ -651,7 +784,7 @@ impl<'de> CallObj<'de> {
         m: &mut A,
     ) -> Result<(), A::Error> {
         match k {
-            Key::Name => self.name = Some(m.next_value()?),
+            Key::Name => self.name = Some(m.next_value::<NameVal>()?.0),
             Key::Arguments => self.arguments = Some(m.next_value()?),
             Key::Parameters => self.parameters = Some(m.next_value()?),
             Key::Input => self.input = Some(m.next_value()?),
@@ -670,9 +803,7 @@ impl<'de> CallObj<'de> {
     /// An object as a call: `name` a string, or a `function`/`function_call` object.
     pub(crate) fn is_call_object(&self) -> bool {
         self.object
-            && (matches!(self.name, Some(Value::String(_)))
-                || self.function.is_some()
-                || self.function_call)
+            && (matches!(self.name, Some(Some(_))) || self.function.is_some() || self.function_call)
     }
 
     /// True when the value was an object.
@@ -719,7 +850,7 @@ impl<'de> CallObj<'de> {
             None => self,
         };
         let name = match f.name {
-            Some(Value::String(n)) => {
+            Some(Some(n)) => {
                 let t = n.trim();
                 if t.is_empty() {
                     return Err("has no 'name'".to_string());
@@ -879,8 +1010,19 @@ impl ValueEnd {
                     *pos += 1;
                     continue;
                 }
-                // Inside a string only its quote and a backslash matter: jump to them.
-                match memchr::memchr2(self.quote, b'\\', &s[*pos..]) {
+                // Inside a string only its quote and a backslash matter: jump to them
+                // (most strings in calls are short: a plain loop first, then memchr).
+                let rest = &s[*pos..];
+                let near = rest
+                    .iter()
+                    .take(16)
+                    .position(|&b| b == self.quote || b == b'\\');
+                let hit = near.or_else(|| {
+                    rest.get(16..)
+                        .and_then(|r| memchr::memchr2(self.quote, b'\\', r))
+                        .map(|i| i + 16)
+                });
+                match hit {
                     None => {
                         *pos = s.len();
                         return None;

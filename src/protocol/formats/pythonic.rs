@@ -9,10 +9,9 @@
 //! is kept as its source text; nothing is evaluated. Only keyword arguments are read:
 //! a positional one means the text is not a call list (or, inside brackets, an error).
 
-use serde_json::{Map, Value};
-
 use super::lead::Lead;
 use super::lit::{self, Lit, LitErr};
+use crate::protocol::args::Args;
 use crate::protocol::types::{Call, Format, Span};
 
 const HINT: &str = "Write calls as [tool_name(param=value, …), …] with keyword arguments.";
@@ -25,7 +24,7 @@ struct Miss {
 }
 
 /// `name(kw=value, …)` at the cursor.
-fn one_call(l: &mut Lit<'_>) -> Result<(String, Map<String, Value>, usize), Miss> {
+fn one_call(l: &mut Lit<'_>) -> Result<(String, Args, usize), Miss> {
     let at = l.pos;
     let miss = |err, begun| Miss { err, at, begun };
     let Some(name) = l.name() else {
@@ -40,19 +39,37 @@ fn one_call(l: &mut Lit<'_>) -> Result<(String, Map<String, Value>, usize), Miss
         };
         return Err(miss(e, false));
     }
-    let mut args = Map::new();
+    // The arguments are written as the JSON object they are and kept as that text.
+    let mut args = Vec::with_capacity(64);
+    args.push(b'{');
     loop {
         l.ws();
         match l.peek() {
             None => return Err(miss(LitErr::Cut, true)),
             Some(b')') => {
                 l.pos += 1;
+                if args.len() > 1 {
+                    args.pop();
+                }
+                args.push(b'}');
+                let args = std::str::from_utf8(&args)
+                    .ok()
+                    .and_then(Args::from_read_json)
+                    .ok_or_else(|| {
+                        miss(
+                            LitErr::Bad(at, "the arguments could not be read".into()),
+                            true,
+                        )
+                    })?;
                 return Ok((name, args, at));
             }
             _ => {}
         }
         let key_at = l.pos;
-        let Some(key) = l.name().filter(|k| !k.contains(['.', ':', '-'])) else {
+        let key = l
+            .skip_name()
+            .filter(|&(s, e, _)| !l.s[s..e].iter().any(|b| matches!(b, b'.' | b':' | b'-')));
+        let Some((ks, ke, escaped)) = key else {
             return Err(miss(
                 LitErr::Bad(
                     key_at,
@@ -74,8 +91,15 @@ fn one_call(l: &mut Lit<'_>) -> Result<(String, Map<String, Value>, usize), Miss
             return Err(miss(e, true));
         }
         l.pos += 1;
-        let v = l.arg_value().map_err(|e| miss(e, true))?;
-        args.insert(key, v);
+        let key = String::from_utf8_lossy(&l.s[ks..ke]);
+        if escaped {
+            lit::write_json(&mut args, &key.replace("\\_", "_"));
+        } else {
+            lit::write_json(&mut args, &*key);
+        }
+        args.push(b':');
+        l.write_arg(&mut args).map_err(|e| miss(e, true))?;
+        args.push(b',');
         l.ws();
         match l.peek() {
             None => return Err(miss(LitErr::Cut, true)),
@@ -87,7 +111,7 @@ fn one_call(l: &mut Lit<'_>) -> Result<(String, Map<String, Value>, usize), Miss
 }
 
 /// A call written inside a string (`'forge.smelt(ore="iron")'`).
-fn quoted_call(l: &mut Lit<'_>) -> Result<(String, Map<String, Value>, usize), Miss> {
+fn quoted_call(l: &mut Lit<'_>) -> Result<(String, Args, usize), Miss> {
     let at = l.pos;
     let inner = l.string().map_err(|err| Miss {
         err,
@@ -135,9 +159,7 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
     l.ws();
     let bracketed = l.peek() == Some(b'[');
     let mut calls: Vec<Call> = Vec::new();
-    let push = |(tool, args, at): (String, Map<String, Value>, usize),
-                end: usize,
-                calls: &mut Vec<Call>| {
+    let push = |(tool, args, at): (String, Args, usize), end: usize, calls: &mut Vec<Call>| {
         let span = Span {
             start: at,
             end,
