@@ -115,16 +115,11 @@ fn surely_builds(t: &[u8]) -> bool {
     if t.len() >= 250 {
         return false;
     }
-    let mut prev = 0u8;
-    for &b in t {
-        match b {
-            b'u' if prev == b'\\' => return false,
-            b'e' | b'E' if prev.is_ascii_digit() || prev == b'.' => return false,
-            _ => {}
-        }
-        prev = b;
+    if memchr::memmem::find(t, b"\\u").is_some() {
+        return false;
     }
-    true
+    !memchr::memchr2_iter(b'e', b'E', t)
+        .any(|i| i > 0 && (t[i - 1].is_ascii_digit() || t[i - 1] == b'.'))
 }
 
 /// The map of text [`Args::from_object_text`] or [`Args::from_read_json`] accepted.

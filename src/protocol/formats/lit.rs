@@ -1003,59 +1003,87 @@ impl ValueEnd {
     /// Scans `s[*pos..]`, the cursor on or inside the value; `Some(end)` (one past the
     /// closing bracket) when it closes, else `None` with `*pos` at the end of `s`.
     pub(crate) fn feed(&mut self, s: &[u8], pos: &mut usize) -> Option<usize> {
-        while *pos < s.len() {
-            if self.quote != 0 {
-                if self.escaped {
-                    self.escaped = false;
-                    *pos += 1;
+        // The state lives in locals while scanning (kept in registers), written back once.
+        let (mut depth, mut quote, mut escaped) = (self.depth, self.quote, self.escaped);
+        let n = s.len();
+        let mut p = *pos;
+        let end = loop {
+            if p >= n {
+                break None;
+            }
+            if quote != 0 {
+                if escaped {
+                    escaped = false;
+                    p += 1;
                     continue;
                 }
-                // Inside a string only its quote and a backslash matter: jump to them
-                // (most strings in calls are short: a plain loop first, then memchr).
-                let rest = &s[*pos..];
-                let near = rest
-                    .iter()
-                    .take(16)
-                    .position(|&b| b == self.quote || b == b'\\');
-                let hit = near.or_else(|| {
-                    rest.get(16..)
-                        .and_then(|r| memchr::memchr2(self.quote, b'\\', r))
-                        .map(|i| i + 16)
-                });
-                match hit {
-                    None => {
-                        *pos = s.len();
-                        return None;
-                    }
-                    Some(i) => {
-                        let p = *pos + i;
-                        *pos = p + 1;
-                        if s[p] == b'\\' {
-                            self.escaped = true;
-                        } else {
-                            self.quote = 0;
+                // Inside a string only its quote and a backslash matter. Most strings in
+                // calls are short: a plain loop first, memchr for long ones.
+                let stop = p.saturating_add(32).min(n);
+                while p < stop && s[p] != quote && s[p] != b'\\' {
+                    p += 1;
+                }
+                if p == stop {
+                    match memchr::memchr2(quote, b'\\', &s[p..]) {
+                        Some(i) => p += i,
+                        None => {
+                            p = n;
+                            break None;
                         }
                     }
                 }
+                if s[p] == b'\\' {
+                    escaped = true;
+                } else {
+                    quote = 0;
+                }
+                p += 1;
                 continue;
             }
-            let b = s[*pos];
-            *pos += 1;
-            match b {
-                b'"' | b'\'' => self.quote = b,
-                b'{' | b'[' | b'(' => self.depth += 1,
-                b'}' | b']' | b')' => {
-                    self.depth = self.depth.saturating_sub(1);
-                    if self.depth == 0 {
-                        return Some(*pos);
+            // Outside strings only quotes and brackets matter: skip the rest by table.
+            while p < n && VALUE_BYTES[s[p] as usize] == 0 {
+                p += 1;
+            }
+            if p >= n {
+                break None;
+            }
+            let b = s[p];
+            p += 1;
+            match VALUE_BYTES[b as usize] {
+                QUOTE => quote = b,
+                OPEN => depth += 1,
+                _ => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        break Some(p);
                     }
                 }
-                _ => {}
             }
-        }
-        None
+        };
+        (self.depth, self.quote, self.escaped) = (depth, quote, escaped);
+        *pos = p;
+        end
     }
 }
+
+const QUOTE: u8 = 1;
+const OPEN: u8 = 2;
+const CLOSE: u8 = 3;
+
+/// What each byte is to [`ValueEnd`] outside strings: nothing (0), a quote, an opening
+/// or a closing bracket.
+static VALUE_BYTES: [u8; 256] = {
+    let mut t = [0u8; 256];
+    t[b'"' as usize] = QUOTE;
+    t[b'\'' as usize] = QUOTE;
+    t[b'{' as usize] = OPEN;
+    t[b'[' as usize] = OPEN;
+    t[b'(' as usize] = OPEN;
+    t[b'}' as usize] = CLOSE;
+    t[b']' as usize] = CLOSE;
+    t[b')' as usize] = CLOSE;
+    t
+};
 
 /// A call read by a native reader (no chain step; its own block index).
 pub(crate) fn call(
