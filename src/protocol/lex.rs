@@ -169,7 +169,11 @@ pub(crate) fn match_pair_start(s: &[u8], at: usize, eof: bool) -> M<PairStart> {
 /// Counts characters in a byte slice of valid UTF-8 (or a prefix of it).
 #[inline]
 pub(crate) fn count_chars(s: &[u8]) -> usize {
-    s.iter().filter(|&&b| (b & 0xC0) != 0x80).count()
+    // A byte starts a character unless it is a continuation byte (`10xxxxxx`, as `i8`
+    // below -64). Counted in blocks of 255 into a `u8`, which the compiler vectorizes.
+    s.chunks(255)
+        .map(|c| c.iter().fold(0u8, |n, &b| n + u8::from((b as i8) >= -64)) as usize)
+        .sum()
 }
 
 /// The largest char boundary `<= at` in `s`.
@@ -182,4 +186,29 @@ pub(crate) fn floor_boundary(s: &[u8], mut at: usize) -> usize {
         at -= 1;
     }
     at
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_chars;
+
+    #[test]
+    fn count_chars_counts_characters() {
+        let long = "añ「始」é🦀".repeat(100);
+        for t in [
+            "",
+            "a",
+            "é",
+            "「始」",
+            "🦀x",
+            long.as_str(),
+            &long[..long.len() - 4],
+        ] {
+            let want = String::from_utf8_lossy(t.as_bytes()).chars().count();
+            assert_eq!(count_chars(t.as_bytes()), want, "{t}");
+        }
+        // A prefix cut inside a character counts the characters begun in it.
+        let b = long.as_bytes();
+        assert_eq!(count_chars(&b[..2]), 2);
+    }
 }

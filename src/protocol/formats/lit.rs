@@ -110,7 +110,7 @@ impl<'a> Lit<'a> {
     /// unmoved) when no identifier starts here.
     pub(crate) fn name(&mut self) -> Option<String> {
         let (start, end, escaped) = self.skip_name()?;
-        let t = String::from_utf8_lossy(&self.s[start..end]);
+        let t = text_of(&self.s[start..end]);
         Some(if escaped {
             t.replace("\\_", "_")
         } else {
@@ -155,8 +155,7 @@ impl<'a> Lit<'a> {
     /// escapes decoded as Python and JSON decode them. The cursor is on the prefix or
     /// the quote.
     pub(crate) fn string(&mut self) -> Result<String, LitErr> {
-        self.string_bytes()
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
+        self.string_bytes().map(|b| text_of(&b).into_owned())
     }
 
     /// [`string`](Self::string)'s bytes: borrowed from the text when it holds no
@@ -269,7 +268,7 @@ impl<'a> Lit<'a> {
                 break;
             }
         }
-        let written = String::from_utf8_lossy(&self.s[start..self.pos]);
+        let written = text_of(&self.s[start..self.pos]);
         let t = if written.contains('_') {
             std::borrow::Cow::Owned(written.replace('_', ""))
         } else {
@@ -351,7 +350,7 @@ impl<'a> Lit<'a> {
     /// A quoted string at the cursor, written as a JSON string.
     fn write_string(&mut self, out: &mut Vec<u8>) -> Result<(), LitErr> {
         let b = self.string_bytes()?;
-        write_json(out, &*String::from_utf8_lossy(&b));
+        write_json(out, &*text_of(&b));
         Ok(())
     }
 
@@ -452,7 +451,7 @@ impl<'a> Lit<'a> {
                     if key_text.first() == Some(&b'"') {
                         out.extend_from_slice(&key_text);
                     } else {
-                        write_json(out, &*String::from_utf8_lossy(&key_text));
+                        write_json(out, &*text_of(&key_text));
                     }
                 }
             }
@@ -494,7 +493,7 @@ impl<'a> Lit<'a> {
             }
             self.pos += 1;
         }
-        let t = String::from_utf8_lossy(&self.s[start..self.pos]);
+        let t = text_of(&self.s[start..self.pos]);
         Ok(t.trim().to_string())
     }
 
@@ -525,6 +524,16 @@ impl<'a> Lit<'a> {
 pub(crate) fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
     // Cannot fail: strings and numbers always serialize, and a Vec takes any write.
     serde_json::to_writer(out, v).expect("a string or number serializes into a Vec");
+}
+
+/// Bytes of the text as `str`. Readers cut the text only next to ASCII bytes, so this
+/// is always valid UTF-8; `from_utf8`'s ASCII fast path is what makes it cheaper than
+/// `String::from_utf8_lossy`, kept for the case that cannot happen.
+pub(crate) fn text_of(b: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(b) {
+        Ok(t) => std::borrow::Cow::Borrowed(t),
+        Err(_) => String::from_utf8_lossy(b),
+    }
 }
 
 fn push_char(out: &mut Vec<u8>, c: u32) {

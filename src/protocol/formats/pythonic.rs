@@ -40,7 +40,7 @@ fn one_call(l: &mut Lit<'_>) -> Result<(String, Args, usize), Miss> {
         return Err(miss(e, false));
     }
     // The arguments are written as the JSON object they are and kept as that text.
-    let mut args = Vec::with_capacity(64);
+    let mut args = Vec::with_capacity(128);
     args.push(b'{');
     loop {
         l.ws();
@@ -91,7 +91,7 @@ fn one_call(l: &mut Lit<'_>) -> Result<(String, Args, usize), Miss> {
             return Err(miss(e, true));
         }
         l.pos += 1;
-        let key = String::from_utf8_lossy(&l.s[ks..ke]);
+        let key = lit::text_of(&l.s[ks..ke]);
         if escaped {
             lit::write_json(&mut args, &key.replace("\\_", "_"));
         } else {
@@ -196,6 +196,8 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
         }
     };
     let mut end;
+    // True when the look-ahead after the last call already saw a call start here.
+    let mut starts_known = false;
     loop {
         if l.peek() == Some(b'[') {
             let mut probe = l.clone();
@@ -261,7 +263,7 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
                 }
             }
         } else {
-            if !call_starts(&l, false) {
+            if !starts_known && !call_starts(&l, false) {
                 break;
             }
             match one_call(&mut l) {
@@ -278,7 +280,8 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
         }
         let mut next = l.clone();
         next.ws();
-        if call_starts(&next, false)
+        starts_known = call_starts(&next, false);
+        if starts_known
             || (next.peek() == Some(b'[') && {
                 let mut p = next.clone();
                 p.pos += 1;
