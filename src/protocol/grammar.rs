@@ -548,7 +548,7 @@ fn value_of(p: pest::iterators::Pair<'_, N>) -> Value {
 
 /// A call's name as written, Markdown-escaped underscores read.
 fn name_of(s: &str) -> String {
-    s.replace("\\_", "_")
+    formats::lit::unescape_name(s)
 }
 
 /// Reads `text` with `grammar/native.pest`: the native calls of the forms in `forms`

@@ -37,10 +37,16 @@ pub(crate) fn read(
     let ended = close >= text.len();
     let mut calls = Vec::new();
     let mut pos = content;
-    while let Some(i) = memmem::find(&s[pos..close], CALL_BEGIN) {
+    // Built once per region: building a finder costs more than a call's search.
+    let (begin, sep, end) = (
+        memmem::Finder::new(CALL_BEGIN),
+        memmem::Finder::new(SEP),
+        memmem::Finder::new(CALL_END),
+    );
+    while let Some(i) = begin.find(&s[pos..close]) {
         let at = pos + i;
         let head = at + CALL_BEGIN.len();
-        let Some(j) = memmem::find(&s[head..close], SEP) else {
+        let Some(j) = sep.find(&s[head..close]) else {
             diags.push(lit::value_error(
                 LitErr::Cut,
                 at,
@@ -58,9 +64,9 @@ pub(crate) fn read(
             while l.peek().is_some_and(|b| b != b'\n' && b != b'\r') {
                 l.pos += 1;
             }
-            text[start..l.pos].trim().replace("\\_", "_")
+            lit::unescape_name(text[start..l.pos].trim())
         } else {
-            kind.replace("\\_", "_")
+            lit::unescape_name(kind)
         };
         l.ws();
         let fenced = l.eat(b"```");
@@ -95,7 +101,7 @@ pub(crate) fn read(
                 return Vec::new();
             }
         }
-        pos = match memmem::find(&s[l.pos..close], CALL_END) {
+        pos = match end.find(&s[l.pos..close]) {
             Some(k) => l.pos + k + CALL_END.len(),
             None => l.pos,
         };

@@ -30,10 +30,7 @@ pub(crate) fn read(
     diags: &mut Vec<RawDiag>,
 ) -> Vec<Call> {
     let name_at = span.start + OPEN.len();
-    let name = text
-        .get(name_at..content.saturating_sub(1))
-        .unwrap_or("")
-        .replace("\\_", "_");
+    let name = lit::unescape_name(text.get(name_at..content.saturating_sub(1)).unwrap_or(""));
     let ended = close >= text.len();
     let what = format!("the call to '{name}'");
     let mut l = Lit::new(text.as_bytes(), content, close);

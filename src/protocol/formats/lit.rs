@@ -112,7 +112,7 @@ impl<'a> Lit<'a> {
         let (start, end, escaped) = self.skip_name()?;
         let t = text_of(&self.s[start..end]);
         Some(if escaped {
-            t.replace("\\_", "_")
+            unescape_name(&t)
         } else {
             t.into_owned()
         })
@@ -524,6 +524,15 @@ impl<'a> Lit<'a> {
 pub(crate) fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
     // Cannot fail: strings and numbers always serialize, and a Vec takes any write.
     serde_json::to_writer(out, v).expect("a string or number serializes into a Vec");
+}
+
+/// A tool name as written with its markdown-escaped underscores (`\\_`) read as `_`.
+pub(crate) fn unescape_name(t: &str) -> String {
+    if memchr::memchr(b'\\', t.as_bytes()).is_some() {
+        t.replace("\\_", "_")
+    } else {
+        t.to_string()
+    }
 }
 
 /// Bytes of the text as `str`. Readers cut the text only next to ASCII bytes, so this

@@ -93,7 +93,7 @@ fn one_call(l: &mut Lit<'_>) -> Result<(String, Args, usize), Miss> {
         l.pos += 1;
         let key = lit::text_of(&l.s[ks..ke]);
         if escaped {
-            lit::write_json(&mut args, &key.replace("\\_", "_"));
+            lit::write_json(&mut args, &lit::unescape_name(&key));
         } else {
             lit::write_json(&mut args, &*key);
         }
