@@ -289,6 +289,19 @@ impl Scanner {
         }
     }
 
+    /// True when only a `>` can end what the scanner is inside (a block, a reasoning
+    /// region, a region closed by a tag or marker), so the streaming reader need not
+    /// run it for a chunk without one: the bytes are read on the next run all the same.
+    pub(crate) fn waits_for_gt(&self) -> bool {
+        match &self.mode {
+            Mode::Block(_) | Mode::Think { .. } => true,
+            Mode::Region { syntax, .. } => {
+                matches!(syntax.close, Close::Tag(_) | Close::Exact(_))
+            }
+            Mode::Prose | Mode::Done => false,
+        }
+    }
+
     fn span(&mut self, s: &[u8], start: usize, end: usize) -> Span {
         let (line, column) = self.loc.locate(s, start);
         Span {

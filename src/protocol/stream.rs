@@ -16,6 +16,12 @@ enum Mode {
     Deferred,
 }
 
+/// True for the bytes a block can end with (see [`StreamReader`]).
+#[inline]
+fn closes(b: u8) -> bool {
+    matches!(b, b'>' | b'}' | b']')
+}
+
 /// `buf[..valid]` as text without checking it again.
 fn checked_prefix(buf: &[u8], valid: usize) -> &str {
     let bytes = &buf[..valid];
@@ -103,14 +109,11 @@ impl StreamReader {
     #[inline]
     pub fn push_bytes(&mut self, bytes: &[u8]) -> Vec<Call> {
         if bytes.len() <= 8 {
-            // Token-sized chunks: copy and look for `>` in one loop, and return at once
-            // when nothing can have closed.
-            let mut gt = false;
-            for &b in bytes {
-                gt |= matches!(b, b'>' | b'}' | b']');
-                self.buf.push(b);
-            }
-            if !gt && self.mode == Mode::Text {
+            // Token-sized chunks: copied by a loop the compiler inlines (one capacity
+            // check, no `memcpy` call), and returned from at once when nothing can have
+            // closed (`after_append`'s check, without the call).
+            self.buf.extend(bytes.iter().copied());
+            if self.mode == Mode::Text && !bytes.iter().any(|&b| closes(b)) {
                 return Vec::new();
             }
         } else {
@@ -147,12 +150,14 @@ impl StreamReader {
             }
             Mode::Text => {
                 // These are ASCII, so never part of a multi-byte sequence.
-                let closes = if chunk.len() < 16 {
-                    chunk.iter().any(|b| matches!(b, b'>' | b'}' | b']'))
+                let closed = if self.scanner.waits_for_gt() {
+                    memchr::memchr(b'>', chunk).is_some()
+                } else if chunk.len() < 16 {
+                    chunk.iter().any(|&b| closes(b))
                 } else {
                     memchr::memchr3(b'>', b'}', b']', chunk).is_some()
                 };
-                if !closes {
+                if !closed {
                     return Vec::new();
                 }
                 self.validate(false);
