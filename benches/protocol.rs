@@ -11,8 +11,11 @@
 //! - `native/<format>_1mb`: each native reader on 1 MB of its own format, read with its
 //!   own name (targets: ≥ 300 MB/s for the JSON-shaped formats, ≥ 150 MB/s for
 //!   `pythonic`); `native/auto_<format>_1mb` the same text read with `auto`.
+//! - `native/built_<format>_1mb`: the same read, then every call's arguments built into
+//!   the map a tool receives (readers keep JSON arguments as text until first read; this
+//!   is what a host that runs every call pays).
 //! - `native/serde_value_*` and `native/serde_ignored_*`: serde_json alone on the same
-//!   calls (the ceiling the JSON-shaped readers can reach).
+//!   calls: building a `Value`, and only checking the JSON.
 //! - `native/stream_4byte_<format>` vs `native/one_shot_<format>`: 64 KB of native calls
 //!   with prose, streamed in 4-byte chunks vs at once (target ≤ 2×).
 
@@ -298,10 +301,20 @@ fn native(c: &mut Criterion<ThreadCpu>) {
         g.bench_function(format!("auto_{f}_1mb"), |b| {
             b.iter_with_large_drop(|| parse(black_box(&text), Format::Auto))
         });
+        if matches!(f, Format::Hermes | Format::Pythonic) {
+            g.bench_function(format!("built_{f}_1mb"), |b| {
+                b.iter_with_large_drop(|| {
+                    let p = parse(black_box(&text), f);
+                    let keys: usize = p.calls.iter().map(|c| c.args.len()).sum();
+                    (p, keys)
+                })
+            });
+        }
     }
-    // The ceiling: serde_json alone (with this crate's `preserve_order`) on the same
-    // calls — the `json` document, and the Hermes calls' JSON objects one after another —
-    // building a `Value`, and only checking the JSON (`IgnoredAny`).
+    // serde_json alone (with this crate's `preserve_order`) on the same calls — the
+    // `json` document, and the Hermes calls' JSON objects one after another — building a
+    // `Value` (what reading cost when every call's arguments were built while reading),
+    // and only checking the JSON (`IgnoredAny`, the floor for any reader that checks it).
     let doc = native_text(Format::Json, 1 << 20);
     let objects: String = (0..)
         .map(|i| {

@@ -140,7 +140,8 @@ impl Deref for Args {
 
 impl DerefMut for Args {
     fn deref_mut(&mut self) -> &mut Map<String, Value> {
-        let _: &Map<String, Value> = &**self;
+        // Builds the map (through `Deref`) when only the text is there.
+        let _: &Map<String, Value> = self;
         // The map is the truth from now on: the text would no longer match it.
         self.text = None;
         self.map

@@ -551,16 +551,15 @@ fn push_char(out: &mut Vec<u8>, c: u32) {
     out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
 }
 
+/// A call object's tool and arguments, or what is wrong with it.
+pub(crate) type CallParts = Result<(String, Args), String>;
+
 /// The one call object at `s[start..end]` (after blanks), read as [`read_json_calls`]
 /// reads them: its tool and arguments or what is wrong with it, and where it ended.
 /// A call object is `{"name", "arguments"}` in any order, with `parameters` (Llama) or
 /// `input` (Anthropic) for the arguments, an OpenAI `{"function": {…}}` wrapper, and
 /// arguments given as a JSON text.
-pub(crate) fn object_call(
-    s: &str,
-    start: usize,
-    end: usize,
-) -> Result<(Result<(String, Args), String>, usize), LitErr> {
+pub(crate) fn object_call(s: &str, start: usize, end: usize) -> Result<(CallParts, usize), LitErr> {
     let (items, e) = call_items(s, start, end)?;
     let call = match items {
         CallItems::One(c) => c.into_call(),
@@ -859,7 +858,7 @@ impl<'de> CallObj<'de> {
     }
 
     /// The tool and arguments, or what is wrong.
-    pub(crate) fn into_call(self) -> Result<(String, Args), String> {
+    pub(crate) fn into_call(self) -> CallParts {
         if !self.object {
             return Err("expected an object".into());
         }
