@@ -68,7 +68,7 @@ pub use hooks::{
     OverrideHandler,
 };
 pub use problem::Problem;
-pub use protocol::{parse, Call, Diagnostic, Format, OnError, Parsed, Severity, Span};
+pub use protocol::{parse, Args, Call, Diagnostic, Format, OnError, Parsed, Severity, Span};
 pub use sandbox::confine::ProcessLimits;
 pub use script::{Limits, ScriptError};
 pub use store::{KvStore, MemoryStore, StoreError, StoreFuture};

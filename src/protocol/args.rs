@@ -17,7 +17,7 @@ use std::sync::{Arc, OnceLock};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// The arguments of one [`Call`](crate::protocol::Call): keys as written, values as read.
+/// The arguments of one [`Call`](crate::Call): keys as written, values as read.
 ///
 /// It dereferences to a `serde_json::Map`, so `args["path"]`, `args.get("path")`,
 /// `args.iter()` and `args.remove("path")` work as on a map. Compare it with a map with
