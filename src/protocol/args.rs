@@ -3,8 +3,9 @@
 //!
 //! Why: building a `serde_json` tree costs several allocations per key and value, and
 //! for the JSON-shaped native formats it was most of the reading time (issue 25). A
-//! reader that finds a JSON object checks it with the same parser that would build it
-//! ([`Args::from_object_text`]), so building it later cannot fail, and keeps the text.
+//! reader keeps a JSON object's text only when building it later cannot fail: the same
+//! parser that would build it has walked it ([`Args::from_object_text`]), or it is valid
+//! JSON too short and plain to fail (`surely_builds`).
 //! A host that runs the call pays for the tree once, when the call's arguments are first
 //! read; one that only counts or forwards calls never does.
 //!
@@ -54,8 +55,8 @@ impl Args {
         }
     }
 
-    /// Arguments kept as `text`, one JSON value that serde_json has already read whole
-    /// (a `RawValue`, or the tolerant reader's output): `None` when it is not an object,
+    /// Arguments kept as `text`, one valid JSON value (a `RawValue` serde_json has read,
+    /// or what the tolerant reader wrote): `None` when it is not an object,
     /// or is one a `Map` cannot hold. Short text without a `\u` escape or an exponent
     /// skips [`from_object_text`](Self::from_object_text)'s check, which could not fail
     /// there (see `surely_builds`).
@@ -105,8 +106,7 @@ impl Args {
     }
 }
 
-/// True when serde_json is sure to build a map from `t`, a JSON object it has already
-/// read whole. Building a value fails where merely reading one does not in only three
+/// True when serde_json is sure to build a map from `t`, a valid JSON object. Building a value fails where merely reading one does not in only three
 /// ways: nesting past 127 levels (at least 256 bytes of brackets), a number out of
 /// `f64`'s range (an exponent, or over 300 digits), and a `\u` escape of a lone
 /// surrogate. Text under 250 bytes with no `\u` and no digit followed by `e`/`E` has
@@ -125,8 +125,8 @@ fn surely_builds(t: &[u8]) -> bool {
 /// The map of text [`Args::from_object_text`] or [`Args::from_read_json`] accepted.
 fn build(text: &str) -> Map<String, Value> {
     // Cannot fail: `from_object_text` ran this parser over this text and it read an
-    // object (every failure of `Value` parsing fails `Check` too), or serde_json read it
-    // whole and `surely_builds` holds.
+    // object (every failure of `Value` parsing fails `Check` too), or it is valid JSON
+    // and `surely_builds` holds.
     serde_json::from_str(text).expect("arguments text was checked when it was read")
 }
 
