@@ -493,11 +493,16 @@ impl Scanner {
                     self.first_action_end = Some(end);
                 }
                 let span = self.span(text.as_bytes(), start, end);
-                let calls = (syntax.read)(text, content, end_tag, block, span, &mut self.diags);
-                if !calls.is_empty() {
-                    self.reserve_calls(text.len(), end, eof);
-                }
-                self.calls.extend(calls);
+                self.reserve_calls(text.len(), end, eof);
+                (syntax.read)(
+                    text,
+                    content,
+                    end_tag,
+                    block,
+                    span,
+                    &mut self.diags,
+                    &mut self.calls,
+                );
             }
         }
         self.piece_start = end;
@@ -520,16 +525,25 @@ impl Scanner {
                 let (message, hint) = syntax.unclosed;
                 let before = self.diags.len();
                 let span = self.span(text.as_bytes(), start, len);
-                let calls = (syntax.read)(text, content, len, block, span, &mut self.diags);
+                let first = self.calls.len();
+                (syntax.read)(
+                    text,
+                    content,
+                    len,
+                    block,
+                    span,
+                    &mut self.diags,
+                    &mut self.calls,
+                );
                 if self.diags[before..]
                     .iter()
                     .any(|d| d.severity == Severity::Error)
                 {
                     // Something in it was cut off: nothing of it runs.
+                    self.calls.truncate(first);
                 } else {
                     self.diags
                         .push(RawDiag::warning(start, message.into(), hint.into()));
-                    self.calls.extend(calls);
                 }
             }
             _ => {

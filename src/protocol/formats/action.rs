@@ -161,6 +161,19 @@ impl Frame {
     }
 }
 
+/// The format table's reader: [`parse_action`]'s calls pushed onto `out`.
+pub(crate) fn read(
+    text: &str,
+    content: usize,
+    end_tag: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    out.extend(parse_action(text, content, end_tag, block, span, diags));
+}
+
 /// Reads the calls of one `<ACTION>` block whose content is `text[content..end_tag]`.
 pub(crate) fn parse_action(
     text: &str,

@@ -32,10 +32,11 @@ pub(crate) fn read(
     block: usize,
     span: Span,
     diags: &mut Vec<RawDiag>,
-) -> Vec<Call> {
+    out: &mut Vec<Call>,
+) {
     let s = text.as_bytes();
     let ended = close >= text.len();
-    let mut calls = Vec::new();
+    let start = out.len();
     let mut pos = content;
     // Built once per region: building a finder costs more than a call's search.
     let (begin, sep, end) = (
@@ -54,7 +55,8 @@ pub(crate) fn read(
                 "a DeepSeek call",
                 HINT,
             ));
-            return Vec::new();
+            out.truncate(start);
+            return;
         };
         let kind = text[head..head + j].trim();
         let mut l = Lit::new(s, head + j + SEP.len(), close);
@@ -75,30 +77,39 @@ pub(crate) fn read(
                 l.pos += 1;
             }
         }
-        let what = format!("the call to '{name}'");
+        // Only built for a diagnostic.
+        let what = |name: &str| format!("the call to '{name}'");
         match lit::json_args(text, l.pos, close) {
             Ok((Some(args), e)) => {
-                calls.push(lit::call(name, args, Format::DeepSeek, span, block));
+                out.push(lit::call(name, args, Format::DeepSeek, span, block));
                 l.pos = e;
             }
             Ok(_) => {
                 diags.push(RawDiag::error(
                     at,
-                    format!("the arguments of {what} are not an object; it was not executed"),
+                    format!(
+                        "the arguments of {} are not an object; it was not executed",
+                        what(&name)
+                    ),
                     HINT.into(),
                 ));
-                return Vec::new();
+                out.truncate(start);
+                return;
             }
             Err(e) => {
-                diags.push(lit::value_error(e, at, ended, &what, HINT));
-                return Vec::new();
+                diags.push(lit::value_error(e, at, ended, &what(&name), HINT));
+                out.truncate(start);
+                return;
             }
         }
         if fenced {
             l.ws();
             if !l.eat(b"```") && ended && l.at_end() {
-                diags.push(lit::value_error(LitErr::Cut, at, true, &what, HINT));
-                return Vec::new();
+                // The call was just pushed: its name is the last one's.
+                let name = out.last().map_or("", |c| c.tool.as_str());
+                diags.push(lit::value_error(LitErr::Cut, at, true, &what(name), HINT));
+                out.truncate(start);
+                return;
             }
         }
         pos = match end.find(&s[l.pos..close]) {
@@ -106,7 +117,7 @@ pub(crate) fn read(
             None => l.pos,
         };
     }
-    if calls.is_empty() {
+    if out.len() == start {
         diags.push(lit::value_error(
             if ended {
                 LitErr::Cut
@@ -119,5 +130,4 @@ pub(crate) fn read(
             HINT,
         ));
     }
-    calls
 }

@@ -28,42 +28,46 @@ pub(crate) fn read(
     block: usize,
     span: Span,
     diags: &mut Vec<RawDiag>,
-) -> Vec<Call> {
+    out: &mut Vec<Call>,
+) {
     let name_at = span.start + OPEN.len();
     let name = lit::unescape_name(text.get(name_at..content.saturating_sub(1)).unwrap_or(""));
     let ended = close >= text.len();
-    let what = format!("the call to '{name}'");
+    // Only built for a diagnostic.
+    let what = |name: &str| format!("the call to '{name}'");
     let mut l = Lit::new(text.as_bytes(), content, close);
     l.ws();
     if l.at_end() {
         if ended {
-            diags.push(lit::value_error(LitErr::Cut, span.start, true, &what, HINT));
-            return Vec::new();
+            diags.push(lit::value_error(
+                LitErr::Cut,
+                span.start,
+                true,
+                &what(&name),
+                HINT,
+            ));
+            return;
         }
-        return vec![lit::call(
+        out.push(lit::call(
             name,
             crate::protocol::Args::new(),
             Format::Functionary,
             span,
             block,
-        )];
+        ));
+        return;
     }
     match lit::json_args(text, l.pos, close) {
-        Ok((Some(args), _)) => {
-            vec![lit::call(name, args, Format::Functionary, span, block)]
-        }
-        Ok(_) => {
-            diags.push(RawDiag::error(
-                content,
-                format!("the arguments of {what} are not an object; it was not executed"),
-                HINT.into(),
-            ));
-            Vec::new()
-        }
-        Err(e) => {
-            diags.push(lit::value_error(e, span.start, ended, &what, HINT));
-            Vec::new()
-        }
+        Ok((Some(args), _)) => out.push(lit::call(name, args, Format::Functionary, span, block)),
+        Ok(_) => diags.push(RawDiag::error(
+            content,
+            format!(
+                "the arguments of {} are not an object; it was not executed",
+                what(&name)
+            ),
+            HINT.into(),
+        )),
+        Err(e) => diags.push(lit::value_error(e, span.start, ended, &what(&name), HINT)),
     }
 }
 

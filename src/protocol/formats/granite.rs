@@ -23,7 +23,8 @@ pub(crate) fn read(
     block: usize,
     span: Span,
     diags: &mut Vec<RawDiag>,
-) -> Vec<Call> {
+    out: &mut Vec<Call>,
+) {
     lit::read_json_calls(
         text,
         content,
@@ -33,5 +34,6 @@ pub(crate) fn read(
         block,
         span,
         diags,
-    )
+        out,
+    );
 }

@@ -40,7 +40,8 @@ pub(crate) fn read(
     block: usize,
     span: Span,
     diags: &mut Vec<RawDiag>,
-) -> Vec<Call> {
+    out: &mut Vec<Call>,
+) {
     lit::read_json_calls(
         text,
         content,
@@ -50,5 +51,6 @@ pub(crate) fn read(
         block,
         span,
         diags,
-    )
+        out,
+    );
 }

@@ -1154,7 +1154,7 @@ pub(crate) fn value_error(
 /// "arguments"}`, any order, Python-dict-like or not) or lists of them, separated by
 /// blanks, `;` or `,`; with `name_then`, also `name` + that marker + an arguments object
 /// (Mistral's `[ARGS]`). All or nothing: on any error the diagnostic is pushed and no
-/// call is returned. `to == text.len()` means the region was never closed.
+/// call is pushed onto `out`. `to == text.len()` means the region was never closed.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn read_json_calls(
     text: &str,
@@ -1165,13 +1165,14 @@ pub(crate) fn read_json_calls(
     block: usize,
     span: Span,
     diags: &mut Vec<RawDiag>,
-) -> Vec<Call> {
+    out: &mut Vec<Call>,
+) {
     // Only built for a diagnostic (a call site per call would cost an allocation each).
     let what = || format!("a {} call", source.name());
     let hint = "Write each call as {\"name\": \"ToolId\", \"arguments\": {…}}.";
     let ended = to >= text.len();
     let mut l = Lit::new(text.as_bytes(), from, to);
-    let mut calls = Vec::new();
+    let start = out.len();
     loop {
         l.ws();
         while matches!(l.peek(), Some(b';' | b',')) {
@@ -1188,7 +1189,8 @@ pub(crate) fn read_json_calls(
                         format!("expected {} here", what()),
                         hint.into(),
                     ));
-                    return Vec::new();
+                    out.truncate(start);
+                    return;
                 };
                 l.blanks();
                 if !l.eat(marker) {
@@ -1198,12 +1200,13 @@ pub(crate) fn read_json_calls(
                         LitErr::Bad(l.pos, "expected its arguments".into())
                     };
                     diags.push(value_error(e, at, ended, &what(), hint));
-                    return Vec::new();
+                    out.truncate(start);
+                    return;
                 }
                 match json_args(text, l.pos, to) {
                     Ok((Some(args), e)) => {
                         l.pos = e;
-                        calls.push(call(name, args, source, span, block));
+                        out.push(call(name, args, source, span, block));
                     }
                     Ok((None, _)) => {
                         diags.push(RawDiag::error(
@@ -1213,11 +1216,13 @@ pub(crate) fn read_json_calls(
                             ),
                             hint.into(),
                         ));
-                        return Vec::new();
+                        out.truncate(start);
+                        return;
                     }
                     Err(e) => {
                         diags.push(value_error(e, at, ended, &what(), hint));
-                        return Vec::new();
+                        out.truncate(start);
+                        return;
                     }
                 }
                 continue;
@@ -1235,25 +1240,27 @@ pub(crate) fn read_json_calls(
                 };
                 for item in one.into_iter().chain(many) {
                     match item.into_call() {
-                        Ok((tool, args)) => calls.push(call(tool, args, source, span, block)),
+                        Ok((tool, args)) => out.push(call(tool, args, source, span, block)),
                         Err(msg) => {
                             diags.push(RawDiag::error(
                                 at,
                                 format!("{}: {msg}; it was not executed", what()),
                                 hint.into(),
                             ));
-                            return Vec::new();
+                            out.truncate(start);
+                            return;
                         }
                     }
                 }
             }
             Err(e) => {
                 diags.push(value_error(e, at, ended, &what(), hint));
-                return Vec::new();
+                out.truncate(start);
+                return;
             }
         }
     }
-    if calls.is_empty() {
+    if out.len() == start {
         let e = if ended {
             LitErr::Cut
         } else {
@@ -1261,7 +1268,6 @@ pub(crate) fn read_json_calls(
         };
         diags.push(value_error(e, from, ended, &what(), hint));
     }
-    calls
 }
 
 #[cfg(test)]

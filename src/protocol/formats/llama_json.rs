@@ -26,7 +26,8 @@ pub(crate) fn read(
     block: usize,
     span: Span,
     diags: &mut Vec<RawDiag>,
-) -> Vec<Call> {
+    out: &mut Vec<Call>,
+) {
     lit::read_json_calls(
         text,
         content,
@@ -36,7 +37,8 @@ pub(crate) fn read(
         block,
         span,
         diags,
-    )
+        out,
+    );
 }
 
 /// Call objects at the start of `text[from..to]`, separated by `;`.

@@ -25,7 +25,8 @@ pub(crate) fn read(
     block: usize,
     span: Span,
     diags: &mut Vec<RawDiag>,
-) -> Vec<Call> {
+    out: &mut Vec<Call>,
+) {
     lit::read_json_calls(
         text,
         content,
@@ -35,5 +36,6 @@ pub(crate) fn read(
         block,
         span,
         diags,
-    )
+        out,
+    );
 }

@@ -44,8 +44,10 @@ use super::types::{Call, Format, Parsed, RawDiag, RawPair, Span};
 pub(crate) type ReadPairs = fn(&str, &[RawPair], usize, Span, &mut Vec<RawDiag>, &mut Vec<Call>);
 
 /// Reads the calls of one tagged region: the text, where its content starts, where its
-/// closing tag starts, its block index and span, and the diagnostics.
-pub(crate) type ReadRegion = fn(&str, usize, usize, usize, Span, &mut Vec<RawDiag>) -> Vec<Call>;
+/// closing tag starts, its block index and span, and the diagnostics; the calls are pushed
+/// onto the last argument (no vector per region), none of them when the region has an
+/// error.
+pub(crate) type ReadRegion = fn(&str, usize, usize, usize, Span, &mut Vec<RawDiag>, &mut Vec<Call>);
 
 /// How [`Format::Auto`] finds a format.
 #[derive(Debug, Clone, Copy)]
@@ -223,7 +225,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             open: Open::Tag(action::OPEN_TAG),
             close: Close::Tag(action::CLOSE_TAG),
             opaque: action::OPAQUE,
-            read: action::parse_action,
+            read: action::read,
             shown_as: action::SHOWN_AS,
             unclosed: action::UNCLOSED,
             reads_unclosed: false,
