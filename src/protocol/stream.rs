@@ -78,7 +78,9 @@ impl StreamReader {
         };
         StreamReader {
             format,
-            buf: Vec::new(),
+            // A model answer's first few kilobytes without growing (and copying) the
+            // buffer at every power of two.
+            buf: Vec::with_capacity(4096),
             valid: 0,
             mode,
             blank_checked: 0,
