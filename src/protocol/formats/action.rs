@@ -161,7 +161,8 @@ impl Frame {
     }
 }
 
-/// The format table's reader: [`parse_action`]'s calls pushed onto `out`.
+/// Reads the calls of one `<ACTION>` block whose content is `text[content..end_tag]`
+/// onto `out` (none of them when the block has an error).
 pub(crate) fn read(
     text: &str,
     content: usize,
@@ -171,18 +172,6 @@ pub(crate) fn read(
     diags: &mut Vec<RawDiag>,
     out: &mut Vec<Call>,
 ) {
-    out.extend(parse_action(text, content, end_tag, block, span, diags));
-}
-
-/// Reads the calls of one `<ACTION>` block whose content is `text[content..end_tag]`.
-pub(crate) fn parse_action(
-    text: &str,
-    content: usize,
-    end_tag: usize,
-    block: usize,
-    span: Span,
-    diags: &mut Vec<RawDiag>,
-) -> Vec<Call> {
     let raw = &text[content..end_tag];
     let (xml, inserts) = escape_bare_lt(raw);
     let mut reader = Reader::from_str(&xml);
@@ -194,7 +183,7 @@ pub(crate) fn parse_action(
         cfg.expand_empty_elements = false;
         cfg.trim_text(false);
     }
-    let mut calls = Vec::new();
+    let start = out.len();
     let mut stack: Vec<Frame> = Vec::new();
     let mut local = Vec::new();
     let malformed = |diags: &mut Vec<RawDiag>, at: usize, what: String| {
@@ -215,7 +204,8 @@ pub(crate) fn parse_action(
             Err(e) => {
                 let at = unmap(&inserts, reader.error_position() as usize);
                 malformed(diags, at, e.to_string());
-                return Vec::new();
+                out.truncate(start);
+                return;
             }
         };
         match ev {
@@ -228,7 +218,8 @@ pub(crate) fn parse_action(
                         unmap(&inserts, before),
                         format!("elements are nested more than {MAX_XML_DEPTH} deep"),
                     );
-                    return Vec::new();
+                    out.truncate(start);
+                    return;
                 }
                 let mut frame = Frame {
                     name,
@@ -247,7 +238,8 @@ pub(crate) fn parse_action(
                         }
                         Err(err) => {
                             malformed(diags, unmap(&inserts, before), err.to_string());
-                            return Vec::new();
+                            out.truncate(start);
+                            return;
                         }
                     }
                 }
@@ -260,7 +252,7 @@ pub(crate) fn parse_action(
                     close_frame(
                         &mut stack,
                         &mut repeated,
-                        &mut calls,
+                        out,
                         &mut local,
                         block,
                         span,
@@ -275,12 +267,13 @@ pub(crate) fn parse_action(
                         unmap(&inserts, before),
                         "closing tag without an opening tag".into(),
                     );
-                    return Vec::new();
+                    out.truncate(start);
+                    return;
                 }
                 close_frame(
                     &mut stack,
                     &mut repeated,
-                    &mut calls,
+                    out,
                     &mut local,
                     block,
                     span,
@@ -331,10 +324,10 @@ pub(crate) fn parse_action(
     }
     if let Some(open) = stack.last() {
         malformed(diags, open.at, format!("<{}> is never closed", open.name));
-        return Vec::new();
+        out.truncate(start);
+        return;
     }
     diags.extend(local);
-    calls
 }
 
 #[allow(clippy::too_many_arguments)]
