@@ -33,7 +33,36 @@ struct Client {
     tx: mpsc::Sender<Arc<str>>,
     lagged: CancellationToken,
     conn: Option<ConnHandle>,
+    /// With a shared store: the stream position when this client's stream opened; it is
+    /// handed the records after it.
+    from: Option<StreamId>,
 }
+
+/// A Redis stream entry id (`<ms>-<seq>`), ordered as Redis orders them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StreamId(pub u64, pub u64);
+
+impl StreamId {
+    /// Reads `<ms>-<seq>`.
+    pub fn parse(s: &str) -> Option<StreamId> {
+        let (ms, seq) = s.split_once('-')?;
+        Some(StreamId(ms.parse().ok()?, seq.parse().ok()?))
+    }
+}
+
+impl std::fmt::Display for StreamId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.0, self.1)
+    }
+}
+
+/// What a shared store does before a client's stream opens: makes sure every replica
+/// records calls for it, and answers the stream position to follow from.
+pub type Opener = Box<
+    dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<StreamId>> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// The audit records of a server, fanned out to its SSE clients.
 #[derive(Default)]
@@ -44,6 +73,8 @@ pub struct AuditHub {
     /// With a shared store: records go there (and come back to every replica's clients
     /// through [`AuditHub::deliver`]); the flag says whether any replica has a client.
     forward: std::sync::OnceLock<(mpsc::Sender<Arc<str>>, Arc<std::sync::atomic::AtomicBool>)>,
+    /// With a shared store: run before a client is subscribed ([`Opener`]).
+    opener: std::sync::OnceLock<Opener>,
 }
 
 impl std::fmt::Debug for AuditHub {
@@ -78,19 +109,43 @@ impl AuditHub {
     /// Hands a record to this server's clients (from its own engines, or from the shared
     /// store's stream).
     pub fn deliver(&self, text: Arc<str>) {
+        self.deliver_at(None, text);
+    }
+
+    /// [`AuditHub::deliver`] of the shared stream's entry `id`: only to the clients whose
+    /// stream opened before it.
+    pub fn deliver_at(&self, id: Option<StreamId>, text: Arc<str>) {
         let mut clients = self.lock();
-        clients.retain(|c| match c.tx.try_send(text.clone()) {
-            Ok(()) => true,
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                c.lagged.cancel();
-                if let Some(conn) = &c.conn {
-                    conn.close_soon();
+        clients.retain(|c| {
+            if let (Some(id), Some(from)) = (id, c.from) {
+                if id <= from {
+                    return true;
                 }
-                false
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => false,
+            match c.tx.try_send(text.clone()) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    c.lagged.cancel();
+                    if let Some(conn) = &c.conn {
+                        conn.close_soon();
+                    }
+                    false
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            }
         });
         self.count.store(clients.len(), Ordering::Release);
+    }
+
+    /// The earliest stream position a client now connected opened at (where a shared
+    /// store's reader starts when it had no client before).
+    pub fn earliest_from(&self) -> Option<StreamId> {
+        self.lock().iter().filter_map(|c| c.from).min()
+    }
+
+    /// Sets what runs before a client's stream opens (a shared store; once).
+    pub fn set_opener(&self, opener: Opener) -> bool {
+        self.opener.set(opener).is_ok()
     }
 }
 
@@ -108,6 +163,12 @@ impl AuditHub {
 
     /// A receiver of records from now on (`conn`: its connection, closed if it lags).
     pub fn subscribe_on(&self, conn: Option<ConnHandle>) -> Subscription {
+        self.subscribe_from(conn, None)
+    }
+
+    /// [`AuditHub::subscribe_on`] for a client whose stream opened at shared-stream
+    /// position `from`.
+    pub fn subscribe_from(&self, conn: Option<ConnHandle>, from: Option<StreamId>) -> Subscription {
         let (tx, rx) = mpsc::channel(BUFFER);
         let lagged = CancellationToken::new();
         let mut clients = self.lock();
@@ -116,6 +177,7 @@ impl AuditHub {
             tx,
             lagged: lagged.clone(),
             conn,
+            from,
         });
         self.count.store(clients.len(), Ordering::Release);
         Subscription { rx, lagged }
@@ -169,7 +231,15 @@ async fn audit_events(
     State(served): State<Arc<Served>>,
     conn: Option<Extension<ConnHandle>>,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
-    let sub = served.audit_hub().subscribe_on(conn.map(|Extension(c)| c));
+    let hub = served.audit_hub();
+    // With a shared store, every replica is told to record before the stream answers, and
+    // the stream follows from the position it had then: no call made after it opened is
+    // missed, on any replica.
+    let from = match hub.opener.get() {
+        Some(open) => open().await,
+        None => None,
+    };
+    let sub = hub.subscribe_from(conn.map(|Extension(c)| c), from);
     let s = stream(sub).take_until(served.streams_end());
     Sse::new(s).keep_alive(KeepAlive::default())
 }

@@ -6,8 +6,10 @@
 //!
 //! The audit stream is `tavern:audit`, capped at about [`AUDIT_KEEP`] records. A replica
 //! with SSE clients keeps the key `tavern:audit:wanted` alive; every replica reads it each
-//! second, and taps calls for the audit only while some replica has a client. Each replica
-//! follows the stream from the moment its first client connects.
+//! second, and taps calls for the audit only while some replica has a client. A client's
+//! stream answers only after every replica has said (on `tavern:audit:hello`) that it
+//! records, and follows the stream from the position it had then, so no call made after
+//! the stream opened is missed, whichever replica made it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -18,13 +20,20 @@ use rmcp::transport::streamable_http_server::session::store::{
     SessionState, SessionStore, SessionStoreError,
 };
 
+use super::audit_stream::StreamId;
 use super::jobs::redis::RedisJobs;
 use super::Served;
 use crate::store::redis::RedisStore;
 use crate::store::StoreError;
 
+type OpenFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Option<StreamId>> + Send>>;
+
 const AUDIT: &str = "tavern:audit";
 const AUDIT_WANTED: &str = "tavern:audit:wanted";
+/// Channel on which a replica whose client opens a stream tells every replica to record.
+const AUDIT_HELLO: &str = "tavern:audit:hello";
+/// How long a stream that opens waits for every replica to say it records.
+const HELLO_WAIT: Duration = Duration::from_secs(1);
 /// About how many audit records the shared stream keeps.
 pub const AUDIT_KEEP: usize = 10_000;
 /// How long an MCP session unused is kept in the store.
@@ -105,6 +114,92 @@ fn relay_audit(served: &Arc<Served>, store: RedisStore) {
             }
         }
     });
+    // A client's stream opens only once every replica records: the "wanted" key is set,
+    // every replica is told on AUDIT_HELLO and answers on a list of its own, and the
+    // stream follows from the position it had then.
+    let (s, flag) = (store.clone(), any.clone());
+    hub.set_opener(Box::new(move || -> OpenFuture {
+        let (store, flag) = (s.clone(), flag.clone());
+        Box::pin(async move {
+            flag.store(true, Ordering::SeqCst);
+            let mut c = store.conn();
+            let nonce = uuid::Uuid::new_v4().simple().to_string();
+            let acks = format!("{AUDIT_HELLO}:{nonce}");
+            let told: redis::RedisResult<(i64,)> = redis::pipe()
+                .cmd("SET")
+                .arg(AUDIT_WANTED)
+                .arg(1)
+                .arg("PX")
+                .arg(3000)
+                .ignore()
+                .cmd("PUBLISH")
+                .arg(AUDIT_HELLO)
+                .arg(&nonce)
+                .query_async(&mut c)
+                .await;
+            if let Ok((n,)) = told {
+                let until = tokio::time::Instant::now() + HELLO_WAIT;
+                while tokio::time::Instant::now() < until {
+                    let got: i64 = redis::cmd("LLEN")
+                        .arg(&acks)
+                        .query_async(&mut c)
+                        .await
+                        .unwrap_or(i64::MAX);
+                    if got >= n {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+            let r: redis::RedisResult<StreamRangeReply> = redis::cmd("XREVRANGE")
+                .arg(AUDIT)
+                .arg("+")
+                .arg("-")
+                .arg("COUNT")
+                .arg(1)
+                .query_async(&mut c)
+                .await;
+            let r = r.ok()?;
+            Some(
+                r.ids
+                    .first()
+                    .and_then(|e| StreamId::parse(&e.id))
+                    .unwrap_or(StreamId(0, 0)),
+            )
+        })
+    }));
+    // Every replica: told that a stream opens somewhere, it records from now on, and says so.
+    let (s, flag) = (store.clone(), any.clone());
+    tokio::spawn(async move {
+        use futures_util::StreamExt;
+        loop {
+            if let Ok(mut ps) = s.client().get_async_pubsub().await {
+                if ps.subscribe(AUDIT_HELLO).await.is_ok() {
+                    let mut msgs = ps.on_message();
+                    while let Some(m) = msgs.next().await {
+                        let Ok(nonce) = m.get_payload::<String>() else {
+                            continue;
+                        };
+                        flag.store(true, Ordering::SeqCst);
+                        let mut c = s.conn();
+                        let acks = format!("{AUDIT_HELLO}:{nonce}");
+                        let _: redis::RedisResult<()> = redis::pipe()
+                            .cmd("RPUSH")
+                            .arg(&acks)
+                            .arg(1)
+                            .ignore()
+                            .cmd("PEXPIRE")
+                            .arg(&acks)
+                            .arg(10_000)
+                            .ignore()
+                            .query_async(&mut c)
+                            .await;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
     // Reader: the stream to this replica's clients; the "wanted" flag both ways.
     tokio::spawn(async move {
         let mut last: Option<String> = None;
@@ -137,6 +232,10 @@ fn relay_audit(served: &Arc<Served>, store: RedisStore) {
                     any.store(true, Ordering::Relaxed);
                 }
                 if last.is_none() {
+                    // From where the earliest client's stream opened.
+                    last = hub.earliest_from().map(|p| p.to_string());
+                }
+                if last.is_none() {
                     let r: redis::RedisResult<StreamRangeReply> = redis::cmd("XREVRANGE")
                         .arg(AUDIT)
                         .arg("+")
@@ -164,7 +263,7 @@ fn relay_audit(served: &Arc<Served>, store: RedisStore) {
                         }
                         for e in r.ids {
                             if let Some(rec) = e.get::<String>("r") {
-                                hub.deliver(Arc::from(rec));
+                                hub.deliver_at(StreamId::parse(&e.id), Arc::from(rec));
                             }
                         }
                     }

@@ -42,6 +42,10 @@ pub enum StoreError {
     /// A key or value the store refuses (too long, not JSON).
     #[error("{0}")]
     Invalid(String),
+    /// What the store holds is not what tavern wrote there (a key of another type, a record
+    /// that cannot be read); nothing was written. The message names the key.
+    #[error("{0}")]
+    Corrupt(String),
 }
 
 impl StoreError {
@@ -51,6 +55,7 @@ impl StoreError {
             StoreError::Unavailable(_) => "store_unavailable",
             StoreError::NotAnInteger { .. } => "not_an_integer",
             StoreError::Invalid(_) => "invalid_store_value",
+            StoreError::Corrupt(_) => "store_corrupt",
         }
     }
 }

@@ -34,16 +34,31 @@ impl std::fmt::Debug for RedisStore {
     }
 }
 
-/// A Redis error as a [`StoreError`]: anything about reaching the server is
-/// `Unavailable`; what the server refused is `Invalid`.
+/// Answers of a Redis that is there but cannot serve now, and will again by itself: it is
+/// loading its data after a restart (`LOADING`), running a long script (`BUSY`), moving
+/// keys (`TRYAGAIN`), or a replica whose primary is away (`MASTERDOWN`).
+const TRANSIENT: [&str; 4] = ["LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN"];
+
+/// A Redis error as a [`StoreError`]: anything about reaching the server, and the answers
+/// of a server that cannot serve for a while ([`TRANSIENT`]), is `Unavailable` (retried by
+/// the client); what the server refused is `Invalid`.
 pub fn store_error(e: &redis::RedisError) -> StoreError {
     if e.is_io_error()
         || e.is_timeout()
         || e.is_connection_dropped()
         || e.is_connection_refusal()
         || e.is_unrecoverable_error()
+        || e.code().is_some_and(|c| TRANSIENT.contains(&c))
     {
         StoreError::Unavailable(e.to_string())
+    } else if e.code() == Some("TAVERNCORRUPT") {
+        // A jobs script that checked the keys it writes before writing any (`jobs::redis`).
+        let what = e
+            .detail()
+            .unwrap_or("a store key holds another type than tavern wrote");
+        StoreError::Corrupt(format!(
+            "{what}; nothing was written. Delete that key (or give tavern its own Redis DB) and try again"
+        ))
     } else {
         StoreError::Invalid(format!("the store refused the operation: {e}"))
     }

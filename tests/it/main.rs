@@ -129,6 +129,13 @@ mod host_loop;
     feature = "llm-http",
     feature = "store-redis"
 ))]
+mod jobs_hardening;
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod modder_errors;
 mod node_tools;
 mod plugin_turns;

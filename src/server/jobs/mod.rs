@@ -25,6 +25,7 @@
 //!   drops whatever is left.
 
 pub mod journal;
+pub mod listing;
 #[cfg(feature = "store-redis")]
 pub mod redis;
 #[cfg(feature = "store-redis")]
@@ -102,6 +103,23 @@ pub struct JobEvent {
 const EVENT_OVERHEAD: usize = 64;
 /// Bytes counted for each kept job besides its result and events.
 const JOB_OVERHEAD: usize = 512;
+
+/// How much of a report's text is a repeat: each successful result's `observation` says
+/// its `value` again (`… Result: <value>`). A result counts against the byte budget as
+/// its text less these repeats, so one value counts once (both modes).
+pub fn result_bytes(report: &Value) -> usize {
+    report["results"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r.get("value").is_some())
+        .filter_map(|r| {
+            let o = r.get("observation")?.as_str()?;
+            let at = o.find("Result: ")? + "Result: ".len();
+            Some(o.len() - at)
+        })
+        .sum()
+}
 
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
@@ -324,9 +342,10 @@ impl Job {
         st.started_ms.get_or_insert(now);
         st.ended_ms = Some(now);
         // A Value always writes as valid JSON text.
+        let counted = result.as_ref().map(result_bytes);
         let raw = result.and_then(|r| RawValue::from_string(r.to_string()).ok());
-        if let Some(r) = &raw {
-            self.grow(&mut st, r.get().len());
+        if let (Some(r), Some(repeats)) = (&raw, counted) {
+            self.grow(&mut st, r.get().len().saturating_sub(repeats));
         }
         st.result = raw.map(Arc::from);
         st.error = error;
@@ -834,6 +853,23 @@ mod tests {
         let data: Value = serde_json::from_str(&end.data).unwrap();
         assert_eq!(data["status"], "succeeded");
         assert_eq!(data["result"], with["result"]);
+    }
+
+    #[test]
+    fn a_result_counts_once_though_its_observation_repeats_it() {
+        let jobs = store(10);
+        let j = jobs.create().unwrap();
+        j.start(1);
+        let value = "v".repeat(100_000);
+        let observation = crate::tools::success_observation("t", &json!(value));
+        j.finish(Outcome::Done {
+            result: json!({"results": [{"tool": "t", "ok": true, "value": value,
+                "observation": observation}], "diagnostics": []}),
+            error: None,
+        });
+        let kept = j.retained_bytes();
+        assert!(kept > 100_000, "{kept}");
+        assert!(kept < 110_000, "the value counted twice: {kept}");
     }
 
     #[test]

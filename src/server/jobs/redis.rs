@@ -42,7 +42,7 @@ use std::time::Duration;
 
 use redis::aio::ConnectionManager;
 use redis::streams::{StreamAutoClaimReply, StreamRangeReply, StreamReadReply};
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use super::store::{Meter, Refused};
@@ -75,7 +75,8 @@ const INDEX_SLACK_MS: u64 = 24 * 3600 * 1000;
 /// Most events kept per job (approximately; older ones are trimmed).
 const MAX_EVENTS: usize = super::MAX_EVENTS;
 
-fn hkey(id: &str) -> String {
+/// The record key of job `id`.
+pub fn hkey(id: &str) -> String {
     format!("tavern:job:{id}")
 }
 
@@ -135,6 +136,33 @@ local function settle(now, max)
   end
   return used
 end
+local function kind(key) return redis.call('TYPE', key)['ok'] end
+-- Refuses to write anything when a key this script writes holds another type than it
+-- must (Redis does not roll a script back: a failure halfway would leave half a job).
+local function sound(new)
+  local must = {{KEYS[1], 'hash'}, {KEYS[2], 'stream'}, {USED, 'string'}, {SIZES, 'hash'},
+    {KEPT, 'zset'}, {ENDS, 'zset'}, {INDEX, 'zset'}}
+  for _, m in ipairs(must) do
+    local k = kind(m[1])
+    if k ~= 'none' and (k ~= m[2] or (new and m[1] == KEYS[1])) then
+      return 'the store key ' .. m[1] .. ' holds a ' .. k .. ', not ' .. (new and m[1] == KEYS[1] and 'nothing (a new job)' or ('a ' .. m[2]))
+    end
+  end
+  -- A total that makes no sense (not a whole number, or below zero) is counted again
+  -- from the jobs' sizes.
+  local raw = redis.call('GET', USED) or '0'
+  local used = tonumber(raw)
+  if not used or used < 0 or used ~= math.floor(used) then
+    local sum = 0
+    for _, v in ipairs(redis.call('HVALS', SIZES)) do
+      local n = tonumber(v)
+      if n and n > 0 then sum = sum + n end
+    end
+    redis.call('SET', USED, sum)
+    redis.log(redis.LOG_WARNING, 'tavern: ' .. USED .. ' held ' .. raw .. '; counted again from the jobs: ' .. sum)
+  end
+  return nil
+end
 local id, now, ttl, max = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 "#;
 
@@ -142,6 +170,8 @@ local id, now, ttl, max = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumbe
 /// evicted: KEYS job, events, queue, index; ARGV id, now, ttl ms, max bytes, body,
 /// caller, the oldest creation time the index keeps. Answers `{"ok"}` or `{"budget", used}`.
 const CREATE: &str = r#"
+local bad = sound(true) or (kind(KEYS[3]) ~= 'stream' and kind(KEYS[3]) ~= 'none' and ('the store key ' .. KEYS[3] .. ' holds a ' .. kind(KEYS[3]) .. ', not a stream'))
+if bad then return redis.error_reply('TAVERNCORRUPT ' .. bad) end
 local used = settle(now, max)
 if used > max then return {'budget', used} end
 redis.call('HSET', KEYS[1], 'status', 'queued', 'created_ms', ARGV[2], 'attempts', 0)
@@ -156,6 +186,8 @@ return {'ok'}
 /// Starts an attempt: KEYS job, events; ARGV id, now, ttl ms, max bytes, replica, max
 /// attempts. Answers `{"run", n}`, `{"final"}`, `{"gone"}`, `{"cancelled"}` or `{"lost", n}`.
 const BEGIN: &str = r#"
+local bad = sound(false)
+if bad then return redis.error_reply('TAVERNCORRUPT ' .. bad) end
 local st = redis.call('HGET', KEYS[1], 'status')
 if not st then return {'gone'} end
 if st == 'succeeded' or st == 'failed' or st == 'cancelled' then return {'final'} end
@@ -187,6 +219,8 @@ return {'run', n}
 /// now, ttl ms, max bytes, most events kept, progress (or ``), then name and data pairs.
 /// Events of a job no longer running are not kept. Answers the store's total bytes.
 const EVENTS: &str = r#"
+local bad = sound(false)
+if bad then return redis.error_reply('TAVERNCORRUPT ' .. bad) end
 if redis.call('HGET', KEYS[1], 'status') == 'running' then
   for i = 7, #ARGV, 2 do
     redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'name', ARGV[i], 'data', ARGV[i + 1])
@@ -198,14 +232,17 @@ return settle(now, max)
 "#;
 
 /// Ends an attempt: KEYS job, events; ARGV id, now, ttl ms, max bytes, attempt, status,
-/// result, error. Only the current attempt of a job not yet ended may end it. The `end`
+/// result, error, the bytes the result counts (its text less what its observations
+/// repeat, [`super::result_bytes`]). Only the current attempt of a job not yet ended may end it. The `end`
 /// event leaves the result in the record (`result` `record`): it is kept, and counted, once.
 const FINISH: &str = r#"
+local bad = sound(false)
+if bad then return redis.error_reply('TAVERNCORRUPT ' .. bad) end
 local st = redis.call('HGET', KEYS[1], 'status')
 if not st or st == 'succeeded' or st == 'failed' or st == 'cancelled' then return 0 end
 if redis.call('HGET', KEYS[1], 'attempts') ~= ARGV[5] then return 0 end
 redis.call('HSET', KEYS[1], 'status', ARGV[6], 'result', ARGV[7], 'error', ARGV[8], 'ended_ms', ARGV[2])
-grow(id, #ARGV[7] + #ARGV[8])
+grow(id, tonumber(ARGV[9]) + #ARGV[8])
 event(id, 'status', '{"status":"' .. ARGV[6] .. '"}')
 local data = '{"status":"' .. ARGV[6] .. '","error":' .. ARGV[8] .. '}'
 redis.call('XADD', KEYS[2], '*', 'name', 'end', 'data', data, 'result', 'record')
@@ -219,6 +256,8 @@ return 1
 /// bytes. Answers the status before (`queued` ones are cancelled here; others get the
 /// flag), `evicted` for a tombstone, nil for no record.
 const CANCEL: &str = r#"
+local bad = sound(false)
+if bad then return redis.error_reply('TAVERNCORRUPT ' .. bad) end
 local st = redis.call('HGET', KEYS[1], 'status')
 if not st then
   if redis.call('HEXISTS', KEYS[1], 'evicted') == 1 then return 'evicted' end
@@ -238,6 +277,117 @@ end
 return st
 "#;
 
+/// The fields of a record a listing reads (its `result` is read apart, when asked for).
+const LISTED_FIELDS: [&str; 8] = [
+    "status",
+    "created_ms",
+    "started_ms",
+    "ended_ms",
+    "progress",
+    "error",
+    "attempts",
+    "replica",
+];
+
+/// One batch of a listing (read only): KEYS index; ARGV the cursor's score (`+inf` for the
+/// first page) and id (``), at most how many. Ids newest first (by creation time, then id)
+/// after the cursor; for each `{id, score, kind, result length, fields…}` where kind is
+/// `hash` (then the [`LISTED_FIELDS`]), `gone` (expired) or the key's type (garbled).
+/// Answers `{entries, more}`.
+const LIST: &str = r#"
+local max, after, n = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local maxn = tonumber(max)
+local ids, offset = {}, 0
+for _ = 1, 100 do
+  local got = redis.call('ZREVRANGEBYSCORE', KEYS[1], max, '-inf', 'WITHSCORES', 'LIMIT', offset, n + 1)
+  for i = 1, #got, 2 do
+    local id, score = got[i], got[i + 1]
+    if after == '' or tonumber(score) < maxn or id < after then
+      if #ids <= n then table.insert(ids, {id, score}) end
+    end
+  end
+  if #ids > n or #got < 2 * (n + 1) then break end
+  offset = offset + n + 1
+end
+local out = {}
+for i = 1, math.min(#ids, n) do
+  local id, score = ids[i][1], ids[i][2]
+  local key = 'tavern:job:' .. id
+  local kind = redis.call('TYPE', key)['ok']
+  if kind == 'none' then
+    table.insert(out, {id, score, 'gone'})
+  elseif kind ~= 'hash' then
+    table.insert(out, {id, score, kind})
+  elseif redis.call('HEXISTS', key, 'status') == 0 then
+    table.insert(out, {id, score, 'gone'})
+  else
+    local e = {id, score, 'hash', tostring(redis.call('HSTRLEN', key, 'result'))}
+    local f = redis.call('HMGET', key, 'status', 'created_ms', 'started_ms', 'ended_ms', 'progress', 'error', 'attempts', 'replica')
+    for j = 1, 8 do e[4 + j] = f[j] end
+    table.insert(out, e)
+  end
+end
+return {out, #ids > n and 1 or 0}
+"#;
+
+/// Where a listing of the store's jobs goes on: the creation time and id of the last job
+/// of the previous page (`<created_ms>-<id>` in `next_cursor`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListCursor {
+    /// Its creation time (the index's score).
+    pub score: u64,
+    /// Its id.
+    pub id: String,
+}
+
+impl ListCursor {
+    /// Reads a `next_cursor` this store gave.
+    pub fn parse(s: &str) -> Option<ListCursor> {
+        let (score, id) = s.split_once('-')?;
+        let score = score.parse().ok()?;
+        id.starts_with("job-").then(|| ListCursor {
+            score,
+            id: id.to_string(),
+        })
+    }
+}
+
+impl std::fmt::Display for ListCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}", self.score, self.id)
+    }
+}
+
+/// One job of a listing batch.
+#[derive(Debug)]
+pub enum Listed {
+    /// A record that reads.
+    Job {
+        /// Where the listing goes on after it.
+        cursor: ListCursor,
+        /// Its fields ([`LISTED_FIELDS`]).
+        fields: HashMap<String, String>,
+        /// The length of its stored result's text (0: none).
+        result_len: usize,
+    },
+    /// A record that cannot be read, and why.
+    Garbled {
+        /// Where the listing goes on after it.
+        cursor: ListCursor,
+        /// Why.
+        why: String,
+    },
+}
+
+/// The job as a listing shows it (`result`: its stored text, when given), as JSON.
+pub fn listed_json(
+    id: &str,
+    fields: &HashMap<String, String>,
+    result: Option<&serde_json::value::RawValue>,
+) -> Vec<u8> {
+    serde_json::to_vec(&view_of(id, fields, result)).unwrap_or_default()
+}
+
 /// A script: the shared [`BUDGET`] functions (with this build's overheads), then `body`.
 fn script(body: &str) -> redis::Script {
     redis::Script::new(&format!(
@@ -256,6 +406,9 @@ pub enum Record {
     Evicted,
     /// No record: never made, or expired after `--job-ttl` (404 `unknown_job`).
     Missing,
+    /// A record that cannot be read (a key of another type, bytes that are not UTF-8, a
+    /// field that does not parse): why (500 `job_unreadable`; skipped by listings).
+    Garbled(String),
 }
 
 /// The jobs of every replica sharing one store.
@@ -271,6 +424,7 @@ pub struct RedisJobs {
     events: redis::Script,
     finish: redis::Script,
     cancel: redis::Script,
+    list: redis::Script,
     /// Jobs running on this replica, by id.
     running: Mutex<HashMap<String, Arc<Job>>>,
     workers: Arc<Semaphore>,
@@ -324,8 +478,36 @@ fn parse_json(v: Option<&String>) -> Value {
 }
 
 /// A stored record as the API shows a job (the shape of [`Job::to_json`], plus
-/// `attempts` and `replica`).
+/// `attempts` and `replica`). Lenient: a field that does not parse shows as `null`
+/// ([`checked_record`] says why a record cannot be read).
 pub fn record_json(id: &str, h: &HashMap<String, String>) -> Value {
+    let result = h
+        .get("result")
+        .and_then(|r| serde_json::from_str::<&serde_json::value::RawValue>(r).ok());
+    serde_json::to_value(view_of(id, h, result)).unwrap_or(Value::Null)
+}
+
+/// A record as the API shows it, `result` as stored (JSON text, written as it is).
+#[derive(serde::Serialize)]
+pub struct StoredView<'a> {
+    id: &'a str,
+    status: &'a str,
+    created_ms: u64,
+    started_ms: Option<u64>,
+    ended_ms: Option<u64>,
+    elapsed_ms: u64,
+    progress: Value,
+    result: Option<&'a serde_json::value::RawValue>,
+    error: Value,
+    attempts: u64,
+    replica: Option<&'a str>,
+}
+
+fn view_of<'a>(
+    id: &'a str,
+    h: &'a HashMap<String, String>,
+    result: Option<&'a serde_json::value::RawValue>,
+) -> StoredView<'a> {
     let num = |k: &str| h.get(k).and_then(|v| v.parse::<u64>().ok());
     let (started, ended) = (num("started_ms"), num("ended_ms"));
     let elapsed = match (started, ended) {
@@ -333,19 +515,59 @@ pub fn record_json(id: &str, h: &HashMap<String, String>) -> Value {
         (Some(s), None) => now_ms().saturating_sub(s),
         _ => 0,
     };
-    json!({
-        "id": id,
-        "status": h.get("status").map_or("queued", String::as_str),
-        "created_ms": num("created_ms").unwrap_or(0),
-        "started_ms": started,
-        "ended_ms": ended,
-        "elapsed_ms": elapsed,
-        "progress": parse_json(h.get("progress")),
-        "result": parse_json(h.get("result")),
-        "error": parse_json(h.get("error")),
-        "attempts": num("attempts").unwrap_or(0),
-        "replica": h.get("replica"),
-    })
+    StoredView {
+        id,
+        status: h.get("status").map_or("queued", String::as_str),
+        created_ms: num("created_ms").unwrap_or(0),
+        started_ms: started,
+        ended_ms: ended,
+        elapsed_ms: elapsed,
+        progress: parse_json(h.get("progress")),
+        result: result.filter(|r| r.get() != "null"),
+        error: parse_json(h.get("error")),
+        attempts: num("attempts").unwrap_or(0),
+        replica: h.get("replica").map(String::as_str),
+    }
+}
+
+/// A record's fields as text, or why they are not (a byte string that is not UTF-8).
+fn text_fields(raw: Vec<(Vec<u8>, Vec<u8>)>) -> Result<HashMap<String, String>, String> {
+    raw.into_iter()
+        .map(|(k, v)| {
+            let k = String::from_utf8(k).map_err(|_| "a field name is not UTF-8".to_string())?;
+            let v = String::from_utf8(v).map_err(|_| format!("field '{k}' is not UTF-8"))?;
+            Ok((k, v))
+        })
+        .collect()
+}
+
+/// Checks a record's fields (`result` aside) as tavern writes them: a known `status`, a
+/// `created_ms`, numbers where numbers go, JSON where JSON goes. Answers why not.
+pub fn checked_record(h: &HashMap<String, String>) -> Result<(), String> {
+    let status = h.get("status").map(String::as_str).unwrap_or_default();
+    if !matches!(
+        status,
+        "queued" | "running" | "succeeded" | "failed" | "cancelled"
+    ) {
+        return Err(format!("its status '{status}' is not a job status"));
+    }
+    for k in ["created_ms", "started_ms", "ended_ms", "attempts"] {
+        match h.get(k) {
+            Some(v) if v.parse::<u64>().is_err() => {
+                return Err(format!("its {k} '{v}' is not a number"))
+            }
+            None if k == "created_ms" => return Err("it has no created_ms".into()),
+            _ => {}
+        }
+    }
+    for k in ["progress", "error", "result"] {
+        if let Some(v) = h.get(k) {
+            if serde_json::from_str::<serde::de::IgnoredAny>(v).is_err() {
+                return Err(format!("its {k} is not JSON"));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn is_final(status: &str) -> bool {
@@ -377,6 +599,7 @@ impl RedisJobs {
             events: script(EVENTS),
             finish: script(FINISH),
             cancel: script(CANCEL),
+            list: redis::Script::new(LIST),
             running: Mutex::new(HashMap::new()),
             workers: Arc::new(Semaphore::new(WORKERS)),
             meter: Meter::new(max_bytes),
@@ -471,13 +694,34 @@ impl RedisJobs {
     /// What the store says of job `id`.
     pub async fn lookup(&self, id: &str) -> Result<Record, StoreError> {
         let mut c = self.conn();
-        let h: HashMap<String, String> = redis::cmd("HGETALL")
+        let r: redis::RedisResult<Vec<(Vec<u8>, Vec<u8>)>> = redis::cmd("HGETALL")
             .arg(hkey(id))
             .query_async(&mut c)
-            .await
-            .map_err(rerr)?;
+            .await;
+        let raw = match r {
+            Ok(raw) => raw,
+            Err(e) if e.code() == Some("WRONGTYPE") => {
+                let kind: String = redis::cmd("TYPE")
+                    .arg(hkey(id))
+                    .query_async(&mut c)
+                    .await
+                    .map_err(rerr)?;
+                return Ok(Record::Garbled(format!(
+                    "the store key {} holds a {kind}, not a hash",
+                    hkey(id)
+                )));
+            }
+            Err(e) => return Err(rerr(e)),
+        };
+        let h = match text_fields(raw) {
+            Ok(h) => h,
+            Err(why) => return Ok(Record::Garbled(format!("{}: {why}", hkey(id)))),
+        };
         Ok(if h.contains_key("status") {
-            Record::Found(record_json(id, &h))
+            match checked_record(&h) {
+                Ok(()) => Record::Found(record_json(id, &h)),
+                Err(why) => Record::Garbled(format!("{}: {why}", hkey(id))),
+            }
         } else if h.contains_key("evicted") {
             Record::Evicted
         } else {
@@ -491,35 +735,73 @@ impl RedisJobs {
         Ok(match self.lookup(id).await? {
             Record::Found(r) => Some(r),
             Record::Evicted | Record::Missing => None,
+            Record::Garbled(why) => return Err(StoreError::Corrupt(why)),
         })
     }
 
-    /// The newest `max` jobs, newest first (expired ones leave the index here).
-    pub async fn list(&self, max: usize) -> Result<Vec<Value>, StoreError> {
+    /// The next jobs of a listing, newest first: at most `n` after `after` (from the
+    /// newest when `None`), their records read without their results (each job's
+    /// [`Listed::result_len`] says how long its result is; [`RedisJobs::result`] reads
+    /// it), and whether older jobs follow. Ids whose records expired leave the index here.
+    pub async fn list_batch(
+        &self,
+        after: Option<&ListCursor>,
+        n: usize,
+    ) -> Result<(Vec<Listed>, bool), StoreError> {
         let mut c = self.conn();
-        let ids: Vec<String> = redis::cmd("ZREVRANGE")
-            .arg(INDEX)
-            .arg(0)
-            .arg(max.max(1) as i64 - 1)
-            .query_async(&mut c)
+        let (max, after_id) = match after {
+            Some(a) => (a.score.to_string(), a.id.clone()),
+            None => ("+inf".to_string(), String::new()),
+        };
+        let reply: (Vec<Vec<Option<Vec<u8>>>>, i64) = self
+            .list
+            .key(INDEX)
+            .arg(max)
+            .arg(after_id)
+            .arg(n.max(1))
+            .invoke_async(&mut c)
             .await
             .map_err(rerr)?;
-        let mut p = redis::pipe();
-        for id in &ids {
-            p.cmd("HGETALL").arg(hkey(id));
-        }
-        let hs: Vec<HashMap<String, String>> = if ids.is_empty() {
-            Vec::new()
-        } else {
-            p.query_async(&mut c).await.map_err(rerr)?
-        };
-        let mut out = Vec::new();
+        let (entries, more) = reply;
+        let mut out = Vec::with_capacity(entries.len());
         let mut gone = Vec::new();
-        for (id, h) in ids.iter().zip(hs) {
-            if !h.contains_key("status") {
-                gone.push(id.clone());
-            } else {
-                out.push(record_json(id, &h));
+        for e in entries {
+            let text = |i: usize| {
+                e.get(i)
+                    .and_then(|v| v.as_ref())
+                    .map(|b| String::from_utf8_lossy(b).into_owned())
+                    .unwrap_or_default()
+            };
+            let (id, score, kind) = (text(0), text(1), text(2));
+            let result_len: usize = text(3).parse().unwrap_or(0);
+            let cursor = ListCursor {
+                score: score.parse::<f64>().unwrap_or(0.0) as u64,
+                id: id.clone(),
+            };
+            match kind.as_str() {
+                "gone" => gone.push(id),
+                "hash" => {
+                    let pairs = LISTED_FIELDS
+                        .iter()
+                        .zip(e.into_iter().skip(4))
+                        .filter_map(|(k, v)| v.map(|v| (k.as_bytes().to_vec(), v)))
+                        .collect();
+                    let listed = text_fields(pairs)
+                        .and_then(|h| checked_record(&h).map(|()| h))
+                        .map_err(|why| format!("{}: {why}", hkey(&id)));
+                    match listed {
+                        Ok(fields) => out.push(Listed::Job {
+                            cursor,
+                            result_len,
+                            fields,
+                        }),
+                        Err(why) => out.push(Listed::Garbled { cursor, why }),
+                    }
+                }
+                other => out.push(Listed::Garbled {
+                    why: format!("the store key {} holds a {other}, not a hash", hkey(&id)),
+                    cursor,
+                }),
             }
         }
         if !gone.is_empty() {
@@ -529,7 +811,21 @@ impl RedisJobs {
                 .query_async(&mut c)
                 .await;
         }
-        Ok(out)
+        Ok((out, more == 1))
+    }
+
+    /// The stored result of job `id` (JSON text), when it has one.
+    pub async fn result(&self, id: &str) -> Result<Option<String>, StoreError> {
+        let mut c = self.conn();
+        let r: redis::RedisResult<Option<Vec<u8>>> = redis::cmd("HGET")
+            .arg(hkey(id))
+            .arg("result")
+            .query_async(&mut c)
+            .await;
+        match r {
+            Ok(v) => Ok(v.map(|b| String::from_utf8_lossy(&b).into_owned())),
+            Err(e) => Err(rerr(e)),
+        }
     }
 
     /// Cancels job `id`: a queued one at once; a running one through its flag, which its
@@ -539,11 +835,15 @@ impl RedisJobs {
         Ok(match self.cancel_record(id).await? {
             Record::Found(r) => Some(r),
             Record::Evicted | Record::Missing => None,
+            Record::Garbled(why) => return Err(StoreError::Corrupt(why)),
         })
     }
 
     /// [`RedisJobs::cancel`], telling an evicted job apart from an unknown one.
     pub async fn cancel_record(&self, id: &str) -> Result<Record, StoreError> {
+        if let Record::Garbled(why) = self.lookup(id).await? {
+            return Ok(Record::Garbled(why));
+        }
         let mut c = self.conn();
         let before: Option<String> = self
             .invocation(&self.cancel, id)
@@ -961,6 +1261,9 @@ impl RedisJobs {
     async fn end(&self, id: &str, attempt: u64, end: &Value) -> bool {
         let status = end["status"].as_str().unwrap_or("failed").to_string();
         let result = end["result"].to_string();
+        let counted = result
+            .len()
+            .saturating_sub(super::result_bytes(&end["result"]));
         let error = end["error"].to_string();
         for i in 0..20u32 {
             let mut c = self.conn();
@@ -970,6 +1273,7 @@ impl RedisJobs {
                 .arg(&status)
                 .arg(&result)
                 .arg(&error)
+                .arg(counted)
                 .invoke_async(&mut c)
                 .await;
             match r {

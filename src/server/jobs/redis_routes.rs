@@ -13,7 +13,9 @@ use axum::Json;
 use futures_util::Stream;
 use serde_json::{json, Value};
 
-use super::redis::{api_error, Record, RedisJobs};
+use super::listing::{self, PageWriter, BATCH, RESULT_MAX};
+use super::redis::{api_error, ListCursor, Listed, Record, RedisJobs};
+use crate::server::conn::ConnHandle;
 use crate::server::rest::{ApiError, Prepared};
 
 fn unknown(id: &str) -> ApiError {
@@ -46,6 +48,15 @@ fn found(jobs: &RedisJobs, id: &str, r: Record) -> Result<Value, ApiError> {
         Record::Found(v) => Ok(v),
         Record::Evicted => Err(evicted(jobs, id)),
         Record::Missing => Err(unknown(id)),
+        Record::Garbled(why) => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "job_unreadable",
+            format!("job '{id}' has a record in the shared store that cannot be read: {why}"),
+        )
+        .suggest([format!(
+            "the record was not written by tavern as it is now; DEL {} (and its :events) in Redis drops it",
+            super::redis::hkey(id)
+        )])),
     }
 }
 
@@ -62,10 +73,112 @@ pub async fn create(jobs: &RedisJobs, prepared: Prepared) -> Result<Response, Ap
     Ok((StatusCode::ACCEPTED, [(header::LOCATION, href)], Json(body)).into_response())
 }
 
-/// `GET /api/jobs`.
-pub async fn list(jobs: &RedisJobs, max: usize) -> Result<Json<Value>, ApiError> {
-    let jobs = jobs.list(max).await.map_err(api_error)?;
-    Ok(Json(json!({ "jobs": jobs })))
+/// `GET /api/jobs`: the first batch is read before answering (so a store that is away
+/// answers 503), the rest as the page is written.
+pub async fn list(
+    jobs: Arc<RedisJobs>,
+    after: Option<ListCursor>,
+    limit: usize,
+    with_result: bool,
+    conn: Option<ConnHandle>,
+) -> Result<Response, ApiError> {
+    let first = jobs
+        .list_batch(after.as_ref(), limit.min(BATCH))
+        .await
+        .map_err(api_error)?;
+    Ok(listing::respond(conn, move |w| {
+        write_page(w, jobs, first, limit, with_result)
+    }))
+}
+
+async fn write_page(
+    mut w: PageWriter,
+    jobs: Arc<RedisJobs>,
+    first: (Vec<Listed>, bool),
+    limit: usize,
+    with_result: bool,
+) {
+    let (mut batch, mut more) = first;
+    // The last job written, and the last one read (written or left out).
+    let mut last: Option<ListCursor> = None;
+    let mut read: Option<ListCursor> = None;
+    let next = 'page: loop {
+        for item in batch {
+            if w.count() == limit {
+                break 'page last;
+            }
+            let (cursor, fields, result_len) = match item {
+                Listed::Garbled { cursor, why } => {
+                    w.warn(
+                        &cursor.id,
+                        "job_unreadable",
+                        unreadable_message(&cursor.id, &why),
+                    );
+                    read = Some(cursor);
+                    continue;
+                }
+                Listed::Job {
+                    cursor,
+                    fields,
+                    result_len,
+                } => (cursor, fields, result_len),
+            };
+            let mut result = None;
+            if with_result && result_len > 0 {
+                if result_len > RESULT_MAX {
+                    w.result_too_large(&cursor.id, result_len);
+                } else if !w.room(result_len) {
+                    break 'page last;
+                } else {
+                    match jobs.result(&cursor.id).await {
+                        Ok(r) => result = r,
+                        Err(_) => return w.abort(),
+                    }
+                }
+            }
+            let raw = match result.map(serde_json::value::RawValue::from_string) {
+                None => None,
+                Some(Ok(r)) => Some(r),
+                Some(Err(_)) => {
+                    let why = format!("{}: its result is not JSON", cursor.id);
+                    w.warn(
+                        &cursor.id,
+                        "job_unreadable",
+                        unreadable_message(&cursor.id, &why),
+                    );
+                    read = Some(cursor);
+                    continue;
+                }
+            };
+            let text = super::redis::listed_json(&cursor.id, &fields, raw.as_deref());
+            if !w.room(text.len()) {
+                break 'page last;
+            }
+            if w.job(&text).await.is_err() {
+                return;
+            }
+            last = Some(cursor.clone());
+            read = Some(cursor);
+        }
+        if !more {
+            break None;
+        }
+        if w.count() == limit {
+            break last;
+        }
+        match jobs
+            .list_batch(read.as_ref(), (limit - w.count()).min(BATCH))
+            .await
+        {
+            Ok((b, m)) => (batch, more) = (b, m),
+            Err(_) => return w.abort(),
+        }
+    };
+    w.finish(next.map(|c| c.to_string())).await;
+}
+
+fn unreadable_message(id: &str, why: &str) -> String {
+    format!("job '{id}' is left out: its record in the store cannot be read ({why}); GET /api/jobs/{id} says the same")
 }
 
 /// `GET /api/jobs/{id}`.

@@ -10,12 +10,15 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::Extension;
 use axum::{Json, Router};
 use futures_util::{Stream, StreamExt};
 use serde_json::{json, Value};
 
+use super::listing;
 use super::store::Refused;
 use super::{Job, JobObserver, Lookup, Outcome, CANCEL_GRACE};
+use crate::server::conn::ConnHandle;
 use crate::server::rest::{prepare, run_prepared, ApiError, InvokeQuery, Prepared};
 use crate::server::Served;
 
@@ -193,16 +196,22 @@ fn flag(v: &Option<String>) -> bool {
     matches!(v.as_deref(), Some("1" | "true" | "yes" | ""))
 }
 
+fn bad_cursor(c: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "bad_cursor",
+        format!("?cursor={c} is not a cursor of this server"),
+    )
+    .suggest(["use the next_cursor of the previous page".to_string()])
+}
+
+/// `GET /api/jobs`: the same checks and answer in both modes, written as it is read
+/// ([`super::listing`]).
 async fn list(
     State(served): State<Arc<Served>>,
     Query(q): Query<ListQuery>,
-) -> Result<Json<Value>, ApiError> {
-    #[cfg(feature = "store-redis")]
-    if let Some(jobs) = served.shared_jobs() {
-        let limit = q.limit.as_deref().and_then(|l| l.parse::<usize>().ok());
-        let limit = limit.unwrap_or(PAGE).clamp(1, MAX_PAGE);
-        return super::redis_routes::list(jobs, limit).await;
-    }
+    conn: Option<Extension<ConnHandle>>,
+) -> Result<Response, ApiError> {
     let limit = match q.limit.as_deref() {
         None => PAGE,
         Some(l) => l
@@ -217,27 +226,25 @@ async fn list(
                 )
             })?,
     };
-    let before = match q.cursor.as_deref() {
-        None | Some("") => None,
-        Some(c) => Some(c.parse::<u64>().map_err(|_| {
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "bad_cursor",
-                format!("?cursor={c} is not a cursor of this server"),
-            )
-            .suggest(["use the next_cursor of the previous page".to_string()])
-        })?),
-    };
     let with_result = flag(&q.results);
+    let conn = conn.map(|Extension(c)| c);
+    let cursor = q.cursor.as_deref().filter(|c| !c.is_empty());
+    #[cfg(feature = "store-redis")]
+    if let Some(jobs) = served.shared_jobs() {
+        let after = match cursor {
+            None => None,
+            Some(c) => Some(super::redis::ListCursor::parse(c).ok_or_else(|| bad_cursor(c))?),
+        };
+        return super::redis_routes::list(jobs.clone(), after, limit, with_result, conn).await;
+    }
+    let before = match cursor {
+        None => None,
+        Some(c) => Some(c.parse::<u64>().map_err(|_| bad_cursor(c))?),
+    };
     let page = served.jobs().page(before, limit);
-    let jobs: Vec<Value> = page
-        .jobs
-        .iter()
-        .map(|j| serde_json::to_value(j.view(with_result)).unwrap_or(Value::Null))
-        .collect();
-    Ok(Json(
-        json!({ "jobs": jobs, "next_cursor": page.next.map(|n| n.to_string()) }),
-    ))
+    Ok(listing::respond(conn, move |w| {
+        listing::write_memory(w, page.jobs, page.next, with_result)
+    }))
 }
 
 async fn get_job(
