@@ -96,7 +96,7 @@ async fn the_store_listing_answers_as_the_memory_one() {
     let mem = Server::start(h.path(), &[]);
     let shared = Server::start(h.path(), &["--store", redis.url.as_str()]);
     let c = reqwest::Client::new();
-    for base in [&mem.base, &shared.base] {
+    for base in [&shared.base, &mem.base] {
         let mut made = Vec::new();
         for i in 0..5 {
             made.push(finished_job(&c, base, &echo(&format!("job {i}"))).await);
@@ -141,7 +141,7 @@ async fn listings_with_big_results_are_paged_by_bytes() {
         &["--max-args-bytes", "3000000", "--store", redis.url.as_str()],
     );
     let c = reqwest::Client::new();
-    for base in [&mem.base, &shared.base] {
+    for base in [&shared.base, &mem.base] {
         let mut made = Vec::new();
         for i in 0..6 {
             let text = format!("{i}{}", "y".repeat(1_200_000));
