@@ -633,7 +633,7 @@ async fn the_audit_stream_shows_calls_and_vetoes() {
 #[tokio::test]
 async fn the_job_byte_budget_evicts_finished_jobs_and_refuses_when_running_ones_fill_it() {
     let h = home();
-    let s = Server::start(h.path(), &["--max-job-bytes", "300000"]);
+    let s = Server::start(h.path(), &["--max-job-bytes", "180000"]);
     let c = reqwest::Client::new();
     let big = |t: &str| json!({"tool": "LuaDemo:echo", "args": {"text": t.repeat(100_000)}});
     let mut ids = Vec::new();
@@ -644,7 +644,8 @@ async fn the_job_byte_budget_evicts_finished_jobs_and_refuses_when_running_ones_
         assert_eq!(done["status"], "succeeded", "{}", done["error"]);
         ids.push(id);
     }
-    // Each result holds the text twice (value and Observation): two do not fit in 300 kB.
+    // Each result holds the text twice (value and Observation) but counts it once
+    // (issue 35): one fits in 180 kB, two do not.
     let (st, e) = get_job(&c, &s.base, &ids[0]).await;
     assert_eq!(st, StatusCode::GONE, "{e}");
     assert_eq!(e["error"]["code"], "job_expired");
