@@ -40,7 +40,7 @@ impl std::fmt::Debug for RedisStore {
 const TRANSIENT: [&str; 4] = ["LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN"];
 
 /// A Redis error as a [`StoreError`]: anything about reaching the server, and the answers
-/// of a server that cannot serve for a while ([`TRANSIENT`]), is `Unavailable` (retried by
+/// of a server that cannot serve for a while (`LOADING`, `BUSY`, `TRYAGAIN`, `MASTERDOWN`), is `Unavailable` (retried by
 /// the client); what the server refused is `Invalid`.
 pub fn store_error(e: &redis::RedisError) -> StoreError {
     if e.is_io_error()

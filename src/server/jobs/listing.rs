@@ -59,7 +59,7 @@ impl PageWriter {
 
     /// Whether a job of `n` bytes still fits the page (the first always does).
     pub fn room(&self, n: usize) -> bool {
-        self.count == 0 || self.bytes + n + 1 <= PAGE_BYTES
+        self.count == 0 || self.bytes + n < PAGE_BYTES
     }
 
     /// Adds a warning to the answer's `warnings`.

@@ -365,7 +365,7 @@ pub enum Listed {
     Job {
         /// Where the listing goes on after it.
         cursor: ListCursor,
-        /// Its fields ([`LISTED_FIELDS`]).
+        /// Its fields (those a listing shows, without `result`).
         fields: HashMap<String, String>,
         /// The length of its stored result's text (0: none).
         result_len: usize,
@@ -741,7 +741,7 @@ impl RedisJobs {
 
     /// The next jobs of a listing, newest first: at most `n` after `after` (from the
     /// newest when `None`), their records read without their results (each job's
-    /// [`Listed::result_len`] says how long its result is; [`RedisJobs::result`] reads
+    /// `result_len` says how long its result is; [`RedisJobs::result`] reads
     /// it), and whether older jobs follow. Ids whose records expired leave the index here.
     pub async fn list_batch(
         &self,
