@@ -169,7 +169,11 @@ fn relay_audit(served: &Arc<Served>, store: RedisStore) {
         })
     }));
     // Every replica: told that a stream opens somewhere, it records from now on, and says so.
-    let (s, flag) = (store.clone(), any.clone());
+    // When this replica was last told (ms since the epoch): the beat below does not turn
+    // recording off within the time a stream's "wanted" key lives after that, whatever an
+    // earlier read of the key said.
+    let told = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let (s, flag, told_at) = (store.clone(), any.clone(), told.clone());
     tokio::spawn(async move {
         use futures_util::StreamExt;
         loop {
@@ -180,6 +184,7 @@ fn relay_audit(served: &Arc<Served>, store: RedisStore) {
                         let Ok(nonce) = m.get_payload::<String>() else {
                             continue;
                         };
+                        told_at.store(super::jobs::now_ms(), Ordering::SeqCst);
                         flag.store(true, Ordering::SeqCst);
                         let mut c = s.conn();
                         let acks = format!("{AUDIT_HELLO}:{nonce}");
@@ -223,7 +228,9 @@ fn relay_audit(served: &Arc<Served>, store: RedisStore) {
                     .query_async(&mut c)
                     .await
                     .unwrap_or(false);
-                any.store(wanted || clients > 0, Ordering::Relaxed);
+                let lately =
+                    super::jobs::now_ms().saturating_sub(told.load(Ordering::SeqCst)) < 3000;
+                any.store(wanted || clients > 0 || lately, Ordering::SeqCst);
             }
             if clients == 0 {
                 last = None;
