@@ -658,6 +658,7 @@ async fn serve_one<H, F>(
                 if !closed {
                     match activity.idle_deadline(limit) {
                         Some(d) if d <= tokio::time::Instant::from_std(now) => {
+                            tracing::debug!("closing a connection idle for {limit:?}");
                             closed = true;
                             conn.as_mut().graceful_shutdown();
                         }
