@@ -650,7 +650,7 @@ async fn serve_one<H, F>(
                         }
                         window = (seq, now, bytes);
                     }
-                    next = deadline;
+                    next = next.min(deadline);
                     if body.min_rate > 0 {
                         next = next.min(window.1 + RATE_WINDOW);
                     }
