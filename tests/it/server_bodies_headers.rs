@@ -337,3 +337,34 @@ fn every_connection_past_the_cap_gets_its_503() {
         "{unanswered} of {n} connections past the cap got no 503"
     );
 }
+
+#[test]
+fn without_a_minimum_rate_an_idle_connection_is_still_closed_on_time() {
+    let h = temp_home();
+    let s = Server::start(
+        h.path(),
+        &[
+            "--min-body-rate",
+            "0",
+            "--body-timeout-secs",
+            "600",
+            "--idle-timeout-secs",
+            "1",
+            "--header-timeout-secs",
+            "60",
+        ],
+    );
+    let mut tcp = TcpStream::connect(addr(&s)).unwrap();
+    let body = json!({"tool": "system:get_current_time", "args": {}}).to_string();
+    tcp.write_all(&post_head(body.len())).unwrap();
+    // The body comes after the connection's timer has fired once with it open.
+    std::thread::sleep(Duration::from_millis(2500));
+    tcp.write_all(body.as_bytes()).unwrap();
+    let (st, v) = read_answer(&mut tcp, Duration::from_secs(20));
+    assert_eq!(st, 200, "{v}");
+    // The idle close does not wait for the body's (600 s) deadline.
+    assert!(
+        closed_within(&mut tcp, Duration::from_secs(20), |_| {}),
+        "an idle connection was still open after 20 s"
+    );
+}
