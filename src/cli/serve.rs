@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use tavern::internal::server::http::{app, serve, shutdown_signal};
 use tavern::internal::server::Served;
 
-use super::serve_opts::{start_watch, Common};
+use super::serve_opts::{start_watch, BodyFlags, Common};
 use super::{Globals, FAILED, OK, USAGE};
 
 /// Serve MCP (Streamable HTTP at /mcp) and the REST API (/api/tools, /api/invoke, /api/jobs).
@@ -20,6 +20,9 @@ pub struct Args {
     /// Largest request body in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
     pub max_body_bytes: usize,
+    /// Request bodies' deadline, rate and budget.
+    #[command(flatten)]
+    pub bodies: BodyFlags,
     /// Allow this browser Origin besides loopback ones (repeatable).
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     pub allow_origins: Vec<String>,
@@ -70,6 +73,7 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
     let mut options = args.common.options();
     options.token = args.token.filter(|t| !t.is_empty());
     options.max_body_bytes = args.max_body_bytes;
+    options.bodies = args.bodies.limits();
     options.allowed_origins = args.allow_origins;
     options.job_ttl = std::time::Duration::from_secs(args.job_ttl);
     options.max_jobs = args.max_jobs.max(1);

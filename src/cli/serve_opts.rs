@@ -32,6 +32,34 @@ pub struct Common {
     pub store: Option<String>,
 }
 
+/// The limits on HTTP request bodies of `tavern serve` (besides `--max-body-bytes`).
+#[derive(clap::Args, Clone)]
+pub struct BodyFlags {
+    /// Seconds a request body may take to arrive whole, from when its head arrived (the
+    /// connection is closed past it).
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub body_timeout_secs: u64,
+    /// Fewest bytes a second a request body must arrive at, over every 5 s (0 = no
+    /// minimum; the connection is closed below it).
+    #[arg(long, value_name = "BYTES", default_value_t = 1024)]
+    pub min_body_rate: u64,
+    /// Most bytes of request bodies held at once across all connections (past it: 503
+    /// body_budget_exceeded; default 256 MiB).
+    #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub max_bodies_bytes: usize,
+}
+
+impl BodyFlags {
+    /// The body limits these flags give.
+    pub fn limits(&self) -> tavern::internal::server::conn::BodyLimits {
+        tavern::internal::server::conn::BodyLimits {
+            timeout: Duration::from_secs(self.body_timeout_secs.max(1)),
+            min_rate: self.min_body_rate,
+            max_held: self.max_bodies_bytes,
+        }
+    }
+}
+
 /// Where a served engine keeps shared state: the Redis store when one is set, and what
 /// scripts' `api.store` uses (that store, or one memory store every reload shares).
 pub struct Store {

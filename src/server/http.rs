@@ -67,9 +67,27 @@ fn origin_ok(origin: &str, extra: &[String]) -> bool {
     matches!(host, "localhost" | "127.0.0.1" | "::1")
 }
 
-fn host_ok(headers: &HeaderMap, hosts: &[String]) -> bool {
-    let Some(h) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
-        return true;
+/// The one value of header `name`: `Err` when it is given more than once.
+fn one(headers: &HeaderMap, name: header::HeaderName) -> Result<Option<&header::HeaderValue>, ()> {
+    let mut all = headers.get_all(name).iter();
+    let first = all.next();
+    match all.next() {
+        Some(_) => Err(()),
+        None => Ok(first),
+    }
+}
+
+/// 400 for a request whose `Host` or `Origin` is missing or given twice: which one is
+/// checked must not depend on which copy a check reads.
+fn bad_header(message: &str) -> Response {
+    ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+        .suggest(["send exactly one Host header (and at most one Origin header)".to_string()])
+        .into_response()
+}
+
+fn host_ok(h: &header::HeaderValue, hosts: &[String]) -> bool {
+    let Ok(h) = h.to_str() else {
+        return false;
     };
     let name = if h.starts_with('[') {
         h.split_inclusive(']').next().unwrap_or(h)
@@ -81,6 +99,13 @@ fn host_ok(headers: &HeaderMap, hosts: &[String]) -> bool {
         .any(|a| a.eq_ignore_ascii_case(name) || a.eq_ignore_ascii_case(h))
 }
 
+/// The token of an `Authorization: Bearer <token>` value; the scheme is case-insensitive
+/// (RFC 9110 section 11.1).
+fn bearer(v: &str) -> Option<&str> {
+    let (scheme, token) = v.trim_start().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
 /// Compares without an early exit, so timing does not reveal a token prefix.
 fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
@@ -90,7 +115,16 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
 /// before a request reaches a route; `Some` answer when it is refused.
 fn check(g: &Guard, req: &Request) -> Option<Response> {
     let headers = req.headers();
-    if !host_ok(headers, &g.hosts) {
+    let host = match one(headers, header::HOST) {
+        Ok(Some(h)) => h,
+        Ok(None) => {
+            return Some(bad_header(
+                "this request has no Host header; HTTP/1.1 needs one (RFC 9112 section 3.2)",
+            ))
+        }
+        Err(()) => return Some(bad_header("this request has more than one Host header")),
+    };
+    if !host_ok(host, &g.hosts) {
         return Some(
             ApiError::new(
                 StatusCode::FORBIDDEN,
@@ -100,7 +134,10 @@ fn check(g: &Guard, req: &Request) -> Option<Response> {
             .into_response(),
         );
     }
-    if let Some(origin) = headers.get(header::ORIGIN) {
+    let Ok(origin) = one(headers, header::ORIGIN) else {
+        return Some(bad_header("this request has more than one Origin header"));
+    };
+    if let Some(origin) = origin {
         let o = origin.to_str().unwrap_or("");
         if !origin_ok(o, &g.served.options.allowed_origins) {
             return Some(
@@ -121,8 +158,7 @@ fn check(g: &Guard, req: &Request) -> Option<Response> {
         let given = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
+            .and_then(bearer);
         let ok = given.is_some_and(|t| same_secret(t.as_bytes(), token.as_bytes()));
         if !ok {
             let mut r = ApiError::new(
@@ -347,6 +383,8 @@ pub async fn serve(
         header_timeout: o.header_timeout,
         idle_timeout: o.idle_timeout,
         max_connections: o.max_connections,
+        bodies: o.bodies,
+        max_body_bytes: o.max_body_bytes,
     };
     let served2 = served.clone();
     // Until the drain ends, connections are still accepted and answered 503 `shutting_down`.

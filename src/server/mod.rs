@@ -43,6 +43,8 @@ pub struct ServeOptions {
     pub token: Option<String>,
     /// Largest request body accepted over HTTP, in bytes (413 past it).
     pub max_body_bytes: usize,
+    /// A request body's deadline and rate, and the bytes of bodies held at once.
+    pub bodies: conn::BodyLimits,
     /// Largest arguments object of one call, in bytes of compact JSON.
     pub max_args_bytes: usize,
     /// Wall-clock limit of one call; the call is cancelled when it passes.
@@ -80,6 +82,7 @@ impl Default for ServeOptions {
         ServeOptions {
             token: None,
             max_body_bytes: 4 * 1024 * 1024,
+            bodies: conn::BodyLimits::default(),
             max_args_bytes: 1024 * 1024,
             call_timeout: Some(Duration::from_secs(300)),
             page_size: 100,

@@ -209,6 +209,13 @@ mod script_store;
     feature = "llm-http",
     feature = "store-redis"
 ))]
+mod server_bodies_headers;
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod server_jobs;
 #[cfg(all(
     feature = "cli",
