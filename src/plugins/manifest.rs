@@ -54,6 +54,17 @@ pub struct PluginManifest {
     /// shared between calls: each instance has globals of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instances: Option<Value>,
+    /// MCP resources the plugin serves (`tavern serve`/`tavern mcp`), as written: `{uri,
+    /// name, title?, description?, mimeType?}` with `text`, `blob` (base64) or `tool` (a
+    /// tool of this plugin that reads it). Read by the server (src/server/catalog.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Value>,
+    /// MCP resource templates, as written: `{uriTemplate, name, …, tool, complete?}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_templates: Option<Value>,
+    /// MCP prompts, as written: `{name, title?, description?, arguments?, messages | tool}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<Value>,
 }
 
 /// The number of Lua states `instances:` asks for, or what is wrong with it.

@@ -93,6 +93,13 @@ mod config_tools;
     feature = "llm-http",
     feature = "store-redis"
 ))]
+mod conformance;
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod docs_examples;
 mod embed_host;
 mod engine_script_limits;
@@ -196,6 +203,13 @@ mod script_api;
 mod script_error_values;
 mod script_luals;
 mod script_store;
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
+mod server_catalog;
 #[cfg(all(
     feature = "cli",
     feature = "server",
