@@ -1165,6 +1165,10 @@ pub fn http_service(
         }
         config
     };
+    #[cfg(feature = "store-redis")]
+    let restorable = config.session_store.is_some();
+    #[cfg(not(feature = "store-redis"))]
+    let restorable = false;
     let sessions = Arc::new(BoundedSessions::new(served.options.max_sessions));
     let factory = {
         let sessions = sessions.clone();
@@ -1178,6 +1182,7 @@ pub fn http_service(
         rmcp: rmcp::transport::StreamableHttpService::new(factory, sessions.clone(), config),
         sessions,
         max_body,
+        restorable,
     }))
 }
 
@@ -1206,6 +1211,8 @@ struct McpHttpInner {
     rmcp: rmcp::transport::StreamableHttpService<TavernMcp, BoundedSessions>,
     sessions: Arc<BoundedSessions>,
     max_body: usize,
+    /// Whether sessions this replica does not hold may be restored (a shared store).
+    restorable: bool,
 }
 
 impl tower::Service<axum::extract::Request> for McpHttp {
@@ -1228,6 +1235,17 @@ impl tower::Service<axum::extract::Request> for McpHttp {
             None => Box::pin(async move { Ok(this.pass(req).await) }),
         }
     }
+}
+
+/// A JSON-RPC error (`id` null) as an HTTP answer with `status`.
+fn rpc_error(status: axum::http::StatusCode, code: i64, message: &str) -> axum::response::Response {
+    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+    (
+        status,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 /// Whether an `Accept` header lists `ty` plainly (no parameters, so no `q=0`).
@@ -1281,6 +1299,65 @@ impl McpHttpInner {
     }
 
     async fn pass(&self, req: axum::extract::Request) -> axum::response::Response {
+        if req.method() == axum::http::Method::DELETE {
+            // rmcp answers a DELETE that ended a session with 202; the official clients
+            // expect 200 or 204 (the Python client logs a warning at anything else).
+            return Box::pin(self.delete(req)).await;
+        }
+        self.pass_rest(req).await
+    }
+
+    /// `DELETE /mcp`: 204 when it ended the session, 404 (JSON-RPC `-32001`) for a session
+    /// nobody holds, as for any request of an unknown session.
+    async fn delete(&self, req: axum::extract::Request) -> axum::response::Response {
+        if !self.restorable {
+            let id = req
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok());
+            if let Some(id) = id {
+                if !self.sessions.contains(&SessionId::from(id)) {
+                    return rpc_error(
+                        axum::http::StatusCode::NOT_FOUND,
+                        -32001,
+                        &format!("no MCP session '{id}' on this server (ended, or never begun)"),
+                    );
+                }
+            }
+        }
+        let mut r = self.rmcp.handle(req).await.map(axum::body::Body::new);
+        if r.status() == axum::http::StatusCode::ACCEPTED {
+            *r.status_mut() = axum::http::StatusCode::NO_CONTENT;
+        }
+        r
+    }
+
+    async fn pass_rest(&self, req: axum::extract::Request) -> axum::response::Response {
+        // A JSON-RPC batch (an array): none of the served revisions has them (2025-03-26's
+        // were dropped in 2025-06-18, and rmcp reads none).
+        if req.method() == axum::http::Method::POST {
+            let (parts, body) = req.into_parts();
+            let bytes = match axum::body::to_bytes(body, self.max_body).await {
+                Ok(b) => b,
+                Err(e) => return rpc_error(
+                    axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                    -32600,
+                    &format!(
+                        "the request body cannot be read (at most {} bytes: --max-body-bytes): {e}",
+                        self.max_body
+                    ),
+                ),
+            };
+            if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+                return rpc_error(
+                    axum::http::StatusCode::BAD_REQUEST,
+                    -32600,
+                    "Invalid Request: JSON-RPC batches are not supported (the MCP revisions served, 2025-06-18 and 2025-11-25, have none): send one message per POST",
+                );
+            }
+            let req = axum::http::Request::from_parts(parts, axum::body::Body::from(bytes));
+            return self.rmcp.handle(req).await.map(axum::body::Body::new);
+        }
         self.rmcp.handle(req).await.map(axum::body::Body::new)
     }
 

@@ -130,7 +130,7 @@ async fn requests_the_direct_path_does_not_take_keep_rmcps_answers() {
     let a = mcp_post(&c, &s.base, Some(&sid), Some("2026-07-28"), &msg).await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST, "{:?}", a.msgs);
 
-    // An older session revision the server agreed to is still answered (directly).
+    // Another session revision than the one negotiated is still answered (through rmcp).
     let a = mcp_post(&c, &s.base, Some(&sid), Some("2025-06-18"), &msg).await;
     assert_eq!(a.status, StatusCode::OK, "{:?}", a.msgs);
     assert_eq!(a.answer()["result"]["content"][0]["text"], "ping");
@@ -143,9 +143,49 @@ async fn requests_the_direct_path_does_not_take_keep_rmcps_answers() {
         .send()
         .await
         .unwrap();
-    assert!(r.status().is_success(), "{}", r.status());
+    // 204, which the official clients take without a warning (rmcp's own 202 is not).
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
     let a = mcp_post(&c, &s.base, Some(&sid), V, &msg).await;
     assert_eq!(a.status, StatusCode::NOT_FOUND, "{:?}", a.msgs);
+    // Deleting it again, or a session never begun: 404, JSON-RPC -32001.
+    let r = c
+        .delete(format!("{}/mcp", s.base))
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32001, "{body}");
+}
+
+#[tokio::test]
+async fn a_json_rpc_batch_is_an_invalid_request() {
+    let h = temp_home();
+    let s = Server::start(h.path(), &[]);
+    let c = reqwest::Client::new();
+    let sid = open(&c, &s.base).await;
+    let r = c
+        .post(format!("{}/mcp", s.base))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(r#" [{"jsonrpc": "2.0", "id": 1, "method": "ping"}]"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("batch"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
