@@ -1339,14 +1339,16 @@ impl McpHttpInner {
             let (parts, body) = req.into_parts();
             let bytes = match axum::body::to_bytes(body, self.max_body).await {
                 Ok(b) => b,
-                Err(e) => return rpc_error(
-                    axum::http::StatusCode::PAYLOAD_TOO_LARGE,
-                    -32600,
-                    &format!(
+                Err(e) => {
+                    return rpc_error(
+                        axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                        -32600,
+                        &format!(
                         "the request body cannot be read (at most {} bytes: --max-body-bytes): {e}",
                         self.max_body
                     ),
-                ),
+                    )
+                }
             };
             if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
                 return rpc_error(
