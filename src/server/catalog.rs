@@ -42,7 +42,7 @@ impl std::fmt::Display for CatalogError {
 /// The prefix of the built-in resources.
 pub const SCHEME: &str = "tavern://";
 
-fn plugin_list<'a>(v: Option<&'a Value>) -> impl Iterator<Item = &'a Map<String, Value>> {
+fn plugin_list(v: Option<&Value>) -> impl Iterator<Item = &Map<String, Value>> {
     v.and_then(Value::as_array)
         .into_iter()
         .flatten()
