@@ -595,9 +595,18 @@ impl ServerHandler for TavernMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let engine = self.served.engine();
-        if let Err(e) = engine.tools().get(&request.name) {
-            return Err(unknown_tool(&e));
-        }
+        // A Rust host tool (`system:*`, tools an embedder registers) runs in place: it does not
+        // block the task between reports, and it keeps the plain call's path short.
+        let in_place = match engine.tools().get(&request.name) {
+            Err(e) => return Err(unknown_tool(&e)),
+            Ok(t) => matches!(
+                t.definition.implementation,
+                crate::tools::Implementation::Service {
+                    script: None,
+                    function: None
+                }
+            ),
+        };
         drop(engine);
         let args = Value::Object(request.arguments.unwrap_or_default());
         if context
@@ -617,25 +626,34 @@ impl ServerHandler for TavernMcp {
             min_level,
             peer: context.peer.clone(),
         }) as Arc<dyn CallObserver>);
-        // The call runs on a task of its own: a script tool blocks the thread it runs on
-        // until it returns, and this loop must send its progress and logs meanwhile.
-        let call = {
+        // Any other call runs on a task of its own: a script tool blocks the thread it runs
+        // on until it returns, and this loop must send its progress and logs meanwhile.
+        let mut _abort = None;
+        let call = if in_place {
+            futures_util::future::Either::Left(self.served.invoke(
+                &request.name,
+                args,
+                Self::caller(),
+                ct.clone(),
+                observer,
+            ))
+        } else {
             let (served, name, ct) = (self.served.clone(), request.name.to_string(), ct.clone());
-            tokio::spawn(async move {
+            let task = tokio::spawn(async move {
                 served
                     .invoke(&name, args, Self::caller(), ct, observer)
                     .await
+            });
+            _abort = Some(AbortOnDrop(task.abort_handle()));
+            futures_util::future::Either::Right(async move {
+                match task.await {
+                    Ok(r) => r,
+                    Err(e) => Err(ToolError::failed(
+                        "mcp",
+                        format!("the call's task ended: {e}"),
+                    )),
+                }
             })
-        };
-        let _abort = AbortOnDrop(call.abort_handle());
-        let call = async move {
-            match call.await {
-                Ok(r) => r,
-                Err(e) => Err(ToolError::failed(
-                    "mcp",
-                    format!("the call's task ended: {e}"),
-                )),
-            }
         };
         let mut call = pin!(call);
         // Heartbeats start after the first interval, and stop for good once the tool
