@@ -667,3 +667,24 @@ pub mod rest {
             .route("/api/prompts/{name}", get(prompt_get).post(prompt_post))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::match_template;
+    use serde_json::json;
+
+    #[test]
+    fn templates_match_one_segment_per_variable() {
+        let v = match_template("test://template/{id}/data", "test://template/123/data").unwrap();
+        assert_eq!(v.get("id"), Some(&json!("123")));
+        let v = match_template("a://{x}/{y}", "a://1/2").unwrap();
+        assert_eq!(
+            (v.get("x"), v.get("y")),
+            (Some(&json!("1")), Some(&json!("2")))
+        );
+        assert!(match_template("test://template/{id}/data", "test://template//data").is_none());
+        assert!(match_template("test://template/{id}/data", "test://template/1/2/data").is_none());
+        assert!(match_template("test://template/{id}/data", "test://other/1/data").is_none());
+        assert!(match_template("test://t/{id}", "test://t/1/extra").is_none());
+    }
+}
