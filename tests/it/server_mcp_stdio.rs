@@ -580,3 +580,82 @@ fn subscribers_hear_of_resources_a_script_says_changed() {
         "{notes:?} {later:?}"
     );
 }
+
+/// A home whose `guard` plugin asks the user before `guard:wipe` runs (a hook verdict
+/// `{confirm = …}`), denying without a client that can ask.
+fn guarded_home() -> tempfile::TempDir {
+    let home = tempfile::tempdir().expect("temp home");
+    let p = home.path().join("plugins/guard");
+    std::fs::create_dir_all(p.join("tools")).unwrap();
+    std::fs::write(
+        p.join("plugin.yaml"),
+        "name: guard\ndescription: asks first\npermissions:\n  hooks: [\"tool:before-invoke\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        p.join("main.lua"),
+        r#"
+api.hooks.on("tool:before-invoke", function(ev, ctx)
+  if ev.tool == "guard:wipe" then return { confirm = "Wipe everything?" } end
+end)
+function wipe(args, ctx) return "wiped" end
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        p.join("tools/wipe.tool.json"),
+        r#"{"id": "wipe", "description": "Wipes.", "parameters": {"type": "object", "properties": {}},
+           "implementation": {"type": "service", "script": "main.lua", "function": "wipe"}}"#,
+    )
+    .unwrap();
+    home
+}
+
+#[test]
+fn a_hook_verdict_asks_the_user_to_confirm_a_call() {
+    let home = guarded_home();
+    let mut m = Mcp::start_in(home.path());
+    m.send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "raw-test", "version": "1"}}}),
+    );
+    m.response(&json!(0));
+    m.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    for (id, action, want) in [(1, "accept", false), (2, "decline", true)] {
+        m.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "guard_wipe", "arguments": {}}}));
+        let req = loop {
+            let v =
+                m.rx.recv_timeout(Duration::from_secs(30))
+                    .expect("a request");
+            if v["method"] == json!("elicitation/create") {
+                break v;
+            }
+        };
+        assert_eq!(req["params"]["message"], json!("Wipe everything?"), "{req}");
+        m.send(json!({"jsonrpc": "2.0", "id": req["id"], "result": {"action": action}}));
+        let r = m.response(&json!(id));
+        assert_eq!(r["result"]["isError"], json!(want), "{action}: {r}");
+        let text = r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        if want {
+            assert!(text.contains("did not confirm"), "{r}");
+        } else {
+            assert_eq!(text, "wiped", "{r}");
+        }
+    }
+
+    // A client that cannot ask: the verdict's fallback (deny by default) decides.
+    let mut m = Mcp::start_in(home.path());
+    m.initialize("2025-11-25");
+    m.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "guard_wipe", "arguments": {}}}));
+    let r = m.response(&json!(1));
+    assert_eq!(r["result"]["isError"], json!(true), "{r}");
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("could not ask the user"), "{r}");
+}
