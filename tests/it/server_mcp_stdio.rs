@@ -659,3 +659,56 @@ fn a_hook_verdict_asks_the_user_to_confirm_a_call() {
         .unwrap_or_default();
     assert!(text.contains("could not ask the user"), "{r}");
 }
+
+#[test]
+fn an_llm_chat_node_with_base_url_mcp_client_asks_the_clients_model() {
+    let home = tempfile::tempdir().expect("temp home");
+    std::fs::create_dir_all(home.path().join("workflows")).unwrap();
+    std::fs::write(
+        home.path().join("workflows/ask_model.json"),
+        r#"{"id": "ask_model", "description": "Asks the client's model.",
+            "interfaceOutputs": {"text": {"key": "text", "dataFlowType": "STRING"}},
+            "nodes": [{"id": "chat", "type": "llm:Chat",
+                       "inputValues": {"system": "Be brief.", "prompt": "Name a colour"},
+                       "configValues": {"base_url": "mcp-client", "max_tokens": 20}},
+                      {"id": "out", "type": "core:GroupOutput"}],
+            "edges": [{"source": "chat", "sourceHandle": "text", "target": "out", "targetHandle": "text"}]}"#,
+    )
+    .unwrap();
+    let mut m = Mcp::start_in(home.path());
+    m.send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"sampling": {}},
+        "clientInfo": {"name": "raw-test", "version": "1"}}}),
+    );
+    m.response(&json!(0));
+    m.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    m.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "workflow:ask_model", "arguments": {}}}));
+    let req = loop {
+        let v =
+            m.rx.recv_timeout(Duration::from_secs(30))
+                .expect("a request");
+        if v["method"] == json!("sampling/createMessage") {
+            break v;
+        }
+        assert!(
+            v.get("id") != Some(&json!(1)),
+            "answered without sampling: {v}"
+        );
+    };
+    assert_eq!(req["params"]["systemPrompt"], json!("Be brief."), "{req}");
+    assert_eq!(req["params"]["maxTokens"], json!(20), "{req}");
+    m.send(json!({"jsonrpc": "2.0", "id": req["id"], "result": {
+        "role": "assistant", "content": {"type": "text", "text": "teal"},
+        "model": "m", "stopReason": "endTurn"}}));
+    let r = m.response(&json!(1));
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    assert!(
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("teal"),
+        "{r}"
+    );
+}
