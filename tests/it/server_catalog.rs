@@ -109,3 +109,31 @@ async fn rest_lists_and_reads_resources_and_prompts() {
     let unknown = get("/api/prompts/nope").await.unwrap();
     assert_eq!(unknown.status(), 404);
 }
+
+#[test]
+fn a_misspelled_key_in_a_resource_declaration_is_a_problem_at_its_line() {
+    let home = tempfile::tempdir().expect("temp home");
+    let dir = home.path().join("plugins/t");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("plugin.yaml"),
+        "name: t\nresources:\n  - uri: a://b\n    name: b\n    mimetype: text/plain\n    text: hi\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(crate::server_support::tavern())
+        .arg("--home")
+        .arg(home.path())
+        .args(["plugin", "check"])
+        .output()
+        .expect("run tavern plugin check");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("plugin.yaml:5:5") && text.contains("did you mean `mimeType`?"),
+        "{text}"
+    );
+}
