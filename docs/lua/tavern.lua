@@ -198,3 +198,29 @@ function api.store.incr(key, by, ttl_s) end
 ---@param key string Key (1 to 512 bytes), private to this plugin or script
 ---@return boolean
 function api.store.delete(key) end
+
+---@class tavern.api.client
+api.client = {}
+
+---Asks the user of the MCP client that made this call (MCP elicitation) and returns `{action, content}`: `action` is `accept` (with `content`, the form's values), `decline` or `cancel`. Also `api.ask`. Fails with `client_unsupported: …` when the call does not come from an MCP client that can ask (REST, jobs, the CLI, a client without the elicitation capability), unless the request has a `fallback` (then `{action = "unsupported", content = fallback}`).
+---@param request table `{message, schema}` (a form: an object schema of flat fields, each with `type`, `title`, `description`, `default`, `enum` / `oneOf`) or `{message, url}` (the user opens a URL); `fallback`: the answer's `content` when the client cannot ask
+---@return table
+function api.client.ask(request) end
+
+---Same as `api.client.ask`.
+api.ask = api.client.ask
+
+---@class tavern.api.llm
+api.llm = {}
+
+---Asks a language model: the model of the MCP client that made this call (MCP sampling, `sampling/createMessage`). Returns `{text, model, stop_reason, content}`. Fails with `client_unsupported: …` when the call does not come from an MCP client that declared sampling.
+---@param request table `{messages = {{role, content}}, system?, max_tokens?, temperature?}` (`content` a string or an MCP content block), or `{prompt = text, …}`
+---@return table
+function api.llm.chat(request) end
+
+---@class tavern.api.resources
+api.resources = {}
+
+---Tells MCP clients subscribed to `uri` that it changed (`notifications/resources/updated`). Does nothing when no server runs.
+---@param uri string The resource that changed (`tavern://world`, one of the plugin's `resources:`)
+function api.resources.notify(uri) end

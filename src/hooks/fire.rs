@@ -67,6 +67,52 @@ impl Replaced {
     }
 }
 
+/// A `before` handler's `{confirm = message, fallback = "deny" | "allow"}`: asks the user of
+/// the MCP client that made the call (`elicitation/create`, an empty form: accept or decline)
+/// and goes on only when they accept. Without a client that can ask, `fallback` decides
+/// (`deny` unless it says `allow`). `Err` is the veto's reason.
+async fn confirm(ctx: &CallContext, fields: &mut Map<String, Value>) -> Result<(), String> {
+    let message = match fields.remove("confirm") {
+        Some(Value::String(s)) => s,
+        Some(other) => other.to_string(),
+        None => return Ok(()),
+    };
+    let allow_without = match fields.remove("fallback") {
+        None => false,
+        Some(Value::String(s)) if s == "deny" => false,
+        Some(Value::String(s)) if s == "allow" => true,
+        Some(other) => {
+            return Err(format!(
+                "`fallback` of a confirm verdict is \"allow\" or \"deny\", not {other}"
+            ))
+        }
+    };
+    let params = serde_json::json!({"mode": "form", "message": message,
+        "requestedSchema": {"type": "object", "properties": {}}});
+    let asked = ctx
+        .observer
+        .as_ref()
+        .and_then(|o| o.client_request("elicitation/create", params));
+    let unsupported = crate::script::UNSUPPORTED;
+    let answer = match asked {
+        Some(f) => f.await,
+        None => Err(format!(
+            "{unsupported}: the call does not come from an MCP client that can ask the user"
+        )),
+    };
+    match answer {
+        Ok(v) if v["action"] == "accept" => Ok(()),
+        Ok(v) => Err(format!(
+            "the user did not confirm ({}): {message}",
+            v["action"].as_str().unwrap_or("no answer")
+        )),
+        Err(e) if allow_without && e.starts_with(unsupported) => Ok(()),
+        Err(e) => Err(format!(
+            "could not ask the user to confirm ({e}): {message}"
+        )),
+    }
+}
+
 impl Hooks {
     /// Fires point `ix` (an index constant of [`super::points`]): builds its event from
     /// `fields` (one per entry of the point's `fields` column, in order), runs its handlers
@@ -203,6 +249,19 @@ impl Hooks {
                 None => e.handler.call(spec.name, event.clone(), ctx.clone()).await,
             };
             let r = match r {
+                // `{confirm = message}` at a `before` point: the user decides (elicitation).
+                Ok(HookReturn::Replace(mut fields))
+                    if spec.before && fields.contains_key("confirm") =>
+                {
+                    match confirm(ctx, &mut fields).await {
+                        Err(why) => Ok(HookReturn::Veto(why)),
+                        Ok(()) if fields.is_empty() => Ok(HookReturn::Continue),
+                        Ok(()) => match misshapen(&fields) {
+                            Some(why) => Err(why),
+                            None => Ok(HookReturn::Replace(fields)),
+                        },
+                    }
+                }
                 Ok(HookReturn::Replace(fields)) => match misshapen(&fields) {
                     Some(why) => Err(why),
                     None => Ok(HookReturn::Replace(fields)),

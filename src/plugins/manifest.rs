@@ -54,6 +54,17 @@ pub struct PluginManifest {
     /// shared between calls: each instance has globals of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instances: Option<Value>,
+    /// MCP resources the plugin serves (`tavern serve`/`tavern mcp`), as written: `{uri,
+    /// name, title?, description?, mimeType?}` with `text`, `blob` (base64) or `tool` (a
+    /// tool of this plugin that reads it). Read by the server (src/server/catalog.rs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Value>,
+    /// MCP resource templates, as written: `{uriTemplate, name, …, tool, complete?}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_templates: Option<Value>,
+    /// MCP prompts, as written: `{name, title?, description?, arguments?, messages | tool}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<Value>,
 }
 
 /// The number of Lua states `instances:` asks for, or what is wrong with it.
@@ -210,7 +221,48 @@ pub fn shape() -> Shape {
                 .child("fs", Shape::of::<FsSpec>()),
         )
         .child("limits", Shape::of::<crate::script::PartialLimits>())
+        .child("resources", Shape::keys(RESOURCE_KEYS).seq())
+        .child("resourceTemplates", Shape::keys(TEMPLATE_KEYS).seq())
+        .child(
+            "prompts",
+            Shape::keys(PROMPT_KEYS)
+                .child("arguments", Shape::keys(PROMPT_ARGUMENT_KEYS).seq())
+                .seq(),
+        )
 }
+
+/// The keys of one `resources:` entry (read by the MCP server, src/server/catalog.rs).
+pub const RESOURCE_KEYS: &[&str] = &[
+    "uri",
+    "name",
+    "title",
+    "description",
+    "mimeType",
+    "text",
+    "blob",
+    "tool",
+];
+/// The keys of one `resourceTemplates:` entry.
+pub const TEMPLATE_KEYS: &[&str] = &[
+    "uriTemplate",
+    "name",
+    "title",
+    "description",
+    "mimeType",
+    "tool",
+    "complete",
+];
+/// The keys of one `prompts:` entry.
+pub const PROMPT_KEYS: &[&str] = &[
+    "name",
+    "title",
+    "description",
+    "arguments",
+    "messages",
+    "tool",
+];
+/// The keys of one argument of a prompt.
+pub const PROMPT_ARGUMENT_KEYS: &[&str] = &["name", "title", "description", "required", "complete"];
 
 /// Parses plugin.yaml text; a YAML or shape error becomes a [`Problem`] with line and column.
 /// Unknown keys are problems at their own line (the first, with the others in its hint); a

@@ -183,6 +183,9 @@ impl VcpManifest {
             .collect();
         PluginManifest {
             instances: None,
+            resources: None,
+            resource_templates: None,
+            prompts: None,
             name: self.name.clone(),
             display_name: self.display_name.clone(),
             version: self.version.clone(),

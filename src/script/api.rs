@@ -46,6 +46,9 @@ pub enum ApiOp {
     StoreSet,
     StoreIncr,
     StoreDelete,
+    ClientAsk,
+    LlmChat,
+    ResourcesNotify,
 }
 
 /// One function of the `api` table.
@@ -374,6 +377,36 @@ pub const API: &[ApiFunction] = &[
         op: ApiOp::StoreDelete,
         rhai_name: None,
     },
+    ApiFunction {
+        namespace: "client",
+        name: "ask",
+        params: &[p("request", "table", "`{message, schema}` (a form: an object schema of flat fields, each with `type`, `title`, `description`, `default`, `enum` / `oneOf`) or `{message, url}` (the user opens a URL); `fallback`: the answer's `content` when the client cannot ask")],
+        returns: "table",
+        doc: "Asks the user of the MCP client that made this call (MCP elicitation) and returns `{action, content}`: `action` is `accept` (with `content`, the form's values), `decline` or `cancel`. Also `api.ask`. Fails with `client_unsupported: …` when the call does not come from an MCP client that can ask (REST, jobs, the CLI, a client without the elicitation capability), unless the request has a `fallback` (then `{action = \"unsupported\", content = fallback}`).",
+        permission: None,
+        op: ApiOp::ClientAsk,
+        rhai_name: None,
+    },
+    ApiFunction {
+        namespace: "llm",
+        name: "chat",
+        params: &[p("request", "table", "`{messages = {{role, content}}, system?, max_tokens?, temperature?}` (`content` a string or an MCP content block), or `{prompt = text, …}`")],
+        returns: "table",
+        doc: "Asks a language model: the model of the MCP client that made this call (MCP sampling, `sampling/createMessage`). Returns `{text, model, stop_reason, content}`. Fails with `client_unsupported: …` when the call does not come from an MCP client that declared sampling.",
+        permission: None,
+        op: ApiOp::LlmChat,
+        rhai_name: None,
+    },
+    ApiFunction {
+        namespace: "resources",
+        name: "notify",
+        params: &[p("uri", "string", "The resource that changed (`tavern://world`, one of the plugin's `resources:`)")],
+        returns: "nil",
+        doc: "Tells MCP clients subscribed to `uri` that it changed (`notifications/resources/updated`). Does nothing when no server runs.",
+        permission: None,
+        op: ApiOp::ResourcesNotify,
+        rhai_name: None,
+    },
 ];
 
 /// Namespaces in the order they appear in [`API`].
@@ -464,6 +497,9 @@ pub fn luals_definitions() -> String {
                 f.name,
                 names.join(", ")
             ));
+        }
+        if ns == "client" {
+            out.push_str("\n---Same as `api.client.ask`.\napi.ask = api.client.ask\n");
         }
     }
     out

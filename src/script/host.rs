@@ -483,6 +483,14 @@ impl HostCore {
                 }
                 Ok(Value::Null)
             }
+            ClientAsk => self.ask(arg(args, 0)),
+            LlmChat => self.llm_chat(arg(args, 0)),
+            ResourcesNotify => {
+                let uri = str_arg(args, 0, "api.resources.notify", "uri")?;
+                // No receiver (no server running) is not an error.
+                let _ = crate::tools::resource_updates().send(uri.to_string());
+                Ok(Value::Null)
+            }
             ConfigGet => {
                 let key = str_arg(args, 0, "api.config.get", "key")?;
                 let prefix = format!("extensions.{}.", self.env.plugin);
@@ -626,6 +634,159 @@ impl HostCore {
         out
     }
 
+    /// `api.ask` / `api.client.ask`: MCP elicitation through the calling client.
+    fn ask(&self, request: &Value) -> Result<Value, ScriptError> {
+        const WHAT: &str = "api.ask";
+        let Value::Object(req) = request else {
+            return Err(ScriptError::runtime(
+                "api.ask: parameter 1 ('request') must be a table: {message = text, schema = {type = \"object\", properties = {…}}} or {message = text, url = link}",
+            ));
+        };
+        let message = req.get("message").and_then(Value::as_str).ok_or_else(|| {
+            ScriptError::runtime(
+                "api.ask: `message` (the text the user reads) is missing or not a string",
+            )
+        })?;
+        let params = match (req.get("url"), req.get("schema")) {
+            (Some(Value::String(url)), _) => {
+                let id = match req.get("id") {
+                    Some(Value::String(id)) => id.clone(),
+                    _ => format!(
+                        "tavern-{}",
+                        std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map(|d| d.as_nanos())
+                            .unwrap_or(0)
+                    ),
+                };
+                serde_json::json!({"mode": "url", "message": message, "url": url, "elicitationId": id})
+            }
+            (None, Some(Value::Object(schema))) => {
+                let mut schema = schema.clone();
+                schema.entry("type").or_insert_with(|| Value::from("object"));
+                // An empty Lua table reads as `[]`: properties are an object.
+                if schema.get("properties").is_some_and(|p| p.as_array().is_some_and(Vec::is_empty)) {
+                    schema.insert("properties".into(), Value::Object(Map::new()));
+                }
+                if schema.get("properties").is_none_or(|p| !p.is_object()) {
+                    return Err(ScriptError::runtime(
+                        "api.ask: `schema.properties` must be a table of fields (name = {type = \"string\", …})",
+                    ));
+                }
+                serde_json::json!({"mode": "form", "message": message, "requestedSchema": schema})
+            }
+            _ => {
+                return Err(ScriptError::runtime(
+                    "api.ask: give `schema` (a form: {type = \"object\", properties = {…}}) or `url` (a link the user opens)",
+                ))
+            }
+        };
+        match self.client_request(WHAT, "elicitation/create", params) {
+            Err(ScriptError::Tool(e)) if e.to_string().contains(UNSUPPORTED) => {
+                match req.get("fallback") {
+                    Some(f) => Ok(serde_json::json!({"action": "unsupported", "content": f})),
+                    None => Err(ScriptError::Tool(e)),
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// `api.llm.chat`: MCP sampling through the calling client.
+    fn llm_chat(&self, request: &Value) -> Result<Value, ScriptError> {
+        const WHAT: &str = "api.llm.chat";
+        let Value::Object(req) = request else {
+            return Err(ScriptError::runtime(
+                "api.llm.chat: parameter 1 ('request') must be a table: {messages = {{role = \"user\", content = text}}} or {prompt = text}",
+            ));
+        };
+        let block = |c: &Value| match c {
+            Value::String(t) => serde_json::json!({"type": "text", "text": t}),
+            other => other.clone(),
+        };
+        let messages: Vec<Value> = match (req.get("messages"), req.get("prompt")) {
+            (Some(Value::Array(ms)), _) if !ms.is_empty() => {
+                let mut out = Vec::with_capacity(ms.len());
+                for (i, m) in ms.iter().enumerate() {
+                    let role = m.get("role").and_then(Value::as_str).unwrap_or("user");
+                    if role != "user" && role != "assistant" {
+                        return Err(ScriptError::runtime(format!(
+                            "api.llm.chat: messages[{}].role is '{role}': use \"user\" or \"assistant\" (the system prompt goes in `system`)",
+                            i + 1
+                        )));
+                    }
+                    let content = m.get("content").ok_or_else(|| {
+                        ScriptError::runtime(format!("api.llm.chat: messages[{}] has no `content`", i + 1))
+                    })?;
+                    out.push(serde_json::json!({"role": role, "content": block(content)}));
+                }
+                out
+            }
+            (_, Some(Value::String(p))) => vec![serde_json::json!({"role": "user", "content": block(&Value::String(p.clone()))})],
+            _ => {
+                return Err(ScriptError::runtime(
+                    "api.llm.chat: give `messages` (a non-empty list of {role, content}) or `prompt` (a text)",
+                ))
+            }
+        };
+        let mut params = serde_json::json!({
+            "messages": messages,
+            "maxTokens": req.get("max_tokens").and_then(Value::as_u64).unwrap_or(1024),
+        });
+        if let Some(s) = req.get("system").and_then(Value::as_str) {
+            params["systemPrompt"] = Value::from(s);
+        }
+        if let Some(t) = req.get("temperature").and_then(Value::as_f64) {
+            params["temperature"] = Value::from(t);
+        }
+        let r = self.client_request(WHAT, "sampling/createMessage", params)?;
+        let text = match &r["content"] {
+            Value::Array(blocks) => blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join(""),
+            c => c["text"].as_str().unwrap_or_default().to_string(),
+        };
+        Ok(serde_json::json!({
+            "text": text,
+            "model": r["model"],
+            "stop_reason": r["stopReason"],
+            "content": r["content"],
+        }))
+    }
+
+    /// Sends `method` to the client that made the running call (through the call's
+    /// observer) and waits for its answer on this script thread.
+    fn client_request(
+        &self,
+        what: &str,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, ScriptError> {
+        let fut = current_observer()
+            .and_then(|o| o.client_request(method, params))
+            .ok_or_else(|| {
+                ScriptError::Tool(crate::tools::ToolError::failed(
+                    what,
+                    format!(
+                        "{UNSUPPORTED}: {what} needs an MCP client to ask ({method}); this call does not come from one (REST, jobs and the CLI have none): serve the tool with `tavern serve` or `tavern mcp`"
+                    ),
+                ))
+            })?;
+        let deadline = current_call().map(|(_, d, ms)| (d, ms));
+        let what_owned = what.to_string();
+        self.block_on_tool(
+            what,
+            None,
+            async move {
+                fut.await
+                    .map_err(|e| crate::tools::ToolError::failed(&what_owned, e))
+            },
+            deadline,
+        )
+    }
+
     fn deadline_error(&self, allowed_ms: Option<u64>) -> ScriptError {
         let ms = allowed_ms.unwrap_or(self.env.limits.wall_ms);
         ScriptError::Timeout { after_ms: ms }
@@ -743,6 +904,9 @@ fn park_block_on<F: std::future::Future>(fut: F, deadline: Option<Instant>) -> O
         }
     }
 }
+
+/// The prefix of the error `api.ask` / `api.llm.chat` fail with when no client can answer.
+pub const UNSUPPORTED: &str = "client_unsupported";
 
 /// Longest tool description a script may register.
 pub(crate) const MAX_DESCRIPTION: usize = 4096;

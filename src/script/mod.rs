@@ -34,7 +34,7 @@ use std::path::Path;
 pub use api::luals_definitions;
 pub use error::ScriptError;
 pub(crate) use host::in_script_thread;
-pub use host::{CallInfo, ScriptEnv};
+pub use host::{CallInfo, ScriptEnv, UNSUPPORTED};
 pub use limits::{Limits, PartialLimits};
 pub use permissions::{FsAccess, Permissions};
 pub use plugin::{ExecMode, PluginScripts, ScriptSource, ScriptToolHandler};

@@ -33,12 +33,16 @@ use std::time::Duration;
 // Logging (`logging/setLevel`) is deprecated in the 2026 revision but part of 2025-11-25.
 #[allow(deprecated)]
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
-    CreateTaskResult, CustomRequest, CustomResult, DetailedTask, DiscoverRequestMethod,
-    DiscoverResult, GetTaskParams, GetTaskResult, Implementation, InitializeResult,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    CompleteRequestParams, CompleteResult, ContentBlock, CreateTaskResult, CustomRequest,
+    CustomResult, DetailedTask, DiscoverRequestMethod, DiscoverResult, GetPromptRequestParams,
+    GetPromptResponse, GetPromptResult, GetTaskParams, GetTaskResult, Implementation,
+    InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
     ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-    ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, Task, TaskPayload, TaskStatus, Tool as McpTool, UpdateTaskParams,
+    ProgressNotificationParam, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    SubscribeRequestParams, Task, TaskPayload, TaskStatus, Tool as McpTool,
+    UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::model::{
     ClientJsonRpcMessage, ClientRequest, GetExtensions, GetMeta, RequestId, ServerJsonRpcMessage,
@@ -55,6 +59,15 @@ use super::export::{tool_json, ExportFormat};
 use super::sessions::{BoundedSessions, Direct};
 use super::Served;
 use crate::tools::{CallObserver, Caller, LogLevel, NodeEvent, NodeState, ToolError};
+
+/// Aborts a spawned call when the answer no longer waits for it (cancelled, dropped).
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// What a running MCP call reports to the loop that answers it.
 enum Report {
@@ -79,6 +92,8 @@ struct McpWatch {
     tx: tokio::sync::mpsc::Sender<Report>,
     progress: bool,
     min_level: Option<LogLevel>,
+    /// The calling client, for `api.llm.chat` (sampling) and `api.ask` (elicitation).
+    peer: rmcp::Peer<RoleServer>,
 }
 
 impl CallObserver for McpWatch {
@@ -115,6 +130,71 @@ impl CallObserver for McpWatch {
                 .tx
                 .try_send(Report::Log(level, source.to_string(), message.to_string()));
         }
+    }
+
+    fn client_request(&self, method: &str, params: Value) -> Option<crate::tools::ClientFuture> {
+        Some(Box::pin(client_request(
+            self.peer.clone(),
+            method.to_string(),
+            params,
+        )))
+    }
+}
+
+/// Sends a request (`sampling/createMessage`, `elicitation/create`) to the client behind
+/// `peer` when it declared the capability, and answers its result as JSON.
+async fn client_request(
+    peer: rmcp::Peer<RoleServer>,
+    method: String,
+    params: Value,
+) -> Result<Value, String> {
+    let unsupported = crate::script::UNSUPPORTED;
+    let caps = peer.peer_info().map(|i| i.capabilities.clone());
+    let (declared, capability) = match method.as_str() {
+        "sampling/createMessage" => (
+            caps.as_ref().is_some_and(|c| c.sampling.is_some()),
+            "sampling",
+        ),
+        "elicitation/create" => {
+            let url = params["mode"] == json!("url");
+            let ok = caps
+                .as_ref()
+                .and_then(|c| c.elicitation.as_ref())
+                .is_some_and(|e| {
+                    // A client that declares `elicitation: {}` supports forms (2025-11-25).
+                    let v = serde_json::to_value(e).unwrap_or_default();
+                    if url {
+                        v.get("url").is_some()
+                    } else {
+                        v.get("form").is_some() || v.get("url").is_none()
+                    }
+                });
+            (
+                ok,
+                if url {
+                    "elicitation (url mode)"
+                } else {
+                    "elicitation"
+                },
+            )
+        }
+        _ => (true, ""),
+    };
+    if !declared {
+        return Err(format!(
+            "{unsupported}: the MCP client did not declare the {capability} capability, so it cannot answer {method}"
+        ));
+    }
+    let request =
+        rmcp::model::ServerRequest::CustomRequest(CustomRequest::new(method.clone(), Some(params)));
+    match peer.send_request(request).await {
+        Ok(r) => serde_json::to_value(r)
+            .map_err(|e| format!("{method}: the client's answer cannot be read: {e}")),
+        Err(rmcp::ServiceError::McpError(e)) => Err(format!(
+            "{method}: the client refused: {} ({})",
+            e.message, e.code.0
+        )),
+        Err(e) => Err(format!("{method}: no answer from the client: {e}")),
     }
 }
 
@@ -171,6 +251,8 @@ pub struct TavernMcp {
     /// Calls of this session answered by the direct path, by request id, so
     /// `notifications/cancelled` reaches them as it reaches rmcp's own.
     direct_calls: Arc<std::sync::Mutex<HashMap<RequestId, tokio_util::sync::CancellationToken>>>,
+    /// The resources this session subscribed to (`resources/subscribe`).
+    subscriptions: Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 impl TavernMcp {
@@ -181,6 +263,7 @@ impl TavernMcp {
             log_level: Arc::new(std::sync::Mutex::new(Some(LogLevel::Info))),
             sessions: None,
             direct_calls: Arc::default(),
+            subscriptions: Arc::default(),
         }
     }
 
@@ -194,6 +277,60 @@ impl TavernMcp {
     fn caller() -> Caller {
         Caller::Remote("mcp".into())
     }
+
+    fn subscriptions(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        // Strings inserted and removed whole: a poisoned set is still valid.
+        self.subscriptions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Forwards `api.resources.notify` (and reloads) to this session for the uris it
+    /// subscribed to, until its transport closes.
+    fn watch_resources(&self, peer: rmcp::Peer<RoleServer>) {
+        let subs = self.subscriptions.clone();
+        let mut rx = crate::tools::resource_updates().subscribe();
+        tokio::spawn(async move {
+            let mut check = tokio::time::interval(Duration::from_secs(5));
+            loop {
+                tokio::select! {
+                    r = rx.recv() => match r {
+                        Ok(uri) => {
+                            let wanted = subs.lock().unwrap_or_else(|p| p.into_inner()).contains(&uri);
+                            if wanted && peer.notify_resource_updated(rmcp::model::ResourceUpdatedNotificationParam::new(uri)).await.is_err() {
+                                break;
+                            }
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(_) => break,
+                    },
+                    _ = check.tick() => {
+                        if peer.is_transport_closed() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// A catalog error as the JSON-RPC error MCP gives it.
+fn catalog_error(e: super::catalog::CatalogError, resource: bool) -> McpError {
+    use super::catalog::CatalogError as E;
+    match e {
+        E::NotFound(m) if resource => McpError::resource_not_found(m, None),
+        E::NotFound(m) | E::Invalid(m) => McpError::invalid_params(m, None),
+        E::Failed(m) => McpError::internal_error(m, None),
+    }
+}
+
+/// A JSON value as an rmcp result type (the catalog builds JSON; rmcp's types check it).
+fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, McpError> {
+    serde_json::from_value(v).map_err(|e| {
+        McpError::internal_error(
+            format!("the answer does not have the shape MCP gives it: {e}"),
+            None,
+        )
+    })
 }
 
 /// The revisions `initialize` agrees to, oldest first (`2025-11-25` preferred).
@@ -223,6 +360,9 @@ pub fn server_config() -> ServerConfig {
     // A fixed literal of the capabilities schema: it always deserializes.
     let caps: ServerCapabilities = serde_json::from_value(json!({
         "tools": {"listChanged": true},
+        "resources": {"subscribe": true, "listChanged": true},
+        "prompts": {"listChanged": true},
+        "completions": {},
         "logging": {},
         "extensions": {"io.modelcontextprotocol/tasks": {}},
     }))
@@ -349,6 +489,105 @@ impl ServerHandler for TavernMcp {
         Ok(result)
     }
 
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        typed(json!({"resources": super::catalog::list_resources(&self.served)}))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        typed(json!({"resourceTemplates": super::catalog::list_templates(&self.served)}))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let contents = super::catalog::read_resource(&self.served, &request.uri)
+            .await
+            .map_err(|e| catalog_error(e, true))?;
+        let r: ReadResourceResult = typed(json!({"contents": contents}))?;
+        Ok(r.into())
+    }
+
+    #[allow(deprecated)] // resources/subscribe is part of 2025-11-25, served here.
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscriptions().insert(request.uri);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.subscriptions().remove(&request.uri);
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        typed(json!({"prompts": super::catalog::list_prompts(&self.served)}))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let v = super::catalog::get_prompt(
+            &self.served,
+            &request.name,
+            request.arguments.unwrap_or_default(),
+        )
+        .await
+        .map_err(|e| catalog_error(e, false))?;
+        let r: GetPromptResult = typed(v)?;
+        Ok(r.into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let reference = serde_json::to_value(&request.r#ref).unwrap_or_default();
+        let context = request
+            .context
+            .as_ref()
+            .and_then(|c| serde_json::to_value(c).ok())
+            .and_then(|c| c.get("arguments").and_then(Value::as_object).cloned())
+            .unwrap_or_default();
+        let mut values = super::catalog::complete(
+            &self.served,
+            &reference,
+            &request.argument.name,
+            &request.argument.value,
+            &context,
+        )
+        .await
+        .map_err(|e| catalog_error(e, false))?;
+        // MCP allows at most 100 values per answer.
+        let total = values.len();
+        values.truncate(100);
+        typed(json!({"completion": {"values": values, "total": total, "hasMore": total > 100}}))
+    }
+
     #[allow(deprecated)] // notifications/message: see `mcp_level`.
     async fn call_tool(
         &self,
@@ -356,9 +595,18 @@ impl ServerHandler for TavernMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let engine = self.served.engine();
-        if let Err(e) = engine.tools().get(&request.name) {
-            return Err(unknown_tool(&e));
-        }
+        // A Rust host tool (`system:*`, tools an embedder registers) runs in place: it does not
+        // block the task between reports, and it keeps the plain call's path short.
+        let in_place = match engine.tools().get(&request.name) {
+            Err(e) => return Err(unknown_tool(&e)),
+            Ok(t) => matches!(
+                t.definition.implementation,
+                crate::tools::Implementation::Service {
+                    script: None,
+                    function: None
+                }
+            ),
+        };
         drop(engine);
         let args = Value::Object(request.arguments.unwrap_or_default());
         if context
@@ -371,18 +619,42 @@ impl ServerHandler for TavernMcp {
         let progress = context.meta.get_progress_token();
         let min_level = *self.log_level.lock().unwrap_or_else(|p| p.into_inner());
         let (tx, mut reports) = tokio::sync::mpsc::channel(REPORTS_QUEUED);
-        let observer: crate::tools::Observer =
-            (progress.is_some() || min_level.is_some()).then(|| {
-                Arc::new(McpWatch {
-                    counts: std::sync::Mutex::new((0, 0)),
-                    tx,
-                    progress: progress.is_some(),
-                    min_level,
-                }) as Arc<dyn CallObserver>
+        let observer: crate::tools::Observer = Some(Arc::new(McpWatch {
+            counts: std::sync::Mutex::new((0, 0)),
+            tx,
+            progress: progress.is_some(),
+            min_level,
+            peer: context.peer.clone(),
+        }) as Arc<dyn CallObserver>);
+        // Any other call runs on a task of its own: a script tool blocks the thread it runs
+        // on until it returns, and this loop must send its progress and logs meanwhile.
+        let mut _abort = None;
+        let call = if in_place {
+            futures_util::future::Either::Left(self.served.invoke(
+                &request.name,
+                args,
+                Self::caller(),
+                ct.clone(),
+                observer,
+            ))
+        } else {
+            let (served, name, ct) = (self.served.clone(), request.name.to_string(), ct.clone());
+            let task = tokio::spawn(async move {
+                served
+                    .invoke(&name, args, Self::caller(), ct, observer)
+                    .await
             });
-        let call = self
-            .served
-            .invoke(&request.name, args, Self::caller(), ct.clone(), observer);
+            _abort = Some(AbortOnDrop(task.abort_handle()));
+            futures_util::future::Either::Right(async move {
+                match task.await {
+                    Ok(r) => r,
+                    Err(e) => Err(ToolError::failed(
+                        "mcp",
+                        format!("the call's task ended: {e}"),
+                    )),
+                }
+            })
+        };
         let mut call = pin!(call);
         // Heartbeats start after the first interval, and stop for good once the tool
         // reports its own progress (it knows better than a timer).
@@ -509,6 +781,7 @@ impl ServerHandler for TavernMcp {
                 );
             }
         }
+        self.watch_resources(context.peer.clone());
         self.served.add_peer(context.peer);
     }
 
@@ -910,6 +1183,10 @@ pub fn http_service(
         }
         config
     };
+    #[cfg(feature = "store-redis")]
+    let restorable = config.session_store.is_some();
+    #[cfg(not(feature = "store-redis"))]
+    let restorable = false;
     let sessions = Arc::new(BoundedSessions::new(served.options.max_sessions));
     let factory = {
         let sessions = sessions.clone();
@@ -923,6 +1200,7 @@ pub fn http_service(
         rmcp: rmcp::transport::StreamableHttpService::new(factory, sessions.clone(), config),
         sessions,
         max_body,
+        restorable,
     }))
 }
 
@@ -951,6 +1229,8 @@ struct McpHttpInner {
     rmcp: rmcp::transport::StreamableHttpService<TavernMcp, BoundedSessions>,
     sessions: Arc<BoundedSessions>,
     max_body: usize,
+    /// Whether sessions this replica does not hold may be restored (a shared store).
+    restorable: bool,
 }
 
 impl tower::Service<axum::extract::Request> for McpHttp {
@@ -973,6 +1253,17 @@ impl tower::Service<axum::extract::Request> for McpHttp {
             None => Box::pin(async move { Ok(this.pass(req).await) }),
         }
     }
+}
+
+/// A JSON-RPC error (`id` null) as an HTTP answer with `status`.
+fn rpc_error(status: axum::http::StatusCode, code: i64, message: &str) -> axum::response::Response {
+    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+    (
+        status,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 /// Whether an `Accept` header lists `ty` plainly (no parameters, so no `q=0`).
@@ -1026,6 +1317,67 @@ impl McpHttpInner {
     }
 
     async fn pass(&self, req: axum::extract::Request) -> axum::response::Response {
+        if req.method() == axum::http::Method::DELETE {
+            // rmcp answers a DELETE that ended a session with 202; the official clients
+            // expect 200 or 204 (the Python client logs a warning at anything else).
+            return Box::pin(self.delete(req)).await;
+        }
+        self.pass_rest(req).await
+    }
+
+    /// `DELETE /mcp`: 204 when it ended the session, 404 (JSON-RPC `-32001`) for a session
+    /// nobody holds, as for any request of an unknown session.
+    async fn delete(&self, req: axum::extract::Request) -> axum::response::Response {
+        if !self.restorable {
+            let id = req
+                .headers()
+                .get(SESSION_HEADER)
+                .and_then(|v| v.to_str().ok());
+            if let Some(id) = id {
+                if !self.sessions.contains(&SessionId::from(id)) {
+                    return rpc_error(
+                        axum::http::StatusCode::NOT_FOUND,
+                        -32001,
+                        &format!("no MCP session '{id}' on this server (ended, or never begun)"),
+                    );
+                }
+            }
+        }
+        let mut r = self.rmcp.handle(req).await.map(axum::body::Body::new);
+        if r.status() == axum::http::StatusCode::ACCEPTED {
+            *r.status_mut() = axum::http::StatusCode::NO_CONTENT;
+        }
+        r
+    }
+
+    async fn pass_rest(&self, req: axum::extract::Request) -> axum::response::Response {
+        // A JSON-RPC batch (an array): none of the served revisions has them (2025-03-26's
+        // were dropped in 2025-06-18, and rmcp reads none).
+        if req.method() == axum::http::Method::POST {
+            let (parts, body) = req.into_parts();
+            let bytes = match axum::body::to_bytes(body, self.max_body).await {
+                Ok(b) => b,
+                Err(e) => {
+                    return rpc_error(
+                        axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                        -32600,
+                        &format!(
+                        "the request body cannot be read (at most {} bytes: --max-body-bytes): {e}",
+                        self.max_body
+                    ),
+                    )
+                }
+            };
+            if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+                return rpc_error(
+                    axum::http::StatusCode::BAD_REQUEST,
+                    -32600,
+                    "Invalid Request: JSON-RPC batches are not supported (the MCP revisions served, 2025-06-18 and 2025-11-25, have none): send one message per POST",
+                );
+            }
+            let req = axum::http::Request::from_parts(parts, axum::body::Body::from(bytes));
+            return self.rmcp.handle(req).await.map(axum::body::Body::new);
+        }
         self.rmcp.handle(req).await.map(axum::body::Body::new)
     }
 
@@ -1038,6 +1390,15 @@ impl McpHttpInner {
         let Some((direct, busy)) = self.sessions.direct(&id) else {
             return self.pass_boxed(req).await;
         };
+        // A request naming another revision than the session's goes through rmcp (an event
+        // stream, with its priming event and resumable ids).
+        if let Some(v) = req.headers().get(VERSION_HEADER) {
+            let negotiated = direct.peer.peer_info().map(|i| i.protocol_version.clone());
+            if negotiated.is_some_and(|n| v.as_bytes() != n.as_str().as_bytes()) {
+                drop(busy);
+                return self.pass_boxed(req).await;
+            }
+        }
         let (parts, body) = req.into_parts();
         let bytes = match axum::body::to_bytes(body, self.max_body).await {
             Ok(b) => b,

@@ -12,6 +12,7 @@
 //!   `_meta["tavern/id"]`; either spelling is accepted on input.
 
 pub mod audit_stream;
+pub mod catalog;
 pub mod conn;
 pub mod export;
 pub mod http;
@@ -218,11 +219,17 @@ impl Served {
         for (i, p) in peers.iter().enumerate() {
             if p.is_transport_closed() || p.notify_tool_list_changed().await.is_err() {
                 dead.push(i);
+                continue;
             }
+            // Plugins' resources and prompts may have changed with the engine.
+            let _ = p.notify_resource_list_changed().await;
+            let _ = p.notify_prompt_list_changed().await;
         }
         if !dead.is_empty() {
             self.lock_peers().retain(|p| !p.is_transport_closed());
         }
+        // The world state is read from the home on load: subscribers re-read it.
+        let _ = crate::tools::resource_updates().send("tavern://world".to_string());
     }
 
     /// Records the outcome of a reload attempt: a refusal is kept (for the web explorer)

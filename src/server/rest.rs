@@ -324,5 +324,6 @@ pub fn routes() -> Router<Arc<Served>> {
         .route("/tools/{id}", get(get_tool_or_page))
         .route("/api/invoke", post(invoke))
         .route("/invoke", post(invoke))
+        .merge(super::catalog::rest::routes())
         .fallback(not_found)
 }

@@ -127,6 +127,11 @@ impl BoundedSessions {
         }
     }
 
+    /// Whether session `id` is kept here.
+    pub fn contains(&self, id: &SessionId) -> bool {
+        self.lock().contains_key(id)
+    }
+
     /// Sessions kept now.
     pub fn len(&self) -> usize {
         self.lock().len()

@@ -42,7 +42,9 @@ pub use error::ToolError;
 pub use intercept::Interceptor;
 pub use listing::{frame_observation, success_observation, OBSERVATION_INDENT};
 pub use log::{LogCallback, LogRecord, LogSink};
-pub use observe::{CallObserver, LogLevel, NodeEvent, NodeState, Observer};
+pub use observe::{
+    resource_updates, CallObserver, ClientFuture, LogLevel, NodeEvent, NodeState, Observer,
+};
 pub use policy::CallerPolicy;
 pub use schema::{normalize_key, KeyMatching};
 

@@ -9,6 +9,8 @@
 //! between nodes of a run.
 
 use std::sync::Arc;
+
+use serde_json::Value;
 use std::time::Duration;
 
 /// The state of a workflow node, as reported to an [`CallObserver`].
@@ -104,6 +106,29 @@ pub trait CallObserver: Send + Sync {
 
     /// A tool logged a message while the call ran (`api.log.*`); `source` is the plugin.
     fn log(&self, _level: LogLevel, _source: &str, _message: &str) {}
+
+    /// A request to the client that made the call (`sampling/createMessage` for
+    /// `api.llm.chat`, `elicitation/create` for `api.ask`): its answer, or why there is
+    /// none. `None`: this observer has no client to ask (the lean library's callers, REST,
+    /// jobs); the script API then fails with a clear error. The server's MCP observer
+    /// answers it.
+    fn client_request(&self, _method: &str, _params: Value) -> Option<ClientFuture> {
+        None
+    }
+}
+
+/// The answer of [`CallObserver::client_request`]: the client's result as JSON, or a text
+/// saying why there is none (the client lacks the capability, refused, went away).
+pub type ClientFuture =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, String>> + Send>>;
+
+/// Resources a script said changed (`api.resources.notify(uri)`): the MCP server
+/// subscribes and tells the sessions subscribed to each uri. Nothing listens in the lean
+/// library (the uri is dropped).
+pub fn resource_updates() -> &'static tokio::sync::broadcast::Sender<String> {
+    static TX: std::sync::OnceLock<tokio::sync::broadcast::Sender<String>> =
+        std::sync::OnceLock::new();
+    TX.get_or_init(|| tokio::sync::broadcast::channel(256).0)
 }
 
 impl std::fmt::Debug for dyn CallObserver {

@@ -93,6 +93,13 @@ mod config_tools;
     feature = "llm-http",
     feature = "store-redis"
 ))]
+mod conformance;
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod docs_examples;
 mod embed_host;
 mod engine_script_limits;
@@ -210,6 +217,13 @@ mod script_store;
     feature = "store-redis"
 ))]
 mod server_bodies_headers;
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
+mod server_catalog;
 #[cfg(all(
     feature = "cli",
     feature = "server",

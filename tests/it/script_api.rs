@@ -264,3 +264,46 @@ end"#;
         );
     }
 }
+
+#[test]
+fn asking_the_client_without_one_is_a_clear_error_or_the_fallback() {
+    let lua = plugin(
+        "asker",
+        &[(
+            "main.lua",
+            r#"
+            function ask(args, ctx) return api.ask({message = "ok?", schema = {type = "object", properties = {ok = {type = "boolean"}}}}) end
+            function ask_fallback(args, ctx) return api.client.ask({message = "ok?", schema = {properties = {}}, fallback = {ok = false}}) end
+            function chat(args, ctx) return api.llm.chat({prompt = "hi"}) end
+            function notify(args, ctx) api.resources.notify("tavern://world") return "sent" end
+            function bad(args, ctx) return api.ask({schema = {}}) end
+            "#,
+        )],
+    );
+    for f in ["ask", "chat"] {
+        let e = call(&lua, f, json!({})).unwrap_err().to_string();
+        assert!(e.contains("client_unsupported"), "{f}: {e}");
+    }
+    assert_eq!(
+        call(&lua, "ask_fallback", json!({})).unwrap(),
+        json!({"action": "unsupported", "content": {"ok": false}})
+    );
+    assert_eq!(call(&lua, "notify", json!({})).unwrap(), json!("sent"));
+    let e = call(&lua, "bad", json!({})).unwrap_err().to_string();
+    assert!(e.contains("`message`"), "{e}");
+
+    let rhai = plugin(
+        "asker",
+        &[(
+            "main.rhai",
+            r#"
+            fn ask(args, ctx) { api::client::ask(#{message: "ok?", schema: #{properties: #{}}}) }
+            fn chat(args, ctx) { api::llm::chat(#{prompt: "hi"}) }
+            "#,
+        )],
+    );
+    for f in ["ask", "chat"] {
+        let e = call(&rhai, f, json!({})).unwrap_err().to_string();
+        assert!(e.contains("client_unsupported"), "rhai {f}: {e}");
+    }
+}

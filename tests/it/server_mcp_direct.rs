@@ -130,7 +130,7 @@ async fn requests_the_direct_path_does_not_take_keep_rmcps_answers() {
     let a = mcp_post(&c, &s.base, Some(&sid), Some("2026-07-28"), &msg).await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST, "{:?}", a.msgs);
 
-    // An older session revision the server agreed to is still answered (directly).
+    // Another session revision than the one negotiated is still answered (through rmcp).
     let a = mcp_post(&c, &s.base, Some(&sid), Some("2025-06-18"), &msg).await;
     assert_eq!(a.status, StatusCode::OK, "{:?}", a.msgs);
     assert_eq!(a.answer()["result"]["content"][0]["text"], "ping");
@@ -143,9 +143,49 @@ async fn requests_the_direct_path_does_not_take_keep_rmcps_answers() {
         .send()
         .await
         .unwrap();
-    assert!(r.status().is_success(), "{}", r.status());
+    // 204, which the official clients take without a warning (rmcp's own 202 is not).
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
     let a = mcp_post(&c, &s.base, Some(&sid), V, &msg).await;
     assert_eq!(a.status, StatusCode::NOT_FOUND, "{:?}", a.msgs);
+    // Deleting it again, or a session never begun: 404, JSON-RPC -32001.
+    let r = c
+        .delete(format!("{}/mcp", s.base))
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32001, "{body}");
+}
+
+#[tokio::test]
+async fn a_json_rpc_batch_is_an_invalid_request() {
+    let h = temp_home();
+    let s = Server::start(h.path(), &[]);
+    let c = reqwest::Client::new();
+    let sid = open(&c, &s.base).await;
+    let r = c
+        .post(format!("{}/mcp", s.base))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(r#" [{"jsonrpc": "2.0", "id": 1, "method": "ping"}]"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("batch"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
@@ -187,4 +227,58 @@ async fn notifications_cancelled_stops_a_call_answered_directly_and_sends_no_res
     // The session goes on.
     let a = direct(&c, &s.base, &sid, &ping).await;
     assert_eq!(a.answer()["result"]["content"][0]["text"], "ping");
+}
+
+#[tokio::test]
+async fn progress_reaches_the_event_stream_while_the_script_runs() {
+    // test:tool_with_progress reports, waits 50 ms, reports, waits 50 ms, reports, returns.
+    let home = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/home");
+    let s = Server::start(&home, &[]);
+    let c = reqwest::Client::new();
+    let sid = open(&c, &s.base).await;
+    let msg = with_progress(call(json!(1), "test_tool_with_progress", json!({})));
+    let mut r = c
+        .post(format!("{}/mcp", s.base))
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&msg)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let mut buf = String::new();
+    let mut first_progress = None;
+    let mut progress = Vec::new();
+    let answered = 'read: loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), r.chunk())
+            .await
+            .expect("the stream goes on")
+            .unwrap()
+            .expect("the stream ended before the answer");
+        let at = Instant::now();
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+        while let Some(end) = buf.find("\n\n") {
+            let event: String = buf.drain(..end + 2).collect();
+            for data in event.lines().filter_map(|l| l.strip_prefix("data:")) {
+                let Ok(v) = serde_json::from_str::<Value>(data.trim()) else {
+                    continue;
+                };
+                if v["method"] == "notifications/progress" {
+                    first_progress.get_or_insert(at);
+                    progress.push(v["params"]["progress"].as_f64().unwrap_or(-1.0));
+                } else if v["id"] == json!(1) {
+                    assert_eq!(v["result"]["isError"], json!(false), "{v}");
+                    break 'read at;
+                }
+            }
+        }
+    };
+    assert_eq!(progress, [0.0, 50.0, 100.0]);
+    let first = first_progress.expect("progress before the answer");
+    assert!(
+        answered.duration_since(first) >= Duration::from_millis(60),
+        "the first progress came only {:?} before the answer",
+        answered.duration_since(first)
+    );
 }

@@ -189,8 +189,7 @@ fn cancellation_stops_the_call_and_sends_no_response() {
 
 #[test]
 fn conformance_fixture_serves_the_suites_tool_names() {
-    let home = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/conformance");
-    let mut m = Mcp::start_in(&home);
+    let mut m = Mcp::start_in(&conformance_home());
     m.initialize("2025-11-25");
     m.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}));
     let r = m.response(&json!(1));
@@ -232,8 +231,7 @@ fn conformance_fixture_serves_the_suites_tool_names() {
 
 #[test]
 fn tool_logs_and_own_progress_reach_the_mcp_client() {
-    let home = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/conformance");
-    let mut m = Mcp::start_in(&home);
+    let mut m = Mcp::start_in(&conformance_home());
     m.initialize("2025-11-25");
 
     // api.log.info in a Lua tool → notifications/message, at the default level (info).
@@ -259,8 +257,9 @@ fn tool_logs_and_own_progress_reach_the_mcp_client() {
         "{notes:?}"
     );
     assert!(
-        logs.iter().all(|n| n["params"]["level"] == json!("info")
-            && n["params"]["logger"] == json!("conformance")),
+        logs.iter().all(
+            |n| n["params"]["level"] == json!("info") && n["params"]["logger"] == json!("test")
+        ),
         "{logs:?}"
     );
 
@@ -305,5 +304,411 @@ fn tool_logs_and_own_progress_reach_the_mcp_client() {
             .iter()
             .any(|n| n["method"] == json!("notifications/message")),
         "{notes:?}"
+    );
+}
+
+fn conformance_home() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/home")
+}
+
+/// The next message, with the time it arrived.
+fn next_timed(m: &Mcp) -> (Value, std::time::Instant) {
+    let v =
+        m.rx.recv_timeout(Duration::from_secs(30))
+            .expect("a message within 30 s");
+    (v, std::time::Instant::now())
+}
+
+#[test]
+fn progress_and_logs_arrive_while_the_script_runs() {
+    // test:tool_with_progress reports, waits 50 ms, reports, waits 50 ms, reports, returns.
+    let mut m = Mcp::start_in(&conformance_home());
+    m.initialize("2025-11-25");
+    m.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "test_tool_with_progress", "arguments": {},
+                   "_meta": {"progressToken": 7}}}));
+    let mut first = None;
+    let mut values = Vec::new();
+    let answered = loop {
+        let (v, at) = next_timed(&m);
+        if v["method"] == json!("notifications/progress") {
+            first.get_or_insert(at);
+            values.push(v["params"]["progress"].as_f64().unwrap_or(-1.0));
+        } else if v.get("id") == Some(&json!(1)) {
+            assert_eq!(v["result"]["isError"], json!(false), "{v}");
+            break at;
+        }
+    };
+    assert_eq!(values, [0.0, 50.0, 100.0]);
+    let first = first.expect("progress before the result");
+    // 100 ms of waiting follow the first report: it cannot come in a burst with the result.
+    assert!(
+        answered.duration_since(first) >= Duration::from_millis(60),
+        "the first progress came {:?} before the result",
+        answered.duration_since(first)
+    );
+
+    // Logs likewise.
+    m.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "test_tool_with_logging", "arguments": {}}}));
+    let mut first = None;
+    let answered = loop {
+        let (v, at) = next_timed(&m);
+        if v["method"] == json!("notifications/message") {
+            first.get_or_insert(at);
+            assert_eq!(v["params"]["logger"], json!("test"), "{v}");
+        } else if v.get("id") == Some(&json!(2)) {
+            break at;
+        }
+    };
+    let first = first.expect("a log before the result");
+    assert!(answered.duration_since(first) >= Duration::from_millis(60));
+}
+
+#[test]
+fn scripts_ask_the_client_model_and_user() {
+    let mut m = Mcp::start_in(&conformance_home());
+    m.send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"sampling": {}, "elicitation": {"form": {}}},
+        "clientInfo": {"name": "raw-test", "version": "1"}}}),
+    );
+    m.response(&json!(0));
+    m.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+
+    // api.llm.chat → sampling/createMessage; the client's answer comes back to the script.
+    m.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "test_sampling", "arguments": {"prompt": "Name a colour"}}}));
+    let req = loop {
+        let v =
+            m.rx.recv_timeout(Duration::from_secs(30))
+                .expect("a request");
+        if v["method"] == json!("sampling/createMessage") {
+            break v;
+        }
+    };
+    assert_eq!(
+        req["params"]["messages"][0]["content"],
+        json!({"type": "text", "text": "Name a colour"}),
+        "{req}"
+    );
+    assert_eq!(req["params"]["maxTokens"], json!(100), "{req}");
+    m.send(json!({"jsonrpc": "2.0", "id": req["id"], "result": {
+        "role": "assistant", "content": {"type": "text", "text": "teal"},
+        "model": "test-model", "stopReason": "endTurn"}}));
+    let r = m.response(&json!(1));
+    assert_eq!(
+        r["result"]["content"][0]["text"],
+        json!("LLM response: teal"),
+        "{r}"
+    );
+
+    // api.ask → elicitation/create in form mode with the schema as written.
+    m.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "test_elicitation_sep1034_defaults", "arguments": {}}}));
+    let req = loop {
+        let v =
+            m.rx.recv_timeout(Duration::from_secs(30))
+                .expect("a request");
+        if v["method"] == json!("elicitation/create") {
+            break v;
+        }
+    };
+    let props = &req["params"]["requestedSchema"]["properties"];
+    assert_eq!(req["params"]["mode"], json!("form"), "{req}");
+    assert_eq!(props["age"]["default"], json!(30), "{req}");
+    assert_eq!(
+        props["status"]["enum"],
+        json!(["active", "inactive", "pending"]),
+        "{req}"
+    );
+    m.send(json!({"jsonrpc": "2.0", "id": req["id"], "result": {
+        "action": "accept", "content": {"name": "Ann", "age": 30}}}));
+    let r = m.response(&json!(2));
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("action=accept") && text.contains("\"name\":\"Ann\""),
+        "{r}"
+    );
+}
+
+#[test]
+fn without_the_capability_the_script_gets_a_clear_error() {
+    let mut m = Mcp::start_in(&conformance_home());
+    m.initialize("2025-11-25"); // no sampling, no elicitation
+    m.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "test_sampling", "arguments": {"prompt": "x"}}}));
+    let r = m.response(&json!(1));
+    assert_eq!(r["result"]["isError"], json!(true), "{r}");
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("client_unsupported") && text.contains("sampling"),
+        "{r}"
+    );
+}
+
+#[test]
+fn resources_prompts_and_completions_over_stdio() {
+    let mut m = Mcp::start_in(&conformance_home());
+    let init = m.initialize("2025-11-25");
+    let caps = &init["result"]["capabilities"];
+    assert_eq!(caps["resources"]["subscribe"], json!(true), "{init}");
+    assert!(
+        caps["prompts"].is_object() && caps["completions"].is_object(),
+        "{init}"
+    );
+
+    m.send(json!({"jsonrpc": "2.0", "id": 1, "method": "resources/list"}));
+    let r = m.response(&json!(1));
+    let uris: Vec<&str> = r["result"]["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|x| x["uri"].as_str())
+        .collect();
+    assert!(uris.contains(&"test://static-text"), "{r}");
+    assert!(uris.contains(&"tavern://workflows/wait"), "{r}");
+
+    m.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
+        "params": {"uri": "test://template/42/data"}}),
+    );
+    let r = m.response(&json!(2));
+    let c = &r["result"]["contents"][0];
+    assert_eq!(c["uri"], json!("test://template/42/data"), "{r}");
+    let data: Value = serde_json::from_str(c["text"].as_str().unwrap_or("null")).unwrap();
+    assert_eq!(data["id"], json!("42"), "{r}");
+
+    m.send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "resources/read",
+        "params": {"uri": "test://static-binary"}}),
+    );
+    let r = m.response(&json!(3));
+    assert!(r["result"]["contents"][0]["blob"].is_string(), "{r}");
+
+    m.send(
+        json!({"jsonrpc": "2.0", "id": 4, "method": "resources/read",
+        "params": {"uri": "test://nothing"}}),
+    );
+    let r = m.response(&json!(4));
+    assert_eq!(r["error"]["code"], json!(-32002), "{r}");
+
+    m.send(json!({"jsonrpc": "2.0", "id": 5, "method": "prompts/get",
+        "params": {"name": "test_prompt_with_arguments", "arguments": {"arg1": "a", "arg2": "b"}}}));
+    let r = m.response(&json!(5));
+    assert_eq!(
+        r["result"]["messages"][0]["content"]["text"],
+        json!("Prompt with arguments: arg1='a', arg2='b'"),
+        "{r}"
+    );
+    m.send(json!({"jsonrpc": "2.0", "id": 6, "method": "prompts/get",
+        "params": {"name": "test_prompt_with_arguments", "arguments": {"arg1": "a"}}}));
+    let r = m.response(&json!(6));
+    assert_eq!(r["error"]["code"], json!(-32602), "{r}");
+
+    m.send(
+        json!({"jsonrpc": "2.0", "id": 7, "method": "completion/complete", "params": {
+        "ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"},
+        "argument": {"name": "arg1", "value": "par"}}}),
+    );
+    let r = m.response(&json!(7));
+    assert_eq!(
+        r["result"]["completion"]["values"],
+        json!(["paris", "park", "party"]),
+        "{r}"
+    );
+    m.send(
+        json!({"jsonrpc": "2.0", "id": 8, "method": "completion/complete", "params": {
+        "ref": {"type": "ref/resource", "uri": "test://template/{id}/data"},
+        "argument": {"name": "id", "value": "1"}}}),
+    );
+    let r = m.response(&json!(8));
+    assert_eq!(
+        r["result"]["completion"]["values"],
+        json!(["1", "123"]),
+        "{r}"
+    );
+}
+
+#[test]
+fn subscribers_hear_of_resources_a_script_says_changed() {
+    let mut m = Mcp::start_in(&conformance_home());
+    m.initialize("2025-11-25");
+    m.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe",
+        "params": {"uri": "test://watched-resource"}}),
+    );
+    assert_eq!(m.response(&json!(1))["result"], json!({}));
+    m.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "test_notify_watched", "arguments": {}}}));
+    let mut seen = false;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut answered = false;
+    while !(seen && answered) && std::time::Instant::now() < deadline {
+        let Ok(v) = m.rx.recv_timeout(Duration::from_secs(10)) else {
+            break;
+        };
+        if v["method"] == json!("notifications/resources/updated") {
+            assert_eq!(v["params"]["uri"], json!("test://watched-resource"), "{v}");
+            seen = true;
+        }
+        answered |= v.get("id") == Some(&json!(2));
+    }
+    assert!(seen && answered, "no notifications/resources/updated");
+
+    // Unsubscribed: no more notifications for it.
+    m.send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "resources/unsubscribe",
+        "params": {"uri": "test://watched-resource"}}),
+    );
+    m.response(&json!(3));
+    m.send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "test_notify_watched", "arguments": {}}}));
+    let (_, notes) = m.response_after_notifications(&json!(4));
+    m.send(json!({"jsonrpc": "2.0", "id": 5, "method": "ping"}));
+    let (_, later) = m.response_after_notifications(&json!(5));
+    assert!(
+        !notes
+            .iter()
+            .chain(&later)
+            .any(|n| n["method"] == json!("notifications/resources/updated")),
+        "{notes:?} {later:?}"
+    );
+}
+
+/// A home whose `guard` plugin asks the user before `guard:wipe` runs (a hook verdict
+/// `{confirm = …}`), denying without a client that can ask.
+fn guarded_home() -> tempfile::TempDir {
+    let home = tempfile::tempdir().expect("temp home");
+    let p = home.path().join("plugins/guard");
+    std::fs::create_dir_all(p.join("tools")).unwrap();
+    std::fs::write(
+        p.join("plugin.yaml"),
+        "name: guard\ndescription: asks first\npermissions:\n  hooks: [\"tool:before-invoke\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        p.join("main.lua"),
+        r#"
+api.hooks.on("tool:before-invoke", function(ev, ctx)
+  if ev.tool == "guard:wipe" then return { confirm = "Wipe everything?" } end
+end)
+function wipe(args, ctx) return "wiped" end
+"#,
+    )
+    .unwrap();
+    std::fs::write(
+        p.join("tools/wipe.tool.json"),
+        r#"{"id": "wipe", "description": "Wipes.", "parameters": {"type": "object", "properties": {}},
+           "implementation": {"type": "service", "script": "main.lua", "function": "wipe"}}"#,
+    )
+    .unwrap();
+    home
+}
+
+#[test]
+fn a_hook_verdict_asks_the_user_to_confirm_a_call() {
+    let home = guarded_home();
+    let mut m = Mcp::start_in(home.path());
+    m.send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+        "clientInfo": {"name": "raw-test", "version": "1"}}}),
+    );
+    m.response(&json!(0));
+    m.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    for (id, action, want) in [(1, "accept", false), (2, "decline", true)] {
+        m.send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "guard_wipe", "arguments": {}}}));
+        let req = loop {
+            let v =
+                m.rx.recv_timeout(Duration::from_secs(30))
+                    .expect("a request");
+            if v["method"] == json!("elicitation/create") {
+                break v;
+            }
+        };
+        assert_eq!(req["params"]["message"], json!("Wipe everything?"), "{req}");
+        m.send(json!({"jsonrpc": "2.0", "id": req["id"], "result": {"action": action}}));
+        let r = m.response(&json!(id));
+        assert_eq!(r["result"]["isError"], json!(want), "{action}: {r}");
+        let text = r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        if want {
+            assert!(text.contains("did not confirm"), "{r}");
+        } else {
+            assert_eq!(text, "wiped", "{r}");
+        }
+    }
+
+    // A client that cannot ask: the verdict's fallback (deny by default) decides.
+    let mut m = Mcp::start_in(home.path());
+    m.initialize("2025-11-25");
+    m.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "guard_wipe", "arguments": {}}}));
+    let r = m.response(&json!(1));
+    assert_eq!(r["result"]["isError"], json!(true), "{r}");
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("could not ask the user"), "{r}");
+}
+
+#[test]
+fn an_llm_chat_node_with_base_url_mcp_client_asks_the_clients_model() {
+    let home = tempfile::tempdir().expect("temp home");
+    std::fs::create_dir_all(home.path().join("workflows")).unwrap();
+    std::fs::write(
+        home.path().join("workflows/ask_model.json"),
+        r#"{"id": "ask_model", "description": "Asks the client's model.",
+            "interfaceOutputs": {"text": {"key": "text", "dataFlowType": "STRING"}},
+            "nodes": [{"id": "chat", "type": "llm:Chat",
+                       "inputValues": {"system": "Be brief.", "prompt": "Name a colour"},
+                       "configValues": {"base_url": "mcp-client", "max_tokens": 20}},
+                      {"id": "out", "type": "core:GroupOutput"}],
+            "edges": [{"source": "chat", "sourceHandle": "text", "target": "out", "targetHandle": "text"}]}"#,
+    )
+    .unwrap();
+    let mut m = Mcp::start_in(home.path());
+    m.send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {"sampling": {}},
+        "clientInfo": {"name": "raw-test", "version": "1"}}}),
+    );
+    m.response(&json!(0));
+    m.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    m.send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "workflow:ask_model", "arguments": {}}}));
+    let req = loop {
+        let v =
+            m.rx.recv_timeout(Duration::from_secs(30))
+                .expect("a request");
+        if v["method"] == json!("sampling/createMessage") {
+            break v;
+        }
+        assert!(
+            v.get("id") != Some(&json!(1)),
+            "answered without sampling: {v}"
+        );
+    };
+    assert_eq!(req["params"]["systemPrompt"], json!("Be brief."), "{req}");
+    assert_eq!(req["params"]["maxTokens"], json!(20), "{req}");
+    m.send(json!({"jsonrpc": "2.0", "id": req["id"], "result": {
+        "role": "assistant", "content": {"type": "text", "text": "teal"},
+        "model": "m", "stopReason": "endTurn"}}));
+    let r = m.response(&json!(1));
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    assert!(
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("teal"),
+        "{r}"
     );
 }

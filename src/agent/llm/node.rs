@@ -116,6 +116,41 @@ fn messages_of(inputs: &Map<String, Value>) -> Result<Vec<Value>, NodeError> {
     Ok(out)
 }
 
+/// The `llm.base_url` that sends `llm:Chat` to the calling MCP client's model (sampling).
+pub const MCP_CLIENT: &str = "mcp-client";
+
+/// Chat messages as an MCP `sampling/createMessage` request: system messages become the
+/// system prompt, the others text messages; the model name is a hint.
+fn sampling_request(messages: &[Value], settings: &super::ResolvedLlm) -> Value {
+    let mut system = Vec::new();
+    let mut out = Vec::new();
+    for m in messages {
+        let text = match &m["content"] {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        match m["role"].as_str().unwrap_or("user") {
+            "system" => system.push(text),
+            role => out.push(json!({
+                "role": if role == "assistant" { "assistant" } else { "user" },
+                "content": {"type": "text", "text": text},
+            })),
+        }
+    }
+    let mut req = json!({
+        "messages": out,
+        "maxTokens": settings.max_tokens.unwrap_or(1024),
+        "modelPreferences": {"hints": [{"name": settings.model}]},
+    });
+    if !system.is_empty() {
+        req["systemPrompt"] = Value::String(system.join("\n\n"));
+    }
+    if let Some(t) = settings.temperature {
+        req["temperature"] = json!(t);
+    }
+    req
+}
+
 impl NodeExecutor for ChatNode {
     fn execute(
         &self,
@@ -140,6 +175,37 @@ impl NodeExecutor for ChatNode {
             let resolved = merged
                 .resolve()
                 .map_err(|e| NodeError::Failed(e.to_string()))?;
+            // `base_url = "mcp-client"`: the model of the MCP client that made the call
+            // (sampling), through the run's observer.
+            if run.backend.is_none() && merged.base_url.as_deref() == Some(MCP_CLIENT) {
+                let req = sampling_request(&messages_of(&inputs)?, &resolved);
+                let asked = ctx
+                    .observer()
+                    .as_ref()
+                    .and_then(|o| o.client_request("sampling/createMessage", req));
+                let answer = match asked {
+                    Some(f) => tokio::select! {
+                        r = f => r,
+                        _ = ctx.cancel().cancelled() => return Err(NodeError::Cancelled),
+                    },
+                    None => Err(format!(
+                        "{}: llm base_url \"{MCP_CLIENT}\" asks the model of the MCP client that made the call, and this run does not come from one (serve the workflow with `tavern serve` or `tavern mcp`)",
+                        crate::script::UNSUPPORTED
+                    )),
+                };
+                let r = answer.map_err(NodeError::Failed)?;
+                let text = match &r["content"] {
+                    Value::Array(blocks) => blocks
+                        .iter()
+                        .filter_map(|b| b["text"].as_str())
+                        .collect::<Vec<_>>()
+                        .join(""),
+                    c => c["text"].as_str().unwrap_or_default().to_string(),
+                };
+                let mut out = Map::new();
+                out.insert("text".into(), Value::String(text));
+                return Ok(out);
+            }
             let backend: Arc<dyn ChatBackend> = match (&run.backend, &merged.base_url) {
                 (Some(b), _) => b.clone(),
                 (None, Some(u)) if u.starts_with("scripted:") => {

@@ -393,6 +393,9 @@ fn install_api(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<()> {
         }
         let json: Table = api.raw_get("json")?;
         json.raw_set("null", LuaValue::NULL)?;
+        // `api.ask` is `api.client.ask` (the name docs and the issue use).
+        let client: Table = api.raw_get("client")?;
+        api.raw_set("ask", client.raw_get::<Function>("ask")?)?;
         lua.globals().raw_set("api", api)?;
         Ok(())
     }
