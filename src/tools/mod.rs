@@ -1073,7 +1073,8 @@ impl ToolManager {
                 }
                 stopped = None;
             }
-            let args = Value::from(call.args.clone());
+            // Values written as text are converted by the schema from the text itself.
+            let args = call.args_for_schema();
             let started = Instant::now();
             let inv = Invocation {
                 caller: caller.clone(),

@@ -362,6 +362,8 @@ fn close_frame(
                 on_error: OnError::Stop,
                 source: Format::Action,
                 dispatch: None,
+                id: None,
+                texts: None,
             });
         }
         Some(parent) => {

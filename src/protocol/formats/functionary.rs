@@ -37,6 +37,23 @@ pub(crate) fn read(
     let what = |name: &str| format!("the call to '{name}'");
     let mut l = Lit::new(text.as_bytes(), content, close);
     l.ws();
+    if text.as_bytes()[l.pos..close.min(text.len())]
+        .get(..11)
+        .is_some_and(|h| h.eq_ignore_ascii_case(b"<parameter="))
+    {
+        // Qwen3-Coder's parameters, its `<tool_call>` left out.
+        return super::text::read_param_calls(
+            text,
+            content,
+            close,
+            Some((name, span.start)),
+            Format::Qwen3Coder,
+            block,
+            span,
+            diags,
+            out,
+        );
+    }
     if l.at_end() {
         if ended {
             diags.push(lit::value_error(

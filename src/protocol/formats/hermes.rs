@@ -42,6 +42,14 @@ pub(crate) fn read(
     diags: &mut Vec<RawDiag>,
     out: &mut Vec<Call>,
 ) {
+    // The tag is shared: what is inside says whose call it is.
+    let inner = text.get(content..close).unwrap_or("").trim_start();
+    if inner.len() >= 10 && inner.as_bytes()[..10].eq_ignore_ascii_case(b"<function=") {
+        return super::qwen3_coder::read(text, content, close, block, span, diags, out);
+    }
+    if super::glm45::is_glm45(inner) {
+        return super::glm45::read(text, content, close, block, span, diags, out);
+    }
     lit::read_json_calls(
         text,
         content,

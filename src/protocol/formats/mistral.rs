@@ -9,6 +9,8 @@ use crate::protocol::types::{Call, Format, RawDiag, Span};
 pub(crate) const OPEN: &[u8] = b"[TOOL_CALLS]";
 /// Between a tool name and its arguments in the newer form.
 pub(crate) const ARGS: &[u8] = b"[ARGS]";
+/// Before a call's id, between the name and `[ARGS]` (Mistral Small 3.2).
+pub(crate) const CALL_ID: &[u8] = b"[CALL_ID]";
 /// How diagnostics name it.
 pub(crate) const SHOWN_AS: &str = "[TOOL_CALLS]";
 /// The error for a call the text ends inside.

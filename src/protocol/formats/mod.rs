@@ -19,18 +19,37 @@
 //! the scanner, once; formats of that shape are then rows again.
 
 mod action;
+mod apertus;
+mod command_r;
 mod deepseek;
 mod functionary;
+mod functools;
+mod gemma3;
+mod gemma4;
+mod gigachat3;
 mod glm;
+mod glm45;
 mod granite;
+mod granite3;
+mod harmony;
 mod hermes;
+mod internlm2;
 mod json;
+mod kimi_k2;
 pub(crate) mod lead;
+mod lfm2;
 pub(crate) mod lit;
 mod llama_json;
+mod longcat;
+mod minimax_m2;
 mod mistral;
+mod olmo3;
 mod pythonic;
+mod qwen3_coder;
+mod step3;
 mod tam;
+mod text;
+mod tool_calls;
 mod vcp;
 
 pub use action::MAX_XML_DEPTH;
@@ -82,6 +101,16 @@ impl Open {
             Open::Tag(p) | Open::Exact(p) | Open::Named(p) => p[0],
         }
     }
+
+    /// True when both open the same way (rows sharing a tag).
+    pub(crate) fn same(self, other: Open) -> bool {
+        match (self, other) {
+            (Open::Tag(a), Open::Tag(b))
+            | (Open::Exact(a), Open::Exact(b))
+            | (Open::Named(a), Open::Named(b)) => a == b,
+            _ => false,
+        }
+    }
 }
 
 /// How a region ends.
@@ -91,6 +120,9 @@ pub(crate) enum Close {
     Tag(&'static [u8]),
     /// A closing marker matched exactly.
     Exact(&'static [u8]),
+    /// Any of these closing markers, matched exactly (harmony's `<|call|>`, `<|end|>`,
+    /// `<|return|>`); every one starts with `<`.
+    AnyExact(&'static [&'static [u8]]),
     /// With the bracketed value (`{…}` or `[…]`) that follows the opening marker, for
     /// formats with no closing tag (Granite's `<function_call>`, Mistral's
     /// `[TOOL_CALLS]`); `sep` joins several values (`;` after `<|python_tag|>`), and
@@ -99,8 +131,12 @@ pub(crate) enum Close {
     Value {
         /// The separator between values, if several may follow.
         sep: Option<u8>,
-        /// The marker between a tool name and its value.
+        /// The marker between a tool name and its value (a value may also follow the
+        /// name directly, `[TOOL_CALLS]name{…}`).
         name_then: Option<&'static [u8]>,
+        /// A marker and an id that may stand between the name and `name_then`
+        /// (Mistral's `[CALL_ID]id`).
+        call_id: Option<&'static [u8]>,
         /// A closing tag that may follow the value (matched like [`Close::Tag`]),
         /// taken with the region when it does.
         trailer: Option<&'static [u8]>,
@@ -129,6 +165,37 @@ pub(crate) struct RegionSyntax {
     /// `Some(hint)`: only the first such region of a text runs, and the response text is
     /// the prose before it; a later one is a warning with this hint.
     pub only_first: Option<&'static str>,
+    /// Where, inside a region read, response text starts (to the region's closing
+    /// tag): harmony's `final` channel is the answer. `None` for the others.
+    pub prose: Option<ProseIn>,
+}
+
+/// The start of the response text inside a region (text, content start, content end),
+/// if it holds some.
+pub(crate) type ProseIn = fn(&str, usize, usize) -> Option<usize>;
+
+impl RegionSyntax {
+    /// A region read also when the text ends inside it, with no opaque sections, every
+    /// one running, holding no response text: what most native formats are.
+    pub(crate) const fn new(
+        open: Open,
+        close: Close,
+        read: ReadRegion,
+        shown_as: &'static str,
+        unclosed: (&'static str, &'static str),
+    ) -> Self {
+        RegionSyntax {
+            open,
+            close,
+            opaque: &[],
+            read,
+            shown_as,
+            unclosed,
+            reads_unclosed: true,
+            only_first: None,
+            prose: None,
+        }
+    }
 }
 
 /// A format read from the whole text at once.
@@ -190,6 +257,27 @@ pub(crate) struct FormatEntry {
 }
 
 impl FormatEntry {
+    /// A native format of open models: found by `auto` in text, keys matched loosely,
+    /// tool names looked up as models write them, no leading shape, no other shapes.
+    pub(crate) const fn native(
+        format: Format,
+        name: &'static str,
+        aliases: &'static [&'static str],
+        reader: Reader,
+    ) -> Self {
+        FormatEntry {
+            format,
+            name,
+            aliases,
+            auto: Auto::InText,
+            reader,
+            exact_keys: false,
+            leading: None,
+            also: &[],
+            names_as_written: true,
+        }
+    }
+
     /// True when the [`StreamReader`](super::StreamReader) yields this format's calls as
     /// their blocks close; a document format is read whole at `finish`.
     pub(crate) fn streams(&self) -> bool {
@@ -230,6 +318,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             unclosed: action::UNCLOSED,
             reads_unclosed: false,
             only_first: Some(action::LATER_HINT),
+            prose: None,
         }),
         exact_keys: true,
         leading: None,
@@ -253,7 +342,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
     FormatEntry {
         format: Format::Json,
         name: "json",
-        aliases: &["openai"],
+        aliases: &["openai", "xlam"],
         auto: Auto::Leading { opens: json::OPENS },
         reader: Reader::Document(DocumentReader {
             detect: json::detect,
@@ -267,7 +356,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
     FormatEntry {
         format: Format::Hermes,
         name: "hermes",
-        aliases: &["qwen", "tool_call"],
+        aliases: &["qwen", "tool_call", "granite4", "ernie", "reka"],
         auto: Auto::InText,
         reader: Reader::Region(RegionSyntax {
             open: Open::Tag(hermes::OPEN),
@@ -278,6 +367,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             unclosed: hermes::UNCLOSED,
             reads_unclosed: true,
             only_first: None,
+            prose: None,
         }),
         exact_keys: false,
         leading: None,
@@ -287,6 +377,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             close: Close::Value {
                 sep: None,
                 name_then: None,
+                call_id: None,
                 trailer: Some(hermes::CLOSE),
             },
             opaque: &[],
@@ -295,18 +386,28 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             unclosed: hermes::IM_START_UNCLOSED,
             reads_unclosed: false,
             only_first: None,
+            prose: None,
         }],
     },
     FormatEntry {
         format: Format::Pythonic,
         name: "pythonic",
-        aliases: &["python"],
+        aliases: &["python", "llama4"],
         auto: Auto::InText,
         reader: Reader::Leading,
         exact_keys: false,
         leading: Some(pythonic::lead),
         names_as_written: true,
-        also: &[],
+        also: &[RegionSyntax::new(
+            Open::Exact(b"<|python_start|>"),
+            Close::Exact(b"<|python_end|>"),
+            pythonic::read_python_start,
+            "<|python_start|>",
+            (
+                "<|python_start|> has no <|python_end|>; its complete calls were read up to the end of the text",
+                "End the calls with <|python_end|>.",
+            ),
+        )],
     },
     FormatEntry {
         format: Format::LlamaJson,
@@ -318,6 +419,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             close: Close::Value {
                 sep: Some(b';'),
                 name_then: None,
+                call_id: None,
                 trailer: None,
             },
             opaque: &[],
@@ -326,6 +428,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             unclosed: llama_json::UNCLOSED,
             reads_unclosed: false,
             only_first: None,
+            prose: None,
         }),
         exact_keys: false,
         leading: Some(llama_json::lead),
@@ -342,6 +445,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             close: Close::Value {
                 sep: None,
                 name_then: Some(mistral::ARGS),
+                call_id: Some(mistral::CALL_ID),
                 trailer: None,
             },
             opaque: &[],
@@ -350,6 +454,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             unclosed: mistral::UNCLOSED,
             reads_unclosed: false,
             only_first: None,
+            prose: None,
         }),
         exact_keys: false,
         leading: None,
@@ -366,6 +471,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             close: Close::Value {
                 sep: None,
                 name_then: None,
+                call_id: None,
                 trailer: None,
             },
             opaque: &[],
@@ -374,6 +480,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             unclosed: granite::UNCLOSED,
             reads_unclosed: false,
             only_first: None,
+            prose: None,
         }),
         exact_keys: false,
         leading: None,
@@ -405,6 +512,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             unclosed: deepseek::UNCLOSED,
             reads_unclosed: true,
             only_first: None,
+            prose: None,
         }),
         exact_keys: false,
         leading: None,
@@ -425,12 +533,31 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             unclosed: functionary::UNCLOSED,
             reads_unclosed: true,
             only_first: None,
+            prose: None,
         }),
         exact_keys: false,
         leading: Some(functionary::lead),
         names_as_written: true,
         also: &[],
     },
+    qwen3_coder::ROW,
+    glm45::ROW,
+    kimi_k2::ROW,
+    harmony::ROW,
+    minimax_m2::ROW,
+    step3::ROW,
+    gemma4::ROW,
+    gemma3::ROW,
+    lfm2::ROW,
+    olmo3::ROW,
+    granite3::ROW,
+    tool_calls::ROW,
+    internlm2::ROW,
+    longcat::ROW,
+    functools::ROW,
+    gigachat3::ROW,
+    command_r::ROW,
+    apertus::ROW,
 ];
 
 const NAME_COUNT: usize = FORMATS.len() + 1;

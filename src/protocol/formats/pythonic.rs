@@ -305,3 +305,51 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
         Lead::calls(calls, end)
     }
 }
+
+/// Reads the pythonic calls that fill a region (`text[from..to]`: LFM2's, OLMo 3's,
+/// Gemma 3's fence, Llama 4's `<|python_start|>`), marked as `source`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn read_region(
+    text: &str,
+    from: usize,
+    to: usize,
+    source: Format,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<crate::protocol::types::RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    match lead(text, from, to) {
+        Lead::Calls { calls, .. } => out.extend(calls.into_iter().map(|mut c| {
+            c.source = source;
+            c.span = span;
+            c.block = block;
+            c
+        })),
+        Lead::Error(d) => diags.push(d),
+        Lead::No => diags.push(lit::value_error(
+            if to >= text.len() {
+                LitErr::Cut
+            } else {
+                LitErr::Bad(from, "no call in it".into())
+            },
+            from,
+            to >= text.len(),
+            &format!("a {} call", source.name()),
+            HINT,
+        )),
+    }
+}
+
+/// Llama 4's `<|python_start|>` … `<|python_end|>` around a pythonic list.
+pub(crate) fn read_python_start(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<crate::protocol::types::RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    read_region(text, content, close, Format::Pythonic, block, span, diags, out);
+}
