@@ -439,7 +439,11 @@ fn qwen3_coder_call(name: &str, args: &[Arg<'_>]) -> String {
 }
 
 fn glm45_call(name: &str, args: &[Arg<'_>]) -> String {
-    let pairs = text_params(args, |k| format!("<arg_key>{k}</arg_key>\n<arg_value>"), "</arg_value>");
+    let pairs = text_params(
+        args,
+        |k| format!("<arg_key>{k}</arg_key>\n<arg_value>"),
+        "</arg_value>",
+    );
     format!("<tool_call>{name}\n{pairs}</tool_call>")
 }
 
@@ -458,8 +462,14 @@ fn harmony_call(name: &str, args: &[Arg<'_>]) -> String {
 }
 
 fn minimax_m2_call(name: &str, args: &[Arg<'_>]) -> String {
-    let params = text_params(args, |k| format!("<parameter name=\"{k}\">"), "</parameter>");
-    format!("<minimax:tool_call>\n<invoke name=\"{name}\">\n{params}</invoke>\n</minimax:tool_call>")
+    let params = text_params(
+        args,
+        |k| format!("<parameter name=\"{k}\">"),
+        "</parameter>",
+    );
+    format!(
+        "<minimax:tool_call>\n<invoke name=\"{name}\">\n{params}</invoke>\n</minimax:tool_call>"
+    )
 }
 
 fn step3_call(name: &str, args: &[Arg<'_>]) -> String {
@@ -502,11 +512,17 @@ fn gemma3_call(name: &str, args: &[Arg<'_>]) -> String {
 }
 
 fn lfm2_call(name: &str, args: &[Arg<'_>]) -> String {
-    format!("<|tool_call_start|>[{}]<|tool_call_end|>", python_call(name, args))
+    format!(
+        "<|tool_call_start|>[{}]<|tool_call_end|>",
+        python_call(name, args)
+    )
 }
 
 fn olmo3_call(name: &str, args: &[Arg<'_>]) -> String {
-    format!("<function_calls>\n{}\n</function_calls>", python_call(name, args))
+    format!(
+        "<function_calls>\n{}\n</function_calls>",
+        python_call(name, args)
+    )
 }
 
 fn granite3_call(name: &str, args: &[Arg<'_>]) -> String {
@@ -525,7 +541,10 @@ fn internlm2_call(name: &str, args: &[Arg<'_>]) -> String {
 }
 
 fn longcat_call(name: &str, args: &[Arg<'_>]) -> String {
-    format!("<longcat_tool_call>{}</longcat_tool_call>", json_call(name, args))
+    format!(
+        "<longcat_tool_call>{}</longcat_tool_call>",
+        json_call(name, args)
+    )
 }
 
 fn functools_call(name: &str, args: &[Arg<'_>]) -> String {

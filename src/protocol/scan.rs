@@ -312,13 +312,11 @@ impl Scanner {
     pub(crate) fn waits_for_gt(&self) -> bool {
         match &self.mode {
             Mode::Block(_) | Mode::Think { .. } => true,
-            Mode::Region { syntax, .. } => {
-                match syntax.close {
-                    Close::Tag(_) | Close::AnyExact(_) => true,
-                    Close::Exact(t) => t.last() == Some(&b'>'),
-                    Close::Value { .. } => false,
-                }
-            }
+            Mode::Region { syntax, .. } => match syntax.close {
+                Close::Tag(_) | Close::AnyExact(_) => true,
+                Close::Exact(t) => t.last() == Some(&b'>'),
+                Close::Value { .. } => false,
+            },
             Mode::Prose | Mode::Done => false,
         }
     }
@@ -521,6 +519,7 @@ impl Scanner {
                 }
                 let span = self.span(text.as_bytes(), start, end);
                 self.reserve_calls(text.len(), end, eof);
+                let first = self.calls.len();
                 (syntax.read)(
                     text,
                     content,
@@ -531,11 +530,22 @@ impl Scanner {
                     &mut self.calls,
                 );
                 self.region_prose(text, syntax, content, end_tag);
+                self.own_source(first);
             }
         }
         self.piece_start = end;
         self.pos = end;
         self.mode = Mode::Prose;
+    }
+
+    /// Calls read under one format's name are that format's, whatever shape of a shared
+    /// tag they were written in (`--format hermes` reading a Qwen3-Coder `<tool_call>`).
+    fn own_source(&mut self, first: usize) {
+        if self.format != Format::Auto {
+            for c in &mut self.calls[first..] {
+                c.source = self.format;
+            }
+        }
     }
 
     /// The response text a region holds (harmony's `final` channel), as prose.
@@ -587,6 +597,7 @@ impl Scanner {
                         .push(RawDiag::warning(start, message.into(), hint.into()));
                 }
                 self.region_prose(text, syntax, content, len);
+                self.own_source(first);
             }
             _ => {
                 let (message, hint) = syntax.unclosed;
@@ -1120,8 +1131,7 @@ fn find_value_end(
                     match match_exact(s, e, id_marker, eof) {
                         M::Yes(after) => {
                             e = after;
-                            while e < len && s[e].is_ascii_alphanumeric() && e - after < MAX_NAME
-                            {
+                            while e < len && s[e].is_ascii_alphanumeric() && e - after < MAX_NAME {
                                 e += 1;
                             }
                         }

@@ -91,7 +91,12 @@ fn families_of_2025_26() {
         for f in [Format::Auto, own] {
             let got = parse(input, f);
             let ids: Vec<&str> = got.calls.iter().filter_map(|c| c.id.as_deref()).collect();
-            assert_eq!(ids.len(), got.calls.len(), "{}: every call has an id", case["name"]);
+            assert_eq!(
+                ids.len(),
+                got.calls.len(),
+                "{}: every call has an id",
+                case["name"]
+            );
             if let Some(want) = case.get("ids").and_then(Value::as_array) {
                 let want: Vec<&str> = want.iter().filter_map(Value::as_str).collect();
                 assert_eq!(ids, want, "{} ({f})", case["name"]);

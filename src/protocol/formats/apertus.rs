@@ -44,7 +44,11 @@ pub(crate) fn read(
         Ok(Value::Array(a)) => a,
         Ok(v @ Value::Object(_)) => vec![v],
         Ok(_) => {
-            diags.push(text::bad(content, "an Apertus call list is not a JSON list", HINT));
+            diags.push(text::bad(
+                content,
+                "an Apertus call list is not a JSON list",
+                HINT,
+            ));
             return;
         }
         Err(e) => {

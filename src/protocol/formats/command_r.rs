@@ -46,7 +46,13 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
         Ok(Value::Array(a)) => a,
         Ok(_) => return Lead::No,
         Err(e) if action => {
-            return Lead::Error(lit::value_error(e, v0, to >= text.len(), "a command_r call", HINT))
+            return Lead::Error(lit::value_error(
+                e,
+                v0,
+                to >= text.len(),
+                "a command_r call",
+                HINT,
+            ))
         }
         Err(_) => return Lead::No,
     };
@@ -73,7 +79,11 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
     };
     let mut calls = Vec::new();
     for (i, item) in items.into_iter().enumerate() {
-        let name = item["tool_name"].as_str().unwrap_or_default().trim().to_string();
+        let name = item["tool_name"]
+            .as_str()
+            .unwrap_or_default()
+            .trim()
+            .to_string();
         match lit::arguments(item.get("parameters")) {
             Ok(m) if !name.is_empty() => calls.push(lit::call(name, m, Format::CommandR, span, i)),
             Ok(_) => {}

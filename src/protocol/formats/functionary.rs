@@ -93,13 +93,18 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
     let s = text.as_bytes();
     let mut l = Lit::new(s, from, to);
     l.ws();
-    if !l.eat(b">>>") {
+    // v3.2: the prompt ends in `>>>`, so the answer's first call starts without it; taken
+    // only when more `>>>` calls follow it or it is the whole answer.
+    let bare = !l.eat(b">>>");
+    if bare && !bare_first_call(text, l.pos, to) {
         return Lead::No;
     }
     let mut calls = Vec::new();
     let mut prose = Vec::new();
+    let mut first = true;
     loop {
-        let at = l.pos - 3;
+        let at = if first && bare { l.pos } else { l.pos - 3 };
+        first = false;
         let Some(name) = l.name() else {
             return Lead::No;
         };
@@ -161,5 +166,31 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
             }
             return Lead::Calls { calls, end, prose };
         }
+    }
+}
+
+/// True when `text[at..to]` starts with a `name\n{…}` call that is followed by a `>>>`
+/// call or by nothing.
+fn bare_first_call(text: &str, at: usize, to: usize) -> bool {
+    let s = text.as_bytes();
+    let mut l = Lit::new(s, at, to);
+    if l.name().is_none() {
+        return false;
+    }
+    l.blanks();
+    if !(l.eat(b"\r\n") || l.eat(b"\n") || l.eat(b"\r")) {
+        return false;
+    }
+    l.ws();
+    if l.peek() != Some(b'{') {
+        return false;
+    }
+    match lit::json_args(text, l.pos, to) {
+        Ok((Some(_), e)) => {
+            let mut r = Lit::new(s, e, to);
+            r.ws();
+            r.at_end() || r.eat(b">>>")
+        }
+        _ => false,
     }
 }

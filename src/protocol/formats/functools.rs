@@ -63,7 +63,9 @@ pub(crate) fn json_after(
     };
     let mut diags: Vec<RawDiag> = Vec::new();
     let mut calls = Vec::new();
-    lit::read_json_calls(text, start, end, None, source, 0, span, &mut diags, &mut calls);
+    lit::read_json_calls(
+        text, start, end, None, source, 0, span, &mut diags, &mut calls,
+    );
     match diags.into_iter().find(|d| d.severity == Severity::Error) {
         Some(d) if calls.is_empty() => Lead::Error(d),
         _ if calls.is_empty() => Lead::No,

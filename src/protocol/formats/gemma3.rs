@@ -30,5 +30,14 @@ pub(crate) fn read(
     diags: &mut Vec<RawDiag>,
     out: &mut Vec<Call>,
 ) {
-    pythonic::read_region(text, content, close, Format::Gemma3, block, span, diags, out);
+    pythonic::read_region(
+        text,
+        content,
+        close,
+        Format::Gemma3,
+        block,
+        span,
+        diags,
+        out,
+    );
 }

@@ -147,9 +147,9 @@ impl P<'_> {
                 if n == r.len() {
                     return Err(None);
                 }
-                let raw = r[..n].trim();
+                let v = text::typed(r[..n].trim());
                 self.pos += n;
-                Ok(text::typed(raw))
+                Ok(v)
             }
         }
     }
@@ -181,7 +181,11 @@ pub(crate) fn read(
         let at = p.pos;
         if !p.eat("call:") {
             if !any {
-                diags.push(text::bad(at, "a <|tool_call> does not start with 'call:'", HINT));
+                diags.push(text::bad(
+                    at,
+                    "a <|tool_call> does not start with 'call:'",
+                    HINT,
+                ));
             }
             return;
         }

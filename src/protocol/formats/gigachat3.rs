@@ -8,7 +8,12 @@ use crate::protocol::types::Format;
 /// The row.
 pub(crate) const ROW: FormatEntry = FormatEntry {
     leading: Some(lead),
-    ..FormatEntry::native(Format::Gigachat3, "gigachat3", &["gigachat"], Reader::Leading)
+    ..FormatEntry::native(
+        Format::Gigachat3,
+        "gigachat3",
+        &["gigachat"],
+        Reader::Leading,
+    )
 };
 
 /// The leading reader.

@@ -7,7 +7,8 @@ use super::text::{self, TextArgs};
 use super::{Close, FormatEntry, Open, Reader, RegionSyntax};
 use crate::protocol::types::{Call, Format, RawDiag, Span};
 
-const HINT: &str = "Write <tool_call>ToolId<arg_key>name</arg_key><arg_value>value</arg_value></tool_call>.";
+const HINT: &str =
+    "Write <tool_call>ToolId<arg_key>name</arg_key><arg_value>value</arg_value></tool_call>.";
 
 /// The row.
 pub(crate) const ROW: FormatEntry = FormatEntry::native(
@@ -67,7 +68,11 @@ pub(crate) fn read(
             diags.push(if ended && rest.is_empty() {
                 text::cut(k, &name, HINT)
             } else {
-                text::bad(k, &format!("the <arg_key> of '{name}' has no <arg_value> after it"), HINT)
+                text::bad(
+                    k,
+                    &format!("the <arg_key> of '{name}' has no <arg_value> after it"),
+                    HINT,
+                )
             });
             return;
         }
@@ -76,12 +81,21 @@ pub(crate) fn read(
             diags.push(if ended {
                 text::cut(k, &name, HINT)
             } else {
-                text::bad(k, &format!("an <arg_value> of '{name}' is not closed"), HINT)
+                text::bad(
+                    k,
+                    &format!("an <arg_value> of '{name}' is not closed"),
+                    HINT,
+                )
             });
             return;
         };
         args.push(&text[k0..k1], &text[v0..v1]);
         p = v1 + b"</arg_value>".len();
+    }
+    if ended {
+        // No `</tool_call>`: the text may have ended between two pairs.
+        diags.push(text::cut(from, &name, HINT));
+        return;
     }
     out.push(args.call(name, Format::Glm45, span, block));
 }

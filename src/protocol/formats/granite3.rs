@@ -32,5 +32,15 @@ pub(crate) fn read(
     diags: &mut Vec<RawDiag>,
     out: &mut Vec<Call>,
 ) {
-    lit::read_json_calls(text, content, close, None, Format::Granite3, block, span, diags, out);
+    lit::read_json_calls(
+        text,
+        content,
+        close,
+        None,
+        Format::Granite3,
+        block,
+        span,
+        diags,
+        out,
+    );
 }

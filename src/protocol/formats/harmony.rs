@@ -12,7 +12,8 @@ use crate::protocol::types::{Call, Format, RawDiag, Span};
 
 const ENDS: &[&[u8]] = &[b"<|call|>", b"<|end|>", b"<|return|>"];
 const MESSAGE: &[u8] = b"<|message|>";
-const HINT: &str = "Write <|channel|>commentary to=functions.ToolId <|constrain|>json<|message|>{…}<|call|>.";
+const HINT: &str =
+    "Write <|channel|>commentary to=functions.ToolId <|constrain|>json<|message|>{…}<|call|>.";
 const UNCLOSED: (&str, &str) = (
     "a harmony message has no <|call|>; its complete call was read up to the end of the text",
     "End every call with <|call|>.",
@@ -59,7 +60,9 @@ fn header(h: &str) -> (&str, Option<&str>) {
         .unwrap_or("");
     let to = h.find("to=").map(|i| {
         let r = &h[i + 3..];
-        r.split(|c: char| c.is_whitespace() || c == '<').next().unwrap_or("")
+        r.split(|c: char| c.is_whitespace() || c == '<')
+            .next()
+            .unwrap_or("")
     });
     (channel, to.filter(|t| !t.is_empty()))
 }

@@ -11,7 +11,8 @@ use crate::protocol::types::{Call, Format, RawDiag, Span};
 const CALL_BEGIN: &[u8] = b"<|tool_call_begin|>";
 const ARG_BEGIN: &[u8] = b"<|tool_call_argument_begin|>";
 const CALL_END: &[u8] = b"<|tool_call_end|>";
-const HINT: &str = "Write <|tool_call_begin|>functions.ToolId:0<|tool_call_argument_begin|>{…}<|tool_call_end|>.";
+const HINT: &str =
+    "Write <|tool_call_begin|>functions.ToolId:0<|tool_call_argument_begin|>{…}<|tool_call_end|>.";
 const UNCLOSED: (&str, &str) = (
     "<|tool_calls_section_begin|> has no <|tool_calls_section_end|>; its complete calls were read up to the end of the text",
     "End the calls with <|tool_calls_section_end|>.",

@@ -1,4 +1,5 @@
-//! Exact(b"<|tool_call_end|>")|<|tool_call_start|>|LFM2: `<|tool_call_start|>[forge_smelt(ore='iron')]<|tool_call_end|>`, a pythonic list inside.
+//! LFM2: `<|tool_call_start|>[forge_smelt(ore='iron')]<|tool_call_end|>`, a pythonic list
+//! inside.
 
 use super::{pythonic, Close, FormatEntry, Open, Reader, RegionSyntax};
 use crate::protocol::types::{Call, Format, RawDiag, Span};
@@ -9,13 +10,13 @@ pub(crate) const ROW: FormatEntry = FormatEntry::native(
     "lfm2",
     &["lfm", "liquid"],
     Reader::Region(RegionSyntax::new(
-        Open::Exact(b"<,
-        Close::tool_call_start,
+        Open::Exact(b"<|tool_call_start|>"),
+        Close::Exact(b"<|tool_call_end|>"),
         read,
-        ">")",
+        "<|tool_call_start|>",
         (
-            ">") has no closing tag; its complete calls were read up to the end of the text",
-            "Close the calls as the format does.",
+            "<|tool_call_start|> has no <|tool_call_end|>; its complete calls were read up to the end of the text",
+            "End the calls with <|tool_call_end|>.",
         ),
     )),
 );

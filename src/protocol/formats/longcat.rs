@@ -30,5 +30,15 @@ pub(crate) fn read(
     diags: &mut Vec<RawDiag>,
     out: &mut Vec<Call>,
 ) {
-    lit::read_json_calls(text, content, close, None, Format::Longcat, block, span, diags, out);
+    lit::read_json_calls(
+        text,
+        content,
+        close,
+        None,
+        Format::Longcat,
+        block,
+        span,
+        diags,
+        out,
+    );
 }

@@ -33,5 +33,15 @@ pub(crate) fn read(
     diags: &mut Vec<RawDiag>,
     out: &mut Vec<Call>,
 ) {
-    text::read_invokes(text, content, close, "", Format::MinimaxM2, block, span, diags, out);
+    text::read_invokes(
+        text,
+        content,
+        close,
+        "",
+        Format::MinimaxM2,
+        block,
+        span,
+        diags,
+        out,
+    );
 }

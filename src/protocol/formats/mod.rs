@@ -775,12 +775,30 @@ mod tests {
                 "granite",
                 "glm",
                 "deepseek",
-                "functionary"
+                "functionary",
+                "qwen3_coder",
+                "glm45",
+                "kimi_k2",
+                "harmony",
+                "minimax_m2",
+                "step3",
+                "gemma4",
+                "gemma3",
+                "lfm2",
+                "olmo3",
+                "granite3",
+                "tool_calls",
+                "internlm2",
+                "longcat",
+                "functools",
+                "gigachat3",
+                "command_r",
+                "apertus"
             ]
         );
         assert_eq!(
             Format::names_text(),
-            "auto, tam, action, vcp, json, hermes, pythonic, llama_json, mistral, granite, glm, deepseek or functionary"
+            "auto, tam, action, vcp, json, hermes, pythonic, llama_json, mistral, granite, glm, deepseek, functionary, qwen3_coder, glm45, kimi_k2, harmony, minimax_m2, step3, gemma4, gemma3, lfm2, olmo3, granite3, tool_calls, internlm2, longcat, functools, gigachat3, command_r or apertus"
         );
         for (f, name) in Format::all().zip(Format::NAMES) {
             assert_eq!(f.name(), *name);
@@ -804,7 +822,7 @@ mod tests {
         let err = serde_json::from_value::<Format>("xml".into()).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown variant `xml`, expected one of `auto`, `tam`, `action`, `vcp`, `json`, `hermes`, `pythonic`, `llama_json`, `mistral`, `granite`, `glm`, `deepseek`, `functionary`"
+            "unknown variant `xml`, expected one of `auto`, `tam`, `action`, `vcp`, `json`, `hermes`, `pythonic`, `llama_json`, `mistral`, `granite`, `glm`, `deepseek`, `functionary`, `qwen3_coder`, `glm45`, `kimi_k2`, `harmony`, `minimax_m2`, `step3`, `gemma4`, `gemma3`, `lfm2`, `olmo3`, `granite3`, `tool_calls`, `internlm2`, `longcat`, `functools`, `gigachat3`, `command_r`, `apertus`"
         );
         assert_eq!("openai".parse::<Format>(), Ok(Format::Json));
         assert!(serde_json::from_value::<Format>("TAM".into()).is_err());

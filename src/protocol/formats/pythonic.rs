@@ -351,5 +351,14 @@ pub(crate) fn read_python_start(
     diags: &mut Vec<crate::protocol::types::RawDiag>,
     out: &mut Vec<Call>,
 ) {
-    read_region(text, content, close, Format::Pythonic, block, span, diags, out);
+    read_region(
+        text,
+        content,
+        close,
+        Format::Pythonic,
+        block,
+        span,
+        diags,
+        out,
+    );
 }

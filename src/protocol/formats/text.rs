@@ -72,7 +72,11 @@ pub(crate) fn find(s: &[u8], from: usize, to: usize, pat: &[u8]) -> Option<usize
 pub(crate) fn find_ci(s: &[u8], from: usize, to: usize, pat: &[u8]) -> Option<usize> {
     let mut k = from;
     while k < to {
-        let i = memchr::memchr2(pat[0].to_ascii_lowercase(), pat[0].to_ascii_uppercase(), &s[k..to])?;
+        let i = memchr::memchr2(
+            pat[0].to_ascii_lowercase(),
+            pat[0].to_ascii_uppercase(),
+            &s[k..to],
+        )?;
         let p = k + i;
         if p + pat.len() <= to && s[p..p + pat.len()].eq_ignore_ascii_case(pat) {
             return Some(p);
@@ -169,13 +173,15 @@ pub(crate) fn read_param_calls(
             }
         }
         match broken {
-            Some(q) if ended && fun_end == to => diags.push(cut(q, &tool, HINT)),
+            _ if ended && fun_end == to => diags.push(cut(broken.unwrap_or(at), &tool, HINT)),
             Some(q) => diags.push(bad(
                 q,
                 &format!("a parameter of '{tool}' could not be read"),
                 HINT,
             )),
-            None if tool.is_empty() => diags.push(bad(at, "a <function=…> tag names no tool", HINT)),
+            None if tool.is_empty() => {
+                diags.push(bad(at, "a <function=…> tag names no tool", HINT))
+            }
             None => {
                 out.push(args.call(tool, source, span, block));
             }
@@ -222,7 +228,11 @@ pub(crate) fn read_invokes(
             diags.push(if ended && find(s, p, to, b">").is_none() {
                 cut(p, "?", &hint)
             } else {
-                bad(p, &format!("a <{prefix}invoke> tag has no name=\"…\""), &hint)
+                bad(
+                    p,
+                    &format!("a <{prefix}invoke> tag has no name=\"…\""),
+                    &hint,
+                )
             });
             pos = p + 1;
             continue;
@@ -250,7 +260,7 @@ pub(crate) fn read_invokes(
             }
         }
         match broken {
-            Some(r) if ended && inv_end == to => diags.push(cut(r, &tool, &hint)),
+            _ if ended && inv_end == to => diags.push(cut(broken.unwrap_or(p), &tool, &hint)),
             Some(r) => diags.push(bad(
                 r,
                 &format!("a parameter of '{tool}' could not be read"),
@@ -270,7 +280,10 @@ pub(crate) fn read_invokes(
         diags.push(if ended {
             RawDiag::error(
                 from,
-                format!("the output was cut off inside a {} call; it was not executed", source.name()),
+                format!(
+                    "the output was cut off inside a {} call; it was not executed",
+                    source.name()
+                ),
                 hint,
             )
         } else {
@@ -285,7 +298,11 @@ fn named_tag(text: &str, at: usize, to: usize) -> Option<(String, usize)> {
     let s = text.as_bytes();
     let gt = find(s, at, to, b">")?;
     let attrs = text[at..gt].trim();
-    let rest = attrs.strip_prefix("name")?.trim_start().strip_prefix('=')?.trim();
+    let rest = attrs
+        .strip_prefix("name")?
+        .trim_start()
+        .strip_prefix('=')?
+        .trim();
     let name = match rest.as_bytes().first() {
         Some(&q @ (b'"' | b'\'')) => {
             let inner = &rest[1..];
