@@ -28,6 +28,16 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
     let s = text.as_bytes();
     let mut l = Lit::new(s, from, to);
     l.ws();
+    // Command R+ plans first (`Plan: …`): the lines before the `Action:` line stay
+    // response text.
+    let mut prose = Vec::new();
+    if !text[l.pos..to].starts_with("Action:") {
+        let Some(i) = text[l.pos..to].find("\nAction:") else {
+            return Lead::No;
+        };
+        prose.push((l.pos, l.pos + i));
+        l.pos += i + 1;
+    }
     let at = l.pos;
     let action = l.eat(b"Action:");
     l.ws();
@@ -45,7 +55,10 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
     let items = match l.value() {
         Ok(Value::Array(a)) => a,
         Ok(_) => return Lead::No,
-        Err(e) if action => {
+        Err(e)
+            if fenced
+                && memchr::memmem::find(&s[v0..to.min(v0 + 200)], b"\"tool_name\"").is_some() =>
+        {
             return Lead::Error(lit::value_error(
                 e,
                 v0,
@@ -99,6 +112,6 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
     if calls.is_empty() {
         Lead::No
     } else {
-        Lead::calls(calls, end)
+        Lead::Calls { calls, end, prose }
     }
 }

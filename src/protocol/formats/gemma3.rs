@@ -10,7 +10,7 @@ pub(crate) const ROW: FormatEntry = FormatEntry::native(
     &["tool_code"],
     Reader::Region(RegionSyntax::new(
         Open::Exact(b"```tool_code"),
-        Close::Exact(b"```"),
+        Close::Exact(b"\n```"),
         read,
         "```tool_code",
         (

@@ -32,7 +32,8 @@ pub(crate) fn is_glm45(content: &str) -> bool {
     !head.is_empty()
         && !head.contains(char::is_whitespace)
         && !head.starts_with(['{', '[', '"', '\''])
-        && (t.len() == head.len() || t[head.len()..].trim_start().starts_with("<arg_key>"))
+        && (t.trim_end().len() == head.len()
+            || t[head.len()..].trim_start().starts_with("<arg_key>"))
 }
 
 /// Reads one GLM-4.5 call in `text[from..to]`.
