@@ -5,6 +5,7 @@
 
 use super::lead::Lead;
 use super::lit::{self, Lit, LitErr};
+use super::{Auto, Close, FormatEntry, Open, Reader, RegionSyntax};
 use crate::protocol::types::{Call, Format, RawDiag, Span};
 
 /// The opening tag up to the name (matched case-insensitively).
@@ -194,3 +195,26 @@ fn bare_first_call(text: &str, at: usize, to: usize) -> bool {
         _ => false,
     }
 }
+
+/// The row of the format table (`mod.rs`): name, aliases, how `auto` finds it, its reader.
+pub(crate) const ROW: FormatEntry = FormatEntry {
+    format: Format::Functionary,
+    name: "functionary",
+    aliases: &[],
+    auto: Auto::InText,
+    reader: Reader::Region(RegionSyntax {
+        open: Open::Named(OPEN),
+        close: Close::Tag(CLOSE),
+        opaque: &[],
+        read: read,
+        shown_as: SHOWN_AS,
+        unclosed: UNCLOSED,
+        reads_unclosed: true,
+        only_first: None,
+        prose: None,
+    }),
+    exact_keys: false,
+    leading: Some(lead),
+    names_as_written: true,
+    also: &[],
+};

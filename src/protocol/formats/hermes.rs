@@ -6,6 +6,7 @@
 //! `<tool_call>` is read too, when the JSON follows the marker directly.
 
 use super::lit;
+use super::{Auto, Close, FormatEntry, Open, Reader, RegionSyntax};
 use crate::protocol::types::{Call, Format, RawDiag, Span};
 
 /// The opening tag (matched case-insensitively, then blanks and `>`).
@@ -62,3 +63,41 @@ pub(crate) fn read(
         out,
     );
 }
+
+/// The row of the format table (`mod.rs`): name, aliases, how `auto` finds it, its reader.
+pub(crate) const ROW: FormatEntry = FormatEntry {
+    format: Format::Hermes,
+    name: "hermes",
+    aliases: &["qwen", "tool_call", "granite4", "ernie", "reka"],
+    auto: Auto::InText,
+    reader: Reader::Region(RegionSyntax {
+        open: Open::Tag(OPEN),
+        close: Close::Tag(CLOSE),
+        opaque: &[],
+        read: read,
+        shown_as: SHOWN_AS,
+        unclosed: UNCLOSED,
+        reads_unclosed: true,
+        only_first: None,
+        prose: None,
+    }),
+    exact_keys: false,
+    leading: None,
+    names_as_written: true,
+    also: &[RegionSyntax {
+        open: Open::Exact(IM_START),
+        close: Close::Value {
+            sep: None,
+            name_then: None,
+            call_id: None,
+            trailer: Some(CLOSE),
+        },
+        opaque: &[],
+        read: read,
+        shown_as: IM_START_SHOWN_AS,
+        unclosed: IM_START_UNCLOSED,
+        reads_unclosed: false,
+        only_first: None,
+        prose: None,
+    }],
+};

@@ -8,6 +8,7 @@ use crate::protocol::args::Args;
 
 use super::lead::Lead;
 use super::lit::{CallObj, Key};
+use super::{Auto, DocumentReader, FormatEntry, Reader};
 use crate::protocol::locate::locate_diags;
 use crate::protocol::types::{Format, Parsed, RawDiag, Span};
 
@@ -342,3 +343,19 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
         _ => Lead::No,
     }
 }
+
+/// The row of the format table (`mod.rs`): name, aliases, how `auto` finds it, its reader.
+pub(crate) const ROW: FormatEntry = FormatEntry {
+    format: Format::Json,
+    name: "json",
+    aliases: &["openai", "xlam"],
+    auto: Auto::Leading { opens: OPENS },
+    reader: Reader::Document(DocumentReader {
+        detect: detect,
+        read: read_document,
+    }),
+    exact_keys: false,
+    leading: Some(lead),
+    names_as_written: false,
+    also: &[],
+};

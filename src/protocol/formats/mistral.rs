@@ -3,6 +3,7 @@
 //! anywhere; the region ends with its JSON value.
 
 use super::lit;
+use super::{Auto, Close, FormatEntry, Open, Reader, RegionSyntax};
 use crate::protocol::types::{Call, Format, RawDiag, Span};
 
 /// The marker, matched exactly.
@@ -41,3 +42,31 @@ pub(crate) fn read(
         out,
     );
 }
+
+/// The row of the format table (`mod.rs`): name, aliases, how `auto` finds it, its reader.
+pub(crate) const ROW: FormatEntry = FormatEntry {
+    format: Format::Mistral,
+    name: "mistral",
+    aliases: &[],
+    auto: Auto::InText,
+    reader: Reader::Region(RegionSyntax {
+        open: Open::Exact(OPEN),
+        close: Close::Value {
+            sep: None,
+            name_then: Some(ARGS),
+            call_id: Some(CALL_ID),
+            trailer: None,
+        },
+        opaque: &[],
+        read: read,
+        shown_as: SHOWN_AS,
+        unclosed: UNCLOSED,
+        reads_unclosed: false,
+        only_first: None,
+        prose: None,
+    }),
+    exact_keys: false,
+    leading: None,
+    names_as_written: true,
+    also: &[],
+};

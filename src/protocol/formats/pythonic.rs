@@ -11,6 +11,7 @@
 
 use super::lead::Lead;
 use super::lit::{self, Lit, LitErr};
+use super::{Auto, Close, FormatEntry, Open, Reader, RegionSyntax};
 use crate::protocol::args::Args;
 use crate::protocol::types::{Call, Format, Span};
 
@@ -362,3 +363,25 @@ pub(crate) fn read_python_start(
         out,
     );
 }
+
+/// The row of the format table (`mod.rs`): name, aliases, how `auto` finds it, its reader.
+pub(crate) const ROW: FormatEntry = FormatEntry {
+    format: Format::Pythonic,
+    name: "pythonic",
+    aliases: &["python", "llama4"],
+    auto: Auto::InText,
+    reader: Reader::Leading,
+    exact_keys: false,
+    leading: Some(lead),
+    names_as_written: true,
+    also: &[RegionSyntax::new(
+        Open::Exact(b"<|python_start|>"),
+        Close::Exact(b"<|python_end|>"),
+        read_python_start,
+        "<|python_start|>",
+        (
+            "<|python_start|> has no <|python_end|>; its complete calls were read up to the end of the text",
+            "End the calls with <|python_end|>.",
+        ),
+    )],
+};
