@@ -638,7 +638,19 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
         let own = source_of(form);
         match p.as_rule() {
             N::leading | N::fence | N::gemma3 | N::lfm2 | N::olmo3 | N::llama4 => {
-                for c in p.into_inner().flatten().filter(|c| c.as_rule() == N::call) {
+                for c in p
+                    .into_inner()
+                    .flatten()
+                    .filter(|c| matches!(c.as_rule(), N::call | N::bad_call))
+                {
+                    if c.as_rule() == N::bad_call {
+                        raw.push(RawDiag::error(
+                            c.as_span().start(),
+                            "a pythonic call could not be read (keyword arguments only)".into(),
+                            "write tool_name(param=value, …)".into(),
+                        ));
+                        continue;
+                    }
                     let mut parts = c.into_inner();
                     let Some(name) = parts.next() else { continue };
                     let mut args = Map::new();

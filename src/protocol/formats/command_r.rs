@@ -112,6 +112,11 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
     if calls.is_empty() {
         Lead::No
     } else {
-        Lead::Calls { calls, end, prose }
+        Lead::Calls {
+            calls,
+            end,
+            prose,
+            diags: Vec::new(),
+        }
     }
 }

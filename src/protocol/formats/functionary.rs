@@ -165,7 +165,12 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
             if calls.is_empty() {
                 return Lead::No;
             }
-            return Lead::Calls { calls, end, prose };
+            return Lead::Calls {
+                calls,
+                end,
+                prose,
+                diags: Vec::new(),
+            };
         }
     }
 }
