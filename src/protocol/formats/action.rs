@@ -403,7 +403,7 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
         open: Open::Tag(OPEN_TAG),
         close: Close::Tag(CLOSE_TAG),
         opaque: OPAQUE,
-        read: read,
+        read,
         shown_as: SHOWN_AS,
         unclosed: UNCLOSED,
         reads_unclosed: false,

@@ -143,7 +143,7 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
         open: Open::Exact(OPEN),
         close: Close::Exact(CLOSE),
         opaque: &[],
-        read: read,
+        read,
         shown_as: SHOWN_AS,
         unclosed: UNCLOSED,
         reads_unclosed: true,

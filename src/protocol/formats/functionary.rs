@@ -211,7 +211,7 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
         open: Open::Named(OPEN),
         close: Close::Tag(CLOSE),
         opaque: &[],
-        read: read,
+        read,
         shown_as: SHOWN_AS,
         unclosed: UNCLOSED,
         reads_unclosed: true,

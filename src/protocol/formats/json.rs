@@ -351,7 +351,7 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
     aliases: &["openai", "xlam"],
     auto: Auto::Leading { opens: OPENS },
     reader: Reader::Document(DocumentReader {
-        detect: detect,
+        detect,
         read: read_document,
     }),
     exact_keys: false,

@@ -58,7 +58,7 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
             trailer: None,
         },
         opaque: &[],
-        read: read,
+        read,
         shown_as: SHOWN_AS,
         unclosed: UNCLOSED,
         reads_unclosed: false,
