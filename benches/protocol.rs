@@ -9,8 +9,9 @@
 //! - `stream_4byte` vs `one_shot`: a 64 KB model answer with prose and blocks, fed in
 //!   4-byte chunks vs parsed at once (target ≤ 2×).
 //! - `native/<format>_1mb`: each native reader on 1 MB of its own format, read with its
-//!   own name (targets: ≥ 300 MB/s for the JSON-shaped formats, ≥ 150 MB/s for
-//!   `pythonic`); `native/auto_<format>_1mb` the same text read with `auto`.
+//!   own name (targets: ≥ 300 MB/s for the JSON-shaped formats and for each reader of
+//!   issue 33, the families of 2025–26, ≥ 150 MB/s for `pythonic`);
+//!   `native/auto_<format>_1mb` the same text read with `auto`.
 //! - `native/built_<format>_1mb`: the same read, then every call's arguments built into
 //!   the map a tool receives (readers keep JSON arguments as text until first read; this
 //!   is what a host that runs every call pays).
@@ -249,6 +250,55 @@ fn native_call(format: Format, i: usize) -> String {
         Format::Pythonic => format!(
             "FileOperator.WriteFile(path='/logs/{i}.log', count={i}, ratio=0.25, append=True, tags=['a', 'b'], note=None)\n"
         ),
+        Format::Qwen3Coder => format!(
+            "<tool_call>\n<function=FileOperator.WriteFile>\n<parameter=path>\n/logs/{i}.log\n</parameter>\n<parameter=count>\n{i}\n</parameter>\n<parameter=ratio>\n0.25\n</parameter>\n<parameter=append>\ntrue\n</parameter>\n<parameter=tags>\n[\"a\", \"b\"]\n</parameter>\n</function>\n</tool_call>\n"
+        ),
+        Format::Glm45 => format!(
+            "<tool_call>FileOperator.WriteFile\n<arg_key>path</arg_key>\n<arg_value>/logs/{i}.log</arg_value>\n<arg_key>count</arg_key>\n<arg_value>{i}</arg_value>\n<arg_key>append</arg_key>\n<arg_value>true</arg_value>\n<arg_key>tags</arg_key>\n<arg_value>[\"a\", \"b\"]</arg_value>\n</tool_call>\n"
+        ),
+        Format::KimiK2 => format!(
+            "<|tool_call_begin|>functions.FileOperator.WriteFile:{i}<|tool_call_argument_begin|>{args}<|tool_call_end|>"
+        ),
+        Format::Harmony => format!(
+            "<|start|>assistant<|channel|>commentary to=functions.FileOperator.WriteFile <|constrain|>json<|message|>{args}<|call|>"
+        ),
+        Format::MinimaxM2 | Format::Step3 => {
+            let p = if format == Format::Step3 { "steptml:" } else { "" };
+            format!(
+                "<{p}invoke name=\"FileOperator.WriteFile\">\n<{p}parameter name=\"path\">/logs/{i}.log</{p}parameter>\n<{p}parameter name=\"count\">{i}</{p}parameter>\n<{p}parameter name=\"append\">true</{p}parameter>\n<{p}parameter name=\"tags\">[\"a\", \"b\"]</{p}parameter>\n</{p}invoke>\n"
+            )
+        }
+        Format::Gemma4 => format!(
+            "<|tool_call>call:FileOperator.WriteFile{{path:<|\"|>/logs/{i}.log<|\"|>,count:{i},ratio:0.25,append:true,tags:[<|\"|>a<|\"|>,<|\"|>b<|\"|>],note:null}}<tool_call|>\n"
+        ),
+        Format::Gemma3 => format!(
+            "```tool_code\nFileOperator.WriteFile(path='/logs/{i}.log', count={i}, ratio=0.25, append=True, tags=['a', 'b'], note=None)\n```\n"
+        ),
+        Format::Lfm2 => format!(
+            "<|tool_call_start|>[FileOperator.WriteFile(path='/logs/{i}.log', count={i}, ratio=0.25, append=True, tags=['a', 'b'], note=None)]<|tool_call_end|>\n"
+        ),
+        Format::Olmo3 => format!(
+            "<function_calls>\nFileOperator.WriteFile(path='/logs/{i}.log', count={i}, ratio=0.25, append=True, tags=['a', 'b'], note=None)\n</function_calls>\n"
+        ),
+        Format::Granite3 => format!(
+            "<|tool_call|>[{{\"name\": \"FileOperator.WriteFile\", \"arguments\": {args}}}]\n"
+        ),
+        Format::ToolCalls => format!(
+            "<tool_calls>[{{\"name\": \"FileOperator.WriteFile\", \"arguments\": {args}}}]</tool_calls>\n"
+        ),
+        Format::Internlm2 => format!(
+            "<|action_start|><|plugin|>\n{{\"name\": \"FileOperator.WriteFile\", \"parameters\": {args}}}<|action_end|>\n"
+        ),
+        Format::Longcat => format!(
+            "<longcat_tool_call>{{\"name\": \"FileOperator.WriteFile\", \"arguments\": {args}}}</longcat_tool_call>\n"
+        ),
+        Format::Functools | Format::Gigachat3 => format!(
+            "{{\"name\": \"FileOperator.WriteFile\", \"arguments\": {args}}}"
+        ),
+        Format::CommandR => format!(
+            "{{\"tool_name\": \"FileOperator.WriteFile\", \"parameters\": {args}}}"
+        ),
+        Format::Apertus => format!("{{\"FileOperator.WriteFile\": {args}}}"),
         _ => unreachable!("not a native format"),
     }
 }
@@ -271,6 +321,19 @@ fn native_text(format: Format, len: usize) -> String {
             "<｜tool▁calls▁begin｜>{}<｜tool▁calls▁end｜>",
             calls.concat()
         ),
+        Format::KimiK2 => format!(
+            "<|tool_calls_section_begin|>{}<|tool_calls_section_end|>",
+            calls.concat()
+        ),
+        Format::MinimaxM2 => format!("<minimax:tool_call>\n{}</minimax:tool_call>", calls.concat()),
+        Format::Step3 => format!(
+            "<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜>{}<｜tool_call_end｜><｜tool_calls_end｜>",
+            calls.concat()
+        ),
+        Format::Functools => format!("functools[{}]", calls.join(", ")),
+        Format::Gigachat3 => format!("function call<|role_sep|>\n[{}]", calls.join(", ")),
+        Format::CommandR => format!("Action: ```json\n[{}]\n```", calls.join(", ")),
+        Format::Apertus => format!("<|tools_prefix|>[{}]<|tools_suffix|>", calls.join(", ")),
         _ => calls.concat(),
     }
 }
@@ -286,12 +349,35 @@ const NATIVE: &[Format] = &[
     Format::Pythonic,
 ];
 
+/// The readers of issue 33 (the families of 2025–26), benched under `native/` like the
+/// others (`cargo bench --bench protocol -- 'native/(qwen3_coder|…)_1mb'`).
+const FAMILIES_2026: &[Format] = &[
+    Format::Qwen3Coder,
+    Format::Glm45,
+    Format::KimiK2,
+    Format::Harmony,
+    Format::MinimaxM2,
+    Format::Step3,
+    Format::Gemma4,
+    Format::Gemma3,
+    Format::Lfm2,
+    Format::Olmo3,
+    Format::Granite3,
+    Format::ToolCalls,
+    Format::Internlm2,
+    Format::Longcat,
+    Format::Functools,
+    Format::Gigachat3,
+    Format::CommandR,
+    Format::Apertus,
+];
+
 fn native(c: &mut Criterion<ThreadCpu>) {
     let mut g = c.benchmark_group("native");
     g.measurement_time(Duration::from_secs(2))
         .warm_up_time(Duration::from_millis(500))
         .sample_size(20);
-    for &f in NATIVE {
+    for &f in NATIVE.iter().chain(FAMILIES_2026) {
         let text = native_text(f, 1 << 20);
         assert!(!parse(&text, f).calls.is_empty(), "{f}");
         g.throughput(Throughput::Bytes(text.len() as u64));
@@ -344,7 +430,14 @@ fn native(c: &mut Criterion<ThreadCpu>) {
         });
     }
     // Streaming: 64 KB of calls between sentences, in 4-byte chunks vs at once.
-    for &f in &[Format::Hermes, Format::Granite, Format::Pythonic] {
+    for &f in &[
+        Format::Hermes,
+        Format::Granite,
+        Format::Pythonic,
+        Format::Qwen3Coder,
+        Format::KimiK2,
+        Format::Gemma4,
+    ] {
         let mut text = String::new();
         let mut i = 0;
         if f == Format::Pythonic {

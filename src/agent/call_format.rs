@@ -123,6 +123,113 @@ pub(crate) const LESSONS: &[Lesson] = &[
         naming: Naming::Wire,
         example: functionary_call,
         how: "To use a tool or skill, write <function=tool_name> followed by its arguments as a JSON object and </function>, once per call. If no action is needed, answer in plain text.",
+    },    Lesson {
+        name: "qwen3_coder",
+        naming: Naming::Wire,
+        example: qwen3_coder_call,
+        how: "To use a tool or skill, write <tool_call>, then <function=tool_name>, one <parameter=name>value</parameter> per parameter (values as plain text; objects and lists as JSON), then </function> and </tool_call>, once per call. If no action is needed, answer in plain text.",
+    },
+    Lesson {
+        name: "glm45",
+        naming: Naming::Wire,
+        example: glm45_call,
+        how: "To use a tool or skill, write <tool_call> followed by the tool name, then one <arg_key>name</arg_key><arg_value>value</arg_value> pair per parameter, then </tool_call>, once per call. If no action is needed, answer in plain text.",
+    },
+    Lesson {
+        name: "kimi_k2",
+        naming: Naming::Wire,
+        example: kimi_k2_call,
+        how: "To use tools or skills, write <|tool_calls_section_begin|>, then per call <|tool_call_begin|>functions.tool_name:N (N counts calls from 0), <|tool_call_argument_begin|>, its arguments as a JSON object and <|tool_call_end|>, and close with <|tool_calls_section_end|>. If no action is needed, answer in plain text.",
+    },
+    Lesson {
+        name: "harmony",
+        naming: Naming::Wire,
+        example: harmony_call,
+        how: "To use a tool or skill, write a commentary message addressed to it: <|channel|>commentary to=functions.tool_name <|constrain|>json<|message|> followed by its arguments as a JSON object and <|call|>. Write your answer to the user in the final channel. If no action is needed, answer in plain text.",
+    },
+    Lesson {
+        name: "minimax_m2",
+        naming: Naming::Wire,
+        example: minimax_m2_call,
+        how: "To use tools or skills, write <minimax:tool_call>, then per call <invoke name=\"tool_name\"> with one <parameter name=\"name\">value</parameter> per parameter and </invoke>, and close with </minimax:tool_call>. If no action is needed, answer in plain text.",
+    },
+    Lesson {
+        name: "step3",
+        naming: Naming::Wire,
+        example: step3_call,
+        how: "To use tools or skills, write <｜tool_calls_begin｜>, then per call <｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"tool_name\"> with one <steptml:parameter name=\"name\">value</steptml:parameter> per parameter, </steptml:invoke><｜tool_call_end｜>, and close with <｜tool_calls_end｜>. If no action is needed, answer in plain text.",
+    },
+    Lesson {
+        name: "gemma4",
+        naming: Naming::Wire,
+        example: gemma4_call,
+        how: "To use a tool or skill, write <|tool_call>call:tool_name{name:value,…}<tool_call|>, strings between <|\"|> tokens, numbers and true/false bare, once per call. If no action is needed, answer in plain text.",
+    },
+    Lesson {
+        name: "gemma3",
+        naming: Naming::Wire,
+        example: gemma3_call,
+        how: "To use tools or skills, write a ```tool_code fenced block holding the Python calls, tool_name(parameter=value, …), one a line, with Python literals. If no action is needed, answer in plain text.",
+    },
+    Lesson {
+        name: "lfm2",
+        naming: Naming::Wire,
+        example: lfm2_call,
+        how: "To use tools or skills, write <|tool_call_start|>, a Python list of calls [tool_name(parameter=value, …), …] and <|tool_call_end|>. If no action is needed, answer in plain text.",
+    },
+    Lesson {
+        name: "olmo3",
+        naming: Naming::Wire,
+        example: olmo3_call,
+        how: "To use tools or skills, write <function_calls>, one Python call tool_name(parameter=value, …) a line, and </function_calls>. If no action is needed, answer in plain text.",
+    },
+    Lesson {
+        name: "granite3",
+        naming: Naming::Wire,
+        example: granite3_call,
+        how: "To use tools or skills, write <|tool_call|> followed by a JSON list of calls, each an object with \"name\" and \"arguments\". If no action is needed, answer in plain text.",
+    },
+    Lesson {
+        name: "tool_calls",
+        naming: Naming::Wire,
+        example: tool_calls_call,
+        how: "To use tools or skills, write <tool_calls>, a JSON list of calls, each an object with \"name\" and \"arguments\", and </tool_calls>. If no action is needed, answer in plain text.",
+    },
+    Lesson {
+        name: "internlm2",
+        naming: Naming::Wire,
+        example: internlm2_call,
+        how: "To use a tool or skill, write <|action_start|><|plugin|>, a JSON object with \"name\" and \"parameters\", and <|action_end|>, once per call. If no action is needed, answer in plain text.",
+    },
+    Lesson {
+        name: "longcat",
+        naming: Naming::Wire,
+        example: longcat_call,
+        how: "To use a tool or skill, write <longcat_tool_call>, a JSON object with \"name\" and \"arguments\", and </longcat_tool_call>, once per call. If no action is needed, answer in plain text.",
+    },
+    Lesson {
+        name: "functools",
+        naming: Naming::Wire,
+        example: functools_call,
+        how: "To use tools or skills, begin your answer with functools followed by a JSON list of calls, each an object with \"name\" and \"arguments\". If no action is needed, answer in plain text.",
+    },
+    Lesson {
+        name: "gigachat3",
+        naming: Naming::Wire,
+        example: gigachat3_call,
+        how: "To use a tool or skill, answer with function call<|role_sep|> followed by one JSON object with \"name\" and \"arguments\". If no action is needed, answer in plain text.",
+    },
+    Lesson {
+        name: "command_r",
+        naming: Naming::Wire,
+        example: command_r_call,
+        how: "To use tools or skills, write Action: followed by a ```json fenced block holding a JSON list of calls, each an object with \"tool_name\" and \"parameters\". If no action is needed, answer in plain text.",
+    },
+    Lesson {
+        name: "apertus",
+        naming: Naming::Wire,
+        example: apertus_call,
+        how: "To use tools or skills, write <|tools_prefix|>, a JSON list of objects each with the tool name as its one key and the arguments as its value, and <|tools_suffix|>. If no action is needed, answer in plain text.",
     },
 ];
 
@@ -319,6 +426,151 @@ fn vcp_call(name: &str, args: &[Arg<'_>]) -> String {
     s
 }
 
+/// One `<tag name>value</tag>` line per argument, values as text.
+fn text_params(args: &[Arg<'_>], open: impl Fn(&str) -> String, close: &str) -> String {
+    args.iter()
+        .map(|(k, v)| format!("{}{}{close}\n", open(k), text_of(v)))
+        .collect()
+}
+
+fn qwen3_coder_call(name: &str, args: &[Arg<'_>]) -> String {
+    let params = text_params(args, |k| format!("<parameter={k}>\n"), "\n</parameter>");
+    format!("<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>")
+}
+
+fn glm45_call(name: &str, args: &[Arg<'_>]) -> String {
+    let pairs = text_params(
+        args,
+        |k| format!("<arg_key>{k}</arg_key>\n<arg_value>"),
+        "</arg_value>",
+    );
+    format!("<tool_call>{name}\n{pairs}</tool_call>")
+}
+
+fn kimi_k2_call(name: &str, args: &[Arg<'_>]) -> String {
+    format!(
+        "<|tool_calls_section_begin|><|tool_call_begin|>functions.{name}:0<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>",
+        pretty_inline(args)
+    )
+}
+
+fn harmony_call(name: &str, args: &[Arg<'_>]) -> String {
+    format!(
+        "<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>{}<|call|>",
+        pretty_inline(args)
+    )
+}
+
+fn minimax_m2_call(name: &str, args: &[Arg<'_>]) -> String {
+    let params = text_params(
+        args,
+        |k| format!("<parameter name=\"{k}\">"),
+        "</parameter>",
+    );
+    format!(
+        "<minimax:tool_call>\n<invoke name=\"{name}\">\n{params}</invoke>\n</minimax:tool_call>"
+    )
+}
+
+fn step3_call(name: &str, args: &[Arg<'_>]) -> String {
+    let params = text_params(
+        args,
+        |k| format!("<steptml:parameter name=\"{k}\">"),
+        "</steptml:parameter>",
+    );
+    format!("<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"{name}\">\n{params}</steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>")
+}
+
+fn gemma_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("<|\"|>{s}<|\"|>"),
+        Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(gemma_value).collect::<Vec<_>>().join(",")
+        ),
+        Value::Object(m) => format!(
+            "{{{}}}",
+            m.iter()
+                .map(|(k, v)| format!("{k}:{}", gemma_value(v)))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        other => other.to_string(),
+    }
+}
+
+fn gemma4_call(name: &str, args: &[Arg<'_>]) -> String {
+    let inner: Vec<String> = args
+        .iter()
+        .map(|(k, v)| format!("{k}:{}", gemma_value(v)))
+        .collect();
+    format!("<|tool_call>call:{name}{{{}}}<tool_call|>", inner.join(","))
+}
+
+fn gemma3_call(name: &str, args: &[Arg<'_>]) -> String {
+    format!("```tool_code\n{}\n```", python_call(name, args))
+}
+
+fn lfm2_call(name: &str, args: &[Arg<'_>]) -> String {
+    format!(
+        "<|tool_call_start|>[{}]<|tool_call_end|>",
+        python_call(name, args)
+    )
+}
+
+fn olmo3_call(name: &str, args: &[Arg<'_>]) -> String {
+    format!(
+        "<function_calls>\n{}\n</function_calls>",
+        python_call(name, args)
+    )
+}
+
+fn granite3_call(name: &str, args: &[Arg<'_>]) -> String {
+    format!("<|tool_call|>[{}]", json_call(name, args))
+}
+
+fn tool_calls_call(name: &str, args: &[Arg<'_>]) -> String {
+    format!("<tool_calls>[{}]</tool_calls>", json_call(name, args))
+}
+
+fn internlm2_call(name: &str, args: &[Arg<'_>]) -> String {
+    format!(
+        "<|action_start|><|plugin|>\n{}<|action_end|>",
+        json_call_with(name, "parameters", args)
+    )
+}
+
+fn longcat_call(name: &str, args: &[Arg<'_>]) -> String {
+    format!(
+        "<longcat_tool_call>{}</longcat_tool_call>",
+        json_call(name, args)
+    )
+}
+
+fn functools_call(name: &str, args: &[Arg<'_>]) -> String {
+    format!("functools[{}]", json_call(name, args))
+}
+
+fn gigachat3_call(name: &str, args: &[Arg<'_>]) -> String {
+    format!("function call<|role_sep|>\n{}", json_call(name, args))
+}
+
+fn command_r_call(name: &str, args: &[Arg<'_>]) -> String {
+    format!(
+        "Action: ```json\n[{{\"tool_name\": {}, \"parameters\": {}}}]\n```",
+        Value::String(name.into()),
+        pretty_inline(args)
+    )
+}
+
+fn apertus_call(name: &str, args: &[Arg<'_>]) -> String {
+    format!(
+        "<|tools_prefix|>[{{{}: {}}}]<|tools_suffix|>",
+        Value::String(name.into()),
+        pretty_inline(args)
+    )
+}
+
 fn json_call(name: &str, args: &[Arg<'_>]) -> String {
     json_call_with(name, "arguments", args)
 }
@@ -355,11 +607,16 @@ fn functionary_call(name: &str, args: &[Arg<'_>]) -> String {
 }
 
 fn pythonic_call(name: &str, args: &[Arg<'_>]) -> String {
+    format!("[{}]", python_call(name, args))
+}
+
+/// One call `name(k=v, …)` with Python literals.
+fn python_call(name: &str, args: &[Arg<'_>]) -> String {
     let inner: Vec<String> = args
         .iter()
         .map(|(k, v)| format!("{k}={}", python_literal(v)))
         .collect();
-    format!("[{name}({})]", inner.join(", "))
+    format!("{name}({})", inner.join(", "))
 }
 
 /// A JSON value as the Python literal a model would write.

@@ -32,7 +32,7 @@ fn on_error_name(o: OnError) -> &'static str {
 
 /// One call as `tavern parse` prints it: `tool`, `args`, `block`, `source` (the form it was
 /// read in: tam, vcp, action or json), `step` and `on_error` for chain steps, `line`,
-/// `column`; serialized straight from the call (no copy of the arguments).
+/// `column`, and its id as `id` and `call_id`; serialized straight from the call (no copy of the arguments).
 struct CallView<'a>(&'a Call);
 
 impl Serialize for CallView<'_> {
@@ -49,6 +49,12 @@ impl Serialize for CallView<'_> {
         }
         m.serialize_entry("line", &c.span.line)?;
         m.serialize_entry("column", &c.span.column)?;
+        // The call's id, under both names a client looks for (`id` as OpenAI's
+        // `tool_calls[].id`, `call_id` as `tavern call`'s results).
+        if let Some(id) = &c.id {
+            m.serialize_entry("id", id)?;
+            m.serialize_entry("call_id", id)?;
+        }
         m.end()
     }
 }

@@ -29,7 +29,7 @@ impl CallReport {
 
     /// The JSON `tavern call` prints: `{"results": [...], "diagnostics": [...]}`. Each
     /// result has `tool` (the canonical id when it resolved), `called_as` (what the caller
-    /// wrote, when that differs), `step` (chains), `dispatch` (the VCP rule that chose the
+    /// wrote, when that differs), `call_id` (the call's id), `step` (chains), `dispatch` (the VCP rule that chose the
     /// tool), `ok`, `value` or `error {code, message}`, and `observation`.
     pub fn to_json(&self) -> Value {
         let results: Vec<Value> = self
@@ -53,6 +53,11 @@ pub fn outcome_json(o: &CallOutcome, call: Option<&Call>) -> Value {
     m.insert("tool".into(), json!(canonical));
     if canonical != o.tool {
         m.insert("called_as".into(), json!(o.tool));
+    }
+    // The call's id (as the input gave it, or `call_N`), so a client can answer with
+    // `tool_call_id`.
+    if let Some(id) = call.and_then(|c| c.id.as_ref()) {
+        m.insert("call_id".into(), json!(id));
     }
     if let Some(s) = call.and_then(|c| c.step) {
         m.insert("step".into(), json!(s));

@@ -132,6 +132,9 @@ impl Hooks {
             if let Some(o) = overridden_by {
                 r["overridden_by"] = json!(o);
             }
+            if let Some(id) = &ctx.call_id {
+                r["call_id"] = json!(id);
+            }
             self.audit.record(&r);
         }
     }

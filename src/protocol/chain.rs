@@ -191,6 +191,8 @@ impl Named {
             on_error: OnError::Stop,
             source: self.source,
             dispatch: None,
+            id: None,
+            texts: None,
         })
     }
 }
@@ -398,6 +400,8 @@ fn build_chain(
                 on_error: on_errors[i],
                 source: kind.format(),
                 dispatch: None,
+                id: None,
+                texts: None,
             }
         })
         .collect()

@@ -300,6 +300,12 @@ pub fn reference_key_kind(key: &str) -> Option<&'static str> {
 /// [`parse`]'s; a JSON call text is read by the JSON reader, as there.
 /// Fails only if the grammar cannot read the text at all (it reads any text).
 pub fn parse_reference(text: &str, format: Format) -> Result<Parsed, GrammarError> {
+    let mut p = reference(text, format)?;
+    super::types::give_ids(&mut p.calls, 0);
+    Ok(p)
+}
+
+fn reference(text: &str, format: Format) -> Result<Parsed, GrammarError> {
     if native_form(format).is_some() {
         if let Some(p) = native_reference(text, format)? {
             return Ok(p);
@@ -399,6 +405,13 @@ pub const NATIVE_FORMS: &[&str] = &[
     "glm",
     "deepseek",
     "functionary",
+    "tool_calls",
+    "longcat",
+    "internlm2",
+    "granite3",
+    "lfm2",
+    "olmo3",
+    "gemma3",
 ];
 
 #[allow(missing_docs, clippy::all)]
@@ -437,6 +450,14 @@ fn form_of(r: N) -> Option<(&'static str, bool)> {
         N::llama_lead_broken => ("llama_json", true),
         N::functionary_lead => ("functionary", false),
         N::glm => ("glm", false),
+        N::tool_calls => ("tool_calls", false),
+        N::longcat => ("longcat", false),
+        N::internlm2 => ("internlm2", false),
+        N::granite3 => ("granite3", false),
+        N::lfm2 => ("lfm2", false),
+        N::olmo3 => ("olmo3", false),
+        N::llama4 => ("pythonic", false),
+        N::gemma3 => ("gemma3", false),
         N::glm_broken => ("glm", true),
         _ => return None,
     })
@@ -616,8 +637,20 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
             };
         let own = source_of(form);
         match p.as_rule() {
-            N::leading | N::fence => {
-                for c in p.into_inner().flatten().filter(|c| c.as_rule() == N::call) {
+            N::leading | N::fence | N::gemma3 | N::lfm2 | N::olmo3 | N::llama4 => {
+                for c in p
+                    .into_inner()
+                    .flatten()
+                    .filter(|c| matches!(c.as_rule(), N::call | N::bad_call))
+                {
+                    if c.as_rule() == N::bad_call {
+                        raw.push(RawDiag::error(
+                            c.as_span().start(),
+                            "a pythonic call could not be read (keyword arguments only)".into(),
+                            "write tool_name(param=value, …)".into(),
+                        ));
+                        continue;
+                    }
                     let mut parts = c.into_inner();
                     let Some(name) = parts.next() else { continue };
                     let mut args = Map::new();
@@ -641,7 +674,10 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                 }
             }
             N::functionary_lead => {
-                for c in p.into_inner().filter(|c| c.as_rule() == N::fx_call) {
+                for c in p
+                    .into_inner()
+                    .filter(|c| matches!(c.as_rule(), N::fx_call | N::fx_first))
+                {
                     let mut parts = c.into_inner();
                     if let (Some(name), Some(args)) = (parts.next(), parts.next()) {
                         if let Value::Object(a) = value_of(args) {
@@ -651,7 +687,7 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                 }
             }
             N::glm | N::functionary | N::mistral_one => {
-                let mut parts = p.into_inner();
+                let mut parts = p.into_inner().filter(|p| p.as_rule() != N::call_id);
                 if let (Some(name), Some(args)) = (parts.next(), parts.next()) {
                     if let Value::Object(a) = value_of(args) {
                         push(name_of(name.as_str()), a, own, &mut calls);
@@ -673,7 +709,7 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                             }
                         }
                         N::mistral_one => {
-                            let mut parts = part.into_inner();
+                            let mut parts = part.into_inner().filter(|p| p.as_rule() != N::call_id);
                             if let (Some(name), Some(args)) = (parts.next(), parts.next()) {
                                 let mut o = Map::new();
                                 o.insert("name".into(), Value::String(name.as_str().into()));
@@ -709,6 +745,7 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
         }
     }
     raw.sort_by_key(|d| d.offset);
+    super::types::give_ids(&mut calls, 0);
     Ok(Parsed {
         response_text: prose_outside(text, &cut),
         calls,

@@ -11,6 +11,12 @@ use super::types::{Format, Parsed};
 /// Never panics; every problem becomes a [`Diagnostic`](super::Diagnostic) with a line
 /// and column.
 pub fn parse(text: &str, format: Format) -> Parsed {
+    let mut p = parse_any(text, format);
+    super::types::give_ids(&mut p.calls, 0);
+    p
+}
+
+fn parse_any(text: &str, format: Format) -> Parsed {
     if format == Format::Auto {
         if let Some(parsed) = formats::detect_document(text) {
             return parsed;
@@ -42,9 +48,11 @@ pub(crate) fn finish_scanner(mut sc: Scanner, text: &str) -> Parsed {
     sc.read_leading(text, &formats::leading_for(sc.format));
     let response_text = sc.response_text(text);
     let diagnostics = sc.diagnostics(text);
+    let mut calls = std::mem::take(&mut sc.calls);
+    super::types::give_ids(&mut calls, 0);
     Parsed {
         response_text,
-        calls: std::mem::take(&mut sc.calls),
+        calls,
         diagnostics,
     }
 }

@@ -137,8 +137,8 @@ pub(crate) struct Scanner {
     loc: Locator,
     close_finder: Finder<'static>,
     recorded: Option<Vec<BlockReading>>,
-    /// A second byte (besides `<`) that may open a region in prose (`[`).
-    other_trigger: Option<u8>,
+    /// Up to two bytes (besides `<`) that may open a region in prose (`[`, a backtick).
+    other_trigger: [Option<u8>; 2],
     /// Where the first `<ACTION>` block (a region read `only_first`) ended: only that
     /// block runs, and the response text is the prose before it (seed 002 §3.2.1, §3.3
     /// step 4).
@@ -192,12 +192,29 @@ impl Scanner {
             if let Reader::Pairs { kind, .. } = e.reader {
                 openers.push(Opener::Block(kind));
             }
-            openers.extend(formats::regions_of(e).map(Opener::Region));
+            for r in formats::regions_of(e) {
+                // Rows that share a tag (`<tool_call>`: Hermes JSON, Qwen3-Coder XML, a
+                // GLM-4.5 name line) share its reader, which tells them apart by what is
+                // inside; the first row's opener serves them all.
+                let shared = openers
+                    .iter()
+                    .any(|o| matches!(o, Opener::Region(q) if q.open.same(r.open)));
+                if !shared {
+                    openers.push(Opener::Region(r));
+                }
+            }
         }
-        let other_trigger = openers.iter().find_map(|o| match o {
-            Opener::Region(r) if r.open.first_byte() != b'<' => Some(r.open.first_byte()),
-            _ => None,
-        });
+        let mut other_trigger = [None, None];
+        for o in &openers {
+            if let Opener::Region(r) = o {
+                let b = r.open.first_byte();
+                if b != b'<' && !other_trigger.contains(&Some(b)) {
+                    if let Some(slot) = other_trigger.iter_mut().find(|t| t.is_none()) {
+                        *slot = Some(b);
+                    }
+                }
+            }
+        }
         Scanner {
             format,
             other_trigger,
@@ -295,9 +312,11 @@ impl Scanner {
     pub(crate) fn waits_for_gt(&self) -> bool {
         match &self.mode {
             Mode::Block(_) | Mode::Think { .. } => true,
-            Mode::Region { syntax, .. } => {
-                matches!(syntax.close, Close::Tag(_) | Close::Exact(_))
-            }
+            Mode::Region { syntax, .. } => match syntax.close {
+                Close::Tag(_) | Close::AnyExact(_) => true,
+                Close::Exact(t) => t.last() == Some(&b'>'),
+                Close::Value { .. } => false,
+            },
             Mode::Prose | Mode::Done => false,
         }
     }
@@ -416,16 +435,21 @@ impl Scanner {
                 } => {
                     let (syntax, start, content) = (*syntax, *start, *content);
                     let found = match syntax.close {
-                        Close::Tag(_) | Close::Exact(_) => {
+                        Close::Tag(_) | Close::Exact(_) | Close::AnyExact(_) => {
                             find_region_end(s, &mut self.pos, syntax, opaque, eof)
                         }
                         Close::Value {
                             sep,
                             name_then,
+                            call_id,
                             trailer,
-                        } => {
-                            find_value_end(s, &mut self.pos, (sep, name_then, trailer), value, eof)
-                        }
+                        } => find_value_end(
+                            s,
+                            &mut self.pos,
+                            (sep, name_then, call_id, trailer),
+                            value,
+                            eof,
+                        ),
                     };
                     match found {
                         RegionEnd::NeedMore => return,
@@ -455,8 +479,9 @@ impl Scanner {
     #[inline]
     fn next_trigger(&self, rest: &[u8]) -> Option<usize> {
         match self.other_trigger {
-            None => memchr::memchr(b'<', rest),
-            Some(b) => memchr::memchr2(b'<', b, rest),
+            [None, _] => memchr::memchr(b'<', rest),
+            [Some(b), None] => memchr::memchr2(b'<', b, rest),
+            [Some(b), Some(c)] => memchr::memchr3(b'<', b, c, rest),
         }
     }
 
@@ -494,6 +519,7 @@ impl Scanner {
                 }
                 let span = self.span(text.as_bytes(), start, end);
                 self.reserve_calls(text.len(), end, eof);
+                let first = self.calls.len();
                 (syntax.read)(
                     text,
                     content,
@@ -503,11 +529,36 @@ impl Scanner {
                     &mut self.diags,
                     &mut self.calls,
                 );
+                self.region_prose(text, syntax, content, end_tag);
+                self.own_source(first);
             }
         }
         self.piece_start = end;
         self.pos = end;
         self.mode = Mode::Prose;
+    }
+
+    /// Calls read under one format's name are that format's, whatever shape of a shared
+    /// tag they were written in (`--format hermes` reading a Qwen3-Coder `<tool_call>`).
+    fn own_source(&mut self, first: usize) {
+        if self.format != Format::Auto {
+            for c in &mut self.calls[first..] {
+                c.source = self.format;
+            }
+        }
+    }
+
+    /// The response text a region holds (harmony's `final` channel), as prose.
+    fn region_prose(&mut self, text: &str, syntax: &RegionSyntax, content: usize, end: usize) {
+        if let Some(at) = syntax.prose.and_then(|f| f(text, content, end)) {
+            if end > at {
+                self.pieces.push(Piece {
+                    start: at,
+                    end,
+                    before_block: false,
+                });
+            }
+        }
     }
 
     /// A region from `start` that the text ends inside: an error, or (for formats that
@@ -541,10 +592,12 @@ impl Scanner {
                 {
                     // Something in it was cut off: nothing of it runs.
                     self.calls.truncate(first);
-                } else {
+                } else if syntax.prose.is_none() {
                     self.diags
                         .push(RawDiag::warning(start, message.into(), hint.into()));
                 }
+                self.region_prose(text, syntax, content, len);
+                self.own_source(first);
             }
             _ => {
                 let (message, hint) = syntax.unclosed;
@@ -917,9 +970,10 @@ fn find_region_end(
     eof: bool,
 ) -> RegionEnd {
     let len = s.len();
-    let (close, exact) = match syntax.close {
-        Close::Tag(t) => (t, false),
-        Close::Exact(t) => (t, true),
+    let (close, exact, any) = match syntax.close {
+        Close::Tag(t) => (t, false, &[][..]),
+        Close::Exact(t) => (t, true, &[][..]),
+        Close::AnyExact(all) => (all[0], true, all),
         Close::Value { .. } => return RegionEnd::NotRegion,
     };
     'scan: loop {
@@ -948,7 +1002,19 @@ fn find_region_end(
                     M::No => {}
                 }
             }
-            let m = if exact {
+            let m = if !any.is_empty() {
+                let mut m = M::No;
+                for pat in any {
+                    match match_exact(s, p, pat, eof) {
+                        M::No => {}
+                        found => {
+                            m = found;
+                            break;
+                        }
+                    }
+                }
+                m
+            } else if exact {
                 match_exact(s, p, close, eof)
             } else {
                 tag(s, p, eof, close)
@@ -1018,7 +1084,12 @@ fn is_name_byte(b: u8) -> bool {
 fn find_value_end(
     s: &[u8],
     pos: &mut usize,
-    (sep, name_then, trailer): (Option<u8>, Option<&'static [u8]>, Option<&'static [u8]>),
+    (sep, name_then, call_id, trailer): (
+        Option<u8>,
+        Option<&'static [u8]>,
+        Option<&'static [u8]>,
+        Option<&'static [u8]>,
+    ),
     phase: &mut ValuePhase,
     eof: bool,
 ) -> RegionEnd {
@@ -1055,6 +1126,24 @@ fn find_value_end(
                 }
                 if e == q {
                     return RegionEnd::NotRegion;
+                }
+                if let Some(id_marker) = call_id {
+                    match match_exact(s, e, id_marker, eof) {
+                        M::Yes(after) => {
+                            e = after;
+                            while e < len && s[e].is_ascii_alphanumeric() && e - after < MAX_NAME {
+                                e += 1;
+                            }
+                        }
+                        M::Partial => return RegionEnd::NeedMore,
+                        M::No => {}
+                    }
+                }
+                if s.get(e) == Some(&b'{') {
+                    // The marker dropped (`[TOOL_CALLS]name{…}`).
+                    *pos = e;
+                    *phase = ValuePhase::In(ValueEnd::default());
+                    continue;
                 }
                 match match_exact(s, e, marker, eof) {
                     M::Yes(after) => {

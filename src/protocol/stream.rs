@@ -167,6 +167,7 @@ impl StreamReader {
         }
         let text = checked_prefix(&self.buf, self.valid);
         self.scanner.run(text, false);
+        super::types::give_ids(&mut self.scanner.calls, self.emitted);
         let new = self.scanner.calls[self.emitted..].to_vec();
         self.emitted = self.scanner.calls.len();
         new

@@ -48,6 +48,42 @@ pub enum Format {
     DeepSeek,
     /// functionary `>>>name\n{…}` and `<function=name>{…}</function>`.
     Functionary,
+    /// Qwen3-Coder / Qwen3.5 / Seed-OSS `<function=name><parameter=key>value</parameter>`.
+    Qwen3Coder,
+    /// GLM-4.5 and later: `<tool_call>name<arg_key>k</arg_key><arg_value>v</arg_value>`.
+    Glm45,
+    /// Kimi K2 `<|tool_calls_section_begin|>` … `<|tool_calls_section_end|>`.
+    KimiK2,
+    /// gpt-oss (OpenAI harmony) `<|channel|>commentary to=functions.name …<|call|>`.
+    Harmony,
+    /// MiniMax-M2 `<minimax:tool_call><invoke name=…>`.
+    MinimaxM2,
+    /// Step-3 `<｜tool_calls_begin｜>` with `<steptml:invoke>` elements.
+    Step3,
+    /// Gemma 4 `<|tool_call>call:name{…}<tool_call|>`.
+    Gemma4,
+    /// Gemma 3: a fenced `tool_code` block holding a pythonic call.
+    Gemma3,
+    /// LFM2 `<|tool_call_start|>[…]<|tool_call_end|>` (pythonic inside).
+    Lfm2,
+    /// OLMo 3 `<function_calls>…</function_calls>` (pythonic calls, one a line).
+    Olmo3,
+    /// Granite 3.x `<|tool_call|>[{…}]`.
+    Granite3,
+    /// Jamba, Hunyuan, Apriel `<tool_calls>[{…}]</tool_calls>`.
+    ToolCalls,
+    /// InternLM2 `<|action_start|><|plugin|>{…}<|action_end|>`.
+    Internlm2,
+    /// LongCat `<longcat_tool_call>{…}</longcat_tool_call>`.
+    Longcat,
+    /// Phi-4-mini, FireFunction v2 `functools[{…}]`.
+    Functools,
+    /// GigaChat 3 `function call<|role_sep|>{…}`.
+    Gigachat3,
+    /// Command R / R+ `Action:` and a JSON fence of `{"tool_name", "parameters"}`.
+    CommandR,
+    /// Apertus `<|tools_prefix|>[{"name": {…}}]<|tools_suffix|>`.
+    Apertus,
 }
 
 /// How bad a [`Diagnostic`] is.
@@ -148,6 +184,19 @@ pub struct Call {
     /// see `tools::vcp`); `None` for calls not dispatched that way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dispatch: Option<String>,
+    /// The call's id: as the input gave it (OpenAI `tool_calls[].id`, Anthropic
+    /// `tool_use.id`, Kimi's `functions.NAME:N`, Mistral's `[CALL_ID]`), else `call_N`
+    /// for the N-th call of the answer (0-based), given by [`parse`](super::parse) and
+    /// the [`StreamReader`](super::StreamReader). Results carry it as `call_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// For calls whose values were written as text (the XML-parameter and `arg_key`
+    /// forms): each such value exactly as written. [`Call::args`] holds them read
+    /// without a schema (a JSON literal as its value, anything else a string); the
+    /// ToolManager converts these texts by the tool's schema instead, so a string
+    /// parameter keeps the text as written.
+    #[serde(skip)]
+    pub texts: Option<Box<serde_json::Map<String, serde_json::Value>>>,
 }
 
 impl Call {
@@ -162,6 +211,31 @@ impl Call {
             on_error: OnError::Stop,
             source: Format::Auto,
             dispatch: None,
+            id: None,
+            texts: None,
+        }
+    }
+
+    /// The arguments a tool with a schema is given: the values as written where they
+    /// were written as text ([`Call::texts`]), for the schema to convert; else
+    /// [`Call::args`].
+    pub fn args_for_schema(&self) -> serde_json::Value {
+        let mut v = serde_json::Value::from(self.args.clone());
+        if let (Some(t), serde_json::Value::Object(m)) = (&self.texts, &mut v) {
+            for (k, text) in t.iter() {
+                m.insert(k.clone(), text.clone());
+            }
+        }
+        v
+    }
+}
+
+/// Gives every call from index `from` on that has no id the id `call_N`, N its index
+/// in the answer.
+pub(crate) fn give_ids(calls: &mut [Call], from: usize) {
+    for (i, c) in calls.iter_mut().enumerate().skip(from) {
+        if c.id.is_none() {
+            c.id = Some(format!("call_{i}"));
         }
     }
 }

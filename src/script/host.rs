@@ -623,6 +623,7 @@ impl HostCore {
                 deadline,
                 matching: crate::tools::KeyMatching::Loose,
                 observer: info.observer.clone(),
+                call_id: None,
             },
         );
         let out = self.block_on_tool(id, Some(&manager), fut, deadline.zip(allowed_ms));

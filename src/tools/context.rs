@@ -34,6 +34,7 @@ impl CallContext {
             cancel,
             deadline: None,
             observer: None,
+            call_id: None,
         }
     }
 
@@ -43,6 +44,7 @@ impl CallContext {
         CallContext {
             tool_id: tool_id.into(),
             depth: self.depth + 1,
+            call_id: None,
             ..self.clone()
         }
     }

@@ -147,6 +147,10 @@ pub struct CallContext {
     /// Who watches the call (a served job, an MCP progress token); nested calls and
     /// workflow runs report to it. `None` almost always.
     pub observer: Observer,
+    /// The id of the parsed call this runs (`call_abc123`, `call_0`: see
+    /// [`Call::id`](crate::protocol::Call::id)), for the audit record; `None` for nested
+    /// calls and calls made by code.
+    pub call_id: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for CallContext {
@@ -173,6 +177,7 @@ impl CallContext {
                     deadline: self.deadline,
                     matching: KeyMatching::Loose,
                     observer: self.observer.clone(),
+                    call_id: None,
                 },
             )
             .await
@@ -512,6 +517,9 @@ pub struct Invocation {
     pub matching: KeyMatching,
     /// Who watches the call (see [`observe`]); handed on to the handler's context.
     pub observer: Observer,
+    /// The id of the parsed call it runs, if any (handed on to the context, for the audit
+    /// record).
+    pub call_id: Option<Arc<str>>,
 }
 
 impl Invocation {
@@ -524,6 +532,7 @@ impl Invocation {
             deadline: None,
             matching: KeyMatching::Loose,
             observer: None,
+            call_id: None,
         }
     }
 
@@ -989,6 +998,7 @@ impl ToolManager {
             cancel: inv.cancel,
             deadline: inv.deadline,
             observer: inv.observer,
+            call_id: inv.call_id,
         };
         // Hot path: one atomic load when nothing is hooked, overridden or audited.
         let hooked = self
@@ -1075,7 +1085,8 @@ impl ToolManager {
                 }
                 stopped = None;
             }
-            let args = Value::from(call.args.clone());
+            // Values written as text are converted by the schema from the text itself.
+            let args = call.args_for_schema();
             let started = Instant::now();
             let inv = Invocation {
                 caller: caller.clone(),
@@ -1084,6 +1095,7 @@ impl ToolManager {
                 deadline,
                 matching: key_matching_for(call),
                 observer: observer.clone(),
+                call_id: call.id.as_deref().map(Arc::from),
             };
             let written = self.written_id(call);
             let result = self

@@ -43,7 +43,7 @@ fn agent_run_json_shows_every_turn_and_the_stop_reason() {
     assert_eq!(turns[0]["calls"][0]["tool"], "ReadWorldStateTool");
     assert_eq!(
         turns[0]["results"][0],
-        json!({"tool": "ReadWorldStateTool", "ok": true, "value": "rainy",
+        json!({"tool": "ReadWorldStateTool", "call_id": "call_0", "ok": true, "value": "rainy",
                "observation": "Observation: Tool ReadWorldStateTool executed successfully. Result: rainy"})
     );
     // 2: the wrong parameter name (seed 002 §5.5) …

@@ -113,6 +113,7 @@ fn action_xml_from_stdin() {
         out["results"][0],
         json!({
             "tool": "system:echo",
+            "call_id": "call_0",
             "ok": true,
             "value": "hello",
             "observation": "Observation: Tool system:echo executed successfully. Result: hello"

@@ -15,6 +15,7 @@ fn tavern_parse_reads_every_native_case() {
     for file in [
         include_str!("../data/native_cases.jsonl"),
         include_str!("../data/native_cases_shared.jsonl"),
+        include_str!("../data/native_cases_2026.jsonl"),
     ] {
         for line in file.lines().filter(|l| !l.trim().is_empty()) {
             let case: Value = serde_json::from_str(line).unwrap();

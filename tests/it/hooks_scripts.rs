@@ -204,6 +204,9 @@ fn audit_option_writes_every_call_and_veto_as_json_lines() {
         ],
         "{trail}"
     );
+    // A call that ran carries the id of the call it was read from (the chain's first step).
+    let ran = recs.iter().find(|r| r["outcome"] == "ok").unwrap();
+    assert_eq!(ran["call_id"], "call_0", "{ran}");
     // A refused call says why, under the caller that asked.
     let refused = recs
         .iter()

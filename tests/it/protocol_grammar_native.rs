@@ -109,9 +109,20 @@ fn the_grammar_and_the_fast_reader_agree_on_native_cases() {
     for file in [
         include_str!("../data/native_cases.jsonl"),
         include_str!("../data/grammar/native_cases.jsonl"),
+        include_str!("../data/native_cases_2026.jsonl"),
     ] {
         for line in file.lines().filter(|l| !l.trim().is_empty()) {
             let case: Value = serde_json::from_str(line).unwrap();
+            // Of the families of 2025–26 the grammar defines the JSON- and pythonic-in-a-tag
+            // forms (and the Mistral, Llama 4 and functionary variants); the others are
+            // read by the fast readers only.
+            if case["rule"]
+                .as_str()
+                .and_then(|r| r.strip_prefix("native: "))
+                .is_some_and(|f| !NATIVE_FORMS.contains(&f))
+            {
+                continue;
+            }
             let name = case["name"].as_str().unwrap();
             let input = case["input"].as_str().unwrap();
             let own = case["native"]

@@ -77,6 +77,34 @@ fn hand_written_native_cases() {
     assert!(run(include_str!("../data/native_cases.jsonl"), false) >= 100);
 }
 
+/// The families of 2025–26 (`tests/data/native_cases_2026.jsonl`): each case with `auto`
+/// and its own name, one-shot and streamed; a case's `ids` are its calls' ids, and every
+/// call has one.
+#[test]
+fn families_of_2025_26() {
+    let text = include_str!("../data/native_cases_2026.jsonl");
+    assert!(run(text, false) >= 100);
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let case: Value = serde_json::from_str(line).expect("case line is JSON");
+        let input = case["input"].as_str().unwrap();
+        let own: Format = case["native"].as_str().unwrap().parse().unwrap();
+        for f in [Format::Auto, own] {
+            let got = parse(input, f);
+            let ids: Vec<&str> = got.calls.iter().filter_map(|c| c.id.as_deref()).collect();
+            assert_eq!(
+                ids.len(),
+                got.calls.len(),
+                "{}: every call has an id",
+                case["name"]
+            );
+            if let Some(want) = case.get("ids").and_then(Value::as_array) {
+                let want: Vec<&str> = want.iter().filter_map(Value::as_str).collect();
+                assert_eq!(ids, want, "{} ({f})", case["name"]);
+            }
+        }
+    }
+}
+
 #[test]
 fn shared_native_cases() {
     run(include_str!("../data/native_cases_shared.jsonl"), true);

@@ -201,6 +201,137 @@ fn render(format: Format, calls: &[(String, Map<String, Value>)], variant: bool)
                 };
             }
         }
+        Format::KimiK2 => {
+            out += "<|tool_calls_section_begin|>";
+            for (i, (t, a)) in calls.iter().enumerate() {
+                out += &format!(
+                    "<|tool_call_begin|>functions.{t}:{i}<|tool_call_argument_begin|>{}<|tool_call_end|>",
+                    json(&Value::Object(a.clone()))
+                );
+            }
+            out += "<|tool_calls_section_end|>";
+        }
+        Format::Harmony => {
+            for (t, a) in calls {
+                out += &format!(
+                    "<|start|>assistant<|channel|>commentary to=functions.{t} <|constrain|>json<|message|>{}<|call|>",
+                    json(&Value::Object(a.clone()))
+                );
+            }
+        }
+        Format::Granite3 | Format::ToolCalls | Format::Functools | Format::Apertus => {
+            let items: Vec<Value> = calls
+                .iter()
+                .map(|(t, a)| match format {
+                    Format::Apertus => serde_json::json!({ t.as_str(): a }),
+                    _ => obj(t, "arguments", a),
+                })
+                .collect();
+            let list = json(&Value::Array(items));
+            out = match format {
+                Format::Granite3 => format!("<|tool_call|>{list}"),
+                Format::ToolCalls => format!("<tool_calls>{list}</tool_calls>"),
+                Format::Functools => format!("functools{list}"),
+                _ => format!("<|tools_prefix|>{list}<|tools_suffix|>"),
+            };
+        }
+        Format::Internlm2 | Format::Longcat => {
+            for (t, a) in calls {
+                out += &match format {
+                    Format::Internlm2 => format!(
+                        "<|action_start|><|plugin|>\n{}<|action_end|>\n",
+                        json(&obj(t, "parameters", a))
+                    ),
+                    _ => format!(
+                        "<longcat_tool_call>{}</longcat_tool_call>\n",
+                        json(&obj(t, "arguments", a))
+                    ),
+                };
+            }
+        }
+        Format::Lfm2 | Format::Olmo3 | Format::Gemma3 => {
+            let items: Vec<String> = calls
+                .iter()
+                .map(|(t, a)| {
+                    let kw: Vec<String> = a.iter().map(|(k, v)| format!("{k}={}", py(v))).collect();
+                    format!("{t}({})", kw.join(", "))
+                })
+                .collect();
+            out = match format {
+                Format::Lfm2 => {
+                    format!("<|tool_call_start|>[{}]<|tool_call_end|>", items.join(", "))
+                }
+                Format::Olmo3 => {
+                    format!("<function_calls>\n{}\n</function_calls>", items.join("\n"))
+                }
+                _ => format!("```tool_code\n{}\n```", items.join("\n")),
+            };
+        }
+        Format::Qwen3Coder => {
+            for (t, a) in calls {
+                out += &format!("<tool_call>\n<function={t}>\n");
+                for (k, v) in a {
+                    out += &format!("<parameter={k}>\n{}\n</parameter>\n", json(v));
+                }
+                out += "</function>\n</tool_call>\n";
+            }
+        }
+        Format::Glm45 => {
+            for (t, a) in calls {
+                out += &format!("<tool_call>{t}\n");
+                for (k, v) in a {
+                    out += &format!(
+                        "<arg_key>{k}</arg_key>\n<arg_value>{}</arg_value>\n",
+                        json(v)
+                    );
+                }
+                out += "</tool_call>\n";
+            }
+        }
+        Format::MinimaxM2 | Format::Step3 => {
+            let p = if format == Format::Step3 {
+                "steptml:"
+            } else {
+                ""
+            };
+            let mut body = String::new();
+            for (t, a) in calls {
+                body += &format!("<{p}invoke name=\"{t}\">\n");
+                for (k, v) in a {
+                    body += &format!("<{p}parameter name=\"{k}\">{}</{p}parameter>\n", json(v));
+                }
+                body += &format!("</{p}invoke>\n");
+            }
+            out = if format == Format::Step3 {
+                format!("<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜>{body}<｜tool_call_end｜><｜tool_calls_end｜>")
+            } else {
+                format!("<minimax:tool_call>\n{body}</minimax:tool_call>")
+            };
+        }
+        Format::Gemma4 => {
+            fn g(v: &Value) -> String {
+                match v {
+                    Value::String(s) => format!("<|\"|>{s}<|\"|>"),
+                    Value::Array(a) => {
+                        format!("[{}]", a.iter().map(g).collect::<Vec<_>>().join(","))
+                    }
+                    Value::Object(m) => format!(
+                        "{{{}}}",
+                        m.iter()
+                            .map(|(k, v)| format!("{k}:{}", g(v)))
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    ),
+                    other => other.to_string(),
+                }
+            }
+            for (t, a) in calls {
+                out += &format!(
+                    "<|tool_call>call:{t}{}<tool_call|>",
+                    g(&Value::Object(a.clone()))
+                );
+            }
+        }
         _ => unreachable!("not a native format"),
     }
     out
@@ -216,6 +347,22 @@ const NATIVE: &[Format] = &[
     Format::Glm,
     Format::DeepSeek,
     Format::Functionary,
+    Format::KimiK2,
+    Format::Harmony,
+    Format::Granite3,
+    Format::ToolCalls,
+    Format::Functools,
+    Format::Apertus,
+    Format::Internlm2,
+    Format::Longcat,
+    Format::Lfm2,
+    Format::Olmo3,
+    Format::Gemma3,
+    Format::Qwen3Coder,
+    Format::Glm45,
+    Format::MinimaxM2,
+    Format::Step3,
+    Format::Gemma4,
 ];
 
 proptest! {

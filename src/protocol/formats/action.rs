@@ -11,6 +11,7 @@ use quick_xml::events::Event;
 use quick_xml::Reader;
 use serde_json::{Map, Value};
 
+use super::{Auto, Close, FormatEntry, Open, Reader as RowReader, RegionSyntax};
 use crate::protocol::types::{Call, Format, OnError, RawDiag, Span};
 
 /// The opening tag, matched case-insensitively at a `<` and followed by blanks and `>`.
@@ -362,6 +363,8 @@ fn close_frame(
                 on_error: OnError::Stop,
                 source: Format::Action,
                 dispatch: None,
+                id: None,
+                texts: None,
             });
         }
         Some(parent) => {
@@ -389,3 +392,26 @@ fn close_frame(
         }
     }
 }
+
+/// The row of the format table (`mod.rs`): name, aliases, how `auto` finds it, its reader.
+pub(crate) const ROW: FormatEntry = FormatEntry {
+    format: Format::Action,
+    name: "action",
+    aliases: &["xml"],
+    auto: Auto::InText,
+    reader: RowReader::Region(RegionSyntax {
+        open: Open::Tag(OPEN_TAG),
+        close: Close::Tag(CLOSE_TAG),
+        opaque: OPAQUE,
+        read,
+        shown_as: SHOWN_AS,
+        unclosed: UNCLOSED,
+        reads_unclosed: false,
+        only_first: Some(LATER_HINT),
+        prose: None,
+    }),
+    exact_keys: true,
+    leading: None,
+    names_as_written: false,
+    also: &[],
+};

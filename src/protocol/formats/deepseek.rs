@@ -6,6 +6,7 @@
 use memchr::memmem;
 
 use super::lit::{self, Lit, LitErr};
+use super::{Auto, Close, FormatEntry, Open, Reader, RegionSyntax};
 use crate::protocol::types::{Call, Format, RawDiag, Span};
 
 /// The opening marker, matched exactly.
@@ -131,3 +132,26 @@ pub(crate) fn read(
         ));
     }
 }
+
+/// The row of the format table (`mod.rs`): name, aliases, how `auto` finds it, its reader.
+pub(crate) const ROW: FormatEntry = FormatEntry {
+    format: Format::DeepSeek,
+    name: "deepseek",
+    aliases: &[],
+    auto: Auto::InText,
+    reader: Reader::Region(RegionSyntax {
+        open: Open::Exact(OPEN),
+        close: Close::Exact(CLOSE),
+        opaque: &[],
+        read,
+        shown_as: SHOWN_AS,
+        unclosed: UNCLOSED,
+        reads_unclosed: true,
+        only_first: None,
+        prose: None,
+    }),
+    exact_keys: false,
+    leading: None,
+    names_as_written: true,
+    also: &[],
+};

@@ -5,6 +5,7 @@
 
 use super::lead::Lead;
 use super::lit::{self, Lit, LitErr};
+use super::{Auto, Close, FormatEntry, Open, Reader, RegionSyntax};
 use crate::protocol::types::{Call, Format, RawDiag, Span};
 
 /// The opening tag up to the name (matched case-insensitively).
@@ -37,6 +38,23 @@ pub(crate) fn read(
     let what = |name: &str| format!("the call to '{name}'");
     let mut l = Lit::new(text.as_bytes(), content, close);
     l.ws();
+    if text.as_bytes()[l.pos..close.min(text.len())]
+        .get(..11)
+        .is_some_and(|h| h.eq_ignore_ascii_case(b"<parameter="))
+    {
+        // Qwen3-Coder's parameters, its `<tool_call>` left out.
+        return super::text::read_param_calls(
+            text,
+            content,
+            close,
+            Some((name, span.start)),
+            Format::Qwen3Coder,
+            block,
+            span,
+            diags,
+            out,
+        );
+    }
     if l.at_end() {
         if ended {
             diags.push(lit::value_error(
@@ -76,13 +94,18 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
     let s = text.as_bytes();
     let mut l = Lit::new(s, from, to);
     l.ws();
-    if !l.eat(b">>>") {
+    // v3.2: the prompt ends in `>>>`, so the answer's first call starts without it; taken
+    // only when more `>>>` calls follow it or it is the whole answer.
+    let bare = !l.eat(b">>>");
+    if bare && !bare_first_call(text, l.pos, to) {
         return Lead::No;
     }
     let mut calls = Vec::new();
     let mut prose = Vec::new();
+    let mut first = true;
     loop {
-        let at = l.pos - 3;
+        let at = if first && bare { l.pos } else { l.pos - 3 };
+        first = false;
         let Some(name) = l.name() else {
             return Lead::No;
         };
@@ -142,7 +165,61 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
             if calls.is_empty() {
                 return Lead::No;
             }
-            return Lead::Calls { calls, end, prose };
+            return Lead::Calls {
+                calls,
+                end,
+                prose,
+                diags: Vec::new(),
+            };
         }
     }
 }
+
+/// True when `text[at..to]` starts with a `name\n{…}` call that is followed by a `>>>`
+/// call or by nothing.
+fn bare_first_call(text: &str, at: usize, to: usize) -> bool {
+    let s = text.as_bytes();
+    let mut l = Lit::new(s, at, to);
+    if l.name().is_none() {
+        return false;
+    }
+    l.blanks();
+    if !(l.eat(b"\r\n") || l.eat(b"\n") || l.eat(b"\r")) {
+        return false;
+    }
+    l.ws();
+    if l.peek() != Some(b'{') {
+        return false;
+    }
+    match lit::json_args(text, l.pos, to) {
+        Ok((Some(_), e)) => {
+            let mut r = Lit::new(s, e, to);
+            r.ws();
+            r.at_end() || r.eat(b">>>")
+        }
+        _ => false,
+    }
+}
+
+/// The row of the format table (`mod.rs`): name, aliases, how `auto` finds it, its reader.
+pub(crate) const ROW: FormatEntry = FormatEntry {
+    format: Format::Functionary,
+    name: "functionary",
+    aliases: &[],
+    auto: Auto::InText,
+    reader: Reader::Region(RegionSyntax {
+        open: Open::Named(OPEN),
+        close: Close::Tag(CLOSE),
+        opaque: &[],
+        read,
+        shown_as: SHOWN_AS,
+        unclosed: UNCLOSED,
+        reads_unclosed: true,
+        only_first: None,
+        prose: None,
+    }),
+    exact_keys: false,
+    leading: Some(lead),
+    names_as_written: true,
+    also: &[],
+};

@@ -4,6 +4,7 @@
 
 use super::lead::Lead;
 use super::lit::{self, Lit, LitErr};
+use super::{Auto, FormatEntry, Reader};
 use crate::protocol::types::{Format, Span};
 
 /// The format table's leading reader.
@@ -46,3 +47,16 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
         _ => Lead::No,
     }
 }
+
+/// The row of the format table (`mod.rs`): name, aliases, how `auto` finds it, its reader.
+pub(crate) const ROW: FormatEntry = FormatEntry {
+    format: Format::Glm,
+    name: "glm",
+    aliases: &[],
+    auto: Auto::InText,
+    reader: Reader::Leading,
+    exact_keys: false,
+    leading: Some(lead),
+    names_as_written: true,
+    also: &[],
+};

@@ -3,6 +3,7 @@
 //! counting, strings skipped), and what follows is prose again.
 
 use super::lit;
+use super::{Auto, Close, FormatEntry, Open, Reader, RegionSyntax};
 use crate::protocol::types::{Call, Format, RawDiag, Span};
 
 /// The marker (matched case-insensitively, then blanks and `>`).
@@ -37,3 +38,31 @@ pub(crate) fn read(
         out,
     );
 }
+
+/// The row of the format table (`mod.rs`): name, aliases, how `auto` finds it, its reader.
+pub(crate) const ROW: FormatEntry = FormatEntry {
+    format: Format::Granite,
+    name: "granite",
+    aliases: &[],
+    auto: Auto::InText,
+    reader: Reader::Region(RegionSyntax {
+        open: Open::Tag(OPEN),
+        close: Close::Value {
+            sep: None,
+            name_then: None,
+            call_id: None,
+            trailer: None,
+        },
+        opaque: &[],
+        read,
+        shown_as: SHOWN_AS,
+        unclosed: UNCLOSED,
+        reads_unclosed: false,
+        only_first: None,
+        prose: None,
+    }),
+    exact_keys: false,
+    leading: None,
+    names_as_written: true,
+    also: &[],
+};

@@ -6,6 +6,7 @@
 //! `<tool_call>` is read too, when the JSON follows the marker directly.
 
 use super::lit;
+use super::{Auto, Close, FormatEntry, Open, Reader, RegionSyntax};
 use crate::protocol::types::{Call, Format, RawDiag, Span};
 
 /// The opening tag (matched case-insensitively, then blanks and `>`).
@@ -42,6 +43,14 @@ pub(crate) fn read(
     diags: &mut Vec<RawDiag>,
     out: &mut Vec<Call>,
 ) {
+    // The tag is shared: what is inside says whose call it is.
+    let inner = text.get(content..close).unwrap_or("").trim_start();
+    if inner.len() >= 10 && inner.as_bytes()[..10].eq_ignore_ascii_case(b"<function=") {
+        return super::qwen3_coder::read(text, content, close, block, span, diags, out);
+    }
+    if super::glm45::is_glm45(inner) {
+        return super::glm45::read(text, content, close, block, span, diags, out);
+    }
     lit::read_json_calls(
         text,
         content,
@@ -54,3 +63,41 @@ pub(crate) fn read(
         out,
     );
 }
+
+/// The row of the format table (`mod.rs`): name, aliases, how `auto` finds it, its reader.
+pub(crate) const ROW: FormatEntry = FormatEntry {
+    format: Format::Hermes,
+    name: "hermes",
+    aliases: &["qwen", "tool_call", "granite4", "ernie", "reka"],
+    auto: Auto::InText,
+    reader: Reader::Region(RegionSyntax {
+        open: Open::Tag(OPEN),
+        close: Close::Tag(CLOSE),
+        opaque: &[],
+        read,
+        shown_as: SHOWN_AS,
+        unclosed: UNCLOSED,
+        reads_unclosed: true,
+        only_first: None,
+        prose: None,
+    }),
+    exact_keys: false,
+    leading: None,
+    names_as_written: true,
+    also: &[RegionSyntax {
+        open: Open::Exact(IM_START),
+        close: Close::Value {
+            sep: None,
+            name_then: None,
+            call_id: None,
+            trailer: Some(CLOSE),
+        },
+        opaque: &[],
+        read,
+        shown_as: IM_START_SHOWN_AS,
+        unclosed: IM_START_UNCLOSED,
+        reads_unclosed: false,
+        only_first: None,
+        prose: None,
+    }],
+};

@@ -8,6 +8,7 @@ use crate::protocol::args::Args;
 
 use super::lead::Lead;
 use super::lit::{CallObj, Key};
+use super::{Auto, DocumentReader, FormatEntry, Reader};
 use crate::protocol::locate::locate_diags;
 use crate::protocol::types::{Format, Parsed, RawDiag, Span};
 
@@ -95,7 +96,11 @@ fn read(text: &str) -> JsonOutcome {
     let mut diags = Vec::new();
     for (block, item) in items.into_iter().enumerate() {
         match one_call(item) {
-            Ok((tool, args, source)) => calls.push(super::lit::call(tool, args, source, span, block)),
+            Ok((tool, args, source, id)) => {
+                let mut c = super::lit::call(tool, args, source, span, block);
+                c.id = id;
+                calls.push(c);
+            }
             Err(msg) => diags.push(RawDiag::error(
                 0,
                 format!("JSON tool call {}: {msg}; it was not executed", block + 1),
@@ -301,10 +306,11 @@ impl<'de> serde::Deserialize<'de> for CallList<'de> {
 
 /// The call of one JSON call object; one written with `parameters` instead of
 /// `arguments` is Llama 3.1's shape and is marked so.
-fn one_call(c: CallObj<'_>) -> Result<(String, Args, Format), String> {
+fn one_call(mut c: CallObj<'_>) -> Result<(String, Args, Format, Option<String>), String> {
     let source = c.source();
+    let id = c.take_id();
     let (tool, args) = c.into_call()?;
-    Ok((tool, args, source))
+    Ok((tool, args, source, id))
 }
 
 /// The format table's leading reader: a JSON call document filling `text[from..to]` (a
@@ -337,3 +343,19 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
         _ => Lead::No,
     }
 }
+
+/// The row of the format table (`mod.rs`): name, aliases, how `auto` finds it, its reader.
+pub(crate) const ROW: FormatEntry = FormatEntry {
+    format: Format::Json,
+    name: "json",
+    aliases: &["openai", "xlam"],
+    auto: Auto::Leading { opens: OPENS },
+    reader: Reader::Document(DocumentReader {
+        detect,
+        read: read_document,
+    }),
+    exact_keys: false,
+    leading: Some(lead),
+    names_as_written: false,
+    also: &[],
+};

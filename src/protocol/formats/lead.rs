@@ -23,6 +23,9 @@ pub(crate) enum Lead {
         calls: Vec<Call>,
         end: usize,
         prose: Vec<(usize, usize)>,
+        /// Calls among them that could not be read (each its own error; its neighbours
+        /// are read).
+        diags: Vec<RawDiag>,
     },
     /// Its shape, but cut off or malformed: nothing runs.
     Error(RawDiag),
@@ -35,6 +38,7 @@ impl Lead {
             calls,
             end,
             prose: Vec::new(),
+            diags: Vec::new(),
         }
     }
 }
@@ -65,7 +69,12 @@ pub(crate) fn at_start(text: &str, from: usize, to: usize, readers: &[LeadRead])
                     removed: vec![(from, to)],
                 })
             }
-            Lead::Calls { calls, end, prose } => {
+            Lead::Calls {
+                calls,
+                end,
+                prose,
+                diags,
+            } => {
                 let mut q = end;
                 while q < to && matches!(s[q], b' ' | b'\t' | b';' | b',') {
                     q += 1;
@@ -75,7 +84,7 @@ pub(crate) fn at_start(text: &str, from: usize, to: usize, readers: &[LeadRead])
                 }
                 return Some(Taken {
                     calls,
-                    diags: Vec::new(),
+                    diags,
                     removed: minus(from, end, &prose),
                 });
             }
@@ -151,11 +160,17 @@ pub(crate) fn in_fences(text: &str, from: usize, to: usize, readers: &[LeadRead]
                     out.removed.push((open, end));
                     break;
                 }
-                Lead::Calls { calls, end: e, .. } => {
+                Lead::Calls {
+                    calls,
+                    end: e,
+                    diags,
+                    ..
+                } => {
                     if !blank(&s[e..close]) {
                         continue;
                     }
                     out.calls.extend(calls);
+                    out.diags.extend(diags);
                     out.removed.push((open, end));
                     break;
                 }

@@ -615,6 +615,8 @@ pub(crate) struct CallObj<'de> {
     function: Option<Box<CallObj<'de>>>,
     /// True when it has a `function_call` that is an object (the legacy OpenAI shape).
     function_call: bool,
+    /// `id` when it is a string (OpenAI `tool_calls[].id`, Anthropic `tool_use.id`).
+    id: Option<String>,
 }
 
 /// The keys of a call object, or of a JSON call document, that mean something.
@@ -629,6 +631,7 @@ pub(crate) enum Key {
     Params,
     ToolCalls,
     Content,
+    Id,
     Other,
 }
 
@@ -645,6 +648,7 @@ impl Key {
             "params" => Key::Params,
             "tool_calls" => Key::ToolCalls,
             "content" => Key::Content,
+            "id" => Key::Id,
             _ => Key::Other,
         }
     }
@@ -788,6 +792,11 @@ impl<'de> CallObj<'de> {
                         matches!(v, Value::Object(_)).then(|| Box::new(CallObj::from_value(v)))
                 }
                 Key::FunctionCall => c.function_call = v.is_object(),
+                Key::Id => {
+                    if let Value::String(id) = v {
+                        c.id = Some(id);
+                    }
+                }
                 _ => {}
             }
         }
@@ -810,6 +819,7 @@ impl<'de> CallObj<'de> {
                 self.function = f.object.then(|| Box::new(f));
             }
             Key::FunctionCall => self.function_call = m.next_value::<CallObj<'de>>()?.object,
+            Key::Id => self.id = m.next_value::<NameVal>()?.0,
             _ => {
                 m.next_value::<serde::de::IgnoredAny>()?;
             }
@@ -855,6 +865,13 @@ impl<'de> CallObj<'de> {
         } else {
             Format::Json
         }
+    }
+
+    /// Takes the call's id, if it has one (on the object or inside its `function`).
+    pub(crate) fn take_id(&mut self) -> Option<String> {
+        self.id
+            .take()
+            .or_else(|| self.function.as_mut().and_then(|f| f.id.take()))
     }
 
     /// The tool and arguments, or what is wrong.
@@ -1119,6 +1136,8 @@ pub(crate) fn call(
         on_error: OnError::Stop,
         source,
         dispatch: None,
+        id: None,
+        texts: None,
     }
 }
 
@@ -1193,7 +1212,16 @@ pub(crate) fn read_json_calls(
                     return;
                 };
                 l.blanks();
-                if !l.eat(marker) {
+                let mut id = None;
+                if l.eat(b"[CALL_ID]") {
+                    let i0 = l.pos;
+                    while l.peek().is_some_and(|b| b.is_ascii_alphanumeric()) {
+                        l.pos += 1;
+                    }
+                    id = Some(text[i0..l.pos].to_string());
+                }
+                // `[TOOL_CALLS]name{…}`: the marker dropped by a server.
+                if !l.eat(marker) && l.peek() != Some(b'{') {
                     let e = if l.at_end() {
                         LitErr::Cut
                     } else {
@@ -1206,7 +1234,9 @@ pub(crate) fn read_json_calls(
                 match json_args(text, l.pos, to) {
                     Ok((Some(args), e)) => {
                         l.pos = e;
-                        out.push(call(name, args, source, span, block));
+                        let mut c = call(name, args, source, span, block);
+                        c.id = id;
+                        out.push(c);
                     }
                     Ok((None, _)) => {
                         diags.push(RawDiag::error(
@@ -1238,18 +1268,21 @@ pub(crate) fn read_json_calls(
                     CallItems::One(c) => (Some(c), Vec::new()),
                     CallItems::Many(v) => (None, v),
                 };
-                for item in one.into_iter().chain(many) {
+                for mut item in one.into_iter().chain(many) {
+                    let id = item.take_id();
                     match item.into_call() {
-                        Ok((tool, args)) => out.push(call(tool, args, source, span, block)),
-                        Err(msg) => {
-                            diags.push(RawDiag::error(
-                                at,
-                                format!("{}: {msg}; it was not executed", what()),
-                                hint.into(),
-                            ));
-                            out.truncate(start);
-                            return;
+                        Ok((tool, args)) => {
+                            let mut c = call(tool, args, source, span, block);
+                            c.id = id;
+                            out.push(c);
                         }
+                        // One bad call among good ones is its own diagnostic; its
+                        // neighbours are read.
+                        Err(msg) => diags.push(RawDiag::error(
+                            at,
+                            format!("{}: {msg}; it was not executed", what()),
+                            hint.into(),
+                        )),
                     }
                 }
             }

@@ -6,6 +6,7 @@
 
 use super::lead::Lead;
 use super::lit::{self, Lit, LitErr};
+use super::{Auto, Close, FormatEntry, Open, Reader, RegionSyntax};
 use crate::protocol::types::{Call, Format, RawDiag, Span};
 
 /// The marker, matched exactly.
@@ -104,3 +105,31 @@ pub(crate) fn looks_like_call(s: &[u8]) -> bool {
     memchr::memmem::find(head, b"\"name\"").is_some()
         || memchr::memmem::find(head, b"'name'").is_some()
 }
+
+/// The row of the format table (`mod.rs`): name, aliases, how `auto` finds it, its reader.
+pub(crate) const ROW: FormatEntry = FormatEntry {
+    format: Format::LlamaJson,
+    name: "llama_json",
+    aliases: &["llama"],
+    auto: Auto::InText,
+    reader: Reader::Region(RegionSyntax {
+        open: Open::Exact(OPEN),
+        close: Close::Value {
+            sep: Some(b';'),
+            name_then: None,
+            call_id: None,
+            trailer: None,
+        },
+        opaque: &[],
+        read,
+        shown_as: SHOWN_AS,
+        unclosed: UNCLOSED,
+        reads_unclosed: false,
+        only_first: None,
+        prose: None,
+    }),
+    exact_keys: false,
+    leading: Some(lead),
+    names_as_written: true,
+    also: &[],
+};

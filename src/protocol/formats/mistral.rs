@@ -3,12 +3,15 @@
 //! anywhere; the region ends with its JSON value.
 
 use super::lit;
+use super::{Auto, Close, FormatEntry, Open, Reader, RegionSyntax};
 use crate::protocol::types::{Call, Format, RawDiag, Span};
 
 /// The marker, matched exactly.
 pub(crate) const OPEN: &[u8] = b"[TOOL_CALLS]";
 /// Between a tool name and its arguments in the newer form.
 pub(crate) const ARGS: &[u8] = b"[ARGS]";
+/// Before a call's id, between the name and `[ARGS]` (Mistral Small 3.2).
+pub(crate) const CALL_ID: &[u8] = b"[CALL_ID]";
 /// How diagnostics name it.
 pub(crate) const SHOWN_AS: &str = "[TOOL_CALLS]";
 /// The error for a call the text ends inside.
@@ -39,3 +42,31 @@ pub(crate) fn read(
         out,
     );
 }
+
+/// The row of the format table (`mod.rs`): name, aliases, how `auto` finds it, its reader.
+pub(crate) const ROW: FormatEntry = FormatEntry {
+    format: Format::Mistral,
+    name: "mistral",
+    aliases: &[],
+    auto: Auto::InText,
+    reader: Reader::Region(RegionSyntax {
+        open: Open::Exact(OPEN),
+        close: Close::Value {
+            sep: None,
+            name_then: Some(ARGS),
+            call_id: Some(CALL_ID),
+            trailer: None,
+        },
+        opaque: &[],
+        read,
+        shown_as: SHOWN_AS,
+        unclosed: UNCLOSED,
+        reads_unclosed: false,
+        only_first: None,
+        prose: None,
+    }),
+    exact_keys: false,
+    leading: None,
+    names_as_written: true,
+    also: &[],
+};

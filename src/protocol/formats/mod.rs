@@ -1,14 +1,17 @@
-//! The format table: one row per call format, and one file per format beside it.
+//! The format table: one row per call format, each declared in its format's own file.
 //!
-//! A row says what a format is called (its name and aliases: the one list of names the
-//! CLI, REST and docs use), how [`Format::Auto`] finds it, and how it is read. The scanner
-//! (`scan.rs`), [`parse`](super::parse) and the [`StreamReader`](super::StreamReader)
-//! dispatch through it, once per text or per block, never per byte. Adding a format is a
-//! file here, its variant in [`Format`] and its row below (and tests).
+//! A row (`ROW` in each file here) says what a format is called (its name and aliases:
+//! the one list of names the CLI, REST and docs use), how [`Format::Auto`] finds it, and
+//! how it is read. The scanner (`scan.rs`), [`parse`](super::parse) and the
+//! [`StreamReader`](super::StreamReader) dispatch through it, once per text or per block,
+//! never per byte. Adding a format is its file (its reader and its `ROW`), its variant in
+//! [`Format`], one line in [`FORMATS`], and its tests; an agent's manual teaches it once
+//! it has a lesson (`agent/call_format.rs`), and the reference grammar reads it once
+//! `grammar/native.pest` has its rule and [`NATIVE_FORMS`](super::grammar::NATIVE_FORMS)
+//! its name.
 //!
-//! The per-format files import only the shared files of `protocol` (`types.rs`,
-//! `lex.rs`, `locate.rs`, `block.rs`, `chain.rs`), never this table, so the module has no
-//! import cycle.
+//! The per-format files import the row types from here and the shared files of
+//! `protocol` (`types.rs`, `lex.rs`, `locate.rs`, `block.rs`, `chain.rs`).
 //!
 //! What a row can say today: a tagged region opened at a `<` ([`Reader::Region`]: the
 //! shape of `<tool_call>…</tool_call>` too), a whole-text document that `auto` takes
@@ -19,18 +22,37 @@
 //! the scanner, once; formats of that shape are then rows again.
 
 mod action;
+mod apertus;
+mod command_r;
 mod deepseek;
 mod functionary;
+mod functools;
+mod gemma3;
+mod gemma4;
+mod gigachat3;
 mod glm;
+mod glm45;
 mod granite;
+mod granite3;
+mod harmony;
 mod hermes;
+mod internlm2;
 mod json;
+mod kimi_k2;
 pub(crate) mod lead;
+mod lfm2;
 pub(crate) mod lit;
 mod llama_json;
+mod longcat;
+mod minimax_m2;
 mod mistral;
+mod olmo3;
 mod pythonic;
+mod qwen3_coder;
+mod step3;
 mod tam;
+mod text;
+mod tool_calls;
 mod vcp;
 
 pub use action::MAX_XML_DEPTH;
@@ -82,6 +104,16 @@ impl Open {
             Open::Tag(p) | Open::Exact(p) | Open::Named(p) => p[0],
         }
     }
+
+    /// True when both open the same way (rows sharing a tag).
+    pub(crate) fn same(self, other: Open) -> bool {
+        match (self, other) {
+            (Open::Tag(a), Open::Tag(b))
+            | (Open::Exact(a), Open::Exact(b))
+            | (Open::Named(a), Open::Named(b)) => a == b,
+            _ => false,
+        }
+    }
 }
 
 /// How a region ends.
@@ -91,6 +123,9 @@ pub(crate) enum Close {
     Tag(&'static [u8]),
     /// A closing marker matched exactly.
     Exact(&'static [u8]),
+    /// Any of these closing markers, matched exactly (harmony's `<|call|>`, `<|end|>`,
+    /// `<|return|>`); every one starts with `<`.
+    AnyExact(&'static [&'static [u8]]),
     /// With the bracketed value (`{…}` or `[…]`) that follows the opening marker, for
     /// formats with no closing tag (Granite's `<function_call>`, Mistral's
     /// `[TOOL_CALLS]`); `sep` joins several values (`;` after `<|python_tag|>`), and
@@ -99,8 +134,12 @@ pub(crate) enum Close {
     Value {
         /// The separator between values, if several may follow.
         sep: Option<u8>,
-        /// The marker between a tool name and its value.
+        /// The marker between a tool name and its value (a value may also follow the
+        /// name directly, `[TOOL_CALLS]name{…}`).
         name_then: Option<&'static [u8]>,
+        /// A marker and an id that may stand between the name and `name_then`
+        /// (Mistral's `[CALL_ID]id`).
+        call_id: Option<&'static [u8]>,
         /// A closing tag that may follow the value (matched like [`Close::Tag`]),
         /// taken with the region when it does.
         trailer: Option<&'static [u8]>,
@@ -129,6 +168,37 @@ pub(crate) struct RegionSyntax {
     /// `Some(hint)`: only the first such region of a text runs, and the response text is
     /// the prose before it; a later one is a warning with this hint.
     pub only_first: Option<&'static str>,
+    /// Where, inside a region read, response text starts (to the region's closing
+    /// tag): harmony's `final` channel is the answer. `None` for the others.
+    pub prose: Option<ProseIn>,
+}
+
+/// The start of the response text inside a region (text, content start, content end),
+/// if it holds some.
+pub(crate) type ProseIn = fn(&str, usize, usize) -> Option<usize>;
+
+impl RegionSyntax {
+    /// A region read also when the text ends inside it, with no opaque sections, every
+    /// one running, holding no response text: what most native formats are.
+    pub(crate) const fn new(
+        open: Open,
+        close: Close,
+        read: ReadRegion,
+        shown_as: &'static str,
+        unclosed: (&'static str, &'static str),
+    ) -> Self {
+        RegionSyntax {
+            open,
+            close,
+            opaque: &[],
+            read,
+            shown_as,
+            unclosed,
+            reads_unclosed: true,
+            only_first: None,
+            prose: None,
+        }
+    }
 }
 
 /// A format read from the whole text at once.
@@ -190,6 +260,27 @@ pub(crate) struct FormatEntry {
 }
 
 impl FormatEntry {
+    /// A native format of open models: found by `auto` in text, keys matched loosely,
+    /// tool names looked up as models write them, no leading shape, no other shapes.
+    pub(crate) const fn native(
+        format: Format,
+        name: &'static str,
+        aliases: &'static [&'static str],
+        reader: Reader,
+    ) -> Self {
+        FormatEntry {
+            format,
+            name,
+            aliases,
+            auto: Auto::InText,
+            reader,
+            exact_keys: false,
+            leading: None,
+            also: &[],
+            names_as_written: true,
+        }
+    }
+
     /// True when the [`StreamReader`](super::StreamReader) yields this format's calls as
     /// their blocks close; a document format is read whole at `finish`.
     pub(crate) fn streams(&self) -> bool {
@@ -202,235 +293,36 @@ const AUTO: &str = "auto";
 
 /// The table. Its order is the order of [`Format::NAMES`] (after `auto`).
 pub(crate) const FORMATS: &[FormatEntry] = &[
-    FormatEntry {
-        format: Format::Tam,
-        name: "tam",
-        aliases: &[],
-        auto: Auto::InText,
-        reader: Reader::Pairs {
-            kind: BlockKind::Tam,
-            read: tam::read_block,
-        },
-        exact_keys: false,
-        leading: None,
-        names_as_written: false,
-        also: &[],
-    },
-    FormatEntry {
-        format: Format::Action,
-        name: "action",
-        aliases: &["xml"],
-        auto: Auto::InText,
-        reader: Reader::Region(RegionSyntax {
-            open: Open::Tag(action::OPEN_TAG),
-            close: Close::Tag(action::CLOSE_TAG),
-            opaque: action::OPAQUE,
-            read: action::read,
-            shown_as: action::SHOWN_AS,
-            unclosed: action::UNCLOSED,
-            reads_unclosed: false,
-            only_first: Some(action::LATER_HINT),
-        }),
-        exact_keys: true,
-        leading: None,
-        names_as_written: false,
-        also: &[],
-    },
-    FormatEntry {
-        format: Format::Vcp,
-        name: "vcp",
-        aliases: &[],
-        auto: Auto::InText,
-        reader: Reader::Pairs {
-            kind: BlockKind::Vcp,
-            read: vcp::read_block,
-        },
-        exact_keys: false,
-        leading: None,
-        names_as_written: false,
-        also: &[],
-    },
-    FormatEntry {
-        format: Format::Json,
-        name: "json",
-        aliases: &["openai"],
-        auto: Auto::Leading { opens: json::OPENS },
-        reader: Reader::Document(DocumentReader {
-            detect: json::detect,
-            read: json::read_document,
-        }),
-        exact_keys: false,
-        leading: Some(json::lead),
-        names_as_written: false,
-        also: &[],
-    },
-    FormatEntry {
-        format: Format::Hermes,
-        name: "hermes",
-        aliases: &["qwen", "tool_call"],
-        auto: Auto::InText,
-        reader: Reader::Region(RegionSyntax {
-            open: Open::Tag(hermes::OPEN),
-            close: Close::Tag(hermes::CLOSE),
-            opaque: &[],
-            read: hermes::read,
-            shown_as: hermes::SHOWN_AS,
-            unclosed: hermes::UNCLOSED,
-            reads_unclosed: true,
-            only_first: None,
-        }),
-        exact_keys: false,
-        leading: None,
-        names_as_written: true,
-        also: &[RegionSyntax {
-            open: Open::Exact(hermes::IM_START),
-            close: Close::Value {
-                sep: None,
-                name_then: None,
-                trailer: Some(hermes::CLOSE),
-            },
-            opaque: &[],
-            read: hermes::read,
-            shown_as: hermes::IM_START_SHOWN_AS,
-            unclosed: hermes::IM_START_UNCLOSED,
-            reads_unclosed: false,
-            only_first: None,
-        }],
-    },
-    FormatEntry {
-        format: Format::Pythonic,
-        name: "pythonic",
-        aliases: &["python"],
-        auto: Auto::InText,
-        reader: Reader::Leading,
-        exact_keys: false,
-        leading: Some(pythonic::lead),
-        names_as_written: true,
-        also: &[],
-    },
-    FormatEntry {
-        format: Format::LlamaJson,
-        name: "llama_json",
-        aliases: &["llama"],
-        auto: Auto::InText,
-        reader: Reader::Region(RegionSyntax {
-            open: Open::Exact(llama_json::OPEN),
-            close: Close::Value {
-                sep: Some(b';'),
-                name_then: None,
-                trailer: None,
-            },
-            opaque: &[],
-            read: llama_json::read,
-            shown_as: llama_json::SHOWN_AS,
-            unclosed: llama_json::UNCLOSED,
-            reads_unclosed: false,
-            only_first: None,
-        }),
-        exact_keys: false,
-        leading: Some(llama_json::lead),
-        names_as_written: true,
-        also: &[],
-    },
-    FormatEntry {
-        format: Format::Mistral,
-        name: "mistral",
-        aliases: &[],
-        auto: Auto::InText,
-        reader: Reader::Region(RegionSyntax {
-            open: Open::Exact(mistral::OPEN),
-            close: Close::Value {
-                sep: None,
-                name_then: Some(mistral::ARGS),
-                trailer: None,
-            },
-            opaque: &[],
-            read: mistral::read,
-            shown_as: mistral::SHOWN_AS,
-            unclosed: mistral::UNCLOSED,
-            reads_unclosed: false,
-            only_first: None,
-        }),
-        exact_keys: false,
-        leading: None,
-        names_as_written: true,
-        also: &[],
-    },
-    FormatEntry {
-        format: Format::Granite,
-        name: "granite",
-        aliases: &[],
-        auto: Auto::InText,
-        reader: Reader::Region(RegionSyntax {
-            open: Open::Tag(granite::OPEN),
-            close: Close::Value {
-                sep: None,
-                name_then: None,
-                trailer: None,
-            },
-            opaque: &[],
-            read: granite::read,
-            shown_as: granite::SHOWN_AS,
-            unclosed: granite::UNCLOSED,
-            reads_unclosed: false,
-            only_first: None,
-        }),
-        exact_keys: false,
-        leading: None,
-        names_as_written: true,
-        also: &[],
-    },
-    FormatEntry {
-        format: Format::Glm,
-        name: "glm",
-        aliases: &[],
-        auto: Auto::InText,
-        reader: Reader::Leading,
-        exact_keys: false,
-        leading: Some(glm::lead),
-        names_as_written: true,
-        also: &[],
-    },
-    FormatEntry {
-        format: Format::DeepSeek,
-        name: "deepseek",
-        aliases: &[],
-        auto: Auto::InText,
-        reader: Reader::Region(RegionSyntax {
-            open: Open::Exact(deepseek::OPEN),
-            close: Close::Exact(deepseek::CLOSE),
-            opaque: &[],
-            read: deepseek::read,
-            shown_as: deepseek::SHOWN_AS,
-            unclosed: deepseek::UNCLOSED,
-            reads_unclosed: true,
-            only_first: None,
-        }),
-        exact_keys: false,
-        leading: None,
-        names_as_written: true,
-        also: &[],
-    },
-    FormatEntry {
-        format: Format::Functionary,
-        name: "functionary",
-        aliases: &[],
-        auto: Auto::InText,
-        reader: Reader::Region(RegionSyntax {
-            open: Open::Named(functionary::OPEN),
-            close: Close::Tag(functionary::CLOSE),
-            opaque: &[],
-            read: functionary::read,
-            shown_as: functionary::SHOWN_AS,
-            unclosed: functionary::UNCLOSED,
-            reads_unclosed: true,
-            only_first: None,
-        }),
-        exact_keys: false,
-        leading: Some(functionary::lead),
-        names_as_written: true,
-        also: &[],
-    },
+    tam::ROW,
+    action::ROW,
+    vcp::ROW,
+    json::ROW,
+    hermes::ROW,
+    pythonic::ROW,
+    llama_json::ROW,
+    mistral::ROW,
+    granite::ROW,
+    glm::ROW,
+    deepseek::ROW,
+    functionary::ROW,
+    qwen3_coder::ROW,
+    glm45::ROW,
+    kimi_k2::ROW,
+    harmony::ROW,
+    minimax_m2::ROW,
+    step3::ROW,
+    gemma4::ROW,
+    gemma3::ROW,
+    lfm2::ROW,
+    olmo3::ROW,
+    granite3::ROW,
+    tool_calls::ROW,
+    internlm2::ROW,
+    longcat::ROW,
+    functools::ROW,
+    gigachat3::ROW,
+    command_r::ROW,
+    apertus::ROW,
 ];
 
 const NAME_COUNT: usize = FORMATS.len() + 1;
@@ -648,12 +540,30 @@ mod tests {
                 "granite",
                 "glm",
                 "deepseek",
-                "functionary"
+                "functionary",
+                "qwen3_coder",
+                "glm45",
+                "kimi_k2",
+                "harmony",
+                "minimax_m2",
+                "step3",
+                "gemma4",
+                "gemma3",
+                "lfm2",
+                "olmo3",
+                "granite3",
+                "tool_calls",
+                "internlm2",
+                "longcat",
+                "functools",
+                "gigachat3",
+                "command_r",
+                "apertus"
             ]
         );
         assert_eq!(
             Format::names_text(),
-            "auto, tam, action, vcp, json, hermes, pythonic, llama_json, mistral, granite, glm, deepseek or functionary"
+            "auto, tam, action, vcp, json, hermes, pythonic, llama_json, mistral, granite, glm, deepseek, functionary, qwen3_coder, glm45, kimi_k2, harmony, minimax_m2, step3, gemma4, gemma3, lfm2, olmo3, granite3, tool_calls, internlm2, longcat, functools, gigachat3, command_r or apertus"
         );
         for (f, name) in Format::all().zip(Format::NAMES) {
             assert_eq!(f.name(), *name);
@@ -677,7 +587,7 @@ mod tests {
         let err = serde_json::from_value::<Format>("xml".into()).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown variant `xml`, expected one of `auto`, `tam`, `action`, `vcp`, `json`, `hermes`, `pythonic`, `llama_json`, `mistral`, `granite`, `glm`, `deepseek`, `functionary`"
+            "unknown variant `xml`, expected one of `auto`, `tam`, `action`, `vcp`, `json`, `hermes`, `pythonic`, `llama_json`, `mistral`, `granite`, `glm`, `deepseek`, `functionary`, `qwen3_coder`, `glm45`, `kimi_k2`, `harmony`, `minimax_m2`, `step3`, `gemma4`, `gemma3`, `lfm2`, `olmo3`, `granite3`, `tool_calls`, `internlm2`, `longcat`, `functools`, `gigachat3`, `command_r`, `apertus`"
         );
         assert_eq!("openai".parse::<Format>(), Ok(Format::Json));
         assert!(serde_json::from_value::<Format>("TAM".into()).is_err());

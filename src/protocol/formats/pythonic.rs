@@ -11,8 +11,9 @@
 
 use super::lead::Lead;
 use super::lit::{self, Lit, LitErr};
+use super::{Auto, Close, FormatEntry, Open, Reader, RegionSyntax};
 use crate::protocol::args::Args;
-use crate::protocol::types::{Call, Format, Span};
+use crate::protocol::types::{Call, Format, RawDiag, Span};
 
 const HINT: &str = "Write calls as [tool_name(param=value, …), …] with keyword arguments.";
 
@@ -196,6 +197,8 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
         }
     };
     let mut end;
+    // The calls of a list that could not be read.
+    let mut bad: Vec<RawDiag> = Vec::new();
     // True when the look-ahead after the last call already saw a call start here.
     let mut starts_known = false;
     loop {
@@ -233,6 +236,18 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
                 };
                 match r {
                     Ok(c) => push(c, l.pos, &mut calls),
+                    // One malformed call in a list is its own error; its neighbours are
+                    // read (a cut-off one still ends the list: nothing after it is there).
+                    Err(m) if matches!(m.err, LitErr::Bad(..)) => match skip_item(&mut l) {
+                        true => bad.push(lit::value_error(
+                            m.err,
+                            m.at,
+                            false,
+                            "a pythonic call",
+                            HINT,
+                        )),
+                        false => return fail(m, &calls),
+                    },
                     Err(m) => return fail(m, &calls),
                 }
                 l.ws();
@@ -293,15 +308,143 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
             continue;
         }
         if calls.is_empty() {
-            return Lead::No;
+            return match bad.into_iter().next() {
+                Some(d) => Lead::Error(d),
+                None => Lead::No,
+            };
         }
-        return Lead::calls(calls, end);
+        return Lead::Calls {
+            calls,
+            end,
+            prose: Vec::new(),
+            diags: bad,
+        };
     }
     if calls.is_empty() {
-        Lead::No
+        match bad.into_iter().next() {
+            Some(d) => Lead::Error(d),
+            None => Lead::No,
+        }
     } else {
         // A list opener with no call in it after the calls: they end before it.
         let end = calls.last().map_or(from, |c| c.span.end);
-        Lead::calls(calls, end)
+        Lead::Calls {
+            calls,
+            end,
+            prose: Vec::new(),
+            diags: bad,
+        }
     }
+}
+
+/// Reads the pythonic calls that fill a region (`text[from..to]`: LFM2's, OLMo 3's,
+/// Gemma 3's fence, Llama 4's `<|python_start|>`), marked as `source`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn read_region(
+    text: &str,
+    from: usize,
+    to: usize,
+    source: Format,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    match lead(text, from, to) {
+        Lead::Calls {
+            calls, diags: d, ..
+        } => {
+            diags.extend(d);
+            out.extend(calls.into_iter().map(|mut c| {
+                c.source = source;
+                c.span = span;
+                c.block = block;
+                c
+            }))
+        }
+        Lead::Error(d) => diags.push(d),
+        Lead::No => diags.push(lit::value_error(
+            if to >= text.len() {
+                LitErr::Cut
+            } else {
+                LitErr::Bad(from, "no call in it".into())
+            },
+            from,
+            to >= text.len(),
+            &format!("a {} call", source.name()),
+            HINT,
+        )),
+    }
+}
+
+/// Llama 4's `<|python_start|>` … `<|python_end|>` around a pythonic list.
+pub(crate) fn read_python_start(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    read_region(
+        text,
+        content,
+        close,
+        Format::Pythonic,
+        block,
+        span,
+        diags,
+        out,
+    );
+}
+
+/// The row of the format table (`mod.rs`): name, aliases, how `auto` finds it, its reader.
+pub(crate) const ROW: FormatEntry = FormatEntry {
+    format: Format::Pythonic,
+    name: "pythonic",
+    aliases: &["python", "llama4"],
+    auto: Auto::InText,
+    reader: Reader::Leading,
+    exact_keys: false,
+    leading: Some(lead),
+    names_as_written: true,
+    also: &[RegionSyntax::new(
+        Open::Exact(b"<|python_start|>"),
+        Close::Exact(b"<|python_end|>"),
+        read_python_start,
+        "<|python_start|>",
+        (
+            "<|python_start|> has no <|python_end|>; its complete calls were read up to the end of the text",
+            "End the calls with <|python_end|>.",
+        ),
+    )],
+};
+
+/// Moves past one item of a list (to its `,` or the list's `]`, outside strings and
+/// brackets); false when the list never ends.
+fn skip_item(l: &mut Lit<'_>) -> bool {
+    let mut depth = 0u32;
+    let mut quote = 0u8;
+    while let Some(b) = l.peek() {
+        if quote != 0 {
+            if b == b'\\' {
+                l.pos += 1;
+            } else if b == quote {
+                quote = 0;
+            }
+        } else {
+            match b {
+                b'\'' | b'"' => quote = b,
+                b'(' | b'[' | b'{' => depth += 1,
+                b')' | b'}' => depth = depth.saturating_sub(1),
+                b']' if depth == 0 => return true,
+                b']' => depth -= 1,
+                b',' if depth == 0 => return true,
+                _ => {}
+            }
+        }
+        l.pos += 1;
+    }
+    false
 }

@@ -3,8 +3,10 @@
 //! gives TAM and VCP blocks one structure); its pairs become a plain call or a chain by
 //! the chain rules (`chain.rs`, which `render_tam` shares for the way back).
 
+use super::{Auto, FormatEntry, Reader};
 use crate::protocol::block::BlockKind;
 use crate::protocol::chain;
+use crate::protocol::types::Format;
 use crate::protocol::types::{Call, RawDiag, RawPair, Span};
 
 /// The format table's reader for TAM blocks: a plain call or the steps of a chain.
@@ -18,3 +20,19 @@ pub(crate) fn read_block(
 ) {
     chain::build_calls(s, pairs, block, span, BlockKind::Tam, diags, out);
 }
+
+/// The row of the format table (`mod.rs`): name, aliases, how `auto` finds it, its reader.
+pub(crate) const ROW: FormatEntry = FormatEntry {
+    format: Format::Tam,
+    name: "tam",
+    aliases: &[],
+    auto: Auto::InText,
+    reader: Reader::Pairs {
+        kind: BlockKind::Tam,
+        read: read_block,
+    },
+    exact_keys: false,
+    leading: None,
+    names_as_written: false,
+    also: &[],
+};

@@ -3,6 +3,8 @@
 //! grammar gives TAM and VCP blocks one structure); this file turns its pairs into the
 //! one call VCP means.
 
+use super::{Auto, FormatEntry, Reader};
+use crate::protocol::block::BlockKind;
 use crate::protocol::chain::{key_is, read_pairs, Named};
 use crate::protocol::types::{Call, Format, RawDiag, RawPair, Span};
 
@@ -64,3 +66,19 @@ fn build_vcp(
     };
     named.single_call(tool, at, args, failed, span, block, diags)
 }
+
+/// The row of the format table (`mod.rs`): name, aliases, how `auto` finds it, its reader.
+pub(crate) const ROW: FormatEntry = FormatEntry {
+    format: Format::Vcp,
+    name: "vcp",
+    aliases: &[],
+    auto: Auto::InText,
+    reader: Reader::Pairs {
+        kind: BlockKind::Vcp,
+        read: read_block,
+    },
+    exact_keys: false,
+    leading: None,
+    names_as_written: false,
+    also: &[],
+};

@@ -1,0 +1,80 @@
+//! Apertus: `<|tools_prefix|>[{"forge_smelt": {"ore": "iron"}}]<|tools_suffix|>`: a JSON
+//! list of objects whose one key is the tool's name and whose value is its arguments.
+//! Each object is its own call; a broken one is a diagnostic of its own.
+
+use serde_json::Value;
+
+use super::text;
+use super::{lit, Close, FormatEntry, Open, Reader, RegionSyntax};
+use crate::protocol::types::{Call, Format, RawDiag, Span};
+
+const HINT: &str = "Write <|tools_prefix|>[{\"ToolId\": {…arguments…}}]<|tools_suffix|>.";
+
+/// The row.
+pub(crate) const ROW: FormatEntry = FormatEntry::native(
+    Format::Apertus,
+    "apertus",
+    &[],
+    Reader::Region(RegionSyntax::new(
+        Open::Exact(b"<|tools_prefix|>"),
+        Close::Exact(b"<|tools_suffix|>"),
+        read,
+        "<|tools_prefix|>",
+        (
+            "<|tools_prefix|> has no <|tools_suffix|>; its complete calls were read up to the end of the text",
+            "End the calls with <|tools_suffix|>.",
+        ),
+    )),
+);
+
+/// The region's reader.
+pub(crate) fn read(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    let ended = close >= text.len();
+    let mut l = lit::Lit::new(text.as_bytes(), content, close);
+    l.ws();
+    let items = match l.value() {
+        Ok(Value::Array(a)) => a,
+        Ok(v @ Value::Object(_)) => vec![v],
+        Ok(_) => {
+            diags.push(text::bad(
+                content,
+                "an Apertus call list is not a JSON list",
+                HINT,
+            ));
+            return;
+        }
+        Err(e) => {
+            diags.push(lit::value_error(e, content, ended, "an apertus call", HINT));
+            return;
+        }
+    };
+    for item in items {
+        match item {
+            Value::Object(o) if o.len() == 1 => {
+                for (name, args) in o {
+                    match lit::arguments(Some(&args)) {
+                        Ok(m) => out.push(lit::call(name, m, Format::Apertus, span, block)),
+                        Err(msg) => diags.push(text::bad(
+                            content,
+                            &format!("the call to '{name}': {msg}"),
+                            HINT,
+                        )),
+                    }
+                }
+            }
+            _ => diags.push(text::bad(
+                content,
+                "an Apertus call is not an object with one key, the tool's name",
+                HINT,
+            )),
+        }
+    }
+}

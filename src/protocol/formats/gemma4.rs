@@ -1,0 +1,220 @@
+//! Gemma 4 (and FunctionGemma): `<|tool_call>call:NAME{ore:<|"|>iron<|"|>,amount:4}<tool_call|>`:
+//! keys bare, strings quoted by the `<|"|>` token, numbers, `true`/`false`/`null`,
+//! nested `{…}` and `[…]`; a bare value that is none of these is kept as its text.
+//! Several `call:` may follow one another in one tag; each is its own call.
+
+use serde_json::{Map, Value};
+
+use super::text;
+use super::{lit, Close, FormatEntry, Open, Reader, RegionSyntax};
+use crate::protocol::types::{Call, Format, RawDiag, Span};
+
+const QUOTE: &str = "<|\"|>";
+const HINT: &str = "Write <|tool_call>call:ToolId{key:<|\"|>text<|\"|>,n:4}<tool_call|>.";
+
+/// The row.
+pub(crate) const ROW: FormatEntry = FormatEntry::native(
+    Format::Gemma4,
+    "gemma4",
+    &["functiongemma", "function_gemma"],
+    Reader::Region(RegionSyntax::new(
+        Open::Exact(b"<|tool_call>"),
+        Close::Exact(b"<tool_call|>"),
+        read,
+        "<|tool_call>",
+        (
+            "<|tool_call> has no closing <tool_call|>; its complete call was read up to the end of the text",
+            "End every call with <tool_call|>.",
+        ),
+    )),
+);
+
+/// Why a value could not be read: the text ended (`None`) or something else, at an offset.
+type Miss = Option<(usize, &'static str)>;
+
+struct P<'a> {
+    t: &'a str,
+    pos: usize,
+    end: usize,
+    depth: u32,
+}
+
+impl P<'_> {
+    fn rest(&self) -> &str {
+        &self.t[self.pos..self.end]
+    }
+    fn ws(&mut self) {
+        let r = self.rest();
+        self.pos += r.len() - r.trim_start().len();
+    }
+    fn eat(&mut self, p: &str) -> bool {
+        if self.rest().starts_with(p) {
+            self.pos += p.len();
+            true
+        } else {
+            false
+        }
+    }
+    fn miss(&self, why: &'static str) -> Miss {
+        (self.pos < self.end).then_some((self.pos, why))
+    }
+    fn object(&mut self) -> Result<Map<String, Value>, Miss> {
+        // At `{`.
+        self.pos += 1;
+        self.depth += 1;
+        if self.depth > lit::MAX_DEPTH {
+            return Err(self.miss("nested too deep"));
+        }
+        let mut m = Map::new();
+        loop {
+            self.ws();
+            if self.eat("}") {
+                break;
+            }
+            let key = if self.eat(QUOTE) {
+                let Some(i) = self.rest().find(QUOTE) else {
+                    return Err(None);
+                };
+                let k = self.rest()[..i].to_string();
+                self.pos += i + QUOTE.len();
+                k
+            } else {
+                let r = self.rest();
+                let n = r.find([':', '}', ',']).unwrap_or(r.len());
+                let k = r[..n].trim().trim_matches('"').to_string();
+                self.pos += n;
+                k
+            };
+            self.ws();
+            if !self.eat(":") {
+                return Err(self.miss("expected ':' after a key"));
+            }
+            let v = self.value()?;
+            m.insert(key, v);
+            self.ws();
+            if self.eat(",") {
+                continue;
+            }
+            if self.eat("}") {
+                break;
+            }
+            return Err(self.miss("expected ',' or '}'"));
+        }
+        self.depth -= 1;
+        Ok(m)
+    }
+    fn value(&mut self) -> Result<Value, Miss> {
+        self.ws();
+        if self.eat(QUOTE) {
+            let Some(i) = self.rest().find(QUOTE) else {
+                return Err(None);
+            };
+            let v = self.rest()[..i].to_string();
+            self.pos += i + QUOTE.len();
+            return Ok(Value::String(v));
+        }
+        match self.rest().as_bytes().first() {
+            None => Err(None),
+            Some(b'{') => self.object().map(Value::Object),
+            Some(b'[') => {
+                self.pos += 1;
+                self.depth += 1;
+                if self.depth > lit::MAX_DEPTH {
+                    return Err(self.miss("nested too deep"));
+                }
+                let mut a = Vec::new();
+                loop {
+                    self.ws();
+                    if self.eat("]") {
+                        break;
+                    }
+                    a.push(self.value()?);
+                    self.ws();
+                    if self.eat(",") {
+                        continue;
+                    }
+                    if self.eat("]") {
+                        break;
+                    }
+                    return Err(self.miss("expected ',' or ']'"));
+                }
+                self.depth -= 1;
+                Ok(Value::Array(a))
+            }
+            Some(_) => {
+                let r = self.rest();
+                let n = r.find([',', '}', ']']).unwrap_or(r.len());
+                if n == r.len() {
+                    return Err(None);
+                }
+                let v = text::typed(r[..n].trim());
+                self.pos += n;
+                Ok(v)
+            }
+        }
+    }
+}
+
+/// The tag's reader.
+pub(crate) fn read(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    let ended = close >= text.len();
+    let mut p = P {
+        t: text,
+        pos: content,
+        end: close,
+        depth: 0,
+    };
+    let mut any = false;
+    loop {
+        p.ws();
+        if p.pos >= close {
+            break;
+        }
+        let at = p.pos;
+        if !p.eat("call:") {
+            if !any {
+                diags.push(text::bad(
+                    at,
+                    "a <|tool_call> does not start with 'call:'",
+                    HINT,
+                ));
+            }
+            return;
+        }
+        any = true;
+        let r = p.rest();
+        let Some(b) = r.find('{') else {
+            diags.push(if ended {
+                text::cut(at, r.trim(), HINT)
+            } else {
+                text::bad(at, "a Gemma call has no '{' after its name", HINT)
+            });
+            return;
+        };
+        let name = r[..b].trim().to_string();
+        p.pos += b;
+        match p.object() {
+            Ok(args) => out.push(lit::call(name, args, Format::Gemma4, span, block)),
+            Err(None) => {
+                diags.push(text::cut(at, &name, HINT));
+                return;
+            }
+            Err(Some((o, why))) => {
+                diags.push(text::bad(
+                    o,
+                    &format!("the arguments of '{name}' could not be read: {why}"),
+                    HINT,
+                ));
+                return;
+            }
+        }
+    }
+}

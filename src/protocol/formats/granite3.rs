@@ -1,0 +1,46 @@
+//! Granite 3.x: `<|tool_call|>[{"name": …, "arguments": {…}}]`, no closing tag: the region ends with its JSON value.
+
+use super::{lit, Close, FormatEntry, Open, Reader, RegionSyntax};
+use crate::protocol::types::{Call, Format, RawDiag, Span};
+
+/// The row.
+pub(crate) const ROW: FormatEntry = FormatEntry::native(
+    Format::Granite3,
+    "granite3",
+    &["granite3_x"],
+    Reader::Region(RegionSyntax {
+        reads_unclosed: false,
+        ..RegionSyntax::new(
+        Open::Exact(b"<|tool_call|>"),
+        Close::Value { sep: None, name_then: None, call_id: None, trailer: None },
+        read,
+        "<|tool_call|>",
+        (
+            "<|tool_call|> has no closing tag; its complete calls were read up to the end of the text",
+            "Close the calls' section as the format does.",
+        ),
+    )}),
+);
+
+/// The region's reader: JSON call objects or lists of them.
+pub(crate) fn read(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    lit::read_json_calls(
+        text,
+        content,
+        close,
+        None,
+        Format::Granite3,
+        block,
+        span,
+        diags,
+        out,
+    );
+}

@@ -1,0 +1,103 @@
+//! Kimi K2: `<|tool_calls_section_begin|>` then per call `<|tool_call_begin|>`
+//! `functions.NAME:INDEX` `<|tool_call_argument_begin|>` `{…}` `<|tool_call_end|>`, then
+//! `<|tool_calls_section_end|>` (some servers write `tool_call_section`, singular). The
+//! id `functions.NAME:INDEX` is the call's id; each call is read on its own, a broken
+//! one a diagnostic of its own.
+
+use super::text;
+use super::{lit, Close, FormatEntry, Open, Reader, RegionSyntax};
+use crate::protocol::types::{Call, Format, RawDiag, Span};
+
+const CALL_BEGIN: &[u8] = b"<|tool_call_begin|>";
+const ARG_BEGIN: &[u8] = b"<|tool_call_argument_begin|>";
+const CALL_END: &[u8] = b"<|tool_call_end|>";
+const HINT: &str =
+    "Write <|tool_call_begin|>functions.ToolId:0<|tool_call_argument_begin|>{…}<|tool_call_end|>.";
+const UNCLOSED: (&str, &str) = (
+    "<|tool_calls_section_begin|> has no <|tool_calls_section_end|>; its complete calls were read up to the end of the text",
+    "End the calls with <|tool_calls_section_end|>.",
+);
+
+/// The row.
+pub(crate) const ROW: FormatEntry = FormatEntry {
+    also: &[RegionSyntax::new(
+        Open::Exact(b"<|tool_call_section_begin|>"),
+        Close::Exact(b"<|tool_call_section_end|>"),
+        read,
+        "<|tool_call_section_begin|>",
+        UNCLOSED,
+    )],
+    ..FormatEntry::native(
+        Format::KimiK2,
+        "kimi_k2",
+        &["kimi", "kimi_k2_5"],
+        Reader::Region(RegionSyntax::new(
+            Open::Exact(b"<|tool_calls_section_begin|>"),
+            Close::Exact(b"<|tool_calls_section_end|>"),
+            read,
+            "<|tool_calls_section_begin|>",
+            UNCLOSED,
+        )),
+    )
+};
+
+/// The section's reader.
+pub(crate) fn read(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    let s = text.as_bytes();
+    let ended = close >= text.len();
+    let mut pos = content;
+    let mut any = false;
+    while let Some(b) = text::find(s, pos, close, CALL_BEGIN) {
+        any = true;
+        let id0 = b + CALL_BEGIN.len();
+        let Some(a) = text::find(s, id0, close, ARG_BEGIN) else {
+            diags.push(if ended {
+                text::cut(b, text[id0..close].trim(), HINT)
+            } else {
+                text::bad(b, "a Kimi call has no <|tool_call_argument_begin|>", HINT)
+            });
+            return;
+        };
+        let id = text[id0..a].trim();
+        let name = id.strip_prefix("functions.").unwrap_or(id);
+        let name = match name.rsplit_once(':') {
+            Some((n, i)) if i.bytes().all(|c| c.is_ascii_digit()) => n,
+            _ => name,
+        };
+        let args_at = a + ARG_BEGIN.len();
+        let end = text::find(s, args_at, close, CALL_END);
+        let args_to = end.unwrap_or(close);
+        let next = end.map_or(close, |e| e + CALL_END.len());
+        match lit::json_args(text, args_at, args_to) {
+            Ok((Some(args), _)) if !name.is_empty() => {
+                let mut c = lit::call(name.to_string(), args, Format::KimiK2, span, block);
+                c.id = Some(id.to_string());
+                out.push(c);
+            }
+            Ok(_) => diags.push(text::bad(
+                b,
+                &format!("the arguments of '{name}' are not an object"),
+                HINT,
+            )),
+            Err(e) => diags.push(lit::value_error(
+                e,
+                b,
+                ended && end.is_none(),
+                &format!("the call to '{name}'"),
+                HINT,
+            )),
+        }
+        pos = next;
+    }
+    if !any && ended {
+        diags.push(text::cut(content, "?", HINT));
+    }
+}

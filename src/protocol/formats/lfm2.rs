@@ -1,0 +1,35 @@
+//! LFM2: `<|tool_call_start|>[forge_smelt(ore='iron')]<|tool_call_end|>`, a pythonic list
+//! inside.
+
+use super::{pythonic, Close, FormatEntry, Open, Reader, RegionSyntax};
+use crate::protocol::types::{Call, Format, RawDiag, Span};
+
+/// The row.
+pub(crate) const ROW: FormatEntry = FormatEntry::native(
+    Format::Lfm2,
+    "lfm2",
+    &["lfm", "liquid"],
+    Reader::Region(RegionSyntax::new(
+        Open::Exact(b"<|tool_call_start|>"),
+        Close::Exact(b"<|tool_call_end|>"),
+        read,
+        "<|tool_call_start|>",
+        (
+            "<|tool_call_start|> has no <|tool_call_end|>; its complete calls were read up to the end of the text",
+            "End the calls with <|tool_call_end|>.",
+        ),
+    )),
+);
+
+/// The region's reader.
+pub(crate) fn read(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    pythonic::read_region(text, content, close, Format::Lfm2, block, span, diags, out);
+}

@@ -1,0 +1,47 @@
+//! MiniMax-M2: `<minimax:tool_call>` `<invoke name="NAME">` `<parameter name="KEY">value
+//! </parameter>` … `</invoke>` … `</minimax:tool_call>`. Values are text (`text.rs`);
+//! each `<invoke>` is its own call.
+
+use super::text;
+use super::{Close, FormatEntry, Open, Reader, RegionSyntax};
+use crate::protocol::types::{Call, Format, RawDiag, Span};
+
+/// The row.
+pub(crate) const ROW: FormatEntry = FormatEntry::native(
+    Format::MinimaxM2,
+    "minimax_m2",
+    &["minimax"],
+    Reader::Region(RegionSyntax::new(
+        Open::Tag(b"<minimax:tool_call"),
+        Close::Tag(b"</minimax:tool_call"),
+        read,
+        "<minimax:tool_call>",
+        (
+            "<minimax:tool_call> has no closing </minimax:tool_call>; its complete calls were read up to the end of the text",
+            "End the calls with </minimax:tool_call>.",
+        ),
+    )),
+);
+
+/// The region's reader.
+pub(crate) fn read(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    text::read_invokes(
+        text,
+        content,
+        close,
+        "",
+        Format::MinimaxM2,
+        block,
+        span,
+        diags,
+        out,
+    );
+}

@@ -1,0 +1,315 @@
+//! What the tag-per-argument forms share (Qwen3-Coder's `<parameter=…>`, GLM-4.5's
+//! `<arg_key>`/`<arg_value>`, MiniMax-M2's and Step-3's `<parameter name="…">`): a value
+//! is the raw text between its tags, so its type comes from the tool's schema when the
+//! tool is known (the ToolManager converts [`Call::texts`], so a string parameter keeps
+//! the text as written, quotes and all), and with no schema a value that is a JSON
+//! literal (number, `true`, `null`, object, array, quoted string) is read as one, anything
+//! else is a string. The text keeps its inner newlines, minus one leading and one
+//! trailing newline.
+
+use serde_json::{Map, Value};
+
+use super::lit;
+use crate::protocol::types::{Call, Format, RawDiag, Span};
+
+/// The value between its tags: one leading and one trailing line break dropped.
+pub(crate) fn trim_one_newline(v: &str) -> &str {
+    let v = v
+        .strip_prefix("\r\n")
+        .or_else(|| v.strip_prefix('\n'))
+        .unwrap_or(v);
+    v.strip_suffix("\r\n")
+        .or_else(|| v.strip_suffix('\n'))
+        .unwrap_or(v)
+}
+
+/// A value written as text, read with no schema: a JSON literal as its value, anything
+/// else as the string.
+pub(crate) fn typed(t: &str) -> Value {
+    match t.trim_start().as_bytes().first() {
+        Some(b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n') => {
+            serde_json::from_str(t).unwrap_or_else(|_| Value::String(t.to_string()))
+        }
+        _ => Value::String(t.to_string()),
+    }
+}
+
+/// The arguments of one call whose values are written as text.
+#[derive(Debug, Default)]
+pub(crate) struct TextArgs {
+    args: Map<String, Value>,
+    texts: Map<String, Value>,
+}
+
+impl TextArgs {
+    /// Adds `key` with its value as written between the tags.
+    pub(crate) fn push(&mut self, key: &str, raw: &str) {
+        let t = trim_one_newline(raw);
+        let key = key.trim().to_string();
+        self.args.insert(key.clone(), typed(t));
+        self.texts.insert(key, Value::String(t.to_string()));
+    }
+
+    /// The call.
+    pub(crate) fn call(self, tool: String, source: Format, span: Span, block: usize) -> Call {
+        let mut c = lit::call(tool, self.args, source, span, block);
+        if !self.texts.is_empty() {
+            c.texts = Some(Box::new(self.texts));
+        }
+        c
+    }
+}
+
+/// The offset of `pat` in `s[from..to]`.
+pub(crate) fn find(s: &[u8], from: usize, to: usize, pat: &[u8]) -> Option<usize> {
+    if from >= to {
+        return None;
+    }
+    memchr::memmem::find(&s[from..to], pat).map(|i| from + i)
+}
+
+/// The offset of `pat` in `s[from..to]`, its ASCII letters matched in any case.
+pub(crate) fn find_ci(s: &[u8], from: usize, to: usize, pat: &[u8]) -> Option<usize> {
+    let mut k = from;
+    while k < to {
+        let i = memchr::memchr2(
+            pat[0].to_ascii_lowercase(),
+            pat[0].to_ascii_uppercase(),
+            &s[k..to],
+        )?;
+        let p = k + i;
+        if p + pat.len() <= to && s[p..p + pat.len()].eq_ignore_ascii_case(pat) {
+            return Some(p);
+        }
+        k = p + 1;
+    }
+    None
+}
+
+/// The error for a call whose text ended inside it.
+pub(crate) fn cut(at: usize, name: &str, hint: &str) -> RawDiag {
+    RawDiag::error(
+        at,
+        format!("the output was cut off inside the call to '{name}'; it was not executed"),
+        format!("The text ended before the call was complete. {hint}"),
+    )
+}
+
+/// The error for a call that could not be read.
+pub(crate) fn bad(at: usize, what: &str, hint: &str) -> RawDiag {
+    RawDiag::error(at, format!("{what}; it was not executed"), hint.to_string())
+}
+
+/// Reads `<fun=NAME>` … `<param=KEY>value</param>` … `</fun>` calls (Qwen3-Coder's
+/// `<function=…>`/`<parameter=…>`) in `text[from..to]`, each its own call: a broken one
+/// is a diagnostic and its neighbours are read. `from` may stand right after a
+/// `<function=NAME>` tag the scanner already read (`name`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn read_param_calls(
+    text: &str,
+    from: usize,
+    to: usize,
+    mut name: Option<(String, usize)>,
+    source: Format,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    const HINT: &str = "Write <function=ToolId><parameter=name>value</parameter></function>.";
+    let s = text.as_bytes();
+    let ended = to >= text.len();
+    let mut pos = from;
+    loop {
+        let (tool, at) = match name.take() {
+            Some(n) => n,
+            None => {
+                let Some(p) = find_ci(s, pos, to, b"<function=") else {
+                    return;
+                };
+                let n0 = p + b"<function=".len();
+                let Some(gt) = find(s, n0, to, b">") else {
+                    diags.push(if ended {
+                        cut(p, "?", HINT)
+                    } else {
+                        bad(p, "a <function=…> tag is not closed with '>'", HINT)
+                    });
+                    return;
+                };
+                pos = gt + 1;
+                (lit::unescape_name(text[n0..gt].trim()), p)
+            }
+        };
+        let fun_end = find_ci(s, pos, to, b"</function").unwrap_or(to);
+        let next_fun = find_ci(s, pos, fun_end, b"<function=").unwrap_or(fun_end);
+        let body_end = next_fun.min(fun_end);
+        let mut args = TextArgs::default();
+        let mut p = pos;
+        let mut broken = None;
+        while let Some(q) = find_ci(s, p, body_end, b"<parameter=") {
+            let k0 = q + b"<parameter=".len();
+            let Some(gt) = find(s, k0, body_end, b">") else {
+                broken = Some(q);
+                break;
+            };
+            let key = &text[k0..gt];
+            let v0 = gt + 1;
+            let next = find_ci(s, v0, body_end, b"<parameter=").unwrap_or(body_end);
+            match find_ci(s, v0, next, b"</parameter") {
+                Some(c) => {
+                    args.push(key, &text[v0..c]);
+                    p = find(s, c, body_end, b">").map_or(body_end, |g| g + 1);
+                }
+                None if next == to && ended => {
+                    broken = Some(q);
+                    break;
+                }
+                None => {
+                    // No closing tag: the value runs to the next parameter or the end of
+                    // the function.
+                    args.push(key, text[v0..next].trim_end_matches([' ', '\t']));
+                    p = next;
+                }
+            }
+        }
+        match broken {
+            _ if ended && fun_end == to => diags.push(cut(broken.unwrap_or(at), &tool, HINT)),
+            Some(q) => diags.push(bad(
+                q,
+                &format!("a parameter of '{tool}' could not be read"),
+                HINT,
+            )),
+            None if tool.is_empty() => {
+                diags.push(bad(at, "a <function=…> tag names no tool", HINT))
+            }
+            None => {
+                out.push(args.call(tool, source, span, block));
+            }
+        }
+        pos = if next_fun < fun_end {
+            next_fun
+        } else if fun_end < to {
+            fun_end + 1
+        } else {
+            return;
+        };
+    }
+}
+
+/// Reads `<PREFIXinvoke name="NAME">` … `<PREFIXparameter name="KEY">value</PREFIXparameter>`
+/// … `</PREFIXinvoke>` calls (MiniMax-M2 with no prefix, Step-3 with `steptml:`) in
+/// `text[from..to]`, each its own call.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn read_invokes(
+    text: &str,
+    from: usize,
+    to: usize,
+    prefix: &str,
+    source: Format,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    let s = text.as_bytes();
+    let ended = to >= text.len();
+    let invoke = format!("<{prefix}invoke");
+    let invoke_end = format!("</{prefix}invoke");
+    let param = format!("<{prefix}parameter");
+    let param_end = format!("</{prefix}parameter");
+    let hint = format!(
+        "Write <{prefix}invoke name=\"ToolId\"><{prefix}parameter name=\"key\">value</{prefix}parameter></{prefix}invoke>."
+    );
+    let mut pos = from;
+    let mut any = false;
+    while let Some(p) = find_ci(s, pos, to, invoke.as_bytes()) {
+        any = true;
+        let Some((tool, body)) = named_tag(text, p + invoke.len(), to) else {
+            diags.push(if ended && find(s, p, to, b">").is_none() {
+                cut(p, "?", &hint)
+            } else {
+                bad(
+                    p,
+                    &format!("a <{prefix}invoke> tag has no name=\"…\""),
+                    &hint,
+                )
+            });
+            pos = p + 1;
+            continue;
+        };
+        let inv_end = find_ci(s, body, to, invoke_end.as_bytes()).unwrap_or(to);
+        let next_inv = find_ci(s, body, inv_end, invoke.as_bytes()).unwrap_or(inv_end);
+        let body_end = next_inv.min(inv_end);
+        let mut args = TextArgs::default();
+        let mut q = body;
+        let mut broken = None;
+        while let Some(r) = find_ci(s, q, body_end, param.as_bytes()) {
+            let Some((key, v0)) = named_tag(text, r + param.len(), body_end) else {
+                broken = Some(r);
+                break;
+            };
+            match find_ci(s, v0, body_end, param_end.as_bytes()) {
+                Some(c) => {
+                    args.push(&key, &text[v0..c]);
+                    q = find(s, c, body_end, b">").map_or(body_end, |g| g + 1);
+                }
+                None => {
+                    broken = Some(r);
+                    break;
+                }
+            }
+        }
+        match broken {
+            _ if ended && inv_end == to => diags.push(cut(broken.unwrap_or(p), &tool, &hint)),
+            Some(r) => diags.push(bad(
+                r,
+                &format!("a parameter of '{tool}' could not be read"),
+                &hint,
+            )),
+            None => out.push(args.call(tool, source, span, block)),
+        }
+        pos = if next_inv < inv_end {
+            next_inv
+        } else if inv_end < to {
+            inv_end + 1
+        } else {
+            break;
+        };
+    }
+    if !any {
+        diags.push(if ended {
+            RawDiag::error(
+                from,
+                format!(
+                    "the output was cut off inside a {} call; it was not executed",
+                    source.name()
+                ),
+                hint,
+            )
+        } else {
+            bad(from, &format!("no <{prefix}invoke> call in it"), &hint)
+        });
+    }
+}
+
+/// After a tag's name (`<invoke`), its ` name="…"` attribute and `>`: the name and where
+/// the tag's content starts.
+fn named_tag(text: &str, at: usize, to: usize) -> Option<(String, usize)> {
+    let s = text.as_bytes();
+    let gt = find(s, at, to, b">")?;
+    let attrs = text[at..gt].trim();
+    let rest = attrs
+        .strip_prefix("name")?
+        .trim_start()
+        .strip_prefix('=')?
+        .trim();
+    let name = match rest.as_bytes().first() {
+        Some(&q @ (b'"' | b'\'')) => {
+            let inner = &rest[1..];
+            &inner[..inner.find(q as char)?]
+        }
+        _ => rest.trim_end_matches('/'),
+    };
+    let name = name.trim();
+    (!name.is_empty()).then(|| (name.to_string(), gt + 1))
+}
