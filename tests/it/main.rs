@@ -163,6 +163,13 @@ mod protocol_grammar;
 mod protocol_grammar_native;
 mod protocol_limits;
 mod protocol_native;
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
+mod protocol_one_value;
 mod protocol_native_props;
 mod protocol_props;
 mod protocol_stream;
