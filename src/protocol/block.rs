@@ -110,8 +110,6 @@ struct ValueScan {
     brk: usize,
     first_end: Option<usize>,
     first_cut: Option<usize>,
-    next_close: Option<usize>,
-    close_searched: usize,
     /// The value crossed a line that begins a pair: from then on only a `「末」` on a line
     /// that does not begin a pair can close it (rule 6).
     nested: bool,
@@ -125,8 +123,48 @@ struct ValueScan {
 /// cross pair lines stays linear.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Ahead {
+    find: CloseFind,
     close: CloseMemo,
     look: LookMemo,
+}
+
+/// The first `「末」` at or after `from`: `at`, or, while `None`, none starts in
+/// `from..searched`.
+#[derive(Debug, Clone, Copy, Default)]
+struct CloseFind {
+    valid: bool,
+    from: usize,
+    at: Option<usize>,
+    searched: usize,
+}
+
+impl Ahead {
+    /// The first `「末」` at or after `scan`, if the text so far has one. Values read
+    /// later start later, so one search serves every value it passes over.
+    fn next_close(&mut self, s: &[u8], scan: usize, finder: &Finder<'_>) -> Option<usize> {
+        let f = &mut self.find;
+        let mut from = scan;
+        match f.at {
+            Some(c) if f.valid && f.from <= scan && c >= scan => return Some(c),
+            // None starts in `from..searched`: go on from there.
+            None if f.valid && f.from <= scan && scan <= f.searched => from = f.searched,
+            _ => {
+                f.valid = true;
+                f.from = scan;
+            }
+        }
+        match finder.find(&s[from..]) {
+            Some(i) => {
+                f.at = Some(from + i);
+                f.at
+            }
+            None => {
+                f.at = None;
+                f.searched = from.max(s.len().saturating_sub(CLOSE.len() - 1));
+                None
+            }
+        }
+    }
 }
 
 /// Rule 6, nested values: the first `「末」` that closes a value on a line not beginning a
@@ -300,28 +338,6 @@ fn close_tail(s: &[u8], p: usize) -> usize {
     p
 }
 
-impl ValueScan {
-    fn next_close(&mut self, s: &[u8], finder: &Finder<'_>) -> Option<usize> {
-        if let Some(c) = self.next_close {
-            if c >= self.scan {
-                return Some(c);
-            }
-        }
-        let from = self.scan.max(self.close_searched);
-        match finder.find(&s[from..]) {
-            Some(i) => {
-                self.next_close = Some(from + i);
-                Some(from + i)
-            }
-            None => {
-                self.next_close = None;
-                self.close_searched = from.max(s.len().saturating_sub(CLOSE.len() - 1));
-                None
-            }
-        }
-    }
-}
-
 impl Body {
     /// A block whose start marker spans `start..body`.
     pub(crate) fn new(kind: BlockKind, start: usize, body: usize, pairs: Vec<RawPair>) -> Self {
@@ -378,8 +394,6 @@ impl Body {
             brk: value_start,
             first_end: None,
             first_cut: None,
-            next_close: None,
-            close_searched: 0,
             nested: false,
             pair_line: false,
         });
@@ -803,7 +817,7 @@ impl Body {
             }
             // Look for a line break only up to the next 「末」, so a long line with many
             // values is not searched again for each of them.
-            let nc = v.next_close(s, finder);
+            let nc = ahead.next_close(s, v.scan, finder);
             let limit = nc.unwrap_or(len);
             let nb = memchr::memchr2(b'\n', b'\r', &s[v.scan..limit]).map(|i| v.scan + i);
             match (nc, nb) {
