@@ -163,6 +163,7 @@ mod protocol_grammar;
 mod protocol_grammar_native;
 mod protocol_limits;
 mod protocol_native;
+mod protocol_native_props;
 #[cfg(all(
     feature = "cli",
     feature = "server",
@@ -170,7 +171,6 @@ mod protocol_native;
     feature = "store-redis"
 ))]
 mod protocol_one_value;
-mod protocol_native_props;
 mod protocol_props;
 mod protocol_stream;
 mod sandbox_error_objects;

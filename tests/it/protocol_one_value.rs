@@ -90,7 +90,10 @@ fn a_block_that_names_a_key_twice_runs_nothing() {
     assert_eq!(d["line"], 5, "{out:#}");
     let msg = d["message"].as_str().unwrap();
     assert!(msg.contains("lines 3 and 5"), "{msg}");
-    assert!(msg.contains("file_path") && msg.contains("filePath"), "{msg}");
+    assert!(
+        msg.contains("file_path") && msg.contains("filePath"),
+        "{msg}"
+    );
     assert!(files(&ws).is_empty(), "{:?}", files(&ws));
 }
 
