@@ -55,13 +55,10 @@ pub(crate) fn split_step(key: &str) -> Option<(&str, Option<u32>)> {
 
 /// True when `a` and `b` are one key by rule 3 (case and `_` ignored), without allocating.
 fn same_name(a: &str, b: &str) -> bool {
-    let n = |k: &str| {
-        k.chars()
-            .filter(|&c| c != '_')
-            .flat_map(char::to_lowercase)
-            .collect::<Vec<char>>()
-    };
     if a.is_ascii() && b.is_ascii() {
+        if !a.contains('_') && !b.contains('_') {
+            return a.eq_ignore_ascii_case(b);
+        }
         let mut x = a.bytes().filter(|&c| c != b'_');
         let mut y = b.bytes().filter(|&c| c != b'_');
         loop {
@@ -72,7 +69,10 @@ fn same_name(a: &str, b: &str) -> bool {
             }
         }
     }
-    n(a) == n(b)
+    a.chars()
+        .filter(|&c| c != '_')
+        .flat_map(char::to_lowercase)
+        .eq(b.chars().filter(|&c| c != '_').flat_map(char::to_lowercase))
 }
 
 /// True when keys `a` and `b` name one argument: the same name by rule 3, and in a chain
