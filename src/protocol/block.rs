@@ -110,8 +110,150 @@ struct ValueScan {
     brk: usize,
     first_end: Option<usize>,
     first_cut: Option<usize>,
-    next_close: Option<usize>,
-    close_searched: usize,
+    /// The value crossed a line that begins a pair: from then on only a `「末」` on a line
+    /// that does not begin a pair can close it (rule 6).
+    nested: bool,
+    /// The line being scanned begins a pair (so, once nested, its `「末」`s are content).
+    pair_line: bool,
+}
+
+/// What the scanner learned about the text ahead while reading one value, kept across
+/// values and blocks (one per block kind) so that no stretch of text is searched again
+/// when a later value asks the same question: a text of many unterminated values that
+/// cross pair lines stays linear.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Ahead {
+    find: CloseFind,
+    close: CloseMemo,
+    look: LookMemo,
+}
+
+/// The first `「末」` at or after `from`: `at`, or, while `None`, none starts in
+/// `from..searched`.
+#[derive(Debug, Clone, Copy, Default)]
+struct CloseFind {
+    valid: bool,
+    from: usize,
+    at: Option<usize>,
+    searched: usize,
+}
+
+impl Ahead {
+    /// The first `「末」` at or after `scan`, if the text so far has one. Values read
+    /// later start later, so one search serves every value it passes over.
+    fn next_close(&mut self, s: &[u8], scan: usize, finder: &Finder<'_>) -> Option<usize> {
+        let f = &mut self.find;
+        let mut from = scan;
+        match f.at {
+            Some(c) if f.valid && f.from <= scan && c >= scan => return Some(c),
+            // None starts in `from..searched`: go on from there.
+            None if f.valid && f.from <= scan && scan <= f.searched => from = f.searched,
+            _ => {
+                f.valid = true;
+                f.from = scan;
+            }
+        }
+        match finder.find(&s[from..]) {
+            Some(i) => {
+                f.at = Some(from + i);
+                f.at
+            }
+            None => {
+                f.at = None;
+                f.searched = from.max(s.len().saturating_sub(CLOSE.len() - 1));
+                None
+            }
+        }
+    }
+}
+
+/// Rule 6, nested values: the first `「末」` that closes a value on a line not beginning a
+/// pair, searched line by line from the line start `from`. `found` is that `「末」`, or,
+/// while `None`, the lines from `from` up to the line start `to` hold none.
+#[derive(Debug, Clone, Copy, Default)]
+struct CloseMemo {
+    valid: bool,
+    from: usize,
+    to: usize,
+    to_brk: usize,
+    found: Option<usize>,
+}
+
+/// What a nested search at a line start may skip.
+enum Known {
+    /// The first closing `「末」` from here.
+    Close(usize),
+    /// No closing `「末」` before this line start (and the offset of the break before it).
+    ClearTo(usize, usize),
+    Nothing,
+}
+
+impl CloseMemo {
+    /// A nested value's scan reached the line start `l` (after the break at `brk`).
+    fn at_line(&mut self, l: usize, brk: usize) -> Known {
+        if self.valid && self.from <= l {
+            match self.found {
+                Some(c) if l <= c => return Known::Close(c),
+                Some(_) => {}
+                None if l < self.to => return Known::ClearTo(self.to, self.to_brk),
+                None if l == self.to => return Known::Nothing,
+                None => {}
+            }
+        }
+        *self = CloseMemo {
+            valid: true,
+            from: l,
+            to: l,
+            to_brk: brk,
+            found: None,
+        };
+        Known::Nothing
+    }
+
+    /// The line starting at `line` held no closing `「末」`; the next starts at `next`.
+    fn line_clear(&mut self, line: usize, next: usize, brk: usize) {
+        if self.valid && self.found.is_none() && self.to == line {
+            self.to = next;
+            self.to_brk = brk;
+        }
+    }
+
+    /// The `「末」` at `c`, on the line starting at `line`, closes.
+    fn closes(&mut self, line: usize, c: usize) {
+        if self.valid && self.found.is_none() && self.to == line {
+            self.found = Some(c);
+        }
+    }
+}
+
+/// Rule 6's look-ahead after a value that crossed end-marker or pair lines: does the
+/// block's end marker come before the next start marker? Known from `from` up to
+/// `scanned` (where the marker that decides it starts, once `found`).
+#[derive(Debug, Clone, Copy, Default)]
+struct LookMemo {
+    valid: bool,
+    from: usize,
+    scanned: usize,
+    found: Option<bool>,
+}
+
+impl LookMemo {
+    /// A look-ahead from `at`: its answer if known, else where to go on searching.
+    fn start(&mut self, at: usize) -> Result<bool, usize> {
+        if self.valid && self.from <= at && at <= self.scanned {
+            return match self.found {
+                Some(r) => Ok(r),
+                None => Err(self.scanned),
+            };
+        }
+        *self = LookMemo {
+            valid: true,
+            from: at,
+            scanned: at,
+            found: None,
+        };
+        Err(at)
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -196,28 +338,6 @@ fn close_tail(s: &[u8], p: usize) -> usize {
     p
 }
 
-impl ValueScan {
-    fn next_close(&mut self, s: &[u8], finder: &Finder<'_>) -> Option<usize> {
-        if let Some(c) = self.next_close {
-            if c >= self.scan {
-                return Some(c);
-            }
-        }
-        let from = self.scan.max(self.close_searched);
-        match finder.find(&s[from..]) {
-            Some(i) => {
-                self.next_close = Some(from + i);
-                Some(from + i)
-            }
-            None => {
-                self.next_close = None;
-                self.close_searched = from.max(s.len().saturating_sub(CLOSE.len() - 1));
-                None
-            }
-        }
-    }
-}
-
 impl Body {
     /// A block whose start marker spans `start..body`.
     pub(crate) fn new(kind: BlockKind, start: usize, body: usize, pairs: Vec<RawPair>) -> Self {
@@ -274,8 +394,8 @@ impl Body {
             brk: value_start,
             first_end: None,
             first_cut: None,
-            next_close: None,
-            close_searched: 0,
+            nested: false,
+            pair_line: false,
         });
         self.pos = value_start;
     }
@@ -309,6 +429,7 @@ impl Body {
         eof: bool,
         starts: &[&[u8]],
         finder: &Finder<'_>,
+        ahead: &mut Ahead,
     ) -> Step {
         let len = s.len();
         let kind = self.kind;
@@ -496,7 +617,7 @@ impl Body {
                     let Sub::Value(mut v) = std::mem::replace(&mut self.sub, Sub::MidLine) else {
                         unreachable!("matched Sub::Value above")
                     };
-                    let r = self.run_value(s, eof, starts, finder, &mut v);
+                    let r = self.run_value(s, eof, starts, finder, ahead, &mut v);
                     match r {
                         ValueStep::NeedMore => {
                             self.sub = Sub::Value(v);
@@ -505,7 +626,7 @@ impl Body {
                         ValueStep::Cut(end) => self.cut(s, &v, end),
                         ValueStep::Closed(c) => {
                             let tail = close_tail(s, c + CLOSE.len());
-                            if v.first_end.is_none() {
+                            if v.first_end.is_none() && !v.nested {
                                 self.pairs.push(RawPair {
                                     key: v.key,
                                     value: (v.start, c),
@@ -530,37 +651,49 @@ impl Body {
                     tail,
                     scan,
                 } => {
-                    // Rule 6: end-marker lines inside a closed value are content only if
-                    // another end marker follows before the next start marker.
-                    let found = loop {
-                        match memchr::memchr(b'<', &s[*scan..]) {
-                            Some(i) => {
-                                let p = *scan + i;
-                                match match_ci(s, p, kind.end(), eof) {
-                                    M::Yes(_) => break Some(true),
-                                    M::Partial => {
-                                        *scan = p;
-                                        return Step::NeedMore;
+                    // Rule 6: end-marker and pair lines inside a closed value are content
+                    // only if another end marker follows before the next start marker.
+                    let found = match ahead.look.start(*scan) {
+                        Ok(r) => Some(r),
+                        Err(from) => {
+                            *scan = from;
+                            let found = loop {
+                                match memchr::memchr(b'<', &s[*scan..]) {
+                                    Some(i) => {
+                                        let p = *scan + i;
+                                        match match_ci(s, p, kind.end(), eof) {
+                                            M::Yes(_) => {
+                                                *scan = p;
+                                                break Some(true);
+                                            }
+                                            M::Partial => {
+                                                *scan = p;
+                                                break None;
+                                            }
+                                            M::No => {}
+                                        }
+                                        match match_any_start(s, p, eof, starts) {
+                                            M::Yes(_) => {
+                                                *scan = p;
+                                                break Some(false);
+                                            }
+                                            M::Partial => {
+                                                *scan = p;
+                                                break None;
+                                            }
+                                            M::No => {}
+                                        }
+                                        *scan = p + 1;
                                     }
-                                    M::No => {}
-                                }
-                                match match_any_start(s, p, eof, starts) {
-                                    M::Yes(_) => break Some(false),
-                                    M::Partial => {
-                                        *scan = p;
-                                        return Step::NeedMore;
+                                    None => {
+                                        *scan = len;
+                                        break if eof { Some(false) } else { None };
                                     }
-                                    M::No => {}
                                 }
-                                *scan = p + 1;
-                            }
-                            None => {
-                                if eof {
-                                    break Some(false);
-                                }
-                                *scan = len;
-                                break None;
-                            }
+                            };
+                            ahead.look.scanned = *scan;
+                            ahead.look.found = found;
+                            found
                         }
                     };
                     match found {
@@ -604,6 +737,7 @@ impl Body {
         eof: bool,
         starts: &[&[u8]],
         finder: &Finder<'_>,
+        ahead: &mut Ahead,
         v: &mut ValueScan,
     ) -> ValueStep {
         let len = s.len();
@@ -611,6 +745,7 @@ impl Body {
         loop {
             if v.at_line_start {
                 let q = skip_ws(s, v.scan);
+                v.pair_line = false;
                 match match_ci(s, q, kind.end(), eof) {
                     M::Yes(_) => {
                         v.first_end.get_or_insert(v.brk);
@@ -623,22 +758,74 @@ impl Body {
                         }
                         M::Partial => return ValueStep::NeedMore,
                         M::No => match match_pair_start(s, q, eof) {
-                            M::Yes(_) => return ValueStep::Cut(v.first_cut.unwrap_or(v.brk)),
+                            // Rule 6: a pair line ends the value only if no later 「末」
+                            // closes it; until one does, its cut would be here.
+                            M::Yes(_) => {
+                                v.first_cut.get_or_insert(v.brk);
+                                v.nested = true;
+                                v.pair_line = true;
+                            }
                             M::Partial => return ValueStep::NeedMore,
                             M::No => {}
                         },
                     },
                 }
                 v.at_line_start = false;
+                if v.nested {
+                    match ahead.close.at_line(v.line_start, v.brk) {
+                        Known::Close(c) => return ValueStep::Closed(c),
+                        Known::ClearTo(to, brk) => {
+                            v.scan = to;
+                            v.line_start = to;
+                            v.brk = brk;
+                            v.at_line_start = true;
+                            continue;
+                        }
+                        Known::Nothing => {}
+                    }
+                }
+            }
+            if v.pair_line {
+                // A pair line inside a nested value is content, its 「末」s included.
+                match memchr::memchr2(b'\n', b'\r', &s[v.scan..]) {
+                    Some(i) => {
+                        let b = v.scan + i;
+                        match line_break(s, b, eof) {
+                            M::Yes(e) => {
+                                ahead.close.line_clear(v.line_start, e, b);
+                                v.brk = b;
+                                v.scan = e;
+                                v.line_start = e;
+                                v.at_line_start = true;
+                                continue;
+                            }
+                            _ => {
+                                v.scan = b;
+                                return ValueStep::NeedMore;
+                            }
+                        }
+                    }
+                    None => {
+                        if eof {
+                            // `first_cut` is set on every pair line.
+                            return ValueStep::Cut(v.first_cut.unwrap_or(v.brk));
+                        }
+                        v.scan = len;
+                        return ValueStep::NeedMore;
+                    }
+                }
             }
             // Look for a line break only up to the next 「末」, so a long line with many
             // values is not searched again for each of them.
-            let nc = v.next_close(s, finder);
+            let nc = ahead.next_close(s, v.scan, finder);
             let limit = nc.unwrap_or(len);
             let nb = memchr::memchr2(b'\n', b'\r', &s[v.scan..limit]).map(|i| v.scan + i);
             match (nc, nb) {
                 (_, Some(b)) => match line_break(s, b, eof) {
                     M::Yes(e) => {
+                        if v.nested {
+                            ahead.close.line_clear(v.line_start, e, b);
+                        }
                         v.brk = b;
                         v.scan = e;
                         v.line_start = e;
@@ -650,7 +837,12 @@ impl Body {
                     }
                 },
                 (Some(c), None) => match after_close(s, c + CLOSE.len(), eof, kind) {
-                    M::Yes(_) => return ValueStep::Closed(c),
+                    M::Yes(_) => {
+                        if v.nested {
+                            ahead.close.closes(v.line_start, c);
+                        }
+                        return ValueStep::Closed(c);
+                    }
                     M::No => v.scan = c + CLOSE.len(),
                     M::Partial => {
                         v.scan = c;

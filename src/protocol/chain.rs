@@ -4,6 +4,7 @@
 use serde_json::{Map, Value};
 
 use super::block::BlockKind;
+use super::locate::Locator;
 use super::types::{Call, Format, OnError, RawDiag, RawPair, Span};
 
 /// `file_path`, `filePath`, `FILEPATH` → `filepath` (rule 3).
@@ -52,6 +53,106 @@ pub(crate) fn split_step(key: &str) -> Option<(&str, Option<u32>)> {
     Some((base, num))
 }
 
+/// True when `a` and `b` are one key by rule 3 (case and `_` ignored), without allocating.
+fn same_name(a: &str, b: &str) -> bool {
+    if a.is_ascii() && b.is_ascii() {
+        if !a.contains('_') && !b.contains('_') {
+            return a.eq_ignore_ascii_case(b);
+        }
+        let mut x = a.bytes().filter(|&c| c != b'_');
+        let mut y = b.bytes().filter(|&c| c != b'_');
+        loop {
+            match (x.next(), y.next()) {
+                (None, None) => return true,
+                (Some(p), Some(q)) if p.eq_ignore_ascii_case(&q) => {}
+                _ => return false,
+            }
+        }
+    }
+    a.chars()
+        .filter(|&c| c != '_')
+        .flat_map(char::to_lowercase)
+        .eq(b.chars().filter(|&c| c != '_').flat_map(char::to_lowercase))
+}
+
+/// True when keys `a` and `b` name one argument: the same name by rule 3, and in a chain
+/// the same base name and step number (`content1`, `content_1` and `Content01` are one).
+fn same_key(a: &str, b: &str, chain: bool) -> bool {
+    if chain {
+        if let (Some((ba, Some(na))), Some((bb, Some(nb)))) = (split_step(a), split_step(b)) {
+            return na == nb && same_name(ba, bb);
+        }
+    }
+    same_name(a, b)
+}
+
+/// The identity [`same_key`] compares, as a string (for blocks with many pairs).
+fn key_identity(key: &str, chain: bool) -> String {
+    match split_step(key) {
+        Some((base, Some(n))) if chain => format!("{}\u{0}{n}", normalize_key(base)),
+        _ => normalize_key(key),
+    }
+}
+
+/// A value is one value: a block that names a key twice (by rule 3, and in a chain per
+/// step) runs nothing. Each repeated key is an error at its second place that names the
+/// lines of both. Returns true when there was one.
+pub(crate) fn repeated_keys(
+    s: &str,
+    pairs: &[RawPair],
+    span: Span,
+    chain: bool,
+    diags: &mut Vec<RawDiag>,
+) -> bool {
+    let mut repeats: Vec<(usize, usize)> = Vec::new();
+    if pairs.len() <= 32 {
+        for (j, q) in pairs.iter().enumerate() {
+            let kq = text(s, q.key);
+            if let Some(i) = pairs[..j]
+                .iter()
+                .position(|p| same_key(text(s, p.key), kq, chain))
+            {
+                repeats.push((i, j));
+            }
+        }
+    } else {
+        let mut seen = std::collections::HashMap::with_capacity(pairs.len());
+        for (j, q) in pairs.iter().enumerate() {
+            if let Some(&i) = seen.get(&key_identity(text(s, q.key), chain)) {
+                repeats.push((i, j));
+            } else {
+                seen.insert(key_identity(text(s, q.key), chain), j);
+            }
+        }
+    }
+    if repeats.is_empty() {
+        return false;
+    }
+    // The lines of the keys, counted forward from the block's first line, once.
+    let mut loc = Locator::starting(span.start, span.line, span.column);
+    let lines: Vec<u32> = pairs
+        .iter()
+        .map(|p| loc.locate(s.as_bytes(), p.key.0).0)
+        .collect();
+    for (i, j) in repeats {
+        let (a, b) = (text(s, pairs[i].key), text(s, pairs[j].key));
+        let spelled = if a == b {
+            String::new()
+        } else {
+            format!(", first as '{a}'")
+        };
+        diags.push(RawDiag::error(
+            pairs[j].key.0,
+            format!(
+                "'{b}' is given twice in one block (lines {} and {}{spelled}); a block that names a key twice runs nothing",
+                lines[i], lines[j]
+            ),
+            "Give each key once per block. If a value holds a line shaped like key:「始」…「末」, end the value with 「末」 on a line of its own so the whole text stays one value.".into(),
+        ));
+    }
+    true
+}
+
 struct Step<'a> {
     number: u32,
     tool: Option<(&'a str, usize)>,
@@ -94,6 +195,9 @@ pub(crate) fn build_calls(
     let is_chain = pairs
         .iter()
         .any(|p| matches!(split_step(text(s, p.key)), Some((base, _)) if is_tool_key(base)));
+    if repeated_keys(s, pairs, span, is_chain, diags) {
+        return;
+    }
     if is_chain {
         out.extend(build_chain(s, pairs, block, span, kind, diags));
     } else if let Some(call) = build_plain(s, pairs, block, span, kind, diags) {
@@ -102,8 +206,8 @@ pub(crate) fn build_calls(
 }
 
 /// The pairs of a one-call block: the tool key (where `is_tool` says so) and the arguments.
-/// A second tool key is an error (`second` words it: message, hint); a repeated argument a
-/// warning, the last value winning. Returns the tool and its place, the arguments, and
+/// A second tool key is an error (`second` words it: message, hint); a repeated key is
+/// refused before (`repeated_keys`). Returns the tool and its place, the arguments, and
 /// whether an error was reported.
 pub(crate) fn read_pairs<'s>(
     s: &'s str,
@@ -128,16 +232,7 @@ pub(crate) fn read_pairs<'s>(
             }
             continue;
         }
-        if args
-            .insert(key.to_string(), Value::String(value.to_string()))
-            .is_some()
-        {
-            diags.push(RawDiag::warning(
-                p.key.0,
-                format!("'{key}' is given twice in one block; the last value is used"),
-                "Give each parameter once per call.".into(),
-            ));
-        }
+        args.insert(key.to_string(), Value::String(value.to_string()));
     }
     (tool, args, failed)
 }
@@ -368,17 +463,7 @@ fn build_chain(
         .map(|i| {
             let st = &steps[i];
             let mut args = Map::new();
-            for (k, v, at) in &st.args {
-                if args.contains_key(*k) {
-                    diags.push(RawDiag::warning(
-                        *at,
-                        format!(
-                            "'{k}' is given twice for step {}; the last value is used",
-                            st.number
-                        ),
-                        "Give each parameter once per step.".into(),
-                    ));
-                }
+            for (k, v, _) in &st.args {
                 args.insert((*k).to_string(), Value::String((*v).to_string()));
             }
             let own: std::collections::HashSet<String> = if common.is_empty() {

@@ -26,6 +26,15 @@ impl Default for Locator {
 }
 
 impl Locator {
+    /// A cursor already at byte `off`, known to be at `line` and `column`.
+    pub(crate) fn starting(off: usize, line: u32, column: u32) -> Self {
+        Locator {
+            off,
+            line,
+            col: column,
+        }
+    }
+
     /// Line and column (in characters) of byte `to`. `to` must not be behind the last
     /// position asked for; an earlier offset restarts from the beginning (correct, but
     /// callers sort their offsets so this never happens in practice).

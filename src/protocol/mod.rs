@@ -67,7 +67,9 @@
 //!   `tool_name` does. In a plain block every other key is an argument (`request_id`
 //!   and `comment` included). A VCP block without `tool_name` is an error (its hint says
 //!   that `command` is an argument there).
-//! - A duplicated tool key is an error; a duplicated parameter is a warning (last wins).
+//! - A TAM or VCP block that names a key twice (by rule 3; in a chain, per step) is an
+//!   error naming both lines, and none of its calls run: a value is one value, so no text
+//!   can add a second reading of an argument.
 //!   An `on_error_N` value other than `stop`/`continue` is a warning and means `stop`;
 //!   `common_on_error` sets the default for every step.
 //! - Every call of one `<ACTION>` block shares its `block` index; JSON calls get one

@@ -4,17 +4,19 @@
 //! - a value with a `「末」` followed, on its line and inside the value, by nothing but
 //!   spaces and at most one comma and then a line break, a `key:「始」` or the end
 //!   marker — that `「末」` would close the value;
-//! - a value with a line (after its first) that begins with `key:「始」`;
+//! - a value whose last line (after its first) begins with `key:「始」` (the renderer's
+//!   `「末」` would stand on a pair line, which does not close a value, rule 6);
 //! - a tool id with surrounding whitespace (ids are trimmed);
 //! - keys that are not TAM keys, or that TAM reads as something else (`command`,
 //!   `tool_name`, a numbered command in a plain call, `on_error` in a chain step);
 //! - non-string values.
 //!
 //! Everything else is carried, including values with `「末」` mid-line, `#` lines, bare
-//! `\r`, and start or end markers on lines of their own: after a value that holds an
-//! end-marker line, the renderer writes the comment line `# <|[END_TOOL]|>`, so the
-//! reader's rule-6 look-ahead finds another end marker before any start marker and
-//! keeps the value whole.
+//! `\r`, other lines that begin with `key:「始」` (their `「末」`s included), and start or end
+//! markers on lines of their own: after a value that holds an end-marker line or a pair
+//! line, the renderer writes the comment line `# <|[END_TOOL]|>`, so the reader's rule-6
+//! look-ahead finds another end marker before any start marker and keeps the value
+//! whole.
 
 use serde_json::Value;
 
@@ -24,50 +26,63 @@ use super::lex::{is_key_char, line_break, match_ci, match_pair_start, skip_ws, C
 use super::types::Call;
 
 /// Why `value` cannot be written between `「始」` and `「末」`, if it cannot.
-/// Also says whether it holds an end-marker line (which needs the comment line after).
+/// Also says whether it holds an end-marker line or a pair line (after either, the
+/// comment line with the end marker must follow, rule 6's look-ahead).
 pub(crate) fn value_problem(value: &str) -> Result<bool, &'static str> {
     let s = value.as_bytes();
-    // A `「末」` that would close the value early.
-    let mut from = 0;
-    while let Some(i) = memchr::memmem::find(&s[from..], CLOSE) {
-        let c = from + i;
-        from = c + CLOSE.len();
-        let mut p = skip_ws(s, from);
-        if p < s.len() && s[p] == b',' {
-            p = skip_ws(s, p + 1);
+    let mut needs_end_line = false;
+    let mut line = 0;
+    let mut first = true;
+    loop {
+        let next = memchr::memchr2(b'\n', b'\r', &s[line..]).map(|i| line + i);
+        let line_end = next.unwrap_or(s.len());
+        let q = skip_ws(s, line);
+        // A line after the first that begins a pair is text of the value, its 「末」s
+        // included, as long as a later line closes it (rule 6).
+        let pair_line = !first && matches!(match_pair_start(s, q, true), M::Yes(_));
+        if pair_line {
+            needs_end_line = true;
+            if next.is_none() {
+                return Err("the last line begins with key:「始」, so the closing 「末」 would be on a pair line and not close the value");
+            }
+        } else {
+            if !first && matches!(match_ci(s, q, TAM_END, true), M::Yes(_)) {
+                needs_end_line = true;
+            }
+            // A `「末」` that would close the value early.
+            let mut from = line;
+            while let Some(i) = memchr::memmem::find(&s[from..line_end], CLOSE) {
+                let c = from + i;
+                from = c + CLOSE.len();
+                let mut p = skip_ws(s, from);
+                if p < s.len() && s[p] == b',' {
+                    p = skip_ws(s, p + 1);
+                }
+                if p >= s.len() {
+                    // Followed by the renderer's own 「末」: not a closer.
+                    continue;
+                }
+                if matches!(line_break(s, p, true), M::Yes(_)) {
+                    return Err("a 「末」 at the end of a line would close the value");
+                }
+                if matches!(match_ci(s, p, TAM_END, true), M::Yes(_)) {
+                    return Err("a 「末」 followed by the end marker would close the value");
+                }
+                if matches!(match_pair_start(s, p, true), M::Yes(_)) {
+                    return Err("a 「末」 followed by key:「始」 would close the value");
+                }
+            }
         }
-        if p >= s.len() {
-            // Followed by the renderer's own 「末」: not a closer.
-            continue;
-        }
-        if matches!(line_break(s, p, true), M::Yes(_)) {
-            return Err("a 「末」 at the end of a line would close the value");
-        }
-        if matches!(match_ci(s, p, TAM_END, true), M::Yes(_)) {
-            return Err("a 「末」 followed by the end marker would close the value");
-        }
-        if matches!(match_pair_start(s, p, true), M::Yes(_)) {
-            return Err("a 「末」 followed by key:「始」 would close the value");
-        }
-    }
-    // Lines after the first.
-    let mut has_end_line = false;
-    let mut at = 0;
-    while let Some(i) = memchr::memchr2(b'\n', b'\r', &s[at..]) {
-        let b = at + i;
+        let Some(b) = next else {
+            break;
+        };
         let M::Yes(e) = line_break(s, b, true) else {
             break;
         };
-        at = e;
-        let q = skip_ws(s, e);
-        if matches!(match_pair_start(s, q, true), M::Yes(_)) {
-            return Err("a line that begins with key:「始」 would end the value");
-        }
-        if matches!(match_ci(s, q, TAM_END, true), M::Yes(_)) {
-            has_end_line = true;
-        }
+        line = e;
+        first = false;
     }
-    Ok(has_end_line)
+    Ok(needs_end_line)
 }
 
 fn check_key(call: usize, key: &str) -> Result<(), RenderError> {

@@ -11,7 +11,7 @@
 
 use memchr::memmem::Finder;
 
-use super::block::{BlockKind, BlockReading, Body, BodyEnd, Step};
+use super::block::{Ahead, BlockKind, BlockReading, Body, BodyEnd, Step};
 use super::formats::lead::{self, LeadRead, Taken};
 use super::formats::lit::ValueEnd;
 use super::formats::{self, Close, Open, Reader, RegionSyntax};
@@ -144,6 +144,9 @@ pub(crate) struct Scanner {
     /// step 4).
     first_action_end: Option<usize>,
     spare_pairs: Vec<RawPair>,
+    /// What values read so far learned about the text ahead (rule 6), per block kind
+    /// (TAM, VCP): kept across blocks so the reading stays linear.
+    ahead: [Ahead; 2],
     /// True once the leading pass at the start of the answer ran (`lead_first`).
     lead_done: bool,
 }
@@ -238,6 +241,7 @@ impl Scanner {
             first_action_end: None,
             recorded: None,
             spare_pairs: Vec::new(),
+            ahead: Default::default(),
             lead_done: false,
         }
     }
@@ -409,7 +413,8 @@ impl Scanner {
                     }
                 }
                 Mode::Block(body) => {
-                    let step = body.run(s, eof, &self.starts, &self.close_finder);
+                    let ahead = &mut self.ahead[usize::from(body.kind == BlockKind::Vcp)];
+                    let step = body.run(s, eof, &self.starts, &self.close_finder, ahead);
                     match step {
                         Step::NeedMore => return,
                         Step::NotBlock => {
@@ -947,16 +952,22 @@ impl Scanner {
     }
 }
 
-/// The pair whose value the end of the text cut off: the last pair of a block that
-/// reached the end of the text, recovered (no closing `「末」`), with nothing but a line
-/// break after its value.
+/// The pair whose value the end of the text cut off, in a block that reached the end of
+/// the text: the last pair, recovered (no closing `「末」`), with nothing but a line break
+/// after its value; or else any recovered pair. A value recovered in such a block was
+/// cut before a pair line (an end-marker or start-marker line would have ended the
+/// block), and had a `「末」` come, those pair lines would have been its text (rule 6): the
+/// output may have been cut off inside it, so nothing of the block runs.
 fn cut_off_pair(s: &[u8], pairs: &[RawPair], end: BodyEnd) -> Option<RawPair> {
     let BodyEnd::Eof(len) = end else {
         return None;
     };
     let last = *pairs.last()?;
     let rest = s.get(last.value.1..len)?;
-    (last.recovered && rest.iter().all(|b| matches!(b, b'\n' | b'\r'))).then_some(last)
+    if last.recovered && rest.iter().all(|b| matches!(b, b'\n' | b'\r')) {
+        return Some(last);
+    }
+    pairs.iter().find(|p| p.recovered).copied()
 }
 
 /// Finds the region's closing tag (`</ACTION>`), skipping its opaque sections (CDATA

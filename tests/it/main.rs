@@ -179,6 +179,13 @@ mod protocol_grammar_native;
 mod protocol_limits;
 mod protocol_native;
 mod protocol_native_props;
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
+mod protocol_one_value;
 mod protocol_props;
 mod protocol_stream;
 mod sandbox_error_objects;

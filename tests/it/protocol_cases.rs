@@ -1,6 +1,7 @@
 //! Data-driven parse cases: `tests/data/parse_cases.jsonl` (the shared worked examples)
 //! and `tests/data/parse_cases_tavern.jsonl` (one or more cases for every rule, the seed
-//! examples, the VCP form and the JSON forms). Each line is `input → expected`.
+//! examples, the VCP form and the JSON forms). Each line is `input → expected`; `message`,
+//! when given, is text some diagnostic's message must hold.
 
 use serde_json::{Map, Value};
 use tavern::internal::protocol::{parse, Format, OnError, Parsed, Severity, StreamReader};
@@ -155,6 +156,14 @@ pub(crate) fn check_case(case: &Value) -> Result<(), String> {
             return Err(format!(
                 "{name}: error at {}:{} not {l}:{c}: {first:?}",
                 first.line, first.column
+            ));
+        }
+    }
+    if let Some(m) = case.get("message").and_then(Value::as_str) {
+        if !got.diagnostics.iter().any(|d| d.message.contains(m)) {
+            return Err(format!(
+                "{name}: no diagnostic says {m:?}: {:#?}",
+                got.diagnostics
             ));
         }
     }

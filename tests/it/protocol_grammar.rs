@@ -72,6 +72,9 @@ fn blocky_strategy() -> impl Strategy<Value = String> {
         1 => Just("# comment <|[END_TOOL]|>".to_string()),
         1 => Just("stray words".to_string()),
         1 => Just("「末」".to_string()),
+        // Lines that close a value which crossed pair lines (rule 6).
+        1 => Just("tail words「末」".to_string()),
+        1 => Just("more「末」, b_1:「始」y「末」".to_string()),
         1 => Just("  <|[END_TOOL]|> tail".to_string()),
         1 => Just(String::new()),
     ];
@@ -125,6 +128,7 @@ fn vcp_strategy() -> impl Strategy<Value = String> {
         1 => Just("<|[END_TOOL]|>".to_string()),
         1 => Just("<|[REQUEST_TOOL]|>".to_string()),
         1 => Just("stray words".to_string()),
+        1 => Just("stray words「末」,".to_string()),
         1 => Just(String::new()),
     ];
     (

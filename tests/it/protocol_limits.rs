@@ -121,3 +121,35 @@ fn unclosed_think_and_cdata_at_scale() {
     let p = parse(&text, Format::Auto);
     assert!(has_error(&p));
 }
+
+/// Rule 6 (issue 35): a value that meets a pair line searches on for a later `「末」`
+/// that closes it, then for the block's end marker. 1 MB of unterminated values, each
+/// followed by pair lines, must not search the rest of the text once per value.
+#[test]
+fn unterminated_values_before_pair_lines_at_scale() {
+    // No 「末」 on any line that is not a pair line: every search runs to the end.
+    let n = MB / 16;
+    let mut text = String::from("<|[REQUEST_TOOL]|>\ncommand:「始」T「末」\n");
+    for i in 0..n {
+        text.push_str(&format!("k{i}:「始」x\n"));
+    }
+    text.push_str("<|[END_TOOL]|>\n");
+    let p = parse(&text, Format::Tam);
+    assert_eq!(p.calls.len(), 1);
+    assert_eq!(p.calls[0].args.len(), n);
+    assert_eq!(p.calls[0].args["k0"].as_str(), Some("x"));
+    let mut r = StreamReader::new(Format::Tam);
+    for chunk in text.as_bytes().chunks(4093) {
+        r.push_bytes(chunk);
+    }
+    assert_eq!(r.finish(), p);
+
+    // A 「末」 that closes each value, but no end marker after it: every look-ahead
+    // runs to the end of the text.
+    let mut text = String::from("<|[REQUEST_TOOL]|>\ncommand:「始」T「末」\n");
+    for i in 0..MB / 40 {
+        text.push_str(&format!("a{i}:「始」x\nb{i}:「始」y「末」\nz「末」\n"));
+    }
+    let p = parse(&text, Format::Tam);
+    assert!(p.calls.is_empty() && has_error(&p), "cut off at the end");
+}

@@ -5,7 +5,7 @@
 
 use super::{Auto, FormatEntry, Reader};
 use crate::protocol::block::BlockKind;
-use crate::protocol::chain::{key_is, read_pairs, Named};
+use crate::protocol::chain::{key_is, read_pairs, repeated_keys, Named};
 use crate::protocol::types::{Call, Format, RawDiag, RawPair, Span};
 
 /// The format table's reader for VCP blocks: at most one call per block.
@@ -33,6 +33,9 @@ fn build_vcp(
     span: Span,
     diags: &mut Vec<RawDiag>,
 ) -> Option<Call> {
+    if repeated_keys(s, pairs, span, false, diags) {
+        return None;
+    }
     let (tool, args, failed) = read_pairs(
         s,
         pairs,
