@@ -116,7 +116,7 @@ fn invalid(text: &str, line: usize, column: usize, msg: &str) -> Parsed {
     let d = RawDiag::error(
         off,
         msg.to_string(),
-        "Send one JSON object (or an array of them) describing the tool call.".into(),
+        "Send one JSON object {\"name\": \"ToolId\", \"arguments\": {…}} (or an array of them), complete and with nothing after it.".into(),
     );
     Parsed {
         response_text: String::new(),

@@ -261,7 +261,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
         }),
         exact_keys: false,
         leading: Some(json::lead),
-        names_as_written: false,
+        names_as_written: true,
         also: &[],
     },
     FormatEntry {
