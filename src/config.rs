@@ -255,6 +255,7 @@ pub const KNOWN: &[(&str, Kind)] = &[
     ("llm.constrain", Kind::String),
     ("llm.constrain_shape", Kind::String),
     ("llm.answer_follows_calls", Kind::Bool),
+    ("llm.constrain_answer", Kind::String),
     // Not a model setting: the call format of every agent without its own
     // (`agent::runtime::llm_call_format` reads it).
     ("llm.call_format", Kind::String),

@@ -45,9 +45,21 @@ pub fn stop_sequences(calls: CallFormat) -> Vec<String> {
     stop
 }
 
-/// The constraint for one call of a tool of `tools` in `calls` (`or_text`: or prose).
-/// `None` when the format has no grammar here yet (the turn then runs unconstrained).
-pub fn build(calls: CallFormat, tools: &[ToolShape<'_>], or_text: bool) -> Option<Constraint> {
+/// What a constrained turn admits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// Exactly one valid call.
+    Call,
+    /// One valid call, or prose that does not open like a call.
+    CallOrText,
+    /// Only prose that does not open like a call (an answer after Observations).
+    Text,
+}
+
+/// The constraint of a turn that admits `admit`, for the tools of `tools` written in
+/// `calls`. `None` when there is no tool, or the format has no grammar here yet (the turn
+/// then runs unconstrained).
+pub fn build(calls: CallFormat, tools: &[ToolShape<'_>], admit: Admit) -> Option<Constraint> {
     if tools.is_empty() {
         return None;
     }
@@ -62,25 +74,41 @@ pub fn build(calls: CallFormat, tools: &[ToolShape<'_>], or_text: bool) -> Optio
         };
         let (body, first) = g.call(calls, name, t.params)?;
         firsts.insert(first);
-        let rule = g.rule(&format!("call-{}", name), body);
-        alts.push(rule);
+        alts.push((name, body));
     }
-    let call = g.rule("call", alts.join(" | "));
-    let root = if or_text {
-        // Prose: anything that does not open like a call.
-        let mut not: Vec<char> = firsts.into_iter().collect();
+    if admit == Admit::Text {
+        // Only the prose rule: the calls were written to learn how they open.
+        g = Gbnf::default();
+    }
+    let call = if admit == Admit::Text {
+        String::new()
+    } else {
+        let names: Vec<String> = alts
+            .into_iter()
+            .map(|(name, body)| g.rule(&format!("call-{name}"), body))
+            .collect();
+        g.rule("call", names.join(" | "))
+    };
+    let prose = |g: &mut Gbnf| {
+        // Prose: anything that does not open like a call, nor with blanks before one.
+        let mut not: Vec<char> = firsts
+            .iter()
+            .copied()
+            .chain([' ', '\t', '\n', '\r'])
+            .collect();
         not.sort_unstable();
         let class: String = not.iter().map(|c| class_char(*c)).collect();
         let any = g.shared("anychar");
-        let prose = g.rule("prose", format!("[^{class}] {any}*"));
-        format!("{call} | {prose}")
-    } else {
-        call
+        g.rule("prose", format!("[^{class}] {any}*"))
     };
-    let json_schema = if or_text {
-        None
-    } else {
-        whole_json_schema(calls, tools)
+    let root = match admit {
+        Admit::Call => call,
+        Admit::CallOrText => format!("{call} | {}", prose(&mut g)),
+        Admit::Text => prose(&mut g),
+    };
+    let json_schema = match admit {
+        Admit::Call => whole_json_schema(calls, tools),
+        Admit::CallOrText | Admit::Text => None,
     };
     Some(Constraint {
         gbnf: g.render(&root),

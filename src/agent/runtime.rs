@@ -10,11 +10,11 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::call_format::CallFormat;
-use super::constrain::{self, ToolShape};
+use super::constrain::{self, Admit, ToolShape};
 use super::events::{self, EventBus};
 use super::llm::{
-    ChatBackend, Constrain, ConstrainShape, Constraint, LlmRunContext, LlmSettings,
-    ScriptedBackend, CHAT_NODE,
+    ChatBackend, Constrain, ConstrainAnswer, ConstrainShape, Constraint, LlmRunContext,
+    LlmSettings, ScriptedBackend, CHAT_NODE,
 };
 use super::manual::{example, how_to_call, render_teaching, tool_json, ManualStyle, RESULTS_NOTE};
 use super::profile::{build_inventory, AgentProfile, Inventory};
@@ -455,6 +455,8 @@ impl Reading {
 #[derive(Debug, Clone, Default)]
 struct Constrained {
     constraint: Option<Constraint>,
+    /// The turn after Observations, when answers follow calls (`constrain_answer`).
+    answer: Option<Constraint>,
     stop: Vec<String>,
     /// The turn after Observations is left free for the answer.
     answer_follows_calls: bool,
@@ -496,7 +498,15 @@ impl Constrained {
                 params: &t.definition.parameters,
             })
             .collect();
-        let constraint = constrain::build(teach, &shapes, mode == Constrain::CallOrText);
+        let admit = match mode {
+            Constrain::CallOrText => Admit::CallOrText,
+            _ => Admit::Call,
+        };
+        let constraint = constrain::build(teach, &shapes, admit);
+        let answer = match llm.constrain_answer.unwrap_or_default() {
+            ConstrainAnswer::Off => None,
+            ConstrainAnswer::Text => constrain::build(teach, &shapes, Admit::Text),
+        };
         let shape = llm.constrain_shape.unwrap_or_default();
         if mode == Constrain::Call
             && shape != ConstrainShape::Grammar
@@ -512,6 +522,7 @@ impl Constrained {
         }
         Ok(Constrained {
             constraint,
+            answer,
             stop: constrain::stop_sequences(teach),
             answer_follows_calls: llm.answer_follows_calls.unwrap_or(true),
         })
@@ -521,7 +532,7 @@ impl Constrained {
     /// Observations).
     fn of_turn(&self, after_observations: bool) -> Option<&Constraint> {
         if after_observations && self.answer_follows_calls {
-            None
+            self.answer.as_ref()
         } else {
             self.constraint.as_ref()
         }

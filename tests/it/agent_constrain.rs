@@ -586,6 +586,20 @@ async fn the_request_bodies_carry_the_constraint_in_the_shape_asked() {
         b[0]["guided_json"]["anyOf"][2]["properties"]["name"]["const"],
         "system_random_int"
     );
+    // The answer turn as prose only.
+    let b = bodies(
+        json!({"constrain": "call", "constrain_answer": "text"}),
+        call_then_answer(),
+    )
+    .await;
+    let g = Grammar::parse(b[1]["grammar"].as_str().expect("a prose grammar"));
+    assert!(g.accepts("Here is your blade, forged hot."));
+    assert!(!g.accepts(r#"{"name": "Forge", "arguments": {"ore": "iron", "heat": 300}}"#));
+    assert!(!g.accepts(""), "an answer is not empty");
+    assert!(
+        !g.accepts(r#" {"name": "Forge", "arguments": {"ore": "iron", "heat": 300}}"#),
+        "nor a call after a blank"
+    );
     // Every turn constrained when answers do not follow calls.
     let b = bodies(
         json!({"constrain": "call_or_text", "answer_follows_calls": false}),

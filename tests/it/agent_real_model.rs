@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tavern::internal::agent::llm::{Constrain, LlmSettings};
+use tavern::internal::agent::llm::{Constrain, ConstrainAnswer, LlmSettings};
 use tavern::internal::agent::{AgentRuntime, StopReason};
 use tavern::internal::tools::ToolDefinition;
 use tavern::Engine;
@@ -161,7 +161,12 @@ fn weather_home() -> (tempfile::TempDir, Engine) {
     (h, engine)
 }
 
-fn agent(engine: &Engine, base_url: &str, constrain: Constrain) -> AgentRuntime {
+fn agent(
+    engine: &Engine,
+    base_url: &str,
+    constrain: Constrain,
+    answer: ConstrainAnswer,
+) -> AgentRuntime {
     engine
         .agent("guide")
         .unwrap()
@@ -171,6 +176,7 @@ fn agent(engine: &Engine, base_url: &str, constrain: Constrain) -> AgentRuntime 
             temperature: Some(0.7),
             max_tokens: Some(96),
             constrain: Some(constrain),
+            constrain_answer: Some(answer),
             retries: Some(0),
             ..LlmSettings::default()
         })
@@ -180,7 +186,7 @@ fn agent(engine: &Engine, base_url: &str, constrain: Constrain) -> AgentRuntime 
 
 #[test]
 #[ignore = "needs SmolLM2 and llama-server: bash .ci/smollm2.sh, then --ignored"]
-fn smollm2_calls_the_tool_and_answers_five_runs_of_five() {
+fn smollm2_calls_the_tool_and_answers_five_messages_of_five() {
     let server = LlamaServer::start();
     let (_h, engine) = weather_home();
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -188,10 +194,22 @@ fn smollm2_calls_the_tool_and_answers_five_runs_of_five() {
         .enable_all()
         .build()
         .unwrap();
+    let messages = [
+        "What is the weather in Paris?",
+        "Is it raining in Oslo?",
+        "Should I take an umbrella in London today?",
+        "How warm is it in Rome?",
+        "Tell me the weather in Tokyo.",
+    ];
     let mut finished = 0;
-    for i in 0..5 {
-        let mut a = agent(&engine, &server.base_url(), Constrain::Call);
-        let run = rt.block_on(a.run(Some("What is the weather in Paris?")));
+    for (i, message) in messages.iter().enumerate() {
+        let mut a = agent(
+            &engine,
+            &server.base_url(),
+            Constrain::Call,
+            ConstrainAnswer::Text,
+        );
+        let run = rt.block_on(a.run(Some(message)));
         let report = run
             .turns
             .iter()
@@ -217,7 +235,7 @@ fn smollm2_calls_the_tool_and_answers_five_runs_of_five() {
     }
     assert_eq!(
         finished, 5,
-        "runs that ended with a prose answer after the call"
+        "messages whose run ended with a prose answer after the call"
     );
 }
 
@@ -268,7 +286,12 @@ fn smollm2_timings() {
         .build()
         .unwrap();
     // The model's own speed on the agent's first prompt, from llama.cpp's timings.
-    let a = agent(&engine, &server.base_url(), Constrain::Call);
+    let a = agent(
+        &engine,
+        &server.base_url(),
+        Constrain::Call,
+        ConstrainAnswer::Text,
+    );
     let messages = json!([
         {"role": "system", "content": format!("You are a helpful assistant.\n\n{}", a.manual())},
         {"role": "user", "content": "What is the weather in Paris?"}
@@ -296,11 +319,15 @@ fn smollm2_timings() {
         );
     }
     // Per-turn wall time through tavern.
-    for constrain in [Constrain::Off, Constrain::Call] {
+    for (constrain, answer) in [
+        (Constrain::Off, ConstrainAnswer::Off),
+        (Constrain::Call, ConstrainAnswer::Off),
+        (Constrain::Call, ConstrainAnswer::Text),
+    ] {
         let (mut call_turns, mut answer_turns) = (Vec::new(), Vec::new());
-        let mut called = 0;
+        let (mut called, mut prose) = (0, 0);
         for _ in 0..5 {
-            let mut a = agent(&engine, &server.base_url(), constrain);
+            let mut a = agent(&engine, &server.base_url(), constrain, answer);
             let t = Instant::now();
             let first = rt
                 .block_on(a.turn(Some("What is the weather in Paris?")))
@@ -309,13 +336,16 @@ fn smollm2_timings() {
             if !first.results.is_empty() {
                 called += 1;
                 let t = Instant::now();
-                rt.block_on(a.turn(None)).unwrap();
+                let second = rt.block_on(a.turn(None)).unwrap();
                 answer_turns.push(t.elapsed().as_secs_f64() * 1000.0);
+                if second.parsed.calls.is_empty() && !second.parsed.response_text.is_empty() {
+                    prose += 1;
+                }
             }
         }
         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
         eprintln!(
-            "turns {constrain:?}: first turn {:.0} ms (a call in {called} of 5), answer turn {:.0} ms",
+            "turns {constrain:?}/{answer:?}: first turn {:.0} ms (a call in {called} of 5), answer turn {:.0} ms (prose in {prose})",
             mean(&call_turns),
             mean(&answer_turns)
         );

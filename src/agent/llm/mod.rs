@@ -69,9 +69,14 @@ pub struct LlmSettings {
     /// `json_schema` (`response_format`) or `guided_json` (vLLM).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub constrain_shape: Option<ConstrainShape>,
-    /// Whether the turn after Observations is left free for the answer (default true).
+    /// Whether the turn after Observations is left for the answer (default true): no call
+    /// is forced on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_follows_calls: Option<bool>,
+    /// What that answer turn may be: `off` (default; anything) or `text` (prose that does
+    /// not open like a call; small models otherwise repeat their call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constrain_answer: Option<ConstrainAnswer>,
     /// Fields added to every request body as they are (a server's own options:
     /// `cache_prompt`, `top_k`, `repeat_penalty` …); they win over tavern's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -89,6 +94,17 @@ pub enum Constrain {
     /// Anything (no constraint is sent).
     #[default]
     Off,
+}
+
+/// What the turn after Observations may be when answers follow calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConstrainAnswer {
+    /// Anything (no constraint is sent).
+    #[default]
+    Off,
+    /// Prose that does not open like a call.
+    Text,
 }
 
 /// How a constraint is sent to an OpenAI-compatible server.
@@ -152,6 +168,7 @@ impl LlmSettings {
             constrain: over.constrain.or(self.constrain),
             constrain_shape: over.constrain_shape.or(self.constrain_shape),
             answer_follows_calls: over.answer_follows_calls.or(self.answer_follows_calls),
+            constrain_answer: over.constrain_answer.or(self.constrain_answer),
             // Key by key: a profile adds to `[llm.extra_body]`.
             extra_body: match (&self.extra_body, &over.extra_body) {
                 (Some(a), Some(b)) => {
@@ -181,6 +198,7 @@ impl LlmSettings {
             "constrain",
             "constrain_shape",
             "answer_follows_calls",
+            "constrain_answer",
             "extra_body",
         ];
         let picked: Map<String, Value> = m
