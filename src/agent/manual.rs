@@ -381,7 +381,7 @@ fn short(atomic: &[&Arc<Tool>], skills: &[&Arc<Tool>], calls: CallFormat) -> Str
     }
     s.push('\n');
     s.push_str(calls.lesson().how);
-    s.push_str("\n");
+    s.push('\n');
     s.push_str(SHORT_RESULTS_NOTE);
     s
 }

@@ -350,6 +350,17 @@ fn smollm2_timings() {
             mean(&answer_turns)
         );
     }
+}
+
+#[test]
+#[ignore = "measures tavern's own cost per turn for BENCHMARKS.md: --ignored --nocapture"]
+fn tavern_cost_per_turn() {
+    let (_h, engine) = weather_home();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     // tavern's own cost per turn: the same agent, the model answering at once.
     for constrain in [Constrain::Off, Constrain::Call] {
         let t = Instant::now();
