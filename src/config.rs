@@ -252,6 +252,13 @@ pub const KNOWN: &[(&str, Kind)] = &[
     ("llm.connect_timeout_ms", Kind::Integer),
     ("llm.retries", Kind::Integer),
     ("llm.retry_backoff_ms", Kind::Integer),
+    ("llm.constrain", Kind::String),
+    ("llm.constrain_shape", Kind::String),
+    ("llm.answer_follows_calls", Kind::Bool),
+    ("llm.constrain_answer", Kind::String),
+    // Not a model setting: the call format of every agent without its own
+    // (`agent::runtime::llm_call_format` reads it).
+    ("llm.call_format", Kind::String),
     ("process.memory_mb", Kind::Positive),
     ("process.cpu_seconds", Kind::Positive),
     ("process.processes", Kind::Positive),
@@ -262,6 +269,10 @@ pub const KNOWN: &[(&str, Kind)] = &[
     ("audit.file", Kind::String),
     ("tools.list_nodes", Kind::Bool),
 ];
+
+/// Tables of built-in sections whose keys are free: `[llm.extra_body]` (fields added to
+/// every model request as they are).
+pub const OPEN_TABLES: &[&str] = &["llm.extra_body"];
 
 /// Sections whose keys are declared elsewhere: `extensions.<plugin>.*` by each plugin's
 /// `configOptions` (checked by the plugin loader), `scripts.*` by the power-user scripts.
@@ -293,7 +304,11 @@ impl Settings {
             .collect();
         for (key, value) in &self.values {
             let section = key.split('.').next().unwrap_or(key);
-            if OPEN_SECTIONS.contains(&section) {
+            if OPEN_SECTIONS.contains(&section)
+                || OPEN_TABLES
+                    .iter()
+                    .any(|t| key.strip_prefix(t).is_some_and(|r| r.starts_with('.')))
+            {
                 continue;
             }
             let place = |message: String| match self.origins.get(key) {
@@ -459,10 +474,36 @@ mod tests {
     }
 
     #[test]
+    fn llm_call_format_is_a_known_setting() {
+        // Issue 38: it is applied to every agent, so it must not be warned about.
+        let s = Settings::from_toml("[llm]\ncall_format = \"json\"\n").unwrap();
+        assert!(s.check_known().is_empty(), "{:?}", s.check_known());
+        let s = Settings::from_toml(
+            "[llm]\nconstrain = \"call\"\n[llm.extra_body]\ncache_prompt = true\ntop_k = 1\n",
+        )
+        .unwrap();
+        assert!(s.check_known().is_empty(), "{:?}", s.check_known());
+        let got = crate::agent::llm::LlmSettings::from_settings(&s).unwrap();
+        assert_eq!(
+            got.extra_body.unwrap()["top_k"],
+            serde_json::json!(1),
+            "[llm.extra_body] is read as a table"
+        );
+        let s = Settings::from_toml("[llm]\ncall_format = 3\n").unwrap();
+        let got: Vec<String> = s.check_known().iter().map(|p| p.to_string()).collect();
+        assert!(
+            got[0].contains("setting llm.call_format: expected a string"),
+            "{got:?}"
+        );
+    }
+
+    #[test]
     fn the_llm_keys_are_the_llm_settings_fields() {
         let mut known: Vec<&str> = KNOWN
             .iter()
             .filter_map(|(k, _)| k.strip_prefix("llm."))
+            .filter(|k| *k != "call_format")
+            .chain(OPEN_TABLES.iter().filter_map(|t| t.strip_prefix("llm.")))
             .collect();
         known.sort();
         let mut fields = crate::strict::fields_of::<crate::agent::llm::LlmSettings>().to_vec();

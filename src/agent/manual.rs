@@ -25,6 +25,9 @@ pub enum ManualStyle {
     Openai,
     /// Anthropic `tools` (`input_schema`) as JSON.
     Anthropic,
+    /// For small models: one line per tool, one example call and one paragraph on how to
+    /// call, in a few hundred tokens.
+    Short,
 }
 
 impl std::str::FromStr for ManualStyle {
@@ -35,8 +38,9 @@ impl std::str::FromStr for ManualStyle {
             "tam" => Ok(ManualStyle::Tam),
             "openai" => Ok(ManualStyle::Openai),
             "anthropic" => Ok(ManualStyle::Anthropic),
+            "short" => Ok(ManualStyle::Short),
             other => Err(format!(
-                "unknown manual style '{other}': expected tam, action, openai or anthropic"
+                "unknown manual style '{other}': expected tam, action, openai, anthropic or short"
             )),
         }
     }
@@ -100,9 +104,25 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// An example value for a parameter: its default, first enum value, first example, or a
-/// placeholder of its type.
-fn example_value(p: &Value) -> Value {
+/// Placeholders for numbers a schema says nothing about, taken in turn by a tool's
+/// numeric parameters, so that two of them (`min`, `max`) never show the same value.
+const PLACEHOLDER_INTS: [i64; 4] = [1, 10, 3, 100];
+
+/// A number's bounds from `minimum`/`maximum` and their exclusive forms (a whole number
+/// inside an exclusive bound for integers).
+fn bounds(p: &Value, integer: bool) -> (Option<f64>, Option<f64>) {
+    let step = if integer { 1.0 } else { 0.5 };
+    let get = |k: &str| p.get(k).and_then(Value::as_f64);
+    let lo = get("minimum").or_else(|| get("exclusiveMinimum").map(|v| v + step));
+    let hi = get("maximum").or_else(|| get("exclusiveMaximum").map(|v| v - step));
+    (lo, hi)
+}
+
+/// An example value for a parameter, from its schema's own values: its default, first enum
+/// member, `const` or first example; else a value of its type inside its bounds (the
+/// `nth` numeric parameter of the tool takes the `nth` placeholder, so a range's ends
+/// differ); else a placeholder of its type.
+fn example_value(p: &Value, nth: &mut usize) -> Value {
     if let Some(d) = p.get("default") {
         return d.clone();
     }
@@ -113,6 +133,9 @@ fn example_value(p: &Value) -> Value {
     {
         return e.clone();
     }
+    if let Some(c) = p.get("const") {
+        return c.clone();
+    }
     if let Some(e) = p
         .get("examples")
         .and_then(Value::as_array)
@@ -120,21 +143,70 @@ fn example_value(p: &Value) -> Value {
     {
         return e.clone();
     }
-    match p.get("type").and_then(Value::as_str) {
-        Some("integer") => json!(1),
-        Some("number") => json!(1.5),
+    let ty = match p.get("type") {
+        Some(Value::String(t)) => Some(t.as_str()),
+        // `["integer", "null"]`: the first type that is not null.
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).find(|t| *t != "null"),
+        _ => None,
+    };
+    match ty {
+        Some(t @ ("integer" | "number")) => {
+            let integer = t == "integer";
+            let k = *nth % PLACEHOLDER_INTS.len();
+            *nth += 1;
+            let mut v = PLACEHOLDER_INTS[k] as f64 + if integer { 0.0 } else { 0.5 };
+            let (lo, hi) = bounds(p, integer);
+            if let Some(lo) = lo {
+                v = v.max(lo);
+            }
+            if let Some(hi) = hi {
+                v = v.min(hi);
+            }
+            if integer {
+                json!(v.round() as i64)
+            } else {
+                json!(v)
+            }
+        }
         Some("boolean") => json!(true),
-        Some("array") => json!(["..."]),
-        Some("object") => json!({"key": "value"}),
-        _ => json!("..."),
+        Some("array") => match p.get("items").filter(|i| i.is_object()) {
+            Some(items) => json!([example_value(items, nth)]),
+            None => json!(["..."]),
+        },
+        Some("object") => match p.get("properties").and_then(Value::as_object) {
+            Some(props) if !props.is_empty() => {
+                let required: Vec<&str> = p
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .map(|r| r.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                let mut m = serde_json::Map::new();
+                for (k, s) in props {
+                    if required.is_empty() || required.contains(&k.as_str()) {
+                        m.insert(k.clone(), example_value(s, nth));
+                    }
+                }
+                Value::Object(m)
+            }
+            _ => json!({"key": "value"}),
+        },
+        _ => match p.get("format").and_then(Value::as_str) {
+            Some("date-time") => json!("2025-06-01T18:00:00Z"),
+            Some("date") => json!("2025-06-01"),
+            Some("time") => json!("18:00:00"),
+            Some("email") => json!("guest@example.com"),
+            Some("uri") | Some("url") => json!("https://example.com/"),
+            _ => json!("..."),
+        },
     }
 }
 
 /// The example arguments of `t`: each parameter with its example value, in schema order.
 fn example_args(t: &Tool) -> Vec<Arg<'_>> {
+    let mut nth = 0;
     params(t)
         .into_iter()
-        .map(|p| (p.name, example_value(p.schema)))
+        .map(|p| (p.name, example_value(p.schema, &mut nth)))
         .collect()
 }
 
@@ -238,6 +310,7 @@ pub fn render_teaching(inv: &Inventory, style: ManualStyle, calls: Option<CallFo
             // A `Value` always serializes.
             serde_json::to_string_pretty(&list).unwrap_or_default()
         }
+        ManualStyle::Short => short(&atomic, &skills, calls.unwrap_or(CallFormat::ACTION)),
         ManualStyle::Action | ManualStyle::Tam => {
             let (entry, own): (fn(&Tool, CallFormat) -> String, CallFormat) =
                 if style == ManualStyle::Action {
@@ -267,6 +340,55 @@ pub fn render_teaching(inv: &Inventory, style: ManualStyle, calls: Option<CallFo
         }
     }
 }
+
+/// The first sentence of a description, on one line.
+fn first_sentence(s: &str) -> String {
+    let s = one_line(s);
+    match s.find(". ") {
+        Some(i) => s[..=i].to_string(),
+        None => s,
+    }
+}
+
+/// One tool as a line: `- name(a: integer, b?: one of "x", "y"): What it does.`
+fn short_line(t: &Tool, calls: CallFormat) -> String {
+    let ps: Vec<String> = params(t)
+        .iter()
+        .map(|p| {
+            let opt = if p.required { "" } else { "?" };
+            format!("{}{opt}: {}", p.name, type_label(p.schema))
+        })
+        .collect();
+    format!(
+        "- {}({}): {}\n",
+        called_as(t, calls),
+        ps.join(", "),
+        first_sentence(&t.definition.description)
+    )
+}
+
+/// The short manual ([`ManualStyle::Short`]): a line per tool and skill, the first
+/// tool's example call, how to call, and one line on results.
+fn short(atomic: &[&Arc<Tool>], skills: &[&Arc<Tool>], calls: CallFormat) -> String {
+    let mut s = String::from("Tools:\n");
+    for t in atomic.iter().chain(skills) {
+        s.push_str(&short_line(t, calls));
+    }
+    if let Some(t) = atomic.iter().chain(skills).next() {
+        s.push_str("\nExample call:\n");
+        s.push_str(&example(t, calls));
+        s.push('\n');
+    }
+    s.push('\n');
+    s.push_str(calls.lesson().how);
+    s.push('\n');
+    s.push_str(SHORT_RESULTS_NOTE);
+    s
+}
+
+/// How results come back, in one line, for [`ManualStyle::Short`].
+pub const SHORT_RESULTS_NOTE: &str =
+    "Each result comes back as a line `Observation: …`; indented lines under it belong to it.\n";
 
 /// The manual's closing section: how to call in `calls`, then how results come back.
 pub fn how_to_call(calls: CallFormat) -> String {

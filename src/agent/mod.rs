@@ -14,6 +14,7 @@
 //! `agent:tool-finished`, `agent:turn-finished`) go to an [`EventBus`].
 
 mod call_format;
+pub mod constrain;
 mod events;
 pub mod llm;
 mod manual;

@@ -10,8 +10,12 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::call_format::CallFormat;
+use super::constrain::{self, Admit, ToolShape};
 use super::events::{self, EventBus};
-use super::llm::{ChatBackend, LlmRunContext, LlmSettings, ScriptedBackend, CHAT_NODE};
+use super::llm::{
+    ChatBackend, Constrain, ConstrainAnswer, ConstrainShape, Constraint, LlmRunContext,
+    LlmSettings, ScriptedBackend, CHAT_NODE,
+};
 use super::manual::{example, how_to_call, render_teaching, tool_json, ManualStyle, RESULTS_NOTE};
 use super::profile::{build_inventory, AgentProfile, Inventory};
 use super::state::{MemoryWorldState, PrivateState, WorldState};
@@ -316,6 +320,7 @@ impl<'e> AgentRuntimeBuilder<'e> {
         });
         let reading = Reading::of(&profile, call_format)?;
         let manual = render_teaching(&inventory, style, call_format);
+        let constrained = Constrained::of(&profile, &merged, &inventory, style, call_format)?;
         let native_tools = if style == ManualStyle::Openai {
             inventory
                 .manager
@@ -347,6 +352,8 @@ impl<'e> AgentRuntimeBuilder<'e> {
                 overrides: self.llm,
                 backend,
                 sink: None,
+                constraint: None,
+                stop: Vec::new(),
             },
             dispatch: Dispatcher {
                 agent: profile.id.clone(),
@@ -371,6 +378,7 @@ impl<'e> AgentRuntimeBuilder<'e> {
             native_tools,
             reading,
             call_format,
+            constrained,
             private,
             world,
             bus,
@@ -422,11 +430,111 @@ impl Reading {
         })
     }
 
-    /// `first` when it found calls, else the text read again in `then`.
+    /// `first` when it found calls, else the text read again in `then`; when neither finds
+    /// a call and both find something malformed, `first`'s diagnostics, which explain the
+    /// mistake in the format the manual teaches (a cut-off JSON call is told to write
+    /// `"arguments"`, not another format's `"parameters"`).
     fn then_if_needed(&self, first: Parsed, output: &str) -> Parsed {
         match self.then {
-            Some(then) if first.calls.is_empty() => protocol::parse(output, then),
+            Some(then) if first.calls.is_empty() => {
+                let again = protocol::parse(output, then);
+                if again.calls.is_empty() && again.has_errors() && first.has_errors() {
+                    first
+                } else {
+                    again
+                }
+            }
             _ => first,
+        }
+    }
+}
+
+/// An agent's constraint (`constrain`, issue 38): built once from its inventory and call
+/// format, sent on every turn that should call, with the format's stop sequences on every
+/// turn.
+#[derive(Debug, Clone, Default)]
+struct Constrained {
+    constraint: Option<Constraint>,
+    /// The turn after Observations, when answers follow calls (`constrain_answer`).
+    answer: Option<Constraint>,
+    stop: Vec<String>,
+    /// The turn after Observations is left free for the answer.
+    answer_follows_calls: bool,
+}
+
+impl Constrained {
+    fn of(
+        profile: &AgentProfile,
+        llm: &LlmSettings,
+        inventory: &Inventory,
+        style: ManualStyle,
+        call_format: Option<CallFormat>,
+    ) -> Result<Self, AgentError> {
+        let mode = llm.constrain.unwrap_or_default();
+        if mode == Constrain::Off {
+            return Ok(Constrained::default());
+        }
+        // The format the manual teaches; the JSON styles without a call_format teach the
+        // server's function calling, which has its own tool_choice.
+        let teach = call_format.or(match style {
+            ManualStyle::Action | ManualStyle::Short => Some(CallFormat::ACTION),
+            ManualStyle::Tam => Some(CallFormat::TAM),
+            ManualStyle::Openai | ManualStyle::Anthropic => None,
+        });
+        let Some(teach) = teach else {
+            return Err(AgentError::Config(format!(
+                "agent '{}': constrain = \"{}\" needs a call format to constrain, and manual_style {:?} teaches function calling; set call_format (e.g. \"json\") or constrain = \"off\"",
+                profile.id,
+                serde_json::to_value(mode).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(),
+                style
+            )));
+        };
+        let tools = inventory.manager.model_list();
+        let shapes: Vec<ToolShape<'_>> = tools
+            .iter()
+            .map(|t| ToolShape {
+                id: t.id(),
+                wire: t.wire_name(),
+                params: &t.definition.parameters,
+            })
+            .collect();
+        let admit = match mode {
+            Constrain::CallOrText => Admit::CallOrText,
+            _ => Admit::Call,
+        };
+        let constraint = constrain::build(teach, &shapes, admit);
+        let answer = match llm.constrain_answer.unwrap_or_default() {
+            ConstrainAnswer::Off => None,
+            ConstrainAnswer::Text => constrain::build(teach, &shapes, Admit::Text),
+        };
+        let shape = llm.constrain_shape.unwrap_or_default();
+        if mode == Constrain::Call
+            && shape != ConstrainShape::Grammar
+            && constraint.as_ref().is_some_and(|c| c.json_schema.is_none())
+        {
+            return Err(AgentError::Config(format!(
+                "agent '{}': constrain_shape {shape:?} sends a JSON schema of the whole answer, and call format '{teach}' is not one JSON document; use constrain_shape = \"grammar\" (llama.cpp) or call_format \"json\"",
+                profile.id
+            )));
+        }
+        if constraint.is_none() && !shapes.is_empty() {
+            tracing::warn!(agent = %profile.id, "call format '{teach}' has no grammar yet; its turns run unconstrained");
+        }
+        Ok(Constrained {
+            constraint,
+            answer,
+            stop: constrain::stop_sequences(teach),
+            answer_follows_calls: llm.answer_follows_calls.unwrap_or(true),
+        })
+    }
+
+    /// The constraint of a turn (`after_observations`: the turn's input is the last turn's
+    /// Observations).
+    fn of_turn(&self, after_observations: bool) -> Option<&Constraint> {
+        if after_observations && self.answer_follows_calls {
+            self.answer.as_ref()
+        } else {
+            self.constraint.as_ref()
         }
     }
 }
@@ -505,6 +613,8 @@ pub struct AgentRuntime {
     reading: Reading,
     /// The format the manual teaches, when one was chosen (`call_format`).
     call_format: Option<CallFormat>,
+    /// What the model may write on a call turn (`constrain`).
+    constrained: Constrained,
     private: Arc<PrivateState>,
     world: Arc<dyn WorldState>,
     bus: EventBus,
@@ -576,6 +686,18 @@ impl AgentRuntime {
     /// chosen; otherwise the manual teaches its style's own (`<ACTION>` or TAM).
     pub fn call_format(&self) -> Option<CallFormat> {
         self.call_format
+    }
+
+    /// What the model may write on a turn (`constrain`): `after_observations` is a turn
+    /// whose input is the last turn's Observations, left free when answers follow calls.
+    /// `None`: the turn is not constrained.
+    pub fn constraint(&self, after_observations: bool) -> Option<&Constraint> {
+        self.constrained.of_turn(after_observations)
+    }
+
+    /// The stop sequences sent with every turn of a constrained agent.
+    pub fn stop_sequences(&self) -> &[String] {
+        &self.constrained.stop
     }
 
     /// How each turn's output is read: the first format, and the one read when the first
@@ -705,6 +827,7 @@ impl AgentRuntime {
         index: u32,
     ) -> Result<Turn, AgentError> {
         let agent = self.profile.id.clone();
+        let after_observations = !self.pending.is_empty();
         let input = match message {
             Some(m) => {
                 if self.pending.is_empty() {
@@ -730,6 +853,8 @@ impl AgentRuntime {
         }
         let (chunk_tx, mut chunk_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
         let mut llm = self.llm.clone();
+        llm.constraint = self.constrained.of_turn(after_observations).cloned();
+        llm.stop = self.constrained.stop.clone();
         if self.stream_ok {
             llm.sink = Some(chunk_tx);
         } else {

@@ -58,7 +58,7 @@ struct RunArgs {
 struct ManualArgs {
     /// Agent id (agents/ID.json) or a profile file.
     agent: String,
-    /// tam, action, openai or anthropic (default: the profile's style).
+    /// tam, action, openai, anthropic or short (default: the profile's style).
     #[arg(long, value_parser = parse_style)]
     style: Option<ManualStyle>,
 }
@@ -217,8 +217,9 @@ fn turn_text(e: &Event) -> String {
     s
 }
 
-/// `{"turns": [{"output", "calls", "results"}], "stop_reason"}` (plus `error` when a turn
-/// failed); results as `tavern call` prints them.
+/// `{"turns": [{"output", "calls", "results", "diagnostics", "observations"}],
+/// "stop_reason"}` (plus `error` when a turn failed); results as `tavern call` prints them,
+/// diagnostics as `tavern parse` does.
 fn run_json(r: &AgentRun) -> Value {
     let turns: Vec<Value> = r
         .turns
@@ -228,6 +229,10 @@ fn run_json(r: &AgentRun) -> Value {
                 "output": t.output,
                 "calls": t.parsed.calls.iter().map(|c| json!({"tool": c.tool, "args": c.args})).collect::<Vec<_>>(),
                 "results": t.results.iter().map(|c| outcome_json(&c.outcome, Some(&c.call))).collect::<Vec<_>>(),
+                // What the text mode shows under the turn: malformed output and warnings,
+                // and the Observation lines the next turn is given.
+                "diagnostics": t.parsed.diagnostics,
+                "observations": t.observations,
             })
         })
         .collect();

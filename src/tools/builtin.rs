@@ -96,8 +96,8 @@ pub fn register(tools: &ToolManager) -> Result<(), ToolError> {
             json!({
                 "type": "object",
                 "properties": {
-                    "min": {"type": "integer", "description": "Smallest possible value."},
-                    "max": {"type": "integer", "description": "Largest possible value (at least min)."}
+                    "min": {"type": "integer", "description": "Smallest possible value.", "examples": [1]},
+                    "max": {"type": "integer", "description": "Largest possible value (at least min).", "examples": [6]}
                 },
                 "required": ["min", "max"],
                 "additionalProperties": false

@@ -37,7 +37,10 @@ fn agent_run_json_shows_every_turn_and_the_stop_reason() {
     assert_eq!(turns.len(), 5);
     for t in turns {
         let keys: Vec<&str> = t.as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(keys, ["output", "calls", "results"]);
+        assert_eq!(
+            keys,
+            ["output", "calls", "results", "diagnostics", "observations"]
+        );
     }
     // 1: a tool call, its value from world.json.
     assert_eq!(turns[0]["calls"][0]["tool"], "ReadWorldStateTool");
@@ -224,7 +227,7 @@ fn agent_manual_prints_the_inventory_in_each_style() {
     assert_eq!(r.code, 2);
     assert!(
         r.stderr
-            .contains("expected tam, action, openai or anthropic"),
+            .contains("expected tam, action, openai, anthropic or short"),
         "{}",
         r.stderr
     );

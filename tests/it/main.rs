@@ -40,10 +40,20 @@ mod web_support;
     feature = "store-redis"
 ))]
 mod agent_cli;
+mod agent_constrain;
 #[cfg(all(feature = "server", feature = "llm-http"))]
 mod agent_e2e;
 mod agent_formats;
 mod agent_profile_strict;
+#[cfg(feature = "llm-http")]
+mod agent_real_model;
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
+mod agent_small_models;
 mod call_ids;
 #[cfg(all(
     feature = "cli",

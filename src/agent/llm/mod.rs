@@ -61,6 +61,74 @@ pub struct LlmSettings {
     /// First retry delay, doubled each time (default 500; a `Retry-After` header wins).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_backoff_ms: Option<u64>,
+    /// What an agent's model may write on a call turn: `call`, `call_or_text` or `off`
+    /// (default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constrain: Option<Constrain>,
+    /// How the constraint is sent: `grammar` (default; llama.cpp's GBNF `grammar`),
+    /// `json_schema` (`response_format`) or `guided_json` (vLLM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constrain_shape: Option<ConstrainShape>,
+    /// Whether the turn after Observations is left for the answer (default true): no call
+    /// is forced on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_follows_calls: Option<bool>,
+    /// What that answer turn may be: `off` (default; anything) or `text` (prose that does
+    /// not open like a call; small models otherwise repeat their call).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constrain_answer: Option<ConstrainAnswer>,
+    /// Fields added to every request body as they are (a server's own options:
+    /// `cache_prompt`, `top_k`, `repeat_penalty` …); they win over tavern's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra_body: Option<Map<String, Value>>,
+}
+
+/// What an agent's model may write on a turn that should call a tool (issue 38).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Constrain {
+    /// Exactly one valid call in the agent's call format.
+    Call,
+    /// One valid call, or prose that does not open like a call.
+    CallOrText,
+    /// Anything (no constraint is sent).
+    #[default]
+    Off,
+}
+
+/// What the turn after Observations may be when answers follow calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConstrainAnswer {
+    /// Anything (no constraint is sent).
+    #[default]
+    Off,
+    /// Prose that does not open like a call.
+    Text,
+}
+
+/// How a constraint is sent to an OpenAI-compatible server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConstrainShape {
+    /// llama.cpp's `grammar` field (GBNF).
+    #[default]
+    Grammar,
+    /// `response_format: {"type": "json_schema", …}` (OpenAI, llama.cpp, vLLM, LM Studio);
+    /// only for call formats whose answer is one JSON document (`json`, `llama_json`).
+    JsonSchema,
+    /// vLLM's `guided_json`; the same schema.
+    GuidedJson,
+}
+
+/// The constraint of one turn: what the model may write, in the shapes servers take.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Constraint {
+    /// A GBNF grammar (llama.cpp's `grammar`, the local model's sampler).
+    pub gbnf: String,
+    /// The JSON schema of the whole answer, when the call format's answer is one JSON
+    /// document and the turn admits only a call.
+    pub json_schema: Option<Value>,
 }
 
 /// Why LLM settings could not be read.
@@ -97,6 +165,19 @@ impl LlmSettings {
             connect_timeout_ms: over.connect_timeout_ms.or(self.connect_timeout_ms),
             retries: over.retries.or(self.retries),
             retry_backoff_ms: over.retry_backoff_ms.or(self.retry_backoff_ms),
+            constrain: over.constrain.or(self.constrain),
+            constrain_shape: over.constrain_shape.or(self.constrain_shape),
+            answer_follows_calls: over.answer_follows_calls.or(self.answer_follows_calls),
+            constrain_answer: over.constrain_answer.or(self.constrain_answer),
+            // Key by key: a profile adds to `[llm.extra_body]`.
+            extra_body: match (&self.extra_body, &over.extra_body) {
+                (Some(a), Some(b)) => {
+                    let mut m = a.clone();
+                    m.extend(b.iter().map(|(k, v)| (k.clone(), v.clone())));
+                    Some(m)
+                }
+                (a, b) => b.clone().or_else(|| a.clone()),
+            },
         }
     }
 
@@ -114,6 +195,11 @@ impl LlmSettings {
             "connect_timeout_ms",
             "retries",
             "retry_backoff_ms",
+            "constrain",
+            "constrain_shape",
+            "answer_follows_calls",
+            "constrain_answer",
+            "extra_body",
         ];
         let picked: Map<String, Value> = m
             .iter()
@@ -146,7 +232,22 @@ impl LlmSettings {
 
     /// The `[llm]` section of `tavern.toml` (and `--set llm.model=…`).
     pub fn from_settings(s: &Settings) -> Result<LlmSettings, LlmSettingsError> {
-        let m: Map<String, Value> = s.section("llm").into_iter().collect();
+        let mut m: Map<String, Value> = Map::new();
+        let mut extra = Map::new();
+        for (k, v) in s.section("llm") {
+            // `[llm.extra_body]` arrives as `extra_body.KEY`.
+            match k.strip_prefix("extra_body.") {
+                Some(key) => {
+                    extra.insert(key.to_string(), v);
+                }
+                None => {
+                    m.insert(k, v);
+                }
+            }
+        }
+        if !extra.is_empty() {
+            m.insert("extra_body".into(), Value::Object(extra));
+        }
         Self::from_map(&m).map_err(|e| LlmSettingsError::Settings(Box::new(e)))
     }
 
@@ -185,6 +286,8 @@ impl LlmSettings {
             ),
             retries: self.retries.unwrap_or(3),
             backoff: Duration::from_millis(self.retry_backoff_ms.unwrap_or(500)),
+            constrain_shape: self.constrain_shape.unwrap_or_default(),
+            extra_body: self.extra_body.clone().unwrap_or_default(),
         })
     }
 }
@@ -212,6 +315,10 @@ pub struct ResolvedLlm {
     pub retries: u32,
     /// First retry delay.
     pub backoff: Duration,
+    /// How a request's [`Constraint`] is sent.
+    pub constrain_shape: ConstrainShape,
+    /// Fields added to the request body.
+    pub extra_body: Map<String, Value>,
 }
 
 impl std::fmt::Debug for ResolvedLlm {
@@ -234,6 +341,10 @@ pub struct ChatRequest {
     pub messages: Vec<Value>,
     /// OpenAI tool definitions (sent as `tools` when non-empty).
     pub tools: Vec<Value>,
+    /// What the model may write this turn (an agent's `constrain`), if anything.
+    pub constraint: Option<Constraint>,
+    /// Where the model should stop (sent as `stop` when non-empty).
+    pub stop: Vec<String>,
 }
 
 /// Where a streaming backend sends text as it arrives.

@@ -30,6 +30,10 @@ pub struct LlmRunContext {
     pub backend: Option<Arc<dyn ChatBackend>>,
     /// Where streamed text goes as it arrives.
     pub sink: Option<ChunkSink>,
+    /// What the model may write this turn (the agent's `constrain`).
+    pub constraint: Option<super::Constraint>,
+    /// Stop sequences for this turn.
+    pub stop: Vec<String>,
 }
 
 struct ChatNode {
@@ -220,6 +224,8 @@ impl NodeExecutor for ChatNode {
             let req = ChatRequest {
                 messages: messages_of(&inputs)?,
                 tools,
+                constraint: run.constraint.clone(),
+                stop: run.stop.clone(),
             };
             let text = tokio::select! {
                 r = backend.chat(&req, &resolved, run.sink.as_ref()) => r.map_err(|e| NodeError::Failed(e.to_string()))?,

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use super::{ChatBackend, ChatFuture, ChatRequest, ChunkSink, LlmError, ResolvedLlm};
+use super::{
+    ChatBackend, ChatFuture, ChatRequest, ChunkSink, ConstrainShape, LlmError, ResolvedLlm,
+};
 
 /// The HTTP backend. One per process is enough; it keeps a connection pool.
 #[derive(Debug, Default)]
@@ -60,6 +62,31 @@ fn body_json(req: &ChatRequest, s: &ResolvedLlm) -> Value {
         b.insert("tools".into(), Value::Array(req.tools.clone()));
     }
     b.insert("stream".into(), json!(s.stream));
+    if !req.stop.is_empty() {
+        b.insert("stop".into(), json!(req.stop));
+    }
+    if let Some(c) = &req.constraint {
+        match (s.constrain_shape, &c.json_schema) {
+            (ConstrainShape::Grammar, _) => {
+                b.insert("grammar".into(), json!(c.gbnf));
+            }
+            (ConstrainShape::JsonSchema, Some(schema)) => {
+                b.insert(
+                    "response_format".into(),
+                    json!({"type": "json_schema", "json_schema": {"name": "tool_call", "schema": schema, "strict": true}}),
+                );
+            }
+            (ConstrainShape::GuidedJson, Some(schema)) => {
+                b.insert("guided_json".into(), schema.clone());
+            }
+            // A turn a JSON schema cannot say (a call or prose, a format that is not one
+            // JSON document): only the stop sequences.
+            (_, None) => {}
+        }
+    }
+    for (k, v) in &s.extra_body {
+        b.insert(k.clone(), v.clone());
+    }
     Value::Object(b)
 }
 

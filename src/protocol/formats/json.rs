@@ -121,7 +121,7 @@ fn invalid(text: &str, line: usize, column: usize, msg: &str) -> Parsed {
     let d = RawDiag::error(
         off,
         msg.to_string(),
-        "Send one JSON object (or an array of them) describing the tool call.".into(),
+        "Send one JSON object {\"name\": \"ToolId\", \"arguments\": {…}} (or an array of them), complete and with nothing after it.".into(),
     );
     Parsed {
         response_text: String::new(),
@@ -356,6 +356,7 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
     }),
     exact_keys: false,
     leading: Some(lead),
-    names_as_written: false,
+    // Tool names match loosely, as the other JSON-shaped forms (docs/formats.md).
+    names_as_written: true,
     also: &[],
 };
