@@ -19,8 +19,9 @@ A Rhai tool handler is a function `fn name(args, ctx)` in the script a tool file
   There is no `ctx.log` in Rhai: log with `api::log::info(message)` and friends.
 - Return any value (maps become JSON objects, arrays arrays, `()` null).
 - Fail the call with `throw "message"`, or `throw #{ code: "bad_input", message: "…" }`: a
-  thrown map keeps its content (the caller reads `bad_input: …`; a map without `message`
-  shows as JSON).
+  thrown map with a `code` and a `message` fails the call with that code (the caller's error
+  code is `bad_input`, its message `bad_input: …`; a code is a word of letters, digits, `_`,
+  `-`, `.`); a map without `message` shows as JSON, under `execution_failed`.
 - `print(x)` goes to the engine's log (stderr), never to stdout.
 - `import "helpers" as h;` loads `helpers.rhai` from the plugin directory (and nowhere else).
 - `eval` is disabled; scripts run under the plugin's limits (operations, memory, time, sizes).

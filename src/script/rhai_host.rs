@@ -678,6 +678,14 @@ impl RhaiHost {
                         // Where the script called the function that threw it.
                         return e.placed(file, line);
                     }
+                    if super::error::is_raised_code(c) {
+                        return ScriptError::Raised {
+                            code: c.clone(),
+                            message: bounded(m, 4096),
+                            file,
+                            line,
+                        };
+                    }
                 }
                 ScriptError::Runtime {
                     message: bounded(&super::nested_error::error_text(&json), 4096),

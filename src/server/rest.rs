@@ -79,10 +79,10 @@ impl IntoResponse for ApiError {
 fn tool_error(e: &ToolError) -> ApiError {
     match e {
         ToolError::UnknownTool { suggestion, .. } => {
-            ApiError::new(StatusCode::NOT_FOUND, e.code(), e.to_string())
+            ApiError::new(StatusCode::NOT_FOUND, e.variant_code(), e.to_string())
                 .suggest(suggestion.clone())
         }
-        _ => ApiError::new(StatusCode::BAD_REQUEST, e.code(), e.to_string()),
+        _ => ApiError::new(StatusCode::BAD_REQUEST, e.variant_code(), e.to_string()),
     }
 }
 

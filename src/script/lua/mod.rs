@@ -334,6 +334,14 @@ fn raise_fn(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Function> {
                 if let Some(e) = sh.core.raised_error(c, m) {
                     return Err(script_error(e));
                 }
+                if super::error::is_raised_code(c) {
+                    return Err(script_error(ScriptError::Raised {
+                        code: c.clone(),
+                        message: bounded(m, MAX_ERROR_TEXT),
+                        file: None,
+                        line: None,
+                    }));
+                }
             }
             let text = super::nested_error::error_text(&json);
             Err(script_error(ScriptError::runtime(bounded(
