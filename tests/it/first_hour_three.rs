@@ -47,3 +47,40 @@ fn raised_codes_reach_the_caller() {
         "{v}"
     );
 }
+
+/// Item 7: malformed JSON sent as JSON is 400 with the parser's line and column; a
+/// `{tool, args}` object whose arguments cannot be read is a diagnostic.
+#[tokio::test]
+async fn json_bodies_that_cannot_be_read_say_why() {
+    use crate::server_support;
+    use reqwest::StatusCode;
+    use serde_json::{json, Value};
+
+    let s = server_support::Server::start(&server_support::fixture_home(), &[]);
+    let c = reqwest::Client::new();
+    let r = c
+        .post(format!("{}/api/invoke", s.base))
+        .header("content-type", "application/json")
+        .body("{\"tool\": \"LuaDemo:shout\",\n \"args\": {\"text\": \"hey\",}}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let e: Value = r.json().await.unwrap();
+    assert_eq!(e["error"]["code"], "invalid_json", "{e}");
+    let msg = e["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("line 2 column"), "{msg}");
+
+    let r = c
+        .post(format!("{}/api/invoke", s.base))
+        .header("content-type", "text/plain")
+        .body(r#"{"tool": "LuaDemo:shout", "args": {"text": 1e400}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["results"], json!([]), "{v}");
+    assert_eq!(v["diagnostics"][0]["severity"], "error", "{v}");
+    assert!(v.get("response_text").is_none(), "not prose: {v}");
+}
