@@ -84,3 +84,46 @@ async fn json_bodies_that_cannot_be_read_say_why() {
     assert_eq!(v["diagnostics"][0]["severity"], "error", "{v}");
     assert!(v.get("response_text").is_none(), "not prose: {v}");
 }
+
+/// Item 9: README's test command is `.ci/test`, which runs `.ci/deps.sh` (the one install
+/// list, also called by `.ci/run`) and then `cargo test`; on a machine that has everything
+/// the list installs nothing and succeeds.
+#[test]
+fn the_test_command_sets_itself_up() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    assert!(
+        readme.contains("```sh\n.ci/test\n```"),
+        "README's test command"
+    );
+    let test = std::fs::read_to_string(root.join(".ci/test")).unwrap();
+    let deps_at = test.find(".ci/deps.sh").expect(".ci/test runs .ci/deps.sh");
+    let cargo_at = test.find("cargo test").expect(".ci/test runs cargo test");
+    assert!(deps_at < cargo_at);
+    let ci = std::fs::read_to_string(root.join(".ci/run")).unwrap();
+    assert!(ci.lines().any(|l| l.trim() == ".ci/deps.sh"), ".ci/run");
+    assert!(
+        !ci.contains("command -v redis-server"),
+        "the list lives in .ci/deps.sh only"
+    );
+    let deps = std::fs::read_to_string(root.join(".ci/deps.sh")).unwrap();
+    for program in [
+        "python3",
+        "node",
+        "curl",
+        "valgrind",
+        "mcp",
+        "redis-server",
+        "chromedriver",
+    ] {
+        assert!(deps.contains(program), "{program} in .ci/deps.sh");
+    }
+    let out = std::process::Command::new(root.join(".ci/deps.sh"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
