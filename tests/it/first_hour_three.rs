@@ -127,3 +127,38 @@ fn the_test_command_sets_itself_up() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Item 10: `agent run` prints its error once (stderr), not also on stdout.
+#[test]
+fn agent_run_prints_its_error_once() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("openai:http://127.0.0.1:{port}/v1");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let r = tavern(
+        root,
+        &[
+            "agent",
+            "run",
+            "innkeeper",
+            "--llm",
+            &url,
+            "--set",
+            "llm.retries=0",
+        ],
+        b"",
+    );
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let all = format!("{}{}", r.stdout, r.stderr);
+    assert_eq!(
+        all.matches("cannot reach the model").count(),
+        1,
+        "stdout:\n{}\nstderr:\n{}",
+        r.stdout,
+        r.stderr
+    );
+    assert!(r.stdout.contains("── stop: error"), "{}", r.stdout);
+}
