@@ -106,10 +106,22 @@ impl Cli {
             } else {
                 "does not exist"
             };
-            eprintln!(
-                "tavern: --home {}: {why}; give the home directory (the one holding plugins/, workflows/ and tavern.toml), or leave --home out to use the current directory",
-                self.home.display()
-            );
+            // Name what the user wrote: the flag, or the environment variable it came from.
+            let flag_given = std::env::args_os().any(|a| {
+                let a = a.to_string_lossy();
+                a == "--home" || a.starts_with("--home=")
+            });
+            if !flag_given && std::env::var_os("TAVERN_HOME").is_some() {
+                eprintln!(
+                    "tavern: TAVERN_HOME={}: {why}; set TAVERN_HOME to the home directory (the one holding plugins/, workflows/ and tavern.toml), or unset it to use the current directory",
+                    self.home.display()
+                );
+            } else {
+                eprintln!(
+                    "tavern: --home {}: {why}; give the home directory (the one holding plugins/, workflows/ and tavern.toml), or leave --home out to use the current directory",
+                    self.home.display()
+                );
+            }
             return USAGE;
         }
         let globals = Globals {

@@ -162,3 +162,27 @@ fn agent_run_prints_its_error_once() {
     );
     assert!(r.stdout.contains("── stop: error"), "{}", r.stdout);
 }
+
+/// Item 10: a missing home given by `TAVERN_HOME` is reported as `TAVERN_HOME`.
+#[test]
+fn a_missing_tavern_home_is_named_as_such() {
+    let h = home();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tavern"))
+        .args(["tools"])
+        .current_dir(h.path())
+        .env("TAVERN_HOME", h.path().join("nope"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.starts_with("tavern: TAVERN_HOME="), "{err}");
+    assert!(err.contains("unset it"), "{err}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tavern"))
+        .args(["--home", "nope", "tools"])
+        .current_dir(h.path())
+        .env("TAVERN_HOME", h.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("tavern: --home nope:"), "{err}");
+}
