@@ -186,3 +186,27 @@ fn a_missing_tavern_home_is_named_as_such() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.starts_with("tavern: --home nope:"), "{err}");
 }
+
+/// Item 10: `tavern tools` shows a parameter's `minimum` and `maximum`.
+#[test]
+fn tools_shows_minimum_and_maximum() {
+    let h = home();
+    write(
+        h.path(),
+        &[
+            ("plugins/Dice/plugin.yaml", DICE_YAML),
+            (
+                "plugins/Dice/main.lua",
+                "api.tools.register{id = 'roll', description = 'Rolls.', parameters = {type = 'object', properties = {sides = {type = 'integer', minimum = 2, maximum = 100}}}, handler = function(a) return 1 end}\n",
+            ),
+        ],
+    );
+    let run = tavern(h.path(), &["--home", ".", "tools"], b"");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains("- sides (integer, optional, minimum 2, maximum 100)"),
+        "{}",
+        run.stdout
+    );
+}
