@@ -240,7 +240,14 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
                     None => println!("ok   {} :: {}", o.file.display(), o.name),
                     Some(why) => {
                         failed += 1;
-                        println!("FAIL {} :: {}: {why}", o.file.display(), o.name);
+                        // A tool of another plugin or the home is not loaded without
+                        // --with-home: say so where the test trips on it.
+                        let hint = if !with_home && why.ends_with("(unknown_tool)") {
+                            " (plugin test loads only the plugins tested: if the tool comes from another plugin or the home's workflows, run with --with-home)"
+                        } else {
+                            ""
+                        };
+                        println!("FAIL {} :: {}: {why}{hint}", o.file.display(), o.name);
                     }
                 }
             }

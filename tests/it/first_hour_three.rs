@@ -210,3 +210,36 @@ fn tools_shows_minimum_and_maximum() {
         run.stdout
     );
 }
+
+/// Item 10: `plugin test DIR` failing on `unknown_tool` suggests `--with-home`.
+#[test]
+fn plugin_test_suggests_with_home_on_unknown_tool() {
+    let h = home();
+    write(
+        h.path(),
+        &[
+            ("plugins/Dice/plugin.yaml", DICE_YAML),
+            (
+                "plugins/Dice/main.lua",
+                "api.tools.register{id = 'roll', description = 'Rolls.', handler = function(a) return 1 end}\n",
+            ),
+            (
+                "plugins/Dice/tests/roll.test.json",
+                r#"{"cases": [{"name": "other", "call": "Cards:draw", "args": {}, "expect": 1}]}"#,
+            ),
+        ],
+    );
+    let run = tavern(
+        h.path(),
+        &["--home", ".", "plugin", "test", "plugins/Dice"],
+        b"",
+    );
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("FAIL"))
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    assert!(line.contains("(unknown_tool)"), "{line}");
+    assert!(line.contains("run with --with-home"), "{line}");
+}
