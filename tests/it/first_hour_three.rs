@@ -243,3 +243,56 @@ fn plugin_test_suggests_with_home_on_unknown_tool() {
     assert!(line.contains("(unknown_tool)"), "{line}");
     assert!(line.contains("run with --with-home"), "{line}");
 }
+
+const INN_LUA: &str = "api.tools.register{id = 'greet', description = 'Greets.', parameters = {type = 'object', properties = {guest_name = {type = 'string'}}, required = {'guest_name'}}, handler = function(a) return 'hi ' .. a.guest_name end}\n";
+
+/// Item 6: one rule for argument names in every format: a loose match runs with a warning
+/// on its result; a name no loose reading fits keeps its did-you-mean.
+#[test]
+fn argument_names_follow_one_rule_in_every_format() {
+    let h = home();
+    write(
+        h.path(),
+        &[
+            ("plugins/Inn/plugin.yaml", "name: Inn\ndescription: inn\n"),
+            ("plugins/Inn/main.lua", INN_LUA),
+        ],
+    );
+    let bodies = |name: &str| {
+        [
+            format!("<ACTION>\n<Inn.greet>\n<{name}>Bo</{name}>\n</Inn.greet>\n</ACTION>\n"),
+            format!("<|[REQUEST_TOOL]|>\ncommand:「始」Inn:greet「末」\n{name}:「始」Bo「末」\n<|[END_TOOL]|>\n"),
+            format!("{{\"tool\": \"Inn:greet\", \"args\": {{\"{name}\": \"Bo\"}}}}"),
+            format!("<<<[TOOL_REQUEST]>>>\ntool_name:「始」Inn:greet「末」\n{name}:「始」Bo「末」\n<<<[END_TOOL_REQUEST]>>>\n"),
+        ]
+    };
+    for body in bodies("guestName") {
+        let v = tavern(h.path(), &["--home", ".", "call", "-"], body.as_bytes()).json();
+        let r = &v["results"][0];
+        assert_eq!(r["value"], "hi Bo", "{body}: {v}");
+        assert_eq!(
+            r["warnings"],
+            serde_json::json!(["argument 'guestName' read as 'guest_name'"]),
+            "{body}: {v}"
+        );
+    }
+    for body in bodies("gust_name") {
+        let v = tavern(h.path(), &["--home", ".", "call", "-"], body.as_bytes()).json();
+        let msg = v["results"][0]["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            msg.ends_with("unknown parameter 'gust_name', did you mean 'guest_name'?"),
+            "{body}: {v}"
+        );
+    }
+    // Exact names carry no warnings.
+    let v = tavern(
+        h.path(),
+        &["--home", ".", "call", "-"],
+        bodies("guest_name")[0].as_bytes(),
+    )
+    .json();
+    assert!(v["results"][0].get("warnings").is_none(), "{v}");
+}

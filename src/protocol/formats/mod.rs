@@ -173,8 +173,9 @@ pub(crate) struct FormatEntry {
     pub auto: Auto,
     /// How it is read.
     pub reader: Reader,
-    /// True when its calls' keys must match parameter names exactly (`<ACTION>`: seed
-    /// 002 §3.2.3, §5.5); otherwise they match case-, `_`- and `-`-insensitively (rule 3).
+    /// True when its calls' keys must match parameter names exactly; otherwise they match
+    /// case-, `_`- and `-`-insensitively (rule 3), each loose match a warning on the result.
+    /// No format asks for exact keys: one rule for every format (issue 36), `<ACTION>` too.
     pub exact_keys: bool,
     /// Its shape that could also be prose, read only at the start of the answer or as a
     /// whole fenced block (`lead.rs`), by `auto` and by this format alike.
@@ -231,7 +232,7 @@ pub(crate) const FORMATS: &[FormatEntry] = &[
             reads_unclosed: false,
             only_first: Some(action::LATER_HINT),
         }),
-        exact_keys: true,
+        exact_keys: false,
         leading: None,
         names_as_written: false,
         also: &[],
