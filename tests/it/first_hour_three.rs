@@ -296,3 +296,164 @@ fn argument_names_follow_one_rule_in_every_format() {
     .json();
     assert!(v["results"][0].get("warnings").is_none(), "{v}");
 }
+
+/// `plugin check` on a home holding `files`: (exit code, stdout lines).
+fn check(files: &[(&str, &str)]) -> (i32, Vec<String>) {
+    let h = home();
+    write(h.path(), files);
+    let run = tavern(h.path(), &["--home", ".", "plugin", "check"], b"");
+    (run.code, run.stdout.lines().map(str::to_string).collect())
+}
+
+fn has(lines: &[String], parts: &[&str]) -> bool {
+    lines.iter().any(|l| parts.iter().all(|p| l.contains(p)))
+}
+
+/// Item 2: every name a user writes is checked, with file:line and a did-you-mean.
+#[test]
+fn every_name_is_checked() {
+    const ROLL: &str =
+        "api.tools.register{id = 'roll', description = 'Rolls.', handler = function(a) return 1 end}\n";
+    // Hook points in permissions.
+    let (code, lines) = check(&[
+        (
+            "plugins/Dice/plugin.yaml",
+            "name: Dice\npermissions:\n  hooks: [\"tool:befor-invoke\"]\n",
+        ),
+        ("plugins/Dice/main.lua", ROLL),
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        has(
+            &lines,
+            &[
+                "plugins/Dice/plugin.yaml:3:12: ",
+                "unknown hook point 'tool:befor-invoke'",
+                "did you mean 'tool:before-invoke'?"
+            ]
+        ),
+        "{lines:#?}"
+    );
+    // A default of the wrong type, though tavern.toml sets the value.
+    let (code, lines) = check(&[
+        (
+            "plugins/Dice/plugin.yaml",
+            "name: Dice\nconfigOptions:\n  - id: faces\n    type: integer\n    default: 4\n  - id: sides\n    type: integer\n    default: \"six\"\n",
+        ),
+        ("plugins/Dice/main.lua", ROLL),
+        ("tavern.toml", "[extensions.Dice]\nsides = 8\n"),
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        has(
+            &lines,
+            &[
+                "plugins/Dice/plugin.yaml:8:5: ",
+                "default \"six\" is not a integer"
+            ]
+        ),
+        "{lines:#?}"
+    );
+    // [scripts.NAME] keys.
+    let (code, lines) = check(&[
+        (
+            "scripts/guard.lua",
+            "api.hooks.on('tool:before-invoke', function(ev) return nil end)\n",
+        ),
+        ("tavern.toml", "[scripts.guard]\nenabeld = false\n"),
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        has(
+            &lines,
+            &[
+                "tavern.toml:2: ",
+                "unknown key `enabeld` in [scripts.guard], did you mean `enabled`?"
+            ]
+        ),
+        "{lines:#?}"
+    );
+    // Agent profiles whole: every wrong field by its path, at once.
+    let (code, lines) = check(&[(
+        "agents/inn.json",
+        "{\n  \"id\": \"inn\",\n  \"max_turns\": \"eight\",\n  \"llm\": {\"temperature\": \"hot\"}\n}\n",
+    )]);
+    assert_eq!(code, 1);
+    assert!(
+        has(
+            &lines,
+            &[
+                "agents/inn.json:3:3: ",
+                "`max_turns`: invalid type: string \"eight\", expected u32"
+            ]
+        ),
+        "{lines:#?}"
+    );
+    assert!(
+        has(
+            &lines,
+            &[
+                "agents/inn.json:4:11: ",
+                "`llm.temperature`: invalid type: string \"hot\""
+            ]
+        ),
+        "{lines:#?}"
+    );
+    // Inventory tools and scripted model files resolved.
+    let (code, lines) = check(&[
+        ("plugins/Dice/plugin.yaml", "name: Dice\n"),
+        ("plugins/Dice/main.lua", ROLL),
+        (
+            "agents/inn.json",
+            "{\n  \"id\": \"inn\",\n  \"llm\": {\"base_url\": \"scripted:nope.json\"},\n  \"tool_ids_inventory\": [\"Dice:rol\", \"system:get_current_time\", \"ReadWorldStateTool\"]\n}\n",
+        ),
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        has(
+            &lines,
+            &[
+                "agents/inn.json:4: ",
+                "unknown tool 'Dice:rol'",
+                "did you mean 'Dice:roll'?"
+            ]
+        ),
+        "{lines:#?}"
+    );
+    assert!(
+        has(
+            &lines,
+            &[
+                "agents/inn.json:3: ",
+                "scripted model file 'nope.json', which does not exist"
+            ]
+        ),
+        "{lines:#?}"
+    );
+    assert!(!has(&lines, &["system:get_current_time"]), "{lines:#?}");
+}
+
+/// Item 2: a script turned off in tavern.toml is said so.
+#[test]
+fn a_disabled_script_is_noticed() {
+    let h = home();
+    write(
+        h.path(),
+        &[
+            (
+                "scripts/guard.lua",
+                "api.hooks.on('tool:before-invoke', function(ev) return nil end)\n",
+            ),
+            ("tavern.toml", "[scripts.guard]\nenabled = false\n"),
+        ],
+    );
+    let run = tavern(h.path(), &["--home", ".", "tools"], b"");
+    assert_eq!(run.code, 0);
+    assert!(
+        run.stderr.contains(
+            "scripts/guard.lua is not loaded: tavern.toml:2 sets scripts.guard.enabled = false"
+        ),
+        "{}",
+        run.stderr
+    );
+}
