@@ -457,3 +457,58 @@ fn a_disabled_script_is_noticed() {
         run.stderr
     );
 }
+
+/// Item 1: a tool, workflow or node that exists but failed to load is `tool_unavailable`
+/// naming the root cause, in every way in; one missing `end` is one problem.
+#[test]
+fn broken_is_not_unknown() {
+    let h = home();
+    write(
+        h.path(),
+        &[
+            ("plugins/Dice/plugin.yaml", DICE_YAML),
+            (
+                "plugins/Dice/main.lua",
+                "api.tools.register{id = 'roll', description = 'Rolls.', handler = function(a)\n  return 1\nend}\nfunction advantage(node, ctx)\n  if true then\n    return { value = 2 }\nend\n",
+            ),
+            (
+                "plugins/Dice/nodes/advantage.node.json",
+                r#"{"type": "Advantage", "description": "Rolls twice.", "inputs": {}, "outputs": {"value": {"dataFlowType": "INTEGER"}}, "script": "main.lua", "function": "advantage"}"#,
+            ),
+            (
+                "plugins/Dice/workflows/adv_roll.json",
+                r#"{"id": "adv_roll", "description": "Rolls with advantage.", "interfaceInputs": {},
+ "interfaceOutputs": {"value": {"dataFlowType": "INTEGER"}},
+ "nodes": [{"id": "a", "type": "Dice:Advantage"}, {"id": "out", "type": "core:GroupOutput"}],
+ "edges": [{"source": "a", "sourceHandle": "value", "target": "out", "targetHandle": "value"}]}"#,
+            ),
+        ],
+    );
+    let root = "plugins/Dice/main.lua:8: script does not compile";
+    let run = tavern(h.path(), &["--home", ".", "plugin", "check"], b"");
+    let problems: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("plugins/"))
+        .collect();
+    assert_eq!(problems.len(), 1, "{}", run.stdout);
+    assert!(problems[0].starts_with(root), "{}", run.stdout);
+    for tool in ["workflow:adv_roll", "node:Dice:Advantage", "Dice:roll"] {
+        let body = format!("{{\"tool\": \"{tool}\", \"args\": {{}}}}");
+        let v = tavern(h.path(), &["--home", ".", "call", "-"], body.as_bytes()).json();
+        let err = &v["results"][0]["error"];
+        assert_eq!(err["code"], "tool_unavailable", "{tool}: {v}");
+        assert!(
+            err["message"].as_str().unwrap().contains(root),
+            "{tool}: {v}"
+        );
+    }
+    let run = tavern(
+        h.path(),
+        &["--home", ".", "workflow", "run", "adv_roll"],
+        b"",
+    );
+    assert_ne!(run.code, 0);
+    assert!(run.stderr.contains("unavailable"), "{}", run.stderr);
+    assert!(run.stderr.contains(root), "{}", run.stderr);
+}
