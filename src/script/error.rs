@@ -41,10 +41,12 @@ pub enum ScriptError {
         line: Option<u32>,
     },
     /// The instruction / operation budget ran out.
-    #[error("instruction limit of {limit} exceeded")]
+    #[error("instruction limit of {limit} exceeded{}", stopped_at(.at))]
     InstructionLimit {
         /// The budget.
         limit: u64,
+        /// Where the script was stopped (`main.lua:6`), when known.
+        at: Option<String>,
     },
     /// The script's memory limit was reached.
     #[error("memory limit of {limit} bytes exceeded")]
@@ -123,6 +125,12 @@ pub enum ScriptError {
     /// A bug in the engine (a caught panic, a broken invariant). Logged.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+fn stopped_at(at: &Option<String>) -> String {
+    at.as_ref()
+        .map(|a| format!(" (stopped at {a})"))
+        .unwrap_or_default()
 }
 
 fn runtime_text(message: &str, file: &Option<String>, line: &Option<u32>) -> String {
@@ -220,10 +228,10 @@ impl ScriptError {
     pub fn into_tool_error(self, tool_id: &str) -> ToolError {
         let tool = tool_id.to_string();
         match self {
-            ScriptError::InstructionLimit { limit } => ToolError::LimitExceeded {
+            ScriptError::InstructionLimit { limit, at } => ToolError::LimitExceeded {
                 tool,
                 limit: "instructions".into(),
-                message: format!("more than {limit} instructions"),
+                message: format!("more than {limit} instructions{}", stopped_at(&at)),
             },
             ScriptError::MemoryLimit { limit } => ToolError::LimitExceeded {
                 tool,

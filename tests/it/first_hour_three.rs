@@ -512,3 +512,94 @@ fn broken_is_not_unknown() {
     assert!(run.stderr.contains("unavailable"), "{}", run.stderr);
     assert!(run.stderr.contains(root), "{}", run.stderr);
 }
+
+/// Item 4: runtime messages with a place and a hint.
+#[test]
+fn runtime_messages_have_a_place_and_a_hint() {
+    let h = home();
+    write(
+        h.path(),
+        &[
+            ("plugins/R/plugin.yaml", "name: R\ndescription: r\nlimits:\n  instructions: 100000\n"),
+            (
+                "plugins/R/main.rhai",
+                "api::tools::register(#{id: \"a\", description: \"a\", handler: \"fa\"});\n\
+                 api::tools::register(#{id: \"b\", description: \"b\", handler: \"fb\"});\n\
+                 api::tools::register(#{id: \"c\", description: \"c\", handler: \"fc\"});\n\
+                 api::tools::register(#{id: \"d\", description: \"d\", handler: \"fd\"});\n\
+                 fn fa(args, ctx) {\n  let x = 1;\n  x.foo.bar\n}\n\
+                 fn fb(args, ctx) {\n  ctx.log(\"hi\");\n}\n\
+                 fn fc(args, ctx) {\n  \"a\" .. \"b\"\n}\n\
+                 fn fd(args, ctx) {\n  let i = 0;\n  loop {\n    i += 1;\n  }\n}\n",
+            ),
+            ("plugins/L/plugin.yaml", "name: L\ndescription: l\nlimits:\n  instructions: 100000\n"),
+            (
+                "plugins/L/main.lua",
+                "api.tools.register{id = 'd', description = 'd', handler = function(a)\n  local i = 0\n  while true do\n    i = i + 1\n  end\nend}\n",
+            ),
+        ],
+    );
+    let msg = |tool: &str| {
+        let body = format!("{{\"tool\": \"{tool}\", \"args\": {{}}}}");
+        let v = tavern(h.path(), &["--home", ".", "call", "-"], body.as_bytes()).json();
+        v["results"][0]["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let a = msg("R:a");
+    assert!(a.contains("main.rhai:7: Unknown property 'foo'"), "{a}");
+    assert!(!a.contains("position"), "{a}");
+    let b = msg("R:b");
+    assert!(
+        b.contains("main.rhai:10:") && b.contains("api::log::info"),
+        "{b}"
+    );
+    let c = msg("R:c");
+    assert!(
+        c.contains("main.rhai:13:") && c.contains("joins strings with +"),
+        "{c}"
+    );
+    let d = msg("R:d");
+    assert!(
+        d.contains("instructions") && d.contains("stopped at main.rhai"),
+        "{d}"
+    );
+    let l = msg("L:d");
+    assert!(
+        l.contains("instructions") && l.contains("stopped at main.lua:"),
+        "{l}"
+    );
+
+    // A tab in YAML is called a tab; an unclosed `#{` is blamed, not the function's `{`.
+    let h2 = home();
+    write(
+        h2.path(),
+        &[
+            (
+                "plugins/T/plugin.yaml",
+                "name: T\ndescription: t\nconfigOptions:\n\t- id: x\n",
+            ),
+            ("plugins/M/plugin.yaml", "name: M\ndescription: m\n"),
+            (
+                "plugins/M/main.rhai",
+                "fn f(a, ctx) {\n  let m = #{ a: 1, b: 2;\n  m\n}\n",
+            ),
+        ],
+    );
+    let run = tavern(h2.path(), &["--home", ".", "plugin", "check"], b"");
+    assert!(
+        run.stdout
+            .contains("plugins/T/plugin.yaml:4:2: `- id` is indented with a tab")
+            || run.stdout.contains("is indented with a tab"),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains("indented 1 space"), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("the '#{' opened at line 2, column 11 is never closed"),
+        "{}",
+        run.stdout
+    );
+}
