@@ -124,14 +124,14 @@ pub fn rhai_api_markdown() -> String {
                 f.rhai_name(),
                 params.join(", ")
             );
-            let _ = writeln!(out, "{}\n", f.doc.replace('\n', " "));
+            let _ = writeln!(out, "{}\n", in_rhai_words(&f.doc.replace('\n', " ")));
             for p in f.params {
                 let _ = writeln!(
                     out,
                     "- `{}`{}: {}",
                     p.name,
                     if p.optional { " (optional)" } else { "" },
-                    p.doc
+                    in_rhai_words(p.doc)
                 );
             }
             if f.returns != "nil" {
@@ -144,6 +144,28 @@ pub fn rhai_api_markdown() -> String {
         }
     }
     out
+}
+
+/// The registry's Lua wording (written for docs/lua/tavern.lua) in Rhai's words: errors are
+/// thrown maps caught with `try … catch`, missing values `()`, tables maps.
+fn in_rhai_words(doc: &str) -> String {
+    const WORDS: &[(&str, &str)] = &[
+        (
+            "A failed call raises a table `{code, message}` (catch it with `pcall` and read `e.code`)",
+            "A failed call throws a map `#{code, message}` (catch it with `try { … } catch (e) { … }` and read `e.code`)",
+        ),
+        ("converted with tostring", "converted with to_string"),
+        ("(tables, strings, numbers, booleans, api.json.null)", "(maps, arrays, strings, numbers, bools, ())"),
+        ("or nil when unset", "or () when unset"),
+        ("or nil (also for a kept JSON null)", "or () (also for a kept JSON null)"),
+        ("or a table of fields to replace", "or a map of fields to replace"),
+        ("`false[, why]` or `{veto = why}`", "`false` or `#{veto: why}`"),
+    ];
+    let mut s = doc.to_string();
+    for (lua, rhai) in WORDS {
+        s = s.replace(lua, rhai);
+    }
+    s
 }
 
 /// A LuaLS type in Rhai words.

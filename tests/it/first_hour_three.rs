@@ -603,3 +603,38 @@ fn runtime_messages_have_a_place_and_a_hint() {
         run.stdout
     );
 }
+
+/// Item 10: docs/rhai.md speaks Rhai (thrown maps, `try … catch`, `()`), not Lua.
+#[test]
+fn rhai_md_speaks_rhai() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("docs/rhai.md")).unwrap();
+    for lua in [
+        "pcall",
+        "tostring",
+        "or nil",
+        "raises a table",
+        "a table of fields",
+        "{veto = ",
+    ] {
+        assert!(!text.contains(lua), "docs/rhai.md says `{lua}`");
+    }
+    assert!(text.contains("throws a map `#{code, message}`"));
+}
+
+/// Item 10: plugins.md's permission-keys example is what `plugin check` prints.
+#[test]
+fn plugins_md_permission_keys_are_the_real_ones() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("docs/plugins.md")).unwrap();
+    let want = doc
+        .lines()
+        .find(|l| l.starts_with("plugins/Dice/plugin.yaml:3:3: unknown key `proceses`"))
+        .expect("plugins.md shows the example");
+    let (code, lines) = check(&[(
+        "plugins/Dice/plugin.yaml",
+        "name: Dice\npermissions:\n  proceses: true\n",
+    )]);
+    assert_eq!(code, 1);
+    assert!(lines.iter().any(|l| l == want), "{want}\n{lines:#?}");
+}
