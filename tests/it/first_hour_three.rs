@@ -638,3 +638,40 @@ fn plugins_md_permission_keys_are_the_real_ones() {
     assert_eq!(code, 1);
     assert!(lines.iter().any(|l| l == want), "{want}\n{lines:#?}");
 }
+
+/// Item 10: `serve --store` with an unreachable store says it cannot reach it and exits,
+/// not that it "is retried on the next use".
+#[test]
+fn an_unreachable_store_is_said_so_at_start() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let h = home();
+    let store = format!("redis://127.0.0.1:{port}/");
+    let run = tavern(
+        h.path(),
+        &[
+            "--home",
+            ".",
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--store",
+            &store,
+        ],
+        b"",
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("cannot reach the shared store"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.contains("retried on the next use"),
+        "{}",
+        run.stderr
+    );
+}
