@@ -665,8 +665,9 @@ mod tests {
             assert_eq!(serde_json::from_value::<Format>((*name).into()).unwrap(), f);
         }
         assert_eq!("XML".parse::<Format>(), Ok(Format::Action));
+        // One rule for argument names in every format (issue 36).
         let exact: Vec<Format> = Format::all().filter(|f| f.keys_match_exactly()).collect();
-        assert_eq!(exact, [Format::Action]);
+        assert!(exact.is_empty(), "{exact:?}");
         assert_eq!(
             "yaml".parse::<Format>(),
             Err(format!(
