@@ -147,7 +147,20 @@ impl Globals {
     /// A path given in a flag, taken from the home when relative (every relative path in
     /// flags and settings is).
     pub fn path(&self, p: &Path) -> PathBuf {
-        self.home.join(p)
+        // `./x` is `x`, and from the home `.` it stays `x`: never `././plugins/Dice`.
+        let p: PathBuf = p
+            .components()
+            .filter(|c| !matches!(c, std::path::Component::CurDir))
+            .collect();
+        let home_is_here = self
+            .home
+            .components()
+            .all(|c| matches!(c, std::path::Component::CurDir));
+        match (home_is_here, p.as_os_str().is_empty()) {
+            (true, true) => PathBuf::from("."),
+            (true, false) => p,
+            (false, _) => self.home.join(p),
+        }
     }
 
     /// A `FILE|ID` argument: the file at that path from the home when there is one, else

@@ -675,3 +675,31 @@ fn an_unreachable_store_is_said_so_at_start() {
         run.stderr
     );
 }
+
+/// Item 3: a path given from the home `.` is shown as written, without `./` (never
+/// `././plugins/Dice`).
+#[test]
+fn paths_from_the_home_have_no_dot_slash() {
+    let h = home();
+    write(
+        h.path(),
+        &[
+            ("plugins/Dice/plugin.yaml", DICE_YAML),
+            (
+                "plugins/Dice/main.lua",
+                "api.tools.register{id = 'roll', description = 'Rolls.', handler = function(a) return 1 end}\n",
+            ),
+        ],
+    );
+    let run = tavern(
+        h.path(),
+        &["--home", ".", "plugin", "test", "./plugins/Dice"],
+        b"",
+    );
+    assert!(
+        run.stdout.starts_with("testing plugins/Dice alone"),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains("./"), "{}", run.stdout);
+}
