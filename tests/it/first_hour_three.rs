@@ -703,3 +703,34 @@ fn paths_from_the_home_have_no_dot_slash() {
     );
     assert!(!run.stdout.contains("./"), "{}", run.stdout);
 }
+
+/// Item 10: serving.md's `server/discover` codes over HTTP are the binary's: -32601 for a
+/// complete request, -32602 without its `_meta`, -32020 without the revision's headers.
+#[tokio::test]
+async fn discover_over_http_answers_what_serving_md_says() {
+    let s = crate::server_support::Server::start(&crate::server_support::fixture_home(), &[]);
+    let c = reqwest::Client::new();
+    let meta = serde_json::json!({"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"}}});
+    let cases = [
+        (meta.clone(), true, -32601),
+        (serde_json::json!({}), true, -32602),
+        (meta, false, -32020),
+    ];
+    for (params, headers, want) in cases {
+        let mut r = c
+            .post(format!("{}/mcp", s.base))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if headers {
+            r = r
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "server/discover");
+        }
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": "d", "method": "server/discover", "params": params});
+        let v: serde_json::Value = r.json(&body).send().await.unwrap().json().await.unwrap();
+        assert_eq!(v["error"]["code"], want, "{v}");
+    }
+}
