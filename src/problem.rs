@@ -87,6 +87,8 @@ pub(crate) enum Syntax {
 /// says where the real fault is.
 pub(crate) fn unclosed_bracket(text: &str, syntax: Syntax) -> Option<String> {
     let mut open: Vec<(char, u32, u32)> = Vec::new();
+    // Rhai: the innermost open bracket is a map literal `#{` (by its index in `open`).
+    let mut maps: Vec<usize> = Vec::new();
     let (mut line, mut col) = (1u32, 0u32);
     let mut chars = text.chars().peekable();
     let mut quote: Option<char> = None;
@@ -139,6 +141,18 @@ pub(crate) fn unclosed_bracket(text: &str, syntax: Syntax) -> Option<String> {
             '/' if syntax == Syntax::Rhai && chars.peek() == Some(&'*') => block_comment = true,
             '"' | '\'' => quote = Some(c),
             '`' if syntax == Syntax::Rhai => quote = Some(c),
+            '{' if syntax == Syntax::Rhai && prev == '#' => {
+                maps.push(open.len());
+                open.push((c, line, col));
+            }
+            // A statement's `;` directly inside a map: the map was never closed.
+            ';' if syntax == Syntax::Rhai && maps.last() == Some(&open.len().wrapping_sub(1)) => {
+                let (_, l, cl) = open[open.len() - 1];
+                return Some(format!(
+                    "the '#{{' opened at line {l}, column {} is never closed (it meets ';' at line {line}, column {col})",
+                    cl.saturating_sub(1)
+                ));
+            }
             '(' | '[' | '{' => open.push((c, line, col)),
             ')' | ']' | '}' => {
                 let want = match c {
@@ -149,6 +163,9 @@ pub(crate) fn unclosed_bracket(text: &str, syntax: Syntax) -> Option<String> {
                 match open.last() {
                     Some((o, _, _)) if *o == want => {
                         open.pop();
+                        if maps.last() == Some(&open.len()) {
+                            maps.pop();
+                        }
                     }
                     Some(&(o, l, cl)) => {
                         return Some(format!(
@@ -232,5 +249,13 @@ mod tests {
             Some("the '[' opened at line 3, column 11 is closed by '}' at line 5, column 1")
         );
         assert_eq!(unclosed_bracket("a: [1, {b: 2}]\n", Syntax::Yaml), None);
+        // Issue 36: an unclosed `#{` is blamed, not the function's `{`.
+        let map = "fn f(a, ctx) {\n  let m = #{ a: 1, b: 2;\n  m\n}\n";
+        assert_eq!(
+            unclosed_bracket(map, Syntax::Rhai).as_deref(),
+            Some("the '#{' opened at line 2, column 11 is never closed (it meets ';' at line 2, column 24)")
+        );
+        let fine = "fn f() {\n  let m = #{ a: #{ b: 1 } };\n  if true { m } else { #{} }\n}\n";
+        assert_eq!(unclosed_bracket(fine, Syntax::Rhai), None);
     }
 }

@@ -700,6 +700,8 @@ pub struct IndentSlip {
     pub expected: u32,
     /// The line of the value YAML took it to continue.
     pub previous_line: u32,
+    /// The key is indented with a tab (YAML indents with spaces only).
+    pub tab: bool,
 }
 
 /// Finds the first key of block YAML `text` that is indented like no open mapping and follows
@@ -732,6 +734,18 @@ pub fn yaml_indent_slip(text: &str) -> Option<IndentSlip> {
             rest = r.trim_start();
         }
         let col = line.len() - rest.len();
+        if line[..col].contains('\t') {
+            // YAML refuses tabs in indentation, whatever the key.
+            let key = yaml_key_line(rest).map_or(rest, |(k, _)| k);
+            return Some(IndentSlip {
+                key: key.to_string(),
+                line: n,
+                column: col as u32 + 1,
+                expected: open.last().map_or(1, |&c| c as u32 + 1),
+                previous_line: prev.map_or(n, |(l, _)| l),
+                tab: true,
+            });
+        }
         let Some((key, value)) = yaml_key_line(rest) else {
             prev = None;
             continue;
@@ -749,6 +763,7 @@ pub fn yaml_indent_slip(text: &str) -> Option<IndentSlip> {
                     column: col as u32 + 1,
                     expected: expected as u32 + 1,
                     previous_line: pl,
+                    tab: false,
                 });
             }
             open.push(col);
@@ -782,6 +797,20 @@ fn yaml_key_line(s: &str) -> Option<(&str, &str)> {
 impl IndentSlip {
     /// The slip as a problem in `file`; `parser_said` is the YAML or shape error it caused.
     pub fn problem(&self, file: &Path, parser_said: &str) -> Problem {
+        if self.tab {
+            return Problem::new(
+                file,
+                format!(
+                    "`{}` is indented with a tab; YAML indents with spaces only",
+                    self.key
+                ),
+            )
+            .at(self.line, Some(self.column))
+            .hint(format!(
+                "replace the tab on line {} with spaces; the YAML parser reports: {parser_said}",
+                self.line
+            ));
+        }
         let (got, want) = (self.column - 1, self.expected - 1);
         Problem::new(
             file,

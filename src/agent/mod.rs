@@ -32,7 +32,7 @@ pub use manual::{
     action_example, example, how_to_call, render as render_manual, render_teaching, tam_example,
     tool_json, ManualStyle,
 };
-pub use profile::{build_inventory, list_ids, AgentProfile, Inventory};
+pub use profile::{build_inventory, list_ids, reference_problems, AgentProfile, Inventory};
 pub use runtime::{
     hook_seam, AgentRun, AgentRuntime, AgentRuntimeBuilder, CallRecord, Limits, StopReason, Turn,
 };

@@ -111,25 +111,39 @@ impl AgentProfile {
 
     /// Reads a profile from JSON text; `origin` names it in problems.
     pub fn from_json(text: &str, origin: &Path) -> Result<Self, AgentError> {
-        let unknown = crate::strict::check_json(
+        // Every problem at once: unknown keys, the call format, each field of a wrong type.
+        let mut problems = crate::strict::check_json(
             text,
             origin,
             "agent profile",
             &crate::strict::Shape::keys(Self::KNOWN_KEYS),
         );
-        if !unknown.is_empty() {
-            return Err(AgentError::Load(unknown));
+        problems.extend(call_format_problem(text, origin));
+        let parsed = serde_json::from_str::<AgentProfile>(text);
+        if let Err(e) = &parsed {
+            let fields = field_problems(text, origin);
+            if fields.is_empty() {
+                problems.push(
+                    Problem::new(origin, format!("agent profile: {e}"))
+                        .at(e.line() as u32, Some(e.column() as u32))
+                        .hint(
+                            "an agent profile is a JSON object with `id`, `tool_ids_inventory` …",
+                        ),
+                );
+            }
+            for f in fields {
+                if !problems
+                    .iter()
+                    .any(|q| q.line == f.line && q.column == f.column)
+                {
+                    problems.push(f);
+                }
+            }
         }
-        if let Some(p) = call_format_problem(text, origin) {
-            return Err(AgentError::Load(vec![p]));
-        }
-        let mut p: AgentProfile = serde_json::from_str(text).map_err(|e| {
-            AgentError::Load(vec![Problem::new(origin, format!("agent profile: {e}"))
-                .at(e.line() as u32, Some(e.column() as u32))
-                .hint(
-                    "an agent profile is a JSON object with `id`, `tool_ids_inventory` …",
-                )])
-        })?;
+        let mut p = match parsed {
+            Ok(p) if problems.is_empty() => p,
+            _ => return Err(AgentError::Load(problems)),
+        };
         if p.id.trim().is_empty() {
             p.id = origin
                 .file_stem()
@@ -179,6 +193,150 @@ impl AgentProfile {
         let quoted = format!("\"{needle}\"");
         let at = self.source.find(&quoted)?;
         Some(self.source[..at].matches('\n').count() as u32 + 1)
+    }
+}
+
+/// Each field of the profile in `text` whose value has the wrong type, by its path
+/// (`max_turns`, `llm.temperature`), at its key: every one, not only serde's first.
+fn field_problems(text: &str, origin: &Path) -> Vec<Problem> {
+    let Ok(Value::Object(doc)) = serde_json::from_str::<Value>(text) else {
+        return Vec::new();
+    };
+    let fails = |v: Value| serde_json::from_value::<AgentProfile>(v).err();
+    let mut out = Vec::new();
+    for (key, value) in &doc {
+        if !AgentProfile::KNOWN_KEYS.contains(&key.as_str()) {
+            continue;
+        }
+        let Some(e) = fails(serde_json::json!({ key: value })) else {
+            continue;
+        };
+        // A nested object (`llm`): name the inner field that is wrong.
+        let inner: Vec<(String, String)> = match value {
+            Value::Object(m) => m
+                .iter()
+                .filter_map(|(k, v)| {
+                    fails(serde_json::json!({ key: { k: v } }))
+                        .map(|e| (format!("{key}.{k}"), serde_message(&e)))
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let found = if inner.is_empty() {
+            vec![(key.clone(), serde_message(&e))]
+        } else {
+            inner
+        };
+        for (path, why) in found {
+            let last = path.rsplit('.').next().unwrap_or(&path);
+            let mut p = Problem::new(origin, format!("agent profile: `{path}`: {why}"));
+            if let Some(at) = text.find(&format!("\"{last}\"")) {
+                let (l, c) = line_col(text, at);
+                p = p.at(l, Some(c));
+            }
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// serde_json's message without its ` at line L column C` (the place is the key's).
+fn serde_message(e: &serde_json::Error) -> String {
+    let m = e.to_string();
+    match m.find(" at line ") {
+        Some(i) => m[..i].to_string(),
+        None => m,
+    }
+}
+
+fn line_col(text: &str, at: usize) -> (u32, u32) {
+    let line = text[..at].matches('\n').count() as u32 + 1;
+    let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    (line, text[start..at].chars().count() as u32 + 1)
+}
+
+/// What a profile names that the engine does not have: every inventory id that names no
+/// tool (with its line and a did-you-mean) and a `scripted:FILE` model whose file is
+/// missing (relative to `home`). `plugin check` reports them; `build_inventory` refuses them.
+pub fn reference_problems(
+    profile: &AgentProfile,
+    engine: &ToolManager,
+    home: &Path,
+) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let entries = profile
+        .tool_ids_inventory
+        .iter()
+        .map(|i| (i.trim().to_string(), false, "tool_ids_inventory"))
+        .chain(profile.skill_workflow_ids_inventory.iter().map(|i| {
+            let i = i.trim();
+            let id = if i.starts_with("workflow:") {
+                i.to_string()
+            } else {
+                format!("workflow:{i}")
+            };
+            (id, true, "skill_workflow_ids_inventory")
+        }));
+    for (id, is_skill, field) in entries {
+        if agent_tool_definition(&id).is_some() || engine.get(&id).is_ok() {
+            continue;
+        }
+        problems.push(unknown_inventory_id(profile, engine, &id, is_skill, field));
+    }
+    if let Some(file) = profile
+        .llm
+        .base_url
+        .as_deref()
+        .and_then(|u| u.trim().strip_prefix("scripted:"))
+    {
+        if !home.join(file).is_file() {
+            let mut p = Problem::new(
+                &profile.origin,
+                format!(
+                    "agent '{}': llm.base_url names the scripted model file '{file}', which does not exist",
+                    profile.id
+                ),
+            )
+            .hint("scripted:FILE is taken from the home: give the path of a JSON list of replies");
+            if let Some(line) = profile.line_of(&format!("scripted:{file}")) {
+                p = p.at(line, None);
+            }
+            problems.push(p);
+        }
+    }
+    problems
+}
+
+/// The problem for inventory entry `id` (of `field`) that names no tool.
+fn unknown_inventory_id(
+    profile: &AgentProfile,
+    engine: &ToolManager,
+    id: &str,
+    is_skill: bool,
+    field: &str,
+) -> Problem {
+    let ids: Vec<String> = engine.list().iter().map(|t| t.id().to_string()).collect();
+    let cands = ids.iter().map(String::as_str).chain(AGENT_TOOLS);
+    let shown = if is_skill {
+        id.trim_start_matches("workflow:")
+    } else {
+        id
+    };
+    let mut p = Problem::new(
+        &profile.origin,
+        format!(
+            "agent '{}': {field} names unknown tool '{shown}'",
+            profile.id
+        ),
+    );
+    if let Some(line) = profile.line_of(shown) {
+        p = p.at(line, None);
+    }
+    match closest(id, cands) {
+        Some(c) => p.hint(format!("did you mean '{c}'?")),
+        None => p.hint(
+            "list the tools with `tavern tools`; workflows need an interface to be `workflow:<id>` tools",
+        ),
     }
 }
 
@@ -290,31 +448,7 @@ pub fn build_inventory(
                     manager.register(def, h)
                 }
                 Err(_) => {
-                    let ids: Vec<String> =
-                        engine.list().iter().map(|t| t.id().to_string()).collect();
-                    let cands = ids.iter().map(String::as_str).chain(AGENT_TOOLS);
-                    let shown = if is_skill {
-                        id.trim_start_matches("workflow:")
-                    } else {
-                        id.as_str()
-                    };
-                    let mut p = Problem::new(
-                        &profile.origin,
-                        format!(
-                            "agent '{}': {field} names unknown tool '{shown}'",
-                            profile.id
-                        ),
-                    );
-                    if let Some(line) = profile.line_of(shown) {
-                        p = p.at(line, None);
-                    }
-                    p = match closest(&id, cands) {
-                        Some(c) => p.hint(format!("did you mean '{c}'?")),
-                        None => p.hint(
-                            "list the tools with `tavern tools`; workflows need an interface to be `workflow:<id>` tools",
-                        ),
-                    };
-                    problems.push(p);
+                    problems.push(unknown_inventory_id(profile, engine, &id, is_skill, field));
                     continue;
                 }
             }

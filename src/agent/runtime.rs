@@ -935,6 +935,7 @@ impl AgentRuntime {
                         tool: call.tool.clone(),
                         id: engine_tools.canonical_id(&call.tool),
                         elapsed: std::time::Duration::ZERO,
+                        warnings: Vec::new(),
                         result: Err(ToolError::Vetoed {
                             tool: call.tool.clone(),
                             reason: match e {
@@ -1182,6 +1183,7 @@ impl Dispatcher {
                 elapsed: started.map_or(std::time::Duration::ZERO, |s| {
                     t0.elapsed().saturating_sub(s)
                 }),
+                warnings: Vec::new(),
             };
             let finished = ms(t0.elapsed());
             self.bus.emit(events::TOOL_FINISHED, &self.agent, || {

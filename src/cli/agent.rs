@@ -176,15 +176,12 @@ async fn run_agent(globals: &Globals, a: RunArgs) -> u8 {
     if a.json {
         print_json(&run_json(&result));
     } else {
-        let mut line = format!(
+        // The error itself goes to stderr once, below.
+        print_text(&format!(
             "── stop: {} after {} turn(s)\n",
             result.stop_reason.as_str(),
             result.turns.len()
-        );
-        if let Some(e) = &result.error {
-            line.push_str(&format!("── error: {e}\n"));
-        }
-        print_text(&line);
+        ));
     }
     if let Some(e) = &result.error {
         eprintln!("tavern: {e}");

@@ -106,10 +106,22 @@ impl Cli {
             } else {
                 "does not exist"
             };
-            eprintln!(
-                "tavern: --home {}: {why}; give the home directory (the one holding plugins/, workflows/ and tavern.toml), or leave --home out to use the current directory",
-                self.home.display()
-            );
+            // Name what the user wrote: the flag, or the environment variable it came from.
+            let flag_given = std::env::args_os().any(|a| {
+                let a = a.to_string_lossy();
+                a == "--home" || a.starts_with("--home=")
+            });
+            if !flag_given && std::env::var_os("TAVERN_HOME").is_some() {
+                eprintln!(
+                    "tavern: TAVERN_HOME={}: {why}; set TAVERN_HOME to the home directory (the one holding plugins/, workflows/ and tavern.toml), or unset it to use the current directory",
+                    self.home.display()
+                );
+            } else {
+                eprintln!(
+                    "tavern: --home {}: {why}; give the home directory (the one holding plugins/, workflows/ and tavern.toml), or leave --home out to use the current directory",
+                    self.home.display()
+                );
+            }
             return USAGE;
         }
         let globals = Globals {
@@ -135,7 +147,20 @@ impl Globals {
     /// A path given in a flag, taken from the home when relative (every relative path in
     /// flags and settings is).
     pub fn path(&self, p: &Path) -> PathBuf {
-        self.home.join(p)
+        // `./x` is `x`, and from the home `.` it stays `x`: never `././plugins/Dice`.
+        let p: PathBuf = p
+            .components()
+            .filter(|c| !matches!(c, std::path::Component::CurDir))
+            .collect();
+        let home_is_here = self
+            .home
+            .components()
+            .all(|c| matches!(c, std::path::Component::CurDir));
+        match (home_is_here, p.as_os_str().is_empty()) {
+            (true, true) => PathBuf::from("."),
+            (true, false) => p,
+            (false, _) => self.home.join(p),
+        }
     }
 
     /// A `FILE|ID` argument: the file at that path from the home when there is one, else

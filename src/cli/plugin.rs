@@ -120,8 +120,12 @@ fn load_for_tests(
 
 /// Reads every `agents/*.json` as `tavern agent run` reads it (keys and value types, with
 /// file:line), adding each problem at a place the key check did not already report.
-fn agent_problems(home: &std::path::Path, problems: &mut Vec<tavern::Problem>) {
-    use tavern::internal::agent::{AgentError, AgentProfile};
+fn agent_problems(
+    home: &std::path::Path,
+    tools: &tavern::internal::tools::ToolManager,
+    problems: &mut Vec<tavern::Problem>,
+) {
+    use tavern::internal::agent::{reference_problems, AgentError, AgentProfile};
     let dir = home.join("agents");
     let Ok(rd) = std::fs::read_dir(&dir) else {
         return;
@@ -136,8 +140,15 @@ fn agent_problems(home: &std::path::Path, problems: &mut Vec<tavern::Problem>) {
         let Ok(text) = std::fs::read_to_string(&f) else {
             continue; // the key check reported it
         };
-        if let Err(AgentError::Load(ps)) = AgentProfile::from_json(&text, &f) {
+        let ps = match AgentProfile::from_json(&text, &f) {
+            // What it names (inventory tools, a scripted model file) must exist too.
+            Ok(profile) => reference_problems(&profile, tools, home),
+            Err(AgentError::Load(ps)) => ps,
+            Err(_) => Vec::new(),
+        };
+        {
             for p in ps {
+                let p = p.relative_to(home);
                 // One problem per place: the key check may have met it already.
                 if !problems
                     .iter()
@@ -166,7 +177,7 @@ fn run_check(globals: &Globals, dir: Option<PathBuf>, json: bool) -> u8 {
     };
     problems.extend(report.problems.iter().cloned());
     if dir.is_none() {
-        agent_problems(&globals.home, &mut problems);
+        agent_problems(&globals.home, &report.tools, &mut problems);
     }
     // Everything on stdout: `plugin check | less` shows the whole report.
     if json {
@@ -240,7 +251,14 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
                     None => println!("ok   {} :: {}", o.file.display(), o.name),
                     Some(why) => {
                         failed += 1;
-                        println!("FAIL {} :: {}: {why}", o.file.display(), o.name);
+                        // A tool of another plugin or the home is not loaded without
+                        // --with-home: say so where the test trips on it.
+                        let hint = if !with_home && why.ends_with("(unknown_tool)") {
+                            " (plugin test loads only the plugins tested: if the tool comes from another plugin or the home's workflows, run with --with-home)"
+                        } else {
+                            ""
+                        };
+                        println!("FAIL {} :: {}: {why}{hint}", o.file.display(), o.name);
                     }
                 }
             }

@@ -90,7 +90,13 @@ impl Common {
                 redis: Some(r),
             }),
             Err(e) => {
-                eprintln!("tavern: --store: {e}");
+                // At start nothing is retried: tavern stops here.
+                match e {
+                    tavern::StoreError::Unavailable(why) => {
+                        eprintln!("tavern: --store: cannot reach the shared store ({why})")
+                    }
+                    other => eprintln!("tavern: --store: {other}"),
+                }
                 eprintln!("  start Redis there, fix the URL, or leave --store out to keep state in memory");
                 Err(super::FAILED)
             }

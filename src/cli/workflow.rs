@@ -206,7 +206,11 @@ async fn run_workflow(
                 .get(&wf.workflow.id)
                 .is_some_and(|c| c.workflow.source == wf.workflow.source) =>
         {
-            match tool.prepare(Value::Object(args), KeyMatching::Loose) {
+            let args = Value::Object(args);
+            for w in tool.loose_warnings(&args) {
+                eprintln!("warning: {w}");
+            }
+            match tool.prepare(args, KeyMatching::Loose) {
                 Ok(Value::Object(m)) => m,
                 Ok(_) => Map::new(),
                 Err(e) => return report_error(&wf.workflow.id, &e.to_string(), json),

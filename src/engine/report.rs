@@ -79,6 +79,9 @@ pub fn outcome_json(o: &CallOutcome, call: Option<&Call>) -> Value {
             );
         }
     }
+    if !o.warnings.is_empty() {
+        m.insert("warnings".into(), json!(o.warnings));
+    }
     m.insert("observation".into(), json!(o.observation()));
     Value::Object(m)
 }

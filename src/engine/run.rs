@@ -279,6 +279,7 @@ pub async fn run(tools: Arc<ToolManager>, req: Request) -> CallReport {
                         warnings: joined.clone(),
                     }),
                     elapsed: Duration::ZERO,
+                    warnings: Vec::new(),
                 })
                 .collect();
             return CallReport { parsed, outcomes };

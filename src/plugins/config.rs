@@ -101,6 +101,30 @@ pub fn resolve(
         };
         declared.push(id.clone());
         let key = full_key(plugin, &id);
+        // A default is checked against its type even when a setting overrides it: it is
+        // what the plugin gets the day the setting goes.
+        let default = match &opt.default {
+            Some(d) => match coerce(opt.kind, d) {
+                Some(v) => Some(v),
+                None => {
+                    let p = Problem::new(
+                        manifest_file,
+                        format!(
+                            "config option '{id}': default {} is not a {}",
+                            describe(d),
+                            opt.kind.name()
+                        ),
+                    );
+                    let p = match default_place(manifest_text, &id) {
+                        Some((l, c)) => p.at(l, Some(c)),
+                        None => p,
+                    };
+                    problems.push(p);
+                    None
+                }
+            },
+            None => None,
+        };
         if let Some(v) = settings.get(&key) {
             match coerce(opt.kind, v) {
                 Some(v) => {
@@ -126,27 +150,8 @@ pub fn resolve(
             }
             continue;
         }
-        if let Some(d) = &opt.default {
-            match coerce(opt.kind, d) {
-                Some(v) => {
-                    out.insert(id, v);
-                }
-                None => {
-                    let p = Problem::new(
-                        manifest_file,
-                        format!(
-                            "config option '{id}': default {} is not a {}",
-                            describe(d),
-                            opt.kind.name()
-                        ),
-                    );
-                    let p = match locate::yaml_key(manifest_text, "default") {
-                        Some((l, c)) => p.at(l, Some(c)),
-                        None => p,
-                    };
-                    problems.push(p);
-                }
-            }
+        if let Some(v) = default {
+            out.insert(id, v);
         }
     }
     // Settings for undeclared options are reported by `undeclared` and ignored here: a
@@ -157,6 +162,25 @@ pub fn resolve(
     } else {
         Err(problems)
     }
+}
+
+/// Line and column of the `default` key of option `id` in a YAML manifest: the first
+/// `default` after the option's `id`, else the first in the file.
+fn default_place(text: &str, id: &str) -> Option<(u32, u32)> {
+    let start = [
+        format!("id: {id}"),
+        format!("id: \"{id}\""),
+        format!("id: '{id}'"),
+    ]
+    .iter()
+    .filter_map(|pat| text.find(pat.as_str()))
+    .min();
+    if let Some(at) = start {
+        if let Some(i) = text[at..].find("default") {
+            return Some(locate::line_col(text, at + i));
+        }
+    }
+    locate::yaml_key(text, "default")
 }
 
 /// [`undeclared`] for every loaded plugin.

@@ -1,6 +1,7 @@
 //! After loading: every tool of a plugin that failed to load (wholly or in part) becomes
 //! `tool_unavailable` in the registry, with the load problem as its reason, so a caller or a
-//! model calling `Dice:roll` hears "failed to load: main.lua:8: …" instead of "unknown tool".
+//! model calling `Dice:roll` hears "failed to load: plugins/Dice/main.lua:8: …" instead of
+//! "unknown tool".
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use crate::tools::ToolManager;
 /// - a problem in a loaded plugin's manifest or scripts: its namespace (ids not registered).
 ///
 /// Problem files may be absolute or relative to `home`; a reason names paths inside the
-/// home relative to it.
+/// home relative to it (`plugins/Dice/main.lua:8: …`).
 pub fn mark(
     tools: &ToolManager,
     home: &Path,
@@ -47,12 +48,8 @@ pub fn mark(
         };
         let dir = plugins_dir.join(first);
         let in_plugin = file.strip_prefix(&dir).unwrap_or(&file).to_path_buf();
-        // The problem as the modder reads it, relative to the plugin directory.
-        let reason = Problem {
-            file: in_plugin.clone(),
-            ..p.clone().relative_to(home)
-        }
-        .to_string();
+        // The problem as every other message names it, relative to the home.
+        let reason = p.clone().relative_to(home).to_string();
         let plugin = loaded
             .iter()
             .find(|l| l.dir.canonicalize().is_ok_and(|d| d == dir));

@@ -104,13 +104,46 @@ pub fn load_with(
             continue;
         };
         let owner = format!("script:{name}");
+        let section = settings.section(&format!("scripts.{name}"));
+        // The script's own settings may be any name, but one a letter away from `enabled`
+        // or `permissions` is a slip that would silently leave the script as it is.
+        for k in section.keys() {
+            let head = k.split('.').next().unwrap_or(k);
+            if head == "enabled" || head == "permissions" {
+                continue;
+            }
+            if let Some(c) = crate::suggest::closest(head, &["enabled", "permissions"]) {
+                let key = format!("scripts.{name}.{k}");
+                let message = format!(
+                    "unknown key `{head}` in [scripts.{name}], did you mean `{c}`? (other keys are the script's own settings)"
+                );
+                problems.push(match settings.origin(&key) {
+                    Some(o) => o.problem(&key, message),
+                    None => Problem::new(&settings_file, message),
+                });
+            }
+        }
         // Every way a script does not load leaves its guard missing.
         let mut failed =
             |p: Problem| problems.push(scripts::guard_failed(hooks, settings, home, &owner, p));
-        let section = settings.section(&format!("scripts.{name}"));
         // `enabled = false` turns a script off: not loaded, so not a guard either.
         match section.get("enabled") {
-            Some(Value::Bool(false)) => continue,
+            Some(Value::Bool(false)) => {
+                let key = format!("scripts.{name}.enabled");
+                let at = match settings.origin(&key) {
+                    Some(o) => o.problem(&key, "").relative_to(home).to_string(),
+                    None => "tavern.toml".into(),
+                };
+                let at = at.trim_end_matches(": ");
+                tools.log().warn(
+                    &owner,
+                    &format!(
+                        "scripts/{} is not loaded: {at} sets {key} = false (its hooks and overrides are off)",
+                        file.file_name().unwrap_or_default().to_string_lossy()
+                    ),
+                );
+                continue;
+            }
             None | Some(Value::Bool(true)) => {}
             Some(other) => {
                 let key = format!("scripts.{name}.enabled");

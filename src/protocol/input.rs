@@ -40,9 +40,35 @@ pub fn read(body: &str, format: Format) -> Parsed {
             if let Some(rewritten) = normalize(&v) {
                 return parse(&rewritten.to_string(), Format::Json);
             }
+        } else if let Some(rewritten) = raw_tool_args(body) {
+            // Arguments serde_json cannot hold as a value (`1e400`): the JSON reader keeps
+            // them as text and says why they cannot be read.
+            return parse(&rewritten, Format::Json);
         }
     }
     parse(body, format)
+}
+
+/// A `{"tool": ID, "args": …}` object whose arguments do not decode as a value (a number
+/// out of range) but whose JSON is well formed, as `{"name", "arguments"}` text with the
+/// arguments as written; `None` for anything else.
+fn raw_tool_args(body: &str) -> Option<String> {
+    use serde_json::value::RawValue;
+    let o: std::collections::HashMap<String, &RawValue> = serde_json::from_str(body).ok()?;
+    if ["name", "function", "function_call", "type", "method"]
+        .iter()
+        .any(|k| o.contains_key(*k))
+    {
+        return None;
+    }
+    let args = ARG_KEYS.iter().find_map(|k| o.get(*k))?;
+    let name = o.get("tool").or_else(|| o.get("id"))?;
+    let name: String = serde_json::from_str(name.get()).ok()?;
+    Some(format!(
+        "{{\"name\": {}, \"arguments\": {}}}",
+        json!(name),
+        args.get()
+    ))
 }
 
 /// Reads an already-decoded JSON body (an MCP `tools/call`'s params, a job's call) as
@@ -217,6 +243,21 @@ mod tests {
         );
         let tools: Vec<&str> = p.calls.iter().map(|c| c.tool.as_str()).collect();
         assert_eq!(tools, ["a:b", "c:d", "e:f"], "{:?}", p.diagnostics);
+    }
+
+    #[test]
+    fn unreadable_arguments_are_a_diagnostic() {
+        // Issue 36 item 7: `{tool, args}` with a number out of range is a call that cannot
+        // be read, said so, not prose.
+        for body in [
+            r#"{"tool": "t:x", "args": {"text": 1e400}}"#,
+            r#"{"name": "t:x", "arguments": {"text": 1e400}}"#,
+        ] {
+            let p = read(body, Format::Auto);
+            assert!(p.calls.is_empty(), "{body}");
+            assert!(p.response_text.is_empty(), "{body}: {:?}", p.response_text);
+            assert!(p.has_errors(), "{body}: {:?}", p.diagnostics);
+        }
     }
 
     #[test]

@@ -27,11 +27,26 @@ pub enum ScriptError {
         /// Line, when known.
         line: Option<u32>,
     },
+    /// The script raised a table (Lua) or threw a map (Rhai) with a `code` and a `message`
+    /// (`error({code = "bad_roll", message = "too high"})`): the caller sees that code.
+    #[error("{}", runtime_text(&format!("{code}: {message}"), .file, .line))]
+    Raised {
+        /// The script's code (a word: letters, digits, `_`, `-`, `.`; see [`is_raised_code`]).
+        code: String,
+        /// The script's message (bounded in size).
+        message: String,
+        /// Script file, when known.
+        file: Option<String>,
+        /// Line, when known.
+        line: Option<u32>,
+    },
     /// The instruction / operation budget ran out.
-    #[error("instruction limit of {limit} exceeded")]
+    #[error("instruction limit of {limit} exceeded{}", stopped_at(.at))]
     InstructionLimit {
         /// The budget.
         limit: u64,
+        /// Where the script was stopped (`main.lua:6`), when known.
+        at: Option<String>,
     },
     /// The script's memory limit was reached.
     #[error("memory limit of {limit} bytes exceeded")]
@@ -112,6 +127,12 @@ pub enum ScriptError {
     Internal(String),
 }
 
+fn stopped_at(at: &Option<String>) -> String {
+    at.as_ref()
+        .map(|a| format!(" (stopped at {a})"))
+        .unwrap_or_default()
+}
+
 fn runtime_text(message: &str, file: &Option<String>, line: &Option<u32>) -> String {
     match (file, line) {
         (Some(f), Some(l)) => format!("{f}:{l}: {message}"),
@@ -143,6 +164,17 @@ impl ScriptError {
                 file,
                 line,
             },
+            ScriptError::Raised {
+                code,
+                message,
+                file: None,
+                line: None,
+            } if line.is_some() => ScriptError::Raised {
+                code,
+                message,
+                file,
+                line,
+            },
             other => other,
         }
     }
@@ -152,6 +184,7 @@ impl ScriptError {
         match self {
             ScriptError::Syntax { .. } => "syntax",
             ScriptError::Runtime { .. } => "runtime",
+            ScriptError::Raised { .. } => "raised",
             ScriptError::InstructionLimit { .. } => "instruction_limit",
             ScriptError::MemoryLimit { .. } => "memory_limit",
             ScriptError::Timeout { .. } => "timeout",
@@ -170,8 +203,9 @@ impl ScriptError {
 
     /// The code a script reads in a caught error's `code` (`e.code`), the same code a caller
     /// sees when the script lets the error through (`permission_denied`, `timeout`,
-    /// `limit_exceeded`, a nested call's own code, else `execution_failed`).
-    pub fn code(&self) -> &'static str {
+    /// `limit_exceeded`, a nested call's own code, a raised table's or map's own `code`, else
+    /// `execution_failed`).
+    pub fn code(&self) -> &str {
         match self {
             ScriptError::InstructionLimit { .. }
             | ScriptError::MemoryLimit { .. }
@@ -180,6 +214,7 @@ impl ScriptError {
             ScriptError::Cancelled => "cancelled",
             ScriptError::PermissionDenied { .. } => "permission_denied",
             ScriptError::Tool(e) => e.code(),
+            ScriptError::Raised { code, .. } => code,
             _ => "execution_failed",
         }
     }
@@ -193,10 +228,10 @@ impl ScriptError {
     pub fn into_tool_error(self, tool_id: &str) -> ToolError {
         let tool = tool_id.to_string();
         match self {
-            ScriptError::InstructionLimit { limit } => ToolError::LimitExceeded {
+            ScriptError::InstructionLimit { limit, at } => ToolError::LimitExceeded {
                 tool,
                 limit: "instructions".into(),
-                message: format!("more than {limit} instructions"),
+                message: format!("more than {limit} instructions{}", stopped_at(&at)),
             },
             ScriptError::MemoryLimit { limit } => ToolError::LimitExceeded {
                 tool,
@@ -214,12 +249,27 @@ impl ScriptError {
                 ToolError::PermissionDenied { tool, permission }
             }
             ScriptError::Tool(e) => e,
+            ScriptError::Raised { ref code, .. } => ToolError::Raised {
+                tool,
+                code: code.clone(),
+                message: self.to_string(),
+            },
             other => ToolError::Failed {
                 tool,
                 message: other.to_string(),
             },
         }
     }
+}
+
+/// Whether `code`, the `code` of a table or map a script raised, is kept as the caller's error
+/// code: a word of 1 to 64 ASCII letters, digits, `_`, `-` or `.` (anything else leaves the
+/// error `execution_failed`, its content in the message).
+pub(crate) fn is_raised_code(code: &str) -> bool {
+    (1..=64).contains(&code.len())
+        && code
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
 /// Cuts `s` to at most `max` bytes on a char boundary, marking the cut.

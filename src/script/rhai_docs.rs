@@ -19,8 +19,9 @@ A Rhai tool handler is a function `fn name(args, ctx)` in the script a tool file
   There is no `ctx.log` in Rhai: log with `api::log::info(message)` and friends.
 - Return any value (maps become JSON objects, arrays arrays, `()` null).
 - Fail the call with `throw "message"`, or `throw #{ code: "bad_input", message: "…" }`: a
-  thrown map keeps its content (the caller reads `bad_input: …`; a map without `message`
-  shows as JSON).
+  thrown map with a `code` and a `message` fails the call with that code (the caller's error
+  code is `bad_input`, its message `bad_input: …`; a code is a word of letters, digits, `_`,
+  `-`, `.`); a map without `message` shows as JSON, under `execution_failed`.
 - `print(x)` goes to the engine's log (stderr), never to stdout.
 - `import "helpers" as h;` loads `helpers.rhai` from the plugin directory (and nowhere else).
 - `eval` is disabled; scripts run under the plugin's limits (operations, memory, time, sizes).
@@ -123,14 +124,14 @@ pub fn rhai_api_markdown() -> String {
                 f.rhai_name(),
                 params.join(", ")
             );
-            let _ = writeln!(out, "{}\n", f.doc.replace('\n', " "));
+            let _ = writeln!(out, "{}\n", in_rhai_words(&f.doc.replace('\n', " ")));
             for p in f.params {
                 let _ = writeln!(
                     out,
                     "- `{}`{}: {}",
                     p.name,
                     if p.optional { " (optional)" } else { "" },
-                    p.doc
+                    in_rhai_words(p.doc)
                 );
             }
             if f.returns != "nil" {
@@ -143,6 +144,28 @@ pub fn rhai_api_markdown() -> String {
         }
     }
     out
+}
+
+/// The registry's Lua wording (written for docs/lua/tavern.lua) in Rhai's words: errors are
+/// thrown maps caught with `try … catch`, missing values `()`, tables maps.
+fn in_rhai_words(doc: &str) -> String {
+    const WORDS: &[(&str, &str)] = &[
+        (
+            "A failed call raises a table `{code, message}` (catch it with `pcall` and read `e.code`)",
+            "A failed call throws a map `#{code, message}` (catch it with `try { … } catch (e) { … }` and read `e.code`)",
+        ),
+        ("converted with tostring", "converted with to_string"),
+        ("(tables, strings, numbers, booleans, api.json.null)", "(maps, arrays, strings, numbers, bools, ())"),
+        ("or nil when unset", "or () when unset"),
+        ("or nil (also for a kept JSON null)", "or () (also for a kept JSON null)"),
+        ("or a table of fields to replace", "or a map of fields to replace"),
+        ("`false[, why]` or `{veto = why}`", "`false` or `#{veto: why}`"),
+    ];
+    let mut s = doc.to_string();
+    for (lua, rhai) in WORDS {
+        s = s.replace(lua, rhai);
+    }
+    s
 }
 
 /// A LuaLS type in Rhai words.

@@ -56,6 +56,8 @@ pub(crate) struct RhaiHost {
     config: Dynamic,
     /// For nested tool errors thrown as maps (see `nested_error.rs`).
     core: Arc<HostCore>,
+    /// The file each script function was defined in, so a runtime error names it.
+    fn_files: std::collections::HashMap<String, String>,
 }
 
 /// `import` resolver confined to one directory.
@@ -282,6 +284,7 @@ impl RhaiHost {
             limits,
             config,
             core,
+            fn_files: Default::default(),
         })
     }
 
@@ -401,11 +404,17 @@ impl RhaiHost {
     }
 
     fn load_file_inner(&mut self, name: &str, text: &str) -> Result<(), ScriptError> {
-        let mut ast = self.engine.compile(text).map_err(|e| ScriptError::Syntax {
-            file: name.to_string(),
-            line: e.1.line().unwrap_or(0) as u32,
-            column: e.1.position().unwrap_or(0) as u32,
-            message: e.0.to_string(),
+        let mut ast = self.engine.compile(text).map_err(|e| {
+            let mut message = e.0.to_string();
+            if let Some(h) = lua_ism_hint(&message) {
+                message.push_str(&format!(" (hint: {h})"));
+            }
+            ScriptError::Syntax {
+                file: name.to_string(),
+                line: e.1.line().unwrap_or(0) as u32,
+                column: e.1.position().unwrap_or(0) as u32,
+                message,
+            }
         })?;
         ast.set_source(name);
         self.shared
@@ -416,6 +425,11 @@ impl RhaiHost {
             .loading
             .store(false, std::sync::atomic::Ordering::Relaxed);
         r.map_err(|e| self.map_error(*e, Some(name)))?;
+        for f in ast.iter_functions() {
+            self.fn_files
+                .entry(f.name.to_string())
+                .or_insert_with(|| name.to_string());
+        }
         self.ast = self.ast.merge(&ast);
         Ok(())
     }
@@ -547,7 +561,8 @@ impl RhaiHost {
                 (a, Dynamic::from_map(ctx)),
             ),
         });
-        let v = r.map_err(|e| self.map_error(*e, None))?;
+        let file = self.fn_files.get(&fname).map(String::as_str);
+        let v = r.map_err(|e| self.map_error(*e, file))?;
         dynamic_to_json(&v, &self.limits)
     }
 
@@ -678,6 +693,14 @@ impl RhaiHost {
                         // Where the script called the function that threw it.
                         return e.placed(file, line);
                     }
+                    if super::error::is_raised_code(c) {
+                        return ScriptError::Raised {
+                            code: c.clone(),
+                            message: bounded(m, 4096),
+                            file,
+                            line,
+                        };
+                    }
                 }
                 ScriptError::Runtime {
                     message: bounded(&super::nested_error::error_text(&json), 4096),
@@ -705,8 +728,15 @@ fn map_rhai_error(e: EvalAltResult, file: Option<&str>, limits: &Limits) -> Scri
             };
             map_rhai_error(*inner, f.as_deref(), limits)
         }
-        EvalAltResult::ErrorTooManyOperations(_) => ScriptError::InstructionLimit {
+        EvalAltResult::ErrorTooManyOperations(pos) => ScriptError::InstructionLimit {
             limit: limits.instructions,
+            at: match (file, pos.line()) {
+                (Some(f), Some(l)) => Some(format!("{f}:{l}")),
+                (None, Some(l)) => Some(format!("line {l}")),
+                // Rhai's progress check has no position: the function's file at least.
+                (Some(f), None) => Some(f.to_string()),
+                _ => None,
+            },
         },
         EvalAltResult::ErrorTerminated(token, _) if token.to_string() == "cancelled" => {
             ScriptError::Cancelled
@@ -762,11 +792,39 @@ fn map_rhai_error(e: EvalAltResult, file: Option<&str>, limits: &Limits) -> Scri
                 line,
             }
         }
-        other => ScriptError::Runtime {
-            message: bounded(&other.to_string(), 4096),
-            file: file.map(str::to_string),
-            line,
-        },
+        other => {
+            // The place goes before the message (`main.rhai:7: …`), not after it.
+            let mut message = other.to_string();
+            if let Some(i) = message.rfind(" (line ") {
+                if message.ends_with(')') {
+                    message.truncate(i);
+                }
+            }
+            if let Some(h) = lua_ism_hint(&message) {
+                message.push_str(&format!(" (hint: {h})"));
+            }
+            ScriptError::Runtime {
+                message: bounded(&message, 4096),
+                file: file.map(str::to_string),
+                line,
+            }
+        }
+    }
+}
+
+/// What a Lua habit that Rhai does not share looks like in its error, and the Rhai way.
+fn lua_ism_hint(message: &str) -> Option<&'static str> {
+    let m = message.trim_start_matches("Function not found: ");
+    if m.starts_with("log (map") {
+        Some(
+            "there is no ctx.log in Rhai: log with api::log::info(message) (also warn, error, dbg)",
+        )
+    } else if m.starts_with(".. (") {
+        Some("Rhai joins strings with +, not Lua's ..")
+    } else if message.contains("'~'") || message.contains("~=") {
+        Some("Rhai writes 'not equal' as !=, not Lua's ~=")
+    } else {
+        None
     }
 }
 

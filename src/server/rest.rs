@@ -79,10 +79,10 @@ impl IntoResponse for ApiError {
 fn tool_error(e: &ToolError) -> ApiError {
     match e {
         ToolError::UnknownTool { suggestion, .. } => {
-            ApiError::new(StatusCode::NOT_FOUND, e.code(), e.to_string())
+            ApiError::new(StatusCode::NOT_FOUND, e.variant_code(), e.to_string())
                 .suggest(suggestion.clone())
         }
-        _ => ApiError::new(StatusCode::BAD_REQUEST, e.code(), e.to_string()),
+        _ => ApiError::new(StatusCode::BAD_REQUEST, e.variant_code(), e.to_string()),
     }
 }
 
@@ -210,6 +210,20 @@ pub async fn prepare(
         None if is_json => Format::Json,
         None => Format::Auto,
     };
+    if is_json {
+        // A body sent as JSON that is not JSON is the request's fault: say where.
+        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&text) {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_json",
+                format!("the body is sent as application/json but is not JSON: {e}"),
+            )
+            .suggest([
+                "fix the JSON at that place, or send TAM or other text without a JSON Content-Type"
+                    .to_string(),
+            ]));
+        }
+    }
     checked(served, input::read(&text, format))
 }
 

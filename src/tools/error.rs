@@ -35,6 +35,17 @@ pub enum ToolError {
         /// What the implementation said.
         message: String,
     },
+    /// A script failed its call with a code of its own (`error({code = "bad_roll", message =
+    /// "too high"})` in Lua, `throw #{code: …, message: …}` in Rhai).
+    #[error("Tool {tool} failed: {message}")]
+    Raised {
+        /// Canonical tool id.
+        tool: String,
+        /// The script's code, kept as the call's error code.
+        code: String,
+        /// The script's error as text (`main.lua:3: bad_roll: too high`).
+        message: String,
+    },
     /// The call ran past its time limit and was stopped.
     #[error("Tool {tool} timed out after {after_ms} ms")]
     Timeout {
@@ -156,8 +167,18 @@ fn did_you_mean(s: &Option<String>) -> String {
 
 impl ToolError {
     /// Stable machine-readable code (`unknown_tool`, `invalid_parameters`, …).
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> &str {
         match self {
+            ToolError::Raised { code, .. } => code,
+            other => other.variant_code(),
+        }
+    }
+
+    /// The code of the variant, `'static`: [`ToolError::code`] for every error but a
+    /// script's own (`Raised`), which gives `execution_failed` here.
+    pub fn variant_code(&self) -> &'static str {
+        match self {
+            ToolError::Raised { .. } => "execution_failed",
             ToolError::UnknownTool { .. } => "unknown_tool",
             ToolError::InvalidParameters { .. } => "invalid_parameters",
             ToolError::Failed { .. } => "execution_failed",

@@ -144,6 +144,11 @@ impl Tool {
                     } else {
                         "optional".into()
                     });
+                    for bound in ["minimum", "maximum"] {
+                        if let Some(b) = p.get(bound).filter(|b| b.is_number()) {
+                            facts.push(format!("{bound} {b}"));
+                        }
+                    }
                     if let Some(d) = p.get("default").or_else(|| p.get("defaultValue")) {
                         facts.push(format!("default {d}"));
                     }

@@ -15,8 +15,9 @@
 //!   unique (`_2`, `_3`, … on a clash); [`Tool::wire_name`] exposes them.
 //! - **Arguments** pass key matching, string conversion, defaults and the compiled JSON
 //!   Schema before any handler runs ([`Tool::prepare`]). Keys match loosely
-//!   ([`KeyMatching::Loose`], TAM rule 3) except for calls read from `<ACTION>` XML, which
-//!   match exactly as seed 002 §5.5 requires ([`key_matching_for`]).
+//!   ([`KeyMatching::Loose`], TAM rule 3) in every format, `<ACTION>` too
+//!   ([`key_matching_for`]); each loose match is a warning on the result
+//!   ([`CallOutcome::warnings`]).
 //! - **Chains**: [`ToolManager::execute`] runs calls in order; in one block a failure with
 //!   `on_error: stop` turns the block's later steps into [`ToolError::Skipped`].
 //! - **Nesting**: a handler calling tools ([`CallContext::call`]) goes one level deeper;
@@ -275,6 +276,16 @@ impl Tool {
         &self.handler
     }
 
+    /// One warning per top-level argument of `args` that names a parameter only loosely:
+    /// `argument 'guestName' read as 'guest_name'` (empty when every key is exact).
+    pub fn loose_warnings(&self, args: &Value) -> Vec<String> {
+        self.schema
+            .loose_keys(args)
+            .into_iter()
+            .map(|(given, name)| format!("argument '{given}' read as '{name}'"))
+            .collect()
+    }
+
     /// Matches keys, converts strings, fills defaults and validates `args` against the
     /// tool's schema: the arguments object the handler would see, or why the call is refused.
     pub fn prepare(&self, args: Value, matching: KeyMatching) -> Result<Value, ToolError> {
@@ -298,6 +309,9 @@ pub struct CallOutcome {
     pub result: Result<Value, ToolError>,
     /// Wall-clock time from the start of validation to the result (zero for skipped calls).
     pub elapsed: Duration,
+    /// What the caller should know though the call ran: each argument read loosely
+    /// (`argument 'guestName' read as 'guest_name'`).
+    pub warnings: Vec<String>,
 }
 
 impl CallOutcome {
@@ -1080,6 +1094,7 @@ impl ToolManager {
                             reason: why.clone(),
                         }),
                         elapsed: Duration::ZERO,
+                        warnings: Vec::new(),
                     });
                     continue;
                 }
@@ -1087,6 +1102,12 @@ impl ToolManager {
             }
             // Values written as text are converted by the schema from the text itself.
             let args = call.args_for_schema();
+            let written = self.written_id(call);
+            let found = self.find(written.as_deref().unwrap_or(&call.tool));
+            let warnings = match (&found, key_matching_for(call)) {
+                (Some(t), KeyMatching::Loose) => t.loose_warnings(&args),
+                _ => Vec::new(),
+            };
             let started = Instant::now();
             let inv = Invocation {
                 caller: caller.clone(),
@@ -1097,7 +1118,6 @@ impl ToolManager {
                 observer: observer.clone(),
                 call_id: call.id.as_deref().map(Arc::from),
             };
-            let written = self.written_id(call);
             let result = self
                 .invoke(written.as_deref().unwrap_or(&call.tool), args, inv)
                 .await;
@@ -1120,9 +1140,10 @@ impl ToolManager {
             }
             out.push(CallOutcome {
                 tool: call.tool.clone(),
-                id: written.or_else(|| self.canonical_id(&call.tool)),
+                id: written.or_else(|| found.map(|t| t.id().to_string())),
                 result,
                 elapsed,
+                warnings,
             });
         }
         out
@@ -1160,9 +1181,8 @@ impl ToolManager {
 }
 
 /// How the keys of a parsed call are matched, as the format table says for its source:
-/// calls read from `<ACTION>` XML match exactly (seed 002 §3.2.3 asks for the declared name,
-/// and §5.5 treats `playerId` for `player_id` as an error the model must fix); TAM, VCP,
-/// JSON and code-built calls match loosely (TAM rule 3).
+/// loosely (TAM rule 3) for every format since issue 36, `<ACTION>` too, each loose match a
+/// warning on the result; a format row could still ask for exact keys.
 pub fn key_matching_for(call: &Call) -> KeyMatching {
     if call.source.keys_match_exactly() {
         KeyMatching::Exact

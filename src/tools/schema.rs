@@ -289,6 +289,22 @@ fn schema_problem(parameters: &Value) -> Option<String> {
 }
 
 impl ArgSchema {
+    /// The top-level keys of `args` that name a parameter only loosely (`guestName` for
+    /// `guest_name`): (as written, the parameter's name). Empty when every key is written
+    /// as the schema spells it.
+    pub fn loose_keys(&self, args: &Value) -> Vec<(String, String)> {
+        let (Some(m), spec) = (args.as_object(), &self.root) else {
+            return Vec::new();
+        };
+        m.keys()
+            .filter(|k| spec.exact_index(k).is_none())
+            .filter_map(|k| match spec.loose.get(&normalize_key(k)) {
+                Some(&i) if i != AMBIGUOUS => Some((k.clone(), spec.props[i].name.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Compiles a parameter schema; the error says what is wrong with it.
     pub(crate) fn compile(parameters: &Value) -> Result<ArgSchema, String> {
         if let Some(p) = schema_problem(parameters) {

@@ -41,9 +41,14 @@ impl Registry {
             id.replacen('.', ":", 1)
         };
         let ns = canon.split_once(':').map(|(n, _)| n);
+        // `node:Dice:Advantage`, the tool of a node type of plugin `Dice`.
+        let node_ns = canon
+            .strip_prefix("node:")
+            .and_then(|t| t.split_once(':'))
+            .map(|(n, _)| n);
         let hit = |p: &Pattern| match p {
             Pattern::Tool(t) => *t == canon,
-            Pattern::Namespace(n) => Some(n.as_str()) == ns,
+            Pattern::Namespace(n) => Some(n.as_str()) == ns || Some(n.as_str()) == node_ns,
         };
         // An exact tool beats its namespace.
         let found = self

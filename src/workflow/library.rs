@@ -325,9 +325,11 @@ impl Workflows {
             .insert(ns.to_string(), problem.to_string());
     }
 
-    /// When `e` only says that node types of failed plugins are missing, records workflow
-    /// `wf` (from `path`) as unavailable by that root cause and returns true: the plugin's
-    /// problem is reported once, not again for every workflow using it.
+    /// When `e` says that node types of failed plugins are missing (and names no other
+    /// missing node type), records workflow `wf` (from `path`) as unavailable by that root
+    /// cause and returns true: the plugin's problem is reported once, not again for every
+    /// workflow using it, nor are the consequences of the missing nodes (an interface output
+    /// no edge can enter any more).
     pub fn covered_by_failed_plugin(&self, path: &Path, wf: &Workflow, e: &WorkflowError) -> bool {
         let WorkflowError::Invalid { problems, .. } = e else {
             return false;
@@ -339,7 +341,7 @@ impl Workflows {
         let mut reason = None;
         for p in problems {
             let Invalid::UnknownNodeType { node_type, .. } = p else {
-                return false;
+                continue;
             };
             let ns = node_type.split_once(':').map_or("", |(n, _)| n);
             let Some(why) = failed.get(ns) else {

@@ -55,7 +55,7 @@ fn agent_run_json_shows_every_turn_and_the_stop_reason() {
     assert_eq!(bad["error"]["code"], "invalid_parameters");
     assert_eq!(
         bad["observation"],
-        "Observation: Error - Invalid parameters for workflow:greet_guest: unknown parameter 'guestName', did you mean 'guest_name'?"
+        "Observation: Error - Invalid parameters for workflow:greet_guest: unknown parameter 'guest', did you mean 'guest_name'?"
     );
     // 3: … corrected; the skill runs.
     let good = &turns[2]["results"][0];

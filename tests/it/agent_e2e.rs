@@ -166,7 +166,7 @@ async fn self_correction(stream: bool) {
         Reply::Text(action(
             "I'll try to get the player's name.",
             "GetPlayerInfo",
-            &[("playerId", "player123")],
+            &[("plyer_id", "player123")],
         )),
         Reply::Text(action(
             "My apologies, I used the wrong parameter name.",
@@ -191,7 +191,7 @@ async fn self_correction(stream: bool) {
         "{second}"
     );
     assert!(
-        second.contains("'playerId'") && second.contains("did you mean 'player_id'?"),
+        second.contains("'plyer_id'") && second.contains("did you mean 'player_id'?"),
         "{second}"
     );
     // …and the corrected call ran once, its result observed in the third request.

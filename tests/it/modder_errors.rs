@@ -260,7 +260,7 @@ fn a_tool_that_failed_to_load_is_unavailable_not_unknown() {
     assert_eq!(err["code"], "tool_unavailable", "{out}");
     let msg = err["message"].as_str().unwrap();
     assert!(
-        msg.contains("failed to load: main.lua:3:1: script does not compile"),
+        msg.contains("failed to load: plugins/Dice/main.lua:3:1: script does not compile"),
         "the message names the script, line and column: {msg}"
     );
     assert!(!msg.contains("Unknown tool"), "{msg}");

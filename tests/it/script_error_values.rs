@@ -113,17 +113,26 @@ async fn raised_tables_and_thrown_maps_keep_their_content() {
         RHAI,
         &["caught", "through", "raise_map", "raise_plain_map"],
     );
-    for (id, want) in [
-        ("L:raise_table", "bad_roll: too high"),
-        ("R:raise_map", "bad_roll: too high"),
-        ("L:raise_plain_table", "{\"sides\":7}"),
-        ("R:raise_plain_map", "{\"sides\":7}"),
+    // Issue 36 item 5: a raised table's or thrown map's own code is the caller's code.
+    for (id, want, code) in [
+        ("L:raise_table", "bad_roll: too high", "bad_roll"),
+        ("R:raise_map", "bad_roll: too high", "bad_roll"),
+        ("L:raise_plain_table", "{\"sides\":7}", "execution_failed"),
+        ("R:raise_plain_map", "{\"sides\":7}", "execution_failed"),
     ] {
         let e = m.invoke(id, json!({}), Caller::Cli).await.unwrap_err();
-        assert_eq!(e.code(), "execution_failed", "{id}: {e}");
+        assert_eq!(e.code(), code, "{id}: {e}");
         let text = e.to_string();
         assert!(text.contains(want), "{id}: {text}");
         assert!(!text.contains("table: 0x"), "{id}: {text}");
+    }
+    // A script calling one that raised reads that code too, in both languages.
+    for (caller, callee) in [("L:caught", "L:raise_table"), ("R:caught", "R:raise_map")] {
+        let out = m
+            .invoke(caller, json!({"id": callee}), Caller::Cli)
+            .await
+            .unwrap();
+        assert_eq!(out["code"], json!("bad_roll"), "{caller}: {out}");
     }
 }
 

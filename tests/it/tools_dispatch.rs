@@ -186,6 +186,12 @@ async fn cancelled_calls_do_not_run() {
 
 const SEED_002_5_5: &str = "I'll try to get the player's name.\n<ACTION>\n    <GetPlayerInfo>\n        <playerId>player123</playerId> <!-- 假设正确的参数名是 player_id -->\n    </GetPlayerInfo>\n</ACTION>\n";
 
+/// Seed 002 §5.5's call with a name no loose reading makes right (issue 36: `playerId` is
+/// read as `player_id` in every format, with a warning; a misspelling is the error).
+fn misspelled() -> String {
+    SEED_002_5_5.replace("playerId", "plyer_id")
+}
+
 fn player_tools() -> Arc<ToolManager> {
     let tools = ToolManager::new();
     tools
@@ -209,20 +215,39 @@ async fn seed_002_5_5_observation_for_an_action_call() {
     assert_eq!(parsed.calls.len(), 1);
     let c = parsed.calls[0].clone();
     assert_eq!(c.source, tavern::internal::protocol::Format::Action);
-    assert_eq!(key_matching_for(&c), KeyMatching::Exact);
+    assert_eq!(key_matching_for(&c), KeyMatching::Loose);
     let tools = player_tools();
-    let out = tools
-        .execute(std::slice::from_ref(&c), Caller::Model(None))
-        .await;
-    assert_eq!(
-        out[0].observation(),
-        "Observation: Error - Invalid parameters for GetPlayerInfo: unknown parameter 'playerId', did you mean 'player_id'?"
-    );
-    // The same key in a TAM block is matched loosely (rule 3).
-    let mut tam = c;
-    tam.source = tavern::internal::protocol::Format::Tam;
-    let out = tools.execute(&[tam], Caller::Model(None)).await;
-    assert_eq!(out[0].result, Ok(json!({"name": "Name of player123"})));
+    // One rule in every format (issue 36): read loosely, with a warning on the result.
+    for source in [
+        tavern::internal::protocol::Format::Action,
+        tavern::internal::protocol::Format::Tam,
+        tavern::internal::protocol::Format::Json,
+    ] {
+        let mut call = c.clone();
+        call.source = source;
+        let out = tools.execute(&[call], Caller::Model(None)).await;
+        assert_eq!(out[0].result, Ok(json!({"name": "Name of player123"})));
+        assert_eq!(
+            out[0].warnings,
+            ["argument 'playerId' read as 'player_id'"],
+            "{source}"
+        );
+    }
+    // A name no loose reading fits keeps its did-you-mean, in every format too.
+    let parsed =
+        tavern::internal::protocol::parse(&misspelled(), tavern::internal::protocol::Format::Auto);
+    for source in [
+        tavern::internal::protocol::Format::Action,
+        tavern::internal::protocol::Format::Tam,
+    ] {
+        let mut call = parsed.calls[0].clone();
+        call.source = source;
+        let out = tools.execute(&[call], Caller::Model(None)).await;
+        assert_eq!(
+            out[0].observation(),
+            "Observation: Error - Invalid parameters for GetPlayerInfo: unknown parameter 'plyer_id', did you mean 'player_id'?"
+        );
+    }
 }
 
 #[tokio::test]
@@ -247,7 +272,7 @@ async fn seed_002_5_5_through_the_engine() {
         .unwrap();
     let (parsed, out) = engine
         .run(
-            tavern::Request::text(SEED_002_5_5)
+            tavern::Request::text(misspelled())
                 .format(tavern::internal::protocol::Format::Auto)
                 .caller(Caller::Model(None)),
         )
@@ -261,7 +286,7 @@ async fn seed_002_5_5_through_the_engine() {
     );
     assert_eq!(
         out[0].observation(),
-        "Observation: Error - Invalid parameters for GetPlayerInfo: unknown parameter 'playerId', did you mean 'player_id'?"
+        "Observation: Error - Invalid parameters for GetPlayerInfo: unknown parameter 'plyer_id', did you mean 'player_id'?"
     );
     let fixed = SEED_002_5_5.replace("playerId", "player_id");
     let (_, out) = engine
@@ -296,7 +321,7 @@ fn key_matching_by_source() {
     let modes: Vec<_> = parsed.calls.iter().map(key_matching_for).collect();
     assert_eq!(
         modes,
-        [KeyMatching::Loose, KeyMatching::Loose, KeyMatching::Exact]
+        [KeyMatching::Loose, KeyMatching::Loose, KeyMatching::Loose]
     );
     let json = parse(r#"{"name":"a","arguments":{}}"#, Format::Auto);
     assert_eq!(key_matching_for(&json.calls[0]), KeyMatching::Loose);

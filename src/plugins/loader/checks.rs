@@ -17,6 +17,7 @@ impl Loader<'_> {
         cfg: &Map<String, Value>,
         problems: &mut Vec<Problem>,
     ) -> Option<Permissions> {
+        problems.extend(hook_point_problems(src));
         let mut perms = match permissions::resolve(&src.manifest.permissions, cfg, &self.home) {
             Ok(p) => p,
             Err(errs) => {
@@ -40,4 +41,56 @@ impl Loader<'_> {
         perms.fs_read = perms.fs_read.iter().map(|r| absolute(r)).collect();
         Some(perms)
     }
+}
+
+/// Every `permissions.hooks` entry that names no hook point (`tool:befor-invoke`), at the
+/// entry, with a did-you-mean (or the list of points). `*` grants every point; the
+/// `hook:` and `hook:client:` prefixes of ComfyTavern manifests are read as the bare point.
+fn hook_point_problems(src: &ManifestSource) -> Vec<Problem> {
+    let names: Vec<&str> = crate::hooks::points::POINTS
+        .iter()
+        .map(|p| p.name)
+        .collect();
+    let mut out = Vec::new();
+    for h in &src.manifest.permissions.hooks {
+        if h == "*" || crate::hooks::point(h).is_some() {
+            continue;
+        }
+        let bare = h
+            .strip_prefix("hook:client:")
+            .or_else(|| h.strip_prefix("hook:"))
+            .unwrap_or(h);
+        let message = match crate::suggest::closest(bare, &names) {
+            Some(c) => {
+                format!("unknown hook point '{h}' in `permissions.hooks`, did you mean '{c}'?")
+            }
+            None => format!(
+                "unknown hook point '{h}' in `permissions.hooks` (points: {})",
+                names.join(", ")
+            ),
+        };
+        // At the entry itself: its text after the `hooks` key.
+        let p = src.key_at("hooks", message);
+        let after = match p.line {
+            Some(l) => src
+                .text
+                .split_inclusive('\n')
+                .take(l as usize - 1)
+                .map(str::len)
+                .sum(),
+            None => 0,
+        };
+        out.push(match src.text[after..].find(h.as_str()) {
+            Some(i) => {
+                let (l, c) = crate::plugins::locate::line_col(&src.text, after + i);
+                Problem {
+                    line: Some(l),
+                    column: Some(c),
+                    ..p
+                }
+            }
+            None => p,
+        });
+    }
+    out
 }

@@ -410,7 +410,8 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
         only_first: Some(LATER_HINT),
         prose: None,
     }),
-    exact_keys: true,
+    // One rule for argument names in every format (issue 36): loose, each loose match a warning.
+    exact_keys: false,
     leading: None,
     names_as_written: false,
     also: &[],

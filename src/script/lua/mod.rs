@@ -36,6 +36,16 @@ use super::{Limits, ScriptError};
 use crate::hooks::HookReturn;
 pub(crate) use convert::{from_json, to_json, ConvertLimits};
 
+thread_local! {
+    /// Where the instruction hook stopped the script running on this thread (`main.lua:6`).
+    static STOPPED_AT: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The place the instruction hook stopped the script at, taken once.
+fn stopped_at() -> Option<String> {
+    STOPPED_AT.with(|s| s.borrow_mut().take())
+}
+
 /// Instructions between two hook calls. Any count hook costs about the same (notes), so this
 /// only sets how fast an exhausted budget is noticed.
 const HOOK_EVERY: u32 = 1000;
@@ -243,10 +253,22 @@ fn setup(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Handles> {
         let sh = shared.clone();
         lua.set_global_hook(
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-            move |_lua, _debug| {
-                sh.budget
-                    .charge(u64::from(HOOK_EVERY))
-                    .map_err(abort_error)?;
+            move |_lua, debug| {
+                sh.budget.charge(u64::from(HOOK_EVERY)).map_err(|a| {
+                    if matches!(a, Abort::Instructions) {
+                        // Where the loop was when the budget ran out, for the message.
+                        let src = debug.source();
+                        let at = src
+                            .short_src
+                            .as_deref()
+                            .map(|f| match debug.current_line() {
+                                Some(l) => format!("{f}:{l}"),
+                                None => f.to_string(),
+                            });
+                        STOPPED_AT.with(|s| *s.borrow_mut() = at);
+                    }
+                    abort_error(a)
+                })?;
                 Ok(mlua::VmState::Continue)
             },
         )?;
@@ -333,6 +355,14 @@ fn raise_fn(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Function> {
             {
                 if let Some(e) = sh.core.raised_error(c, m) {
                     return Err(script_error(e));
+                }
+                if super::error::is_raised_code(c) {
+                    return Err(script_error(ScriptError::Raised {
+                        code: c.clone(),
+                        message: bounded(m, MAX_ERROR_TEXT),
+                        file: None,
+                        line: None,
+                    }));
                 }
             }
             let text = super::nested_error::error_text(&json);
@@ -657,6 +687,7 @@ impl LuaHost {
         match a {
             Abort::Instructions => ScriptError::InstructionLimit {
                 limit: self.shared.limits.instructions,
+                at: stopped_at(),
             },
             Abort::Timeout => ScriptError::Timeout {
                 after_ms: self.shared.budget.wall_ms(),
@@ -698,6 +729,7 @@ pub(crate) fn map_lua_error(e: mlua::Error, limits: &Limits) -> ScriptError {
             return match a {
                 Abort::Instructions => ScriptError::InstructionLimit {
                     limit: limits.instructions,
+                    at: stopped_at(),
                 },
                 Abort::Timeout => ScriptError::Timeout {
                     after_ms: limits.wall_ms,

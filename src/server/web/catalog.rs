@@ -118,7 +118,7 @@ pub async fn get_tool(
             crate::tools::ToolError::UnknownTool { suggestion, .. } => suggestion.clone(),
             _ => None,
         };
-        ApiError::new(StatusCode::NOT_FOUND, e.code(), e.to_string()).suggest(suggestions)
+        ApiError::new(StatusCode::NOT_FOUND, e.variant_code(), e.to_string()).suggest(suggestions)
     })?;
     Ok(Json(tool_entry(&tool, &owners(&engine))))
 }
