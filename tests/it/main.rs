@@ -122,6 +122,7 @@ mod hooks_scripts;
     feature = "store-redis"
 ))]
 mod hooks_workflow_points;
+mod host_frictions;
 mod host_loop;
 #[cfg(all(
     feature = "cli",
