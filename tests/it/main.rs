@@ -44,6 +44,7 @@ mod agent_cli;
 mod agent_e2e;
 mod agent_formats;
 mod agent_profile_strict;
+mod architecture_lists;
 #[cfg(all(
     feature = "cli",
     feature = "server",
