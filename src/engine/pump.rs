@@ -324,11 +324,14 @@ impl Engine {
     pub fn pump(&self, budget: Duration) -> Vec<Ticket> {
         let p = &self.pump;
         let sh = &p.shared;
-        let me = std::thread::current().id();
-        sh.pump_thread.get_or_init(|| me);
+        // The first pump names the pump thread (one atomic load once it is named).
+        if sh.pump_thread.get().is_none() {
+            let _ = sh.pump_thread.set(std::thread::current().id());
+        }
         if p.pending.load(Ordering::Acquire) == 0 && sh.queued.load(Ordering::Acquire) == 0 {
             return Vec::new();
         }
+        let me = std::thread::current().id();
         let until = Instant::now() + budget;
         let mut st = sh.lock();
         st.last_pumper = Some(me);

@@ -72,12 +72,27 @@ fn timeout_counts_from_the_call_not_from_the_options() {
     assert_eq!(report.outcomes[0].result, Ok(json!("done")));
 
     // The timeout still bounds the call: 300 ms from its start (a looping mod stops there).
-    lua_mod(
-        home.path(),
-        "loop",
+    // (Instruction limits raised, so the deadline is what ends the loop.)
+    let dir = home.path().join("plugins/loop");
+    write(
+        &dir.join("plugin.yaml"),
+        "name: loop\nversion: 1.0.0\nlimits:\n  wallMs: 600000\n  instructions: 1000000000000\n",
+    );
+    write(
+        &dir.join("main.lua"),
         "api.tools.register({id = 'spin', description = 'loops', handler = function() while true do end end})",
     );
-    let looping = Engine::builder().home(home.path()).build().unwrap();
+    let limits = tavern::Limits {
+        instructions: 1_000_000_000_000,
+        wall_ms: 600_000,
+        ..tavern::Limits::engine_default()
+    };
+    let looping = Engine::builder()
+        .home(home.path())
+        .script_limits(limits)
+        .build()
+        .unwrap();
+    assert!(looping.problems().is_empty(), "{:?}", looping.problems());
     let t0 = Instant::now();
     let report = looping.call_blocking(&tam("loop:spin"), opts).unwrap();
     let code = report.outcomes[0].result.as_ref().unwrap_err().code();
