@@ -30,6 +30,11 @@ fi
 if ! command -v valgrind >/dev/null 2>&1 || ! command -v cc >/dev/null 2>&1; then
   apt_install valgrind gcc libc6-dev
 fi
+# The C# binding's test (capi/tests/csharp_example.rs) compiles bindings/csharp and
+# examples/csharp/GameLoop.cs with Mono's mcs and runs the sample under mono.
+if ! command -v mcs >/dev/null 2>&1 || ! command -v mono >/dev/null 2>&1; then
+  apt_install mono-mcs mono-runtime
+fi
 # The server tests drive `tavern mcp`/`tavern serve` with the official Python MCP client.
 if ! python3 -c 'import mcp' >/dev/null 2>&1; then
   if ! python3 -m pip --version >/dev/null 2>&1; then

@@ -114,7 +114,7 @@ int tavern_engine_register_main_thread_tool(struct TavernEngine *engine, const c
 /*
  Sends mods' `print` and `api.log.*` lines, and the engine's own warnings (a panicking
  tool or script; every load problem once the engine is built), to `callback` instead of
- the engine's default (Rust `tracing`, which a C host does not see). `callback` runs on
+ the engine's default (stderr, from info up: `[info] plugin:<name>: ...`). `callback` runs on
  engine threads (and the pumping thread), one call at a time; it must be quick and must
  not call back into this engine. `user_data` is passed through untouched and must stay
  valid until the engine is freed or the callback replaced. A NULL `callback` goes back to
@@ -176,15 +176,26 @@ uint64_t tavern_engine_submit_with(struct TavernEngine *engine, const char *text
 int tavern_engine_cancel(struct TavernEngine *engine, uint64_t ticket);
 
 /*
- Runs due main-thread tools registered on this thread and collects finished submissions
- for at most `budget_us` microseconds; returns how many submissions finished during this
- call. While it waits it sleeps (no busy loop) until something finishes, a main-thread
- call is parked or the budget ends. Returns at once with nothing queued. `budget_us = 0`
- is the non-blocking poll: it runs the main-thread calls already parked, collects what
- has finished and never waits. Script work never runs on the calling thread. On a NULL
- engine returns 0 and sets `tavern_last_error`.
+ Runs the main-thread tools parked for this thread and collects finished submissions,
+ within `budget_us` microseconds; returns how many submissions it collected. It never
+ waits: it returns as soon as the work it can do now is done, and starts a main-thread
+ call only while the budget lasts (the first one always), so it is late by at most one
+ callback's own run. Returns at once with nothing queued. Script work never runs on the
+ calling thread. Main-thread tools run on the thread that registered them. On a NULL
+ engine returns 0 and sets `tavern_last_error`. To learn which submissions finished, use
+ `tavern_engine_pump_finished`.
  */
 uint32_t tavern_engine_pump(struct TavernEngine *engine, uint32_t budget_us);
+
+/*
+ `tavern_engine_pump` that says which submissions finished: writes up to `capacity`
+ tickets into `finished` (borrowed, an array of at least `capacity` entries; NULL when
+ `capacity` is 0) and returns how many it wrote; take each with `tavern_engine_take`.
+ Tickets that did not fit are kept and written first by the next call, so none is
+ lost. Returns -1 on a NULL engine or a NULL `finished` with a non-zero `capacity` (see
+ `tavern_last_error`).
+ */
+int32_t tavern_engine_pump_finished(struct TavernEngine *engine, uint32_t budget_us, uint64_t *finished, uint32_t capacity);
 
 /*
  The result of a submission, as `tavern_engine_call` returns it (owned by the caller:
@@ -200,6 +211,22 @@ char *tavern_engine_take(struct TavernEngine *engine, uint64_t ticket);
  do not free it.
  */
 const char *tavern_last_error(void);
+
+/*
+ Inside a host tool's callback (main-thread or not): who called the tool — `host`,
+ `model`, `model:<agent>`, `plugin:<name>`, `workflow:<id>`, `remote:<client>`, `cli` —
+ as a string owned by the library and valid until the callback returns (do not free
+ it). NULL outside a callback.
+ */
+const char *tavern_current_caller(void);
+
+/*
+ A copy of `s` (borrowed) allocated with the C runtime's malloc: what a host tool
+ callback returns (the engine frees it with free()), for hosts that cannot call that
+ malloc themselves (C# through P/Invoke, other FFI). NULL when `s` is NULL or memory runs
+ out (see `tavern_last_error`).
+ */
+char *tavern_malloc_string(const char *s);
 
 /*
  Frees a string returned by `tavern_engine_call`, `tavern_engine_take` or

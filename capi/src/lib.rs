@@ -32,6 +32,9 @@ pub struct TavernEngine {
     engine: OnceLock<Result<Engine, String>>,
     /// Tickets handed out and not yet taken.
     tickets: Mutex<HashSet<u64>>,
+    /// Finished tickets a pump collected and `tavern_engine_pump_finished` has not handed
+    /// over yet (more than its array held).
+    unreported: Mutex<std::collections::VecDeque<u64>>,
 }
 
 /// Host tools, main-thread tools and the log callback given before the build.
@@ -129,10 +132,11 @@ unsafe impl Send for HostCallback {}
 unsafe impl Sync for HostCallback {}
 
 impl HostCallback {
-    fn call(&self, tool: &str, args: &Value) -> Result<Value, ToolError> {
+    fn call(&self, tool: &str, caller: &tavern::Caller, args: &Value) -> Result<Value, ToolError> {
         let _one = self.serial.lock().unwrap_or_else(|p| p.into_inner());
         let text = CString::new(args.to_string())
             .map_err(|_| ToolError::failed(tool, "arguments contain a NUL byte"))?;
+        let _caller = CurrentCaller::enter(caller);
         // SAFETY: `f` is the host's callback, called as the header documents it; `text`
         // lives until the call returns.
         let out = unsafe { (self.f)(self.user_data, text.as_ptr()) };
@@ -164,6 +168,25 @@ impl HostCallback {
 
 thread_local! {
     static LAST_ERROR: RefCell<Option<CString>> = const { RefCell::new(None) };
+    /// Who called the host tool whose callback runs on this thread (innermost last).
+    static CURRENT_CALLER: RefCell<Vec<CString>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The caller of the callback running on this thread, while it runs.
+struct CurrentCaller;
+
+impl CurrentCaller {
+    fn enter(caller: &tavern::Caller) -> Self {
+        let c = CString::new(caller.to_string().replace('\0', " ")).unwrap_or_default();
+        CURRENT_CALLER.with(|v| v.borrow_mut().push(c));
+        CurrentCaller
+    }
+}
+
+impl Drop for CurrentCaller {
+    fn drop(&mut self) {
+        CURRENT_CALLER.with(|v| v.borrow_mut().pop());
+    }
 }
 
 fn set_error(msg: &str) {
@@ -236,11 +259,14 @@ impl TavernEngine {
             let mut b: EngineBuilder = Engine::builder().home(&self.home);
             let early = std::mem::take(&mut *self.early.lock().unwrap_or_else(|p| p.into_inner()));
             for (def, cb) in early.tools {
-                b = b.host_tool(def, move |ctx, args| cb.call(&ctx.tool_id, &args));
+                b = b.host_tool(def, move |ctx, args| {
+                    cb.call(&ctx.tool_id, &ctx.caller, &args)
+                });
             }
             for (def, cb, owner) in early.main {
-                b = b
-                    .main_thread_tool_on(owner, def, move |ctx, args| cb.call(&ctx.tool_id, &args));
+                b = b.main_thread_tool_on(owner, def, move |ctx, args| {
+                    cb.call(&ctx.tool_id, &ctx.caller, &args)
+                });
             }
             if let Some(log) = early.log {
                 let log = log.boxed();
@@ -314,6 +340,7 @@ pub unsafe extern "C" fn tavern_engine_new(home: *const c_char) -> *mut TavernEn
             early: Mutex::new(Early::default()),
             engine: OnceLock::new(),
             tickets: Mutex::new(HashSet::new()),
+            unreported: Mutex::new(std::collections::VecDeque::new()),
         })))
     })
 }
@@ -364,7 +391,9 @@ pub unsafe extern "C" fn tavern_engine_register_tool(
             Some(built) => {
                 let engine = built.as_ref().map_err(Clone::clone)?;
                 engine
-                    .register_host_tool(def, move |ctx, args| cb.call(&ctx.tool_id, &args))
+                    .register_host_tool(def, move |ctx, args| {
+                        cb.call(&ctx.tool_id, &ctx.caller, &args)
+                    })
                     .map_err(|e| e.to_string())?;
             }
         }
@@ -403,7 +432,7 @@ pub unsafe extern "C" fn tavern_engine_register_main_thread_tool(
                 let engine = built.as_ref().map_err(Clone::clone)?;
                 engine
                     .register_main_thread_tool_on(owner, def, move |ctx, args| {
-                        cb.call(&ctx.tool_id, &args)
+                        cb.call(&ctx.tool_id, &ctx.caller, &args)
                     })
                     .map_err(|e| e.to_string())?;
             }
@@ -414,7 +443,7 @@ pub unsafe extern "C" fn tavern_engine_register_main_thread_tool(
 
 /// Sends mods' `print` and `api.log.*` lines, and the engine's own warnings (a panicking
 /// tool or script; every load problem once the engine is built), to `callback` instead of
-/// the engine's default (Rust `tracing`, which a C host does not see). `callback` runs on
+/// the engine's default (stderr, from info up: `[info] plugin:<name>: ...`). `callback` runs on
 /// engine threads (and the pumping thread), one call at a time; it must be quick and must
 /// not call back into this engine. `user_data` is passed through untouched and must stay
 /// valid until the engine is freed or the callback replaced. A NULL `callback` goes back to
@@ -436,7 +465,10 @@ pub unsafe extern "C" fn tavern_engine_set_log_callback(
         // Under the lock, so a build running now either takes it or is seen built.
         let mut early = e.early.lock().unwrap_or_else(|p| p.into_inner());
         match e.built() {
-            Some(engine) => engine.set_log_callback(cb.map(LogCallback::boxed)),
+            Some(engine) => match cb {
+                Some(cb) => engine.set_log_callback(move |r| cb.call(r)),
+                None => engine.clear_log_callback(),
+            },
             None => early.log = cb,
         }
         Ok(())
@@ -603,13 +635,14 @@ pub unsafe extern "C" fn tavern_engine_cancel(engine: *mut TavernEngine, ticket:
     })
 }
 
-/// Runs due main-thread tools registered on this thread and collects finished submissions
-/// for at most `budget_us` microseconds; returns how many submissions finished during this
-/// call. While it waits it sleeps (no busy loop) until something finishes, a main-thread
-/// call is parked or the budget ends. Returns at once with nothing queued. `budget_us = 0`
-/// is the non-blocking poll: it runs the main-thread calls already parked, collects what
-/// has finished and never waits. Script work never runs on the calling thread. On a NULL
-/// engine returns 0 and sets `tavern_last_error`.
+/// Runs the main-thread tools parked for this thread and collects finished submissions,
+/// within `budget_us` microseconds; returns how many submissions it collected. It never
+/// waits: it returns as soon as the work it can do now is done, and starts a main-thread
+/// call only while the budget lasts (the first one always), so it is late by at most one
+/// callback's own run. Returns at once with nothing queued. Script work never runs on the
+/// calling thread. Main-thread tools run on the thread that registered them. On a NULL
+/// engine returns 0 and sets `tavern_last_error`. To learn which submissions finished, use
+/// `tavern_engine_pump_finished`.
 #[no_mangle]
 pub unsafe extern "C" fn tavern_engine_pump(engine: *mut TavernEngine, budget_us: u32) -> u32 {
     guard(0, || {
@@ -618,8 +651,44 @@ pub unsafe extern "C" fn tavern_engine_pump(engine: *mut TavernEngine, budget_us
         let Some(Ok(engine)) = e.engine.get() else {
             return Ok(0);
         };
-        let n = engine.pump(Duration::from_micros(u64::from(budget_us)));
+        let n = engine
+            .pump(Duration::from_micros(u64::from(budget_us)))
+            .len();
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
+    })
+}
+
+/// `tavern_engine_pump` that says which submissions finished: writes up to `capacity`
+/// tickets into `finished` (borrowed, an array of at least `capacity` entries; NULL when
+/// `capacity` is 0) and returns how many it wrote; take each with `tavern_engine_take`.
+/// Tickets that did not fit are kept and written first by the next call, so none is
+/// lost. Returns -1 on a NULL engine or a NULL `finished` with a non-zero `capacity` (see
+/// `tavern_last_error`).
+#[no_mangle]
+pub unsafe extern "C" fn tavern_engine_pump_finished(
+    engine: *mut TavernEngine,
+    budget_us: u32,
+    finished: *mut u64,
+    capacity: u32,
+) -> i32 {
+    guard(-1, || {
+        // SAFETY: the caller's contract (a live handle or NULL).
+        let e = unsafe { handle(engine) }?;
+        if finished.is_null() && capacity > 0 {
+            return Err("finished is NULL".into());
+        }
+        let mut queue = e.unreported.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(Ok(engine)) = e.engine.get() {
+            let done = engine.pump(Duration::from_micros(u64::from(budget_us)));
+            queue.extend(done.iter().map(|t| t.0));
+        }
+        let n = queue.len().min(capacity as usize).min(i32::MAX as usize);
+        for (i, t) in queue.drain(..n).enumerate() {
+            // SAFETY: `finished` holds at least `capacity` entries (caller's contract) and
+            // `i < n <= capacity`.
+            unsafe { finished.add(i).write(t) };
+        }
+        Ok(n as i32)
     })
 }
 
@@ -656,6 +725,38 @@ pub unsafe extern "C" fn tavern_engine_take(engine: *mut TavernEngine, ticket: u
 #[no_mangle]
 pub extern "C" fn tavern_last_error() -> *const c_char {
     LAST_ERROR.with(|e| e.borrow().as_ref().map_or(std::ptr::null(), |c| c.as_ptr()))
+}
+
+/// Inside a host tool's callback (main-thread or not): who called the tool — `host`,
+/// `model`, `model:<agent>`, `plugin:<name>`, `workflow:<id>`, `remote:<client>`, `cli` —
+/// as a string owned by the library and valid until the callback returns (do not free
+/// it). NULL outside a callback.
+#[no_mangle]
+pub extern "C" fn tavern_current_caller() -> *const c_char {
+    CURRENT_CALLER.with(|v| v.borrow().last().map_or(std::ptr::null(), |c| c.as_ptr()))
+}
+
+/// A copy of `s` (borrowed) allocated with the C runtime's malloc: what a host tool
+/// callback returns (the engine frees it with free()), for hosts that cannot call that
+/// malloc themselves (C# through P/Invoke, other FFI). NULL when `s` is NULL or memory runs
+/// out (see `tavern_last_error`).
+#[no_mangle]
+pub unsafe extern "C" fn tavern_malloc_string(s: *const c_char) -> *mut c_char {
+    guard(std::ptr::null_mut(), || {
+        if s.is_null() {
+            return Err("s is NULL".into());
+        }
+        // SAFETY: non-NULL and NUL-terminated by the caller's contract.
+        let bytes = unsafe { CStr::from_ptr(s) }.to_bytes_with_nul();
+        // SAFETY: malloc of a positive size; the result is checked for NULL below.
+        let p = unsafe { libc::malloc(bytes.len()) }.cast::<c_char>();
+        if p.is_null() {
+            return Err("out of memory".into());
+        }
+        // SAFETY: `p` holds `bytes.len()` bytes and does not overlap `bytes`.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr().cast::<c_char>(), p, bytes.len()) };
+        Ok(p)
+    })
 }
 
 /// Frees a string returned by `tavern_engine_call`, `tavern_engine_take` or

@@ -11,11 +11,13 @@
  *
  * Exit status 0 when every check passed.
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tavern.h"
 
@@ -38,6 +40,7 @@ struct world {
     char last_event[128];
     int spawned;
     int spawned_off_thread;
+    char last_caller[64];
 };
 
 static pthread_t game_thread;
@@ -60,7 +63,9 @@ static char *dup_string(const char *s) {
 static char *world_get(void *user_data, const char *args_json) {
     struct world *w = user_data;
     char buf[64];
+    const char *caller = tavern_current_caller();
     (void)args_json;
+    snprintf(w->last_caller, sizeof w->last_caller, "%s", caller ? caller : "(none)");
     snprintf(buf, sizeof buf, "{\"gold\": %d}", w->gold);
     return dup_string(buf);
 }
@@ -94,20 +99,28 @@ static void on_log(void *user_data, int level, const char *source, const char *m
     if (level == TAVERN_LOG_WARN && strstr(source, "broken")) seen->load_warning++;
 }
 
+/* The rest of a frame: pump returns as soon as its own work is done. */
+static void rest_of_frame(void) {
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+}
+
 /* Pumps one frame budget (1 ms) at a time until `t` is taken; NULL after 20000 frames. */
 static char *pump_until(TavernEngine *engine, uint64_t t) {
     char *result = NULL;
     for (int frame = 0; frame < 20000 && !result; frame++) {
         tavern_engine_pump(engine, 1000);
         result = tavern_engine_take(engine, t);
+        if (!result) rest_of_frame();
     }
     return result;
 }
 
+/* Returns its result through tavern_malloc_string (what a host without malloc uses). */
 static char *always_fails(void *user_data, const char *args_json) {
     (void)user_data;
     (void)args_json;
-    return dup_string("{\"error\": \"the bridge is out\"}");
+    return tavern_malloc_string("{\"error\": \"the bridge is out\"}");
 }
 
 int main(int argc, char **argv) {
@@ -115,7 +128,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: host HOME\n");
         return 2;
     }
-    struct world w = {10, "", 0, 0};
+    struct world w = {10, "", 0, 0, ""};
     struct log_seen seen = {0, 0, 0};
     game_thread = pthread_self();
 
@@ -193,6 +206,12 @@ int main(int argc, char **argv) {
     CHECK(out && strstr(out, "\"total\":15"), "mod saw the host's gold");
     tavern_string_free(out);
     CHECK(seen.mod_print == 1, "the log callback heard the mod's print");
+    CHECK(strcmp(w.last_caller, "plugin:quest") == 0, "the callback saw who called it");
+    CHECK(tavern_current_caller() == NULL, "no caller outside a callback");
+    char *copy = tavern_malloc_string("{}");
+    CHECK(copy && strcmp(copy, "{}") == 0, "malloc_string copies");
+    free(copy);
+    CHECK(tavern_malloc_string(NULL) == NULL && tavern_last_error() != NULL, "malloc_string(NULL)");
 
     /* A mod calling the main-thread tool from a blocking call on this thread: the tool
      * runs here while the call waits. */
@@ -221,12 +240,21 @@ int main(int argc, char **argv) {
     CHECK(tavern_engine_take(engine, t) == NULL && tavern_last_error() == NULL,
           "take before a pump is pending");
     char *result = NULL;
-    uint32_t finished = 0;
+    int finished = 0;
+    uint64_t done[4] = {0, 0, 0, 0};
     for (int frame = 0; frame < 20000 && !result; frame++) {
-        finished += tavern_engine_pump(engine, 1000);
+        int n = tavern_engine_pump_finished(engine, 1000, done, 4);
+        CHECK(n >= 0, "pump_finished");
+        if (n > 0) {
+            finished += n;
+            CHECK(done[0] == t, "pump_finished names the finished ticket");
+        }
         result = tavern_engine_take(engine, t);
+        if (!result) rest_of_frame();
     }
     CHECK(finished == 1, "one submission finished");
+    CHECK(tavern_engine_pump_finished(NULL, 0, done, 4) == -1, "pump_finished(NULL engine)");
+    CHECK(tavern_engine_pump_finished(engine, 0, NULL, 4) == -1, "pump_finished(NULL array)");
     CHECK(result && strstr(result, "\"ok\":true"), "submitted call succeeded");
     CHECK(strstr(w.last_event, "dragon slain") != NULL, "the host saw the event");
     tavern_string_free(result);
@@ -273,7 +301,7 @@ int main(int argc, char **argv) {
     CHECK(tavern_engine_submit_with(engine, spin, "[") == 0, "malformed options JSON");
     CHECK(tavern_engine_submit_with(NULL, spin, NULL) == 0, "submit_with(NULL engine)");
 
-    /* Back to the default log (tracing) before the callback's data goes away. */
+    /* Back to the default log (stderr) before the callback's data goes away. */
     tavern_engine_set_log_callback(engine, NULL, NULL);
     CHECK(tavern_engine_submit(engine, NULL) == 0, "submit(NULL)");
     CHECK(tavern_engine_pump(NULL, 10) == 0 && tavern_last_error() != NULL, "pump(NULL)");

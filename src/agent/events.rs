@@ -112,7 +112,7 @@ impl EventBus {
             .map(|(_, _, h)| h.clone())
             .collect();
         for h in handlers {
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h(event)));
+            let r = crate::tools::contain(|| h(event));
             if r.is_err() {
                 tracing::error!(event = %event.name, "an event subscriber panicked");
             }

@@ -185,7 +185,8 @@ impl Globals {
         &self,
         kv: Option<std::sync::Arc<dyn tavern::KvStore>>,
     ) -> Result<Engine, u8> {
-        let mut b = Engine::builder().home(&self.home);
+        // Mods' log lines stay `tracing` events (filtered by `TAVERN_LOG`).
+        let mut b = Engine::builder().home(&self.home).log_to_stderr(false);
         if let Some(kv) = kv {
             b = b.kv_store(kv);
         }
@@ -293,10 +294,11 @@ pub fn print_text(text: &str) {
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
 }
 
-/// Replaces Rust's multi-line panic message with one line on stderr. The hook only prints:
-/// unwinding goes on, so the `catch_unwind` containment in the tool manager, the script hosts
-/// and the workflow runner turns a panic into a typed error and the process keeps serving.
-/// A panic that reaches `main` ends the process with [`INTERNAL`] there.
+/// Replaces Rust's multi-line panic message with one line on stderr. Panics the engine
+/// contains (in the tool manager, the script hosts, the workflow runner) never reach it: the
+/// engine wraps this hook when it is built and logs each of those once instead. The hook only
+/// prints: unwinding goes on, and a panic that reaches `main` ends the process with
+/// [`INTERNAL`] there.
 pub fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
         let msg = info

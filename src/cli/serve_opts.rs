@@ -135,7 +135,11 @@ pub fn factory(
     let home: PathBuf = globals.home.clone();
     let sets = globals.sets.clone();
     move || {
-        let mut b = Engine::builder().home(&home).kv_store(kv.clone());
+        // Mods' log lines stay `tracing` events (the server's log, `TAVERN_LOG`).
+        let mut b = Engine::builder()
+            .home(&home)
+            .kv_store(kv.clone())
+            .log_to_stderr(false);
         for s in &sets {
             b = b.set(s.clone());
         }

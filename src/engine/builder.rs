@@ -92,7 +92,11 @@ pub struct EngineBuilder {
     user_scripts: bool,
     /// Main-thread host tools, each bound to the thread that registered it.
     main_tools: Vec<(ToolDefinition, super::host_tools::BoundMainFn)>,
+    /// The thread that runs `main_thread_tool_send` tools (default: the first to pump).
+    pump_thread: Option<std::thread::ThreadId>,
     log: Option<crate::tools::LogCallback>,
+    /// Whether mods' log lines go to stderr when no callback is set (default yes).
+    log_to_stderr: bool,
     /// What scripts' `api.store` keeps (default: a memory store of the engine's own).
     kv_store: Option<Arc<dyn crate::store::KvStore>>,
 }
@@ -123,7 +127,9 @@ impl Default for EngineBuilder {
             audit: None,
             user_scripts: true,
             main_tools: Vec::new(),
+            pump_thread: None,
             log: None,
+            log_to_stderr: true,
             kv_store: None,
         }
     }
@@ -187,9 +193,14 @@ impl EngineBuilder {
     /// Registers a host tool from a closure (see [`EngineBuilder::tool`]). A panic in the
     /// closure is contained: the call fails with [`ToolError::Panicked`].
     ///
-    /// The closure may block: it runs on the engine runtime's blocking pool (inline when a
-    /// mod's script calls it, on the script's own thread), so a slow one never delays
-    /// another call. It must be `Send + Sync`; for a handler that must run on the game's
+    /// The closure may block: it runs where blocking is allowed, with at most one thread
+    /// hop — on the blocking-pool thread already driving a submitted or blocking call, on
+    /// the script's own thread when a mod calls it, else on the runtime's blocking pool — so
+    /// a slow one never delays another call. Called from a mod, it holds that instance of
+    /// the mod (its script state) while it runs: to keep a mod serving other calls during
+    /// a slow host tool, give it `instances: N` in plugin.yaml (N script states, each
+    /// serving one call). It must be `Send + Sync`;
+    /// for a handler that must run on the game's
     /// thread, see [`EngineBuilder::main_thread_tool`]; async ones are
     /// [`EngineBuilder::host_tool_async`].
     ///
@@ -289,8 +300,9 @@ impl EngineBuilder {
     }
 
     /// [`EngineBuilder::main_thread_tool`] for a handler that may move between threads,
-    /// run by pumps on the thread `owner` (the C ABI: the thread that registered it).
-    #[doc(hidden)]
+    /// run by pumps on the thread `owner` (for an engine built on a loader thread and
+    /// pumped on the game thread: pass the game thread's id). The C ABI uses it with the
+    /// thread that registers the tool.
     pub fn main_thread_tool_on<F>(
         mut self,
         owner: std::thread::ThreadId,
@@ -304,6 +316,67 @@ impl EngineBuilder {
     {
         let bound = super::host_tools::bind(owner, Box::new(f));
         self.main_tools.push((definition, bound));
+        self
+    }
+
+    /// A main-thread tool whose handler may move between threads: it runs inside
+    /// [`Engine::pump`] on the engine's **pump thread** — the one named with
+    /// [`EngineBuilder::pump_thread`], else the first thread that calls `pump` — whichever
+    /// thread built the engine. The choice for an engine built on a loader thread:
+    ///
+    /// - a `Send` handler: this method (or [`EngineBuilder::main_thread_tool_on`] with the
+    ///   game thread's id);
+    /// - a handler that is not `Send` ([`EngineBuilder::main_thread_tool`]) is bound to the
+    ///   thread that registered it, so register it on the thread that pumps.
+    ///
+    /// A call that waits a second for a pump that does not come is logged once (the tool,
+    /// the thread it waits for, the thread that pumped last) and ends at its deadline.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use serde_json::json;
+    /// use tavern::{Engine, ToolDefinition};
+    /// # let home = tempfile::tempdir().unwrap();
+    /// # let home = home.path().to_path_buf();
+    /// // Built on a loader thread...
+    /// let engine = std::thread::spawn(move || {
+    ///     Engine::builder()
+    ///         .home(home)
+    ///         .main_thread_tool_send(
+    ///             ToolDefinition::host("world:tick", "The game tick.", json!({"type": "object"})),
+    ///             |_ctx, _args| Ok(json!(std::thread::current().name().map(String::from))),
+    ///         )
+    ///         .build()
+    ///         .unwrap()
+    /// })
+    /// .join()
+    /// .unwrap();
+    /// // ... pumped here: the tool runs here.
+    /// let ticket = engine.submit("<|[REQUEST_TOOL]|>\ncommand:「始」world:tick「末」\n<|[END_TOOL]|>").unwrap();
+    /// let report = loop {
+    ///     engine.pump(Duration::from_millis(1));
+    ///     if let Some(r) = engine.take(ticket) {
+    ///         break r.unwrap();
+    ///     }
+    ///     std::thread::sleep(Duration::from_millis(1));
+    /// };
+    /// assert_eq!(report.outcomes[0].result, Ok(json!(std::thread::current().name())));
+    /// ```
+    pub fn main_thread_tool_send<F>(mut self, definition: ToolDefinition, f: F) -> Self
+    where
+        F: FnMut(&CallContext, serde_json::Value) -> Result<serde_json::Value, ToolError>
+            + Send
+            + 'static,
+    {
+        self.main_tools
+            .push((definition, super::host_tools::on_pumper(Box::new(f))));
+        self
+    }
+
+    /// The thread whose pumps run the tools of [`EngineBuilder::main_thread_tool_send`]
+    /// (default: the first thread that calls [`Engine::pump`]).
+    pub fn pump_thread(mut self, thread: std::thread::ThreadId) -> Self {
+        self.pump_thread = Some(thread);
         self
     }
 
@@ -335,6 +408,14 @@ impl EngineBuilder {
         F: Fn(&crate::tools::LogRecord<'_>) + Send + Sync + 'static,
     {
         self.log = Some(Arc::new(callback));
+        self
+    }
+
+    /// Whether mods' log lines (and the engine's warnings) go to stderr, from `Info` up, when
+    /// no log callback is set (default yes: `[info] plugin:weather: ...`). With `false` they
+    /// are `tracing` events (target `tavern::script`) for a host that subscribes.
+    pub fn log_to_stderr(mut self, yes: bool) -> Self {
+        self.log_to_stderr = yes;
         self
     }
 
@@ -465,8 +546,13 @@ impl EngineBuilder {
             return Err(EngineError::Hook(e));
         }
         let tools = ToolManager::new();
+        crate::tools::install_panic_hook();
         tools.log().set(self.log);
+        tools.log().set_stderr(self.log_to_stderr);
         let pump = Arc::new(super::pump::PumpShared::default());
+        if let Some(t) = self.pump_thread {
+            pump.set_pump_thread(t);
+        }
         if let Some(h) = self.runtime {
             tools.set_runtime(h);
         }

@@ -1,19 +1,26 @@
 //! Where host tools run.
 //!
 //! - **Sync host tools** (closures given to [`EngineBuilder::host_tool`](crate::EngineBuilder::host_tool),
-//!   C callbacks): on the engine runtime's blocking pool (`spawn_blocking`), so a slow one
-//!   holds one blocking thread and never a worker other calls need. Called from a script
-//!   (`api.tools.call`), they run inline on the script's thread, which may block already.
+//!   C callbacks): where blocking is allowed, with at most one hop. Called from model text
+//!   (`submit`, `call_blocking`), on the blocking-pool thread that already drives that
+//!   request; called from a mod's script (`api.tools.call`), inline on the script's
+//!   thread — the mod's instance (its Lua state) waits meanwhile, so a slow tool holds it
+//!   (give the mod `instances: N` to serve other calls at once, or keep such tools quick);
+//!   from anywhere else (an async `call` on a runtime worker), on the runtime's blocking
+//!   pool (`spawn_blocking`), so a slow one never holds a worker other calls need.
 //! - **Async host tools** ([`EngineBuilder::host_tool_async`](crate::EngineBuilder::host_tool_async)):
 //!   as futures on the engine's runtime; they must not block.
-//! - **Main-thread host tools** ([`EngineBuilder::main_thread_tool`](crate::EngineBuilder::main_thread_tool)):
-//!   only inside [`Engine::pump`](crate::Engine::pump) (or a blocking call waiting) on the
-//!   thread that registered them. A call is parked in the engine's pump queue until then.
+//! - **Main-thread host tools** ([`EngineBuilder::main_thread_tool`](crate::EngineBuilder::main_thread_tool)
+//!   and its `_on` / `_send` forms): only inside [`Engine::pump`](crate::Engine::pump) (or a
+//!   blocking call waiting) on their thread. A call is parked in the engine's pump queue
+//!   until then; one that waits a second is logged once, and it ends at its deadline.
 
 use std::cell::RefCell;
 use std::mem::ManuallyDrop;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::ThreadId;
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -29,8 +36,9 @@ struct BlockingFn(Arc<SyncHostFn>);
 impl ToolHandler for BlockingFn {
     fn invoke(&self, ctx: CallContext, args: Value) -> ToolFuture {
         // A script's thread is already one that may block (a dedicated thread, or a worker
-        // that left the runtime through `block_in_place`): no hop.
-        if crate::script::in_script_thread() {
+        // that left the runtime through `block_in_place`), and so is the blocking-pool
+        // thread that drives a submitted or blocking call's requests one by one: no hop.
+        if crate::script::in_script_thread() || super::run::driving_request() {
             return Box::pin(std::future::ready((self.0)(&ctx, args)));
         }
         let handle = tokio::runtime::Handle::try_current()
@@ -42,7 +50,8 @@ impl ToolHandler for BlockingFn {
         };
         let f = self.0.clone();
         let tool = ctx.tool_id.clone();
-        let task = handle.spawn_blocking(move || f(&ctx, args));
+        // A panic is contained where the task is joined (below): quietly.
+        let task = handle.spawn_blocking(move || crate::tools::quiet(|| f(&ctx, args)));
         Box::pin(async move {
             match task.await {
                 Ok(r) => r,
@@ -109,19 +118,40 @@ impl<T> Drop for ThreadBound<T> {
 /// A main-thread tool's handler, as the host wrote it (need not be `Send`).
 pub(crate) type MainFn = dyn FnMut(&CallContext, Value) -> Result<Value, ToolError>;
 
-/// A main-thread tool's handler bound to the thread it runs on.
-pub(crate) type BoundMainFn = ThreadBound<RefCell<Box<MainFn>>>;
+/// A main-thread tool's handler that may move between threads.
+pub(crate) type SendMainFn = dyn FnMut(&CallContext, Value) -> Result<Value, ToolError> + Send;
+
+/// A main-thread tool's handler and the thread whose pumps run it.
+pub(crate) enum BoundMainFn {
+    /// Bound to one thread (the one that registered a non-`Send` handler, or the one named
+    /// with `main_thread_tool_on`).
+    Thread(ThreadBound<RefCell<Box<MainFn>>>),
+    /// Run on the engine's pump thread: the one named with
+    /// [`EngineBuilder::pump_thread`](crate::EngineBuilder::pump_thread), else the first
+    /// thread that pumps.
+    Pumper(std::sync::Mutex<Box<SendMainFn>>),
+}
 
 /// Binds a handler to `owner` (the thread whose pumps run it).
 pub(crate) fn bind(owner: ThreadId, f: Box<MainFn>) -> BoundMainFn {
-    ThreadBound::new(owner, RefCell::new(f))
+    BoundMainFn::Thread(ThreadBound::new(owner, RefCell::new(f)))
+}
+
+/// A handler run by the engine's pump thread, whichever that is.
+pub(crate) fn on_pumper(f: Box<SendMainFn>) -> BoundMainFn {
+    BoundMainFn::Pumper(std::sync::Mutex::new(f))
 }
 
 /// A main-thread tool: the handler (bound to its thread) and the pump that runs it.
 pub(crate) struct MainThreadTool {
-    pub(crate) f: ThreadBound<RefCell<Box<MainFn>>>,
+    f: BoundMainFn,
     pump: Weak<PumpShared>,
+    /// Whether a call waiting for a pump that does not come was logged (once per tool).
+    stranded_logged: AtomicBool,
 }
+
+/// How long a parked call waits before the engine logs that no pump runs it.
+const STRANDED_AFTER: Duration = Duration::from_secs(1);
 
 impl MainThreadTool {
     pub(crate) fn new(f: BoundMainFn, pump: &Arc<PumpShared>) -> Arc<Self> {
@@ -129,18 +159,54 @@ impl MainThreadTool {
         Arc::new(MainThreadTool {
             f,
             pump: Arc::downgrade(pump),
+            stranded_logged: AtomicBool::new(false),
         })
+    }
+
+    /// Whether this thread is the one whose pumps run the handler.
+    fn on_its_thread(&self) -> bool {
+        match &self.f {
+            BoundMainFn::Thread(b) => b.get().is_some(),
+            BoundMainFn::Pumper(_) => self
+                .pump
+                .upgrade()
+                .is_some_and(|p| p.pump_thread() == Some(std::thread::current().id())),
+        }
+    }
+
+    /// The thread whose pumps run the handler, for messages.
+    fn owner_text(&self) -> String {
+        match &self.f {
+            BoundMainFn::Thread(b) => {
+                format!("thread {:?} (the one it was registered for)", b.owner)
+            }
+            BoundMainFn::Pumper(_) => match self.pump.upgrade().and_then(|p| p.pump_thread()) {
+                Some(t) => format!("the engine's pump thread {t:?}"),
+                None => "the engine's pump thread (no thread has pumped yet)".to_string(),
+            },
+        }
     }
 
     /// Runs the handler now, on its thread; `None` off its thread or while it runs already
     /// (a handler that pumps again), when the call stays queued.
     pub(crate) fn run(&self, ctx: &CallContext, args: Value) -> Option<Result<Value, ToolError>> {
-        let cell = self.f.get()?;
-        let mut f = cell.try_borrow_mut().ok()?;
-        let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(ctx, args)));
-        Some(out.unwrap_or_else(|p| {
-            let message = crate::tools::panic_message(p.as_ref());
-            ctx.manager.log().warn(
+        if !self.on_its_thread() {
+            return None;
+        }
+        let out = match &self.f {
+            BoundMainFn::Thread(b) => {
+                let cell = b.get()?;
+                let mut f = cell.try_borrow_mut().ok()?;
+                crate::tools::contain(|| f(ctx, args))
+            }
+            BoundMainFn::Pumper(m) => {
+                let mut f = m.try_lock().ok()?;
+                crate::tools::contain(|| f(ctx, args))
+            }
+        };
+        Some(out.unwrap_or_else(|message| {
+            ctx.manager.log().emit(
+                crate::tools::LogLevel::Error,
                 &format!("tool:{}", ctx.tool_id),
                 &format!("main-thread tool panicked: {message}"),
             );
@@ -153,7 +219,43 @@ impl MainThreadTool {
 
     /// Whether the handler can run now on this thread (its thread, not running already).
     pub(crate) fn ready_here(&self) -> bool {
-        self.f.get().is_some_and(|c| c.try_borrow_mut().is_ok())
+        self.on_its_thread()
+            && match &self.f {
+                BoundMainFn::Thread(b) => b.get().is_some_and(|c| c.try_borrow_mut().is_ok()),
+                BoundMainFn::Pumper(m) => m.try_lock().is_ok(),
+            }
+    }
+
+    /// Logs, once per tool, that a call has waited [`STRANDED_AFTER`] for a pump on the
+    /// tool's thread.
+    fn log_stranded(
+        &self,
+        ctx_log: &crate::tools::LogSink,
+        tool: &str,
+        deadline: Option<std::time::Instant>,
+    ) {
+        if self.stranded_logged.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let pumped = match self.pump.upgrade().and_then(|p| p.last_pumper()) {
+            Some(t) => format!("; the engine was last pumped on thread {t:?}"),
+            None => "; the engine has not been pumped yet".to_string(),
+        };
+        let ends = if deadline.is_some() {
+            "it ends at its deadline"
+        } else {
+            "it has no deadline and waits until cancelled"
+        };
+        ctx_log.warn(
+            &format!("tool:{tool}"),
+            &format!(
+                "a call to main-thread tool '{tool}' has waited {} ms for a pump on {}{pumped}; {ends}. \
+                 Pump on that thread, or register the tool with `main_thread_tool_send` (run by whichever \
+                 thread pumps) or `main_thread_tool_on` (a thread you name)",
+                STRANDED_AFTER.as_millis(),
+                self.owner_text(),
+            ),
+        );
     }
 }
 
@@ -165,6 +267,7 @@ pub(crate) struct Parked(pub(crate) Arc<MainThreadTool>);
 impl ToolHandler for Parked {
     fn invoke(&self, ctx: CallContext, args: Value) -> ToolFuture {
         let tool = ctx.tool_id.to_string();
+        let tool_for_log = tool.clone();
         let Some(pump) = self.0.pump.upgrade() else {
             return Box::pin(std::future::ready(Err(ToolError::failed(
                 &tool,
@@ -173,14 +276,28 @@ impl ToolHandler for Parked {
         };
         let cancel = ctx.cancel.clone();
         let deadline = ctx.deadline;
+        let manager = ctx.manager.clone();
         let started = std::time::Instant::now();
+        let main = self.0.clone();
         let rx = pump.park(self.0.clone(), ctx, args);
+        drop(pump);
         Box::pin(async move {
             let sleep = async {
                 match deadline {
                     Some(d) => tokio::time::sleep_until(d.into()).await,
                     None => std::future::pending().await,
                 }
+            };
+            // Waiting long for a pump: say so once (a thread that never pumps strands the
+            // call until its deadline), then keep waiting.
+            let rx = async {
+                tokio::pin!(rx);
+                tokio::select! {
+                    r = &mut rx => return r,
+                    _ = tokio::time::sleep(STRANDED_AFTER) => {}
+                }
+                main.log_stranded(manager.log(), &tool_for_log, deadline);
+                rx.await
             };
             // Cancel first: a caller that gave up hears so even if a pump ran the call meanwhile.
             tokio::select! {

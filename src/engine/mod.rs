@@ -128,9 +128,18 @@ impl Engine {
     }
 
     /// Sends mods' `print` and `api.log.*` lines and the engine's warnings to `callback`
-    /// from now on (`None`: back to `tracing`). See [`EngineBuilder::log_callback`].
-    pub fn set_log_callback(&self, callback: Option<crate::tools::LogCallback>) {
-        self.tools.log().set(callback);
+    /// from now on: the same callback [`EngineBuilder::log_callback`] takes.
+    pub fn set_log_callback<F>(&self, callback: F)
+    where
+        F: Fn(&crate::tools::LogRecord<'_>) + Send + Sync + 'static,
+    {
+        self.tools.log().set(Some(Arc::new(callback)));
+    }
+
+    /// Drops the log callback: lines go back to the default (stderr from `Info` up, unless
+    /// [`EngineBuilder::log_to_stderr`] turned it off; `tracing` otherwise).
+    pub fn clear_log_callback(&self) {
+        self.tools.log().set(None);
     }
 
     /// Registers a sync host tool after the build (see [`EngineBuilder::host_tool`]): its
@@ -148,6 +157,27 @@ impl Engine {
             .register_reserved(definition, blocking_handler(f), CallerPolicy::ANY)
     }
 
+    /// Registers an async host tool after the build (see
+    /// [`EngineBuilder::host_tool_async`]): its namespace is reserved from now on, and its
+    /// future runs on the engine's runtime.
+    pub fn register_host_tool_async<F, Fut>(
+        &self,
+        definition: ToolDefinition,
+        f: F,
+    ) -> Result<(), ToolError>
+    where
+        F: Fn(CallContext, serde_json::Value) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<serde_json::Value, ToolError>> + Send + 'static,
+    {
+        self.tools
+            .reserve_namespace(builder::namespace_of(&definition.id));
+        self.tools.register_reserved(
+            definition,
+            crate::tools::async_fn_handler(f),
+            CallerPolicy::ANY,
+        )
+    }
+
     /// Registers a main-thread tool after the build (see
     /// [`EngineBuilder::main_thread_tool`]), run by pumps on this thread.
     pub fn register_main_thread_tool<F>(
@@ -163,8 +193,7 @@ impl Engine {
     }
 
     /// [`Engine::register_main_thread_tool`] for a handler that may move between threads,
-    /// run by pumps on the thread `owner` (the C ABI: the thread that registered it).
-    #[doc(hidden)]
+    /// run by pumps on the thread `owner` (see [`EngineBuilder::main_thread_tool_on`]).
     pub fn register_main_thread_tool_on<F>(
         &self,
         owner: std::thread::ThreadId,
@@ -177,6 +206,22 @@ impl Engine {
             + 'static,
     {
         self.register_bound(definition, host_tools::bind(owner, Box::new(f)))
+    }
+
+    /// [`Engine::register_main_thread_tool`] for a handler that may move between threads,
+    /// run by pumps on the engine's pump thread (see
+    /// [`EngineBuilder::main_thread_tool_send`]).
+    pub fn register_main_thread_tool_send<F>(
+        &self,
+        definition: ToolDefinition,
+        f: F,
+    ) -> Result<(), ToolError>
+    where
+        F: FnMut(&CallContext, serde_json::Value) -> Result<serde_json::Value, ToolError>
+            + Send
+            + 'static,
+    {
+        self.register_bound(definition, host_tools::on_pumper(Box::new(f)))
     }
 
     fn register_bound(

@@ -2,13 +2,15 @@
 //! runs main-thread host tools and collects finished requests within a time budget,
 //! [`Engine::take`] hands a report over, [`Engine::cancel`] stops one.
 //!
-//! Waiting is sleeping: finished requests and parked main-thread calls are pushed into one
-//! state under a mutex and signalled on a condition variable, which `pump` (and a blocking
-//! call on a thread with main-thread tools) sleeps on until the budget ends.
+//! Finished requests and parked main-thread calls are pushed into one state under a mutex;
+//! `pump` takes what is there and returns (it never waits), and a blocking call on a thread
+//! with main-thread tools sleeps on the state's condition variable, serving parked calls,
+//! until its own result arrives.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -28,8 +30,6 @@ type Finished = (u64, Result<CallReport, EmbedError>);
 
 /// A main-thread tool call parked until a pump on the tool's thread runs it.
 struct Job {
-    /// Queued before a pump started (such calls run even when its budget is zero).
-    seq: u64,
     tool: Arc<MainThreadTool>,
     ctx: CallContext,
     args: Value,
@@ -42,7 +42,8 @@ struct State {
     arrived: Vec<Finished>,
     /// Parked main-thread calls, oldest first.
     jobs: VecDeque<Job>,
-    job_seq: u64,
+    /// The thread that pumped last (for the message about a stranded call).
+    last_pumper: Option<ThreadId>,
 }
 
 /// What the engine's threads share with the pumping thread: finished work and parked
@@ -55,6 +56,9 @@ pub(crate) struct PumpShared {
     queued: AtomicUsize,
     /// Whether a main-thread tool exists (then blocking calls serve parked calls).
     has_main: AtomicBool,
+    /// The thread whose pumps run main-thread tools registered with
+    /// `main_thread_tool_send`: the builder's `pump_thread`, else the first to pump.
+    pump_thread: OnceLock<ThreadId>,
 }
 
 impl PumpShared {
@@ -75,6 +79,21 @@ impl PumpShared {
         self.signal.notify_all();
     }
 
+    /// The engine's pump thread, once named or claimed.
+    pub(crate) fn pump_thread(&self) -> Option<ThreadId> {
+        self.pump_thread.get().copied()
+    }
+
+    /// Names the pump thread (the builder's `pump_thread`).
+    pub(crate) fn set_pump_thread(&self, t: ThreadId) {
+        let _ = self.pump_thread.set(t);
+    }
+
+    /// The thread that pumped last, if any did.
+    pub(crate) fn last_pumper(&self) -> Option<ThreadId> {
+        self.lock().last_pumper
+    }
+
     pub(crate) fn main_tool_added(&self) {
         self.has_main.store(true, Ordering::Release);
     }
@@ -88,10 +107,7 @@ impl PumpShared {
     ) -> oneshot::Receiver<Result<Value, ToolError>> {
         let (reply, rx) = oneshot::channel();
         let mut st = self.lock();
-        let seq = st.job_seq;
-        st.job_seq += 1;
         st.jobs.push_back(Job {
-            seq,
             tool,
             ctx,
             args,
@@ -103,14 +119,14 @@ impl PumpShared {
         rx
     }
 
-    /// The oldest parked call this thread may run now for which `due(seq)` holds; calls
-    /// whose caller stopped waiting are dropped on the way.
-    fn take_job(&self, st: &mut State, due: impl Fn(u64) -> bool) -> Option<Job> {
+    /// The oldest parked call this thread may run now; calls whose caller stopped waiting
+    /// are dropped on the way.
+    fn take_job(&self, st: &mut State) -> Option<Job> {
         let before = st.jobs.len();
         st.jobs.retain(|j| !j.reply.is_closed());
         let mut found = None;
         for (i, j) in st.jobs.iter().enumerate() {
-            if due(j.seq) && j.tool.ready_here() {
+            if j.tool.ready_here() {
                 found = Some(i);
                 break;
             }
@@ -183,7 +199,7 @@ impl Pump {
                 Err(std::sync::mpsc::TryRecvError::Disconnected) => return None,
                 Err(std::sync::mpsc::TryRecvError::Empty) => {}
             }
-            if let Some(job) = sh.take_job(&mut st, |_| true) {
+            if let Some(job) = sh.take_job(&mut st) {
                 drop(st);
                 sh.run_job(job);
                 st = sh.lock();
@@ -268,66 +284,90 @@ impl Engine {
         Ok(Ticket(n))
     }
 
-    /// Runs due main-thread tool calls and collects finished submissions, for at most
-    /// `budget`; returns how many submissions finished during this pump.
+    /// Runs parked main-thread tool calls and collects finished submissions, within
+    /// `budget`; returns the tickets of the submissions it collected (take their reports
+    /// with [`Engine::take`]), so a host need not poll every ticket every frame.
     ///
-    /// - Returns at once when nothing is pending and no main-thread call is parked.
-    /// - Main-thread tools registered on this thread run here, one call at a time: those
-    ///   parked before this pump started always, those parked while it waits while the
-    ///   budget lasts. (A handler that runs long makes the pump return late: it is the
-    ///   host's own code.)
-    /// - Otherwise it sleeps until something finishes, a main-thread call is parked or the
-    ///   budget ends, and returns when everything submitted is done or the budget is spent.
-    ///   It never spins, and script work never runs on this thread.
-    /// - `pump(Duration::ZERO)` is the non-blocking poll: it runs the main-thread calls
-    ///   already parked, collects what has finished and never waits.
+    /// - It returns as soon as the work it can do is done — the calls parked for
+    ///   main-thread tools this thread runs, and the submissions that have finished — not
+    ///   at the end of the budget while only other work is running: a long call costs a
+    ///   frame nothing but this check. Having run a main-thread call, it waits (within the
+    ///   budget, sleeping) for what that call's caller does next — its end, or its next
+    ///   main-thread call — so a mod's call to a main-thread tool ends in the frame that
+    ///   served it.
+    /// - It starts a main-thread call only while the budget lasts (the first one always, so
+    ///   `pump(Duration::ZERO)` still makes progress): it returns past its budget by at most
+    ///   one handler's own run, however many calls were parked at once.
+    /// - Main-thread tools run on their thread only: a non-`Send` one on the thread that
+    ///   registered it, one from `main_thread_tool_on` on the thread named there, one from
+    ///   `main_thread_tool_send` on the engine's pump thread
+    ///   ([`EngineBuilder::pump_thread`](crate::EngineBuilder::pump_thread), else the
+    ///   first thread that calls `pump`).
     ///
     /// ```
-    /// use std::time::{Duration, Instant};
+    /// use std::time::Duration;
     /// # let home = tempfile::tempdir().unwrap();
     /// let engine = tavern::Engine::builder().home(home.path()).build().unwrap();
     /// // Nothing queued: returns at once, with nothing finished.
-    /// assert_eq!(engine.pump(Duration::from_millis(5)), 0);
+    /// assert!(engine.pump(Duration::from_millis(5)).is_empty());
     /// let ticket = engine.submit("<|[REQUEST_TOOL]|>\ncommand:「始」system:echo「末」\ntext:「始」x「末」\n<|[END_TOOL]|>").unwrap();
-    /// let mut finished = 0;
-    /// while finished == 0 {
-    ///     finished += engine.pump(Duration::from_millis(1));
-    /// }
-    /// assert_eq!(finished, 1);
+    /// let finished = loop {
+    ///     let done = engine.pump(Duration::from_millis(1));
+    ///     if !done.is_empty() {
+    ///         break done;
+    ///     }
+    ///     std::thread::sleep(Duration::from_millis(1)); // ... the rest of the frame ...
+    /// };
+    /// assert_eq!(finished, [ticket]);
     /// assert!(engine.take(ticket).is_some());
-    /// // The non-blocking poll.
-    /// assert_eq!(engine.pump(Duration::ZERO), 0);
     /// ```
-    pub fn pump(&self, budget: Duration) -> usize {
+    pub fn pump(&self, budget: Duration) -> Vec<Ticket> {
         let p = &self.pump;
         let sh = &p.shared;
-        if p.pending.load(Ordering::Acquire) == 0 && sh.queued.load(Ordering::Acquire) == 0 {
-            return 0;
+        // The first pump names the pump thread (one atomic load once it is named).
+        if sh.pump_thread.get().is_none() {
+            let _ = sh.pump_thread.set(std::thread::current().id());
         }
+        if p.pending.load(Ordering::Acquire) == 0 && sh.queued.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
+        let me = std::thread::current().id();
         let until = Instant::now() + budget;
         let mut st = sh.lock();
-        let entry_seq = st.job_seq;
-        let mut finished = 0;
+        st.last_pumper = Some(me);
+        let mut finished = Vec::new();
+        // Whether a main-thread call ran, and whether a result came in since the last one.
+        let mut ran = false;
+        let mut heard = false;
         loop {
             if !st.arrived.is_empty() {
+                heard = true;
                 let mut done = p.done.lock().unwrap_or_else(|e| e.into_inner());
                 let mut running = p.running();
                 for (n, r) in st.arrived.drain(..) {
                     running.remove(&n);
                     done.insert(n, r);
                     p.pending.fetch_sub(1, Ordering::AcqRel);
-                    finished += 1;
+                    finished.push(Ticket(n));
                 }
             }
+            // The budget is checked before each handler starts: past it by one run at most.
             let now = Instant::now();
-            let in_budget = now < until;
-            if let Some(job) = sh.take_job(&mut st, |seq| seq < entry_seq || in_budget) {
+            if ran && now >= until {
+                break;
+            }
+            if let Some(job) = sh.take_job(&mut st) {
                 drop(st);
                 sh.run_job(job);
+                ran = true;
+                heard = false;
                 st = sh.lock();
                 continue;
             }
-            if !in_budget || p.pending.load(Ordering::Acquire) == 0 {
+            // Nothing to run here. Having served a main-thread call, wait (within the
+            // budget) for what its caller does next — its end or its next main-thread call —
+            // so a mod's call ends in the frame that served it; else return now.
+            if !ran || heard || p.pending.load(Ordering::Acquire) == 0 {
                 break;
             }
             st = sh
@@ -335,6 +375,9 @@ impl Engine {
                 .wait_timeout(st, until - now)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
+            if Instant::now() >= until && st.arrived.is_empty() {
+                break;
+            }
         }
         finished
     }

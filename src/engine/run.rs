@@ -64,7 +64,10 @@ impl CancelToken {
 ///     .timeout(Duration::from_millis(50))
 ///     .cancel(stop.clone())
 ///     .refuse_on_warnings(true);
-/// assert!(opts.deadline.is_some());
+/// // A timeout is a duration: the deadline is fixed when a call with these options starts,
+/// // so options built once and cloned every frame give every call its full 50 ms.
+/// assert_eq!(opts.timeout, Some(Duration::from_millis(50)));
+/// assert!(opts.deadline.is_none());
 /// ```
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -74,9 +77,15 @@ pub struct CallOptions {
     /// Who is calling (default [`Caller::Host`], which is `Caller::default()`); checked against each tool's
     /// [`CallerPolicy`](crate::CallerPolicy).
     pub caller: Caller,
-    /// When the host stops waiting: wall clock, so time spent in host tools counts too.
-    /// Scripts stop at it; Rust tools see it as [`CallContext::deadline`](crate::tools::CallContext::deadline).
+    /// When the host stops waiting, as an absolute instant: wall clock, so time spent in
+    /// host tools counts too. Scripts stop at it; Rust tools see it as
+    /// [`CallContext::deadline`](crate::tools::CallContext::deadline).
     pub deadline: Option<Instant>,
+    /// How long the calls may take, counted from when they start (`submit`, `call`,
+    /// `call_blocking`, `run`): turned into a deadline then (the earlier of it and
+    /// [`CallOptions::deadline`] wins), so options built once and cloned for every call give
+    /// each call the whole duration.
+    pub timeout: Option<Duration>,
     /// Fired by the host to stop the calls.
     pub cancel: Option<CancelToken>,
     /// Refuse every call (as [`ToolError::RefusedWarnings`]) when parsing produced warnings.
@@ -96,6 +105,7 @@ impl Default for CallOptions {
             format: Format::Auto,
             caller: Caller::default(),
             deadline: None,
+            timeout: None,
             cancel: None,
             refuse_on_warnings: false,
             observer: None,
@@ -122,15 +132,31 @@ impl CallOptions {
         self
     }
 
-    /// Sets the deadline.
+    /// Sets an absolute deadline (see [`CallOptions::timeout`] for one counted from the
+    /// call's start).
     pub fn deadline(mut self, at: Instant) -> Self {
         self.deadline = Some(at);
         self
     }
 
-    /// Sets the deadline `after` from now.
-    pub fn timeout(self, after: Duration) -> Self {
-        self.deadline(Instant::now() + after)
+    /// Sets how long the calls may take, counted from when they start (not from now): the
+    /// deadline is fixed when `submit`, `call`, `call_blocking` or `run` starts them.
+    pub fn timeout(mut self, after: Duration) -> Self {
+        self.timeout = Some(after);
+        self
+    }
+
+    /// Fixes the timeout as a deadline counted from `now` (the earlier of it and an
+    /// absolute deadline); idempotent. Every way in calls it when a call starts.
+    pub(crate) fn start_clock(&mut self, now: Instant) {
+        if let Some(after) = self.timeout.take() {
+            let at = now.checked_add(after);
+            self.deadline = match (self.deadline, at) {
+                (Some(d), Some(a)) => Some(d.min(a)),
+                (d, None) => d,
+                (None, a) => a,
+            };
+        }
     }
 
     /// Sets the cancel token.
@@ -251,7 +277,9 @@ pub enum EmbedError {
 /// request's inventory (else `tools`) with its caller, deadline, cancel token and
 /// observer. Chains stop as their `on_error` says. Runs where it is awaited.
 pub async fn run(tools: Arc<ToolManager>, req: Request) -> CallReport {
-    let opts = req.options;
+    let mut opts = req.options;
+    // A way in that started the clock already (`submit`) left no timeout to turn.
+    opts.start_clock(Instant::now());
     let tools = opts.inventory.unwrap_or(tools);
     let mut parsed = match req.input {
         Input::Text(body) => input::read(&body, opts.format),
@@ -293,6 +321,33 @@ pub async fn run(tools: Arc<ToolManager>, req: Request) -> CallReport {
     CallReport { parsed, outcomes }
 }
 
+thread_local! {
+    /// Whether this thread is a blocking-pool thread driving one request (`spawn_request`).
+    static DRIVING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks this thread as driving a request while it lives.
+struct Driving(bool);
+
+impl Driving {
+    fn enter() -> Self {
+        Driving(DRIVING.with(|d| d.replace(true)))
+    }
+}
+
+impl Drop for Driving {
+    fn drop(&mut self) {
+        let was = self.0;
+        DRIVING.with(|d| d.set(was));
+    }
+}
+
+/// Whether this thread is a blocking-pool thread driving a request's calls, one after
+/// another: a sync host tool may run right here (it may block; no second hop).
+pub(crate) fn driving_request() -> bool {
+    DRIVING.with(|d| d.get())
+}
+
 /// Runs `req` off the calling thread and hands its report to `done` (on whichever thread
 /// finished it). `done` is called exactly once, also when the run panicked.
 ///
@@ -309,22 +364,23 @@ pub(crate) fn spawn_request(
     req: Request,
     done: impl FnOnce(Result<CallReport, EmbedError>) + Send + 'static,
 ) {
+    let mut req = req;
+    // The timeout counts from the submission, time waiting for a thread included.
+    req.options.start_clock(Instant::now());
     let fut = run(tools, req);
     if handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread {
         let h = handle.clone();
         handle.spawn_blocking(move || {
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h.block_on(fut)))
-                .map_err(|p| {
-                    EmbedError::Lost(format!(
-                        "the calls panicked: {}",
-                        crate::tools::panic_message(p.as_ref())
-                    ))
-                });
+            let r = crate::tools::contain(|| {
+                let _driving = Driving::enter();
+                h.block_on(fut)
+            })
+            .map_err(|m| EmbedError::Lost(format!("the calls panicked: {m}")));
             done(r);
         });
         return;
     }
-    let task = handle.spawn(fut);
+    let task = handle.spawn(crate::tools::Quietly(fut));
     // A second task reports the first one's end, also when it panicked.
     handle.spawn(async move {
         done(task.await.map_err(|e| EmbedError::Lost(e.to_string())));
@@ -352,8 +408,9 @@ impl Engine {
     pub async fn run(&self, req: Request) -> Result<CallReport, EmbedError> {
         let Request {
             input,
-            options: opts,
+            options: mut opts,
         } = req;
+        opts.start_clock(Instant::now());
         let handle = self
             .tools()
             .runtime_handle()

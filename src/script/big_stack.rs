@@ -152,7 +152,12 @@ pub(crate) fn on_big_stack<T>(f: impl FnOnce() -> T) -> T {
     };
     let prev = LIMIT.with(|l| l.replace(Some(seg.low() as usize)));
     let mut out = None;
-    let run = || std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| out = Some(f()))).err();
+    let run = || {
+        crate::tools::quiet(|| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| out = Some(f())))
+        })
+        .err()
+    };
     // SAFETY: `low()` is page-aligned and `STACK_SIZE` a multiple of the page size; the
     // closure never unwinds (the panic is caught and returned); the segment outlives the
     // call and nothing refers to its frames afterwards.

@@ -857,8 +857,16 @@ impl HostCore {
                 wait()
             }
         });
-        match std::panic::catch_unwind(run) {
-            Ok(Some(Err(crate::tools::ToolError::Panicked { .. }))) | Err(_) => {
+        match crate::tools::quiet(|| std::panic::catch_unwind(run)) {
+            // The tool manager contained and logged it (one record per panic).
+            Ok(Some(Err(crate::tools::ToolError::Panicked { .. }))) => {
+                self.panics
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Err(ScriptError::Internal(format!(
+                    "api.tools.call('{id}'): the tool panicked (logged by the host)"
+                )))
+            }
+            Err(_) => {
                 self.panics
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 self.emit(

@@ -580,11 +580,12 @@ impl ToolHandler for ScriptToolHandler {
                     let turn = turn.await.map_err(|e| e.into_tool_error(&tool))?;
                     let (tx, rx) = tokio::sync::oneshot::channel();
                     w.send(Box::new(move || {
-                        let r =
+                        let r = crate::tools::quiet(|| {
                             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(turn)))
-                                .unwrap_or_else(|_| {
-                                    Err(ScriptError::Internal("script thread panicked".into()))
-                                });
+                        })
+                        .unwrap_or_else(|_| {
+                            Err(ScriptError::Internal("script thread panicked".into()))
+                        });
                         let _ = tx.send(r);
                     }))
                     .map_err(|_| {

@@ -1,9 +1,11 @@
 //! The engine's one log sink: mods' `print` and `api.log.*` lines, `ctx.log`, and the
 //! engine's own warnings (a panicking tool, a script panic, load problems) go through the
 //! [`LogSink`] of the engine's [`ToolManager`](super::ToolManager). With a host callback set
-//! they go to it; without one they are `tracing` events (target `tavern::script`), which a
-//! host (or the CLI) may subscribe to. Per engine: two engines can log to two callbacks.
+//! they go to it; without one, an engine built with the defaults writes them on stderr
+//! (`[info] plugin:<name>: ...`, from `Info` up), and one built with `log_to_stderr(false)`
+//! (the CLI, the server) makes them `tracing` events (target `tavern::script`). Per engine: two engines can log to two callbacks.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
@@ -30,6 +32,8 @@ pub type LogCallback = Arc<dyn Fn(&LogRecord<'_>) + Send + Sync>;
 #[derive(Default)]
 pub struct LogSink {
     callback: ArcSwapOption<LogCallback>,
+    /// Without a callback, lines from `Info` up go to stderr (else to `tracing`).
+    stderr: AtomicBool,
 }
 
 impl std::fmt::Debug for LogSink {
@@ -46,6 +50,12 @@ impl LogSink {
         self.callback.store(callback.map(Arc::new));
     }
 
+    /// Whether lines go to stderr when no callback is set (the builder's
+    /// `log_to_stderr`; the CLI and the server keep `tracing`).
+    pub fn set_stderr(&self, yes: bool) {
+        self.stderr.store(yes, Ordering::Relaxed);
+    }
+
     /// Whether a host callback is set.
     pub fn has_callback(&self) -> bool {
         self.callback.load().is_some()
@@ -59,6 +69,15 @@ impl LogSink {
                 source,
                 message,
             });
+            return;
+        }
+        if level != LogLevel::Debug && self.stderr.load(Ordering::Relaxed) {
+            let tag = match level {
+                LogLevel::Info => "info",
+                LogLevel::Warning => "warn",
+                _ => "error",
+            };
+            eprintln!("[{tag}] {source}: {message}");
             return;
         }
         match level {

@@ -24,6 +24,8 @@
 //!   past [`ToolManager::max_depth`] the call is a [`ToolError::RecursionLimit`].
 
 pub mod builtin;
+mod contain;
+pub(crate) use contain::{contain, install_hook as install_panic_hook, quiet, Quietly};
 mod context;
 mod definition;
 mod error;
@@ -390,14 +392,16 @@ impl Registry {
         found
     }
 
-    fn unknown(&self, id: &str) -> ToolError {
+    /// The error for an unknown id, with a "did you mean" among the tools a model is shown
+    /// (no hidden `node:*` tool unless `list_nodes`).
+    fn unknown(&self, id: &str, list_nodes: bool) -> ToolError {
         if let Some(e) = self.unavailable_error(id) {
             return e;
         }
         // A tool is matched by its full id or its bare name, `.` standing for `:`.
         let want = id.trim().replace('.', ":");
         let mut best: Option<(f64, &str)> = None;
-        for t in &self.order {
+        for t in self.order.iter().filter(|t| list_nodes || !is_node_tool(t)) {
             let name = t.rsplit_once(':').map_or(t.as_str(), |(_, n)| n);
             let score =
                 crate::suggest::similarity(&want, t).max(crate::suggest::similarity(&want, name));
@@ -599,10 +603,10 @@ impl Future for CatchUnwind {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
         let fut = &mut self.0;
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+        match contain::contain(|| fut.as_mut().poll(cx)) {
             Ok(std::task::Poll::Ready(v)) => std::task::Poll::Ready(Ok(v)),
             Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
-            Err(p) => std::task::Poll::Ready(Err(panic_message(p.as_ref()))),
+            Err(message) => std::task::Poll::Ready(Err(message)),
         }
     }
 }
@@ -912,7 +916,7 @@ impl ToolManager {
         let reg = self.read();
         match reg.resolve(id) {
             Some(t) => Ok(t.clone()),
-            None => Err(reg.unknown(id)),
+            None => Err(reg.unknown(id, self.lists_nodes())),
         }
     }
 
@@ -964,7 +968,7 @@ impl ToolManager {
             let reg = self.read();
             match reg.resolve(id) {
                 Some(t) => (t.clone(), reg.policies.get(t.id()).copied()),
-                None => return Err((id.to_string(), reg.unknown(id))),
+                None => return Err((id.to_string(), reg.unknown(id, self.lists_nodes()))),
             }
         };
         let refuse = |e: ToolError| (tool.id().to_string(), e);
@@ -1022,13 +1026,13 @@ impl ToolManager {
             .cloned();
         let handler = tool.handler.clone();
         let t = tool.clone();
-        let fut = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match hooked {
+        let fut = contain::contain(|| match hooked {
             Some(i) => i.intercept(t, ctx, args),
             None => handler.invoke(ctx, args),
-        }));
+        });
         let result = match fut {
             Ok(f) => CatchUnwind(f).await,
-            Err(p) => Err(panic_message(p.as_ref())),
+            Err(message) => Err(message),
         };
         let result = result.unwrap_or_else(|message| {
             self.log.emit(

@@ -590,7 +590,8 @@ impl Plan {
                     let timeout = st.node_timeout;
                     let track = st.track_time;
                     let idx = i as u32;
-                    let handle = tasks.spawn(async move {
+                    // A panicking node is contained by the join below: quietly.
+                    let handle = tasks.spawn(crate::tools::Quietly(async move {
                         let t0 = track.then(Instant::now);
                         let r = match timeout {
                             Some(d) => match tokio::time::timeout(d, fut).await {
@@ -600,7 +601,7 @@ impl Plan {
                             None => fut.await,
                         };
                         (idx, r, t0.map(|t| t.elapsed()).unwrap_or_default())
-                    });
+                    }));
                     task_node.insert(handle.id(), idx);
                 } else {
                     inline_streak += 1;
@@ -800,7 +801,9 @@ impl Plan {
                     return Some(make());
                 }
                 // A synchronous executor runs when called: the panic guard covers the call.
-                let polled = std::panic::catch_unwind(AssertUnwindSafe(|| poll_once(make())));
+                let polled = crate::tools::quiet(|| {
+                    std::panic::catch_unwind(AssertUnwindSafe(|| poll_once(make())))
+                });
                 match polled {
                     Ok(Ok(Ok(out))) => st.succeed(i, out, took()),
                     Ok(Ok(Err(e))) => st.fail(i, e, took()),

@@ -1,7 +1,8 @@
 //! The real binary with a host tool that panics (`debug:panic`, enabled by
-//! `TAVERN_DEBUG_PANIC_TOOL` in debug builds): the panic hook prints one line and lets the
-//! containment turn the panic into an error, so the process answers every call and exits 1
-//! (a call failed), not 70.
+//! `TAVERN_DEBUG_PANIC_TOOL` in debug builds): the containment turns the panic into an error
+//! without the panic hook (issue 37: contained panics stay off it), the engine logs it once
+//! (an `ERROR` line on stderr), and the process answers every call and exits 1 (a call
+//! failed), not 70.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -64,12 +65,13 @@ end})
     assert_eq!(results[0]["value"]["ok"], json!(false), "{v}");
     assert_eq!(results[1]["error"]["code"], json!("panicked"), "{v}");
     assert_eq!(results[2]["value"], json!("still here"), "{v}");
-    // One line per panic, no Rust panic text.
+    // One log line per panic, no Rust panic text and no hook line.
     assert!(!stderr.contains("panicked at"), "{stderr}");
     assert!(!stderr.contains("RUST_BACKTRACE"), "{stderr}");
+    assert!(!stderr.contains("tavern: internal error"), "{stderr}");
     let lines: Vec<&str> = stderr
         .lines()
-        .filter(|l| l.starts_with("tavern: internal error: debug:panic was called"))
+        .filter(|l| l.contains("ERROR") && l.contains("panicked: debug:panic was called"))
         .collect();
     assert_eq!(lines.len(), 2, "{stderr}");
 }

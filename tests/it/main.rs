@@ -54,6 +54,7 @@ mod agent_real_model;
     feature = "store-redis"
 ))]
 mod agent_small_models;
+mod architecture_lists;
 mod call_ids;
 #[cfg(all(
     feature = "cli",
@@ -147,6 +148,7 @@ mod hooks_scripts;
     feature = "store-redis"
 ))]
 mod hooks_workflow_points;
+mod host_frictions;
 mod host_loop;
 #[cfg(all(
     feature = "cli",

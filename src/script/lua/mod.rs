@@ -131,7 +131,9 @@ where
                 message: format!("{name} nested more than {MAX_RUST_NESTING} levels deep"),
             }));
         }
-        match std::panic::catch_unwind(AssertUnwindSafe(|| f(lua, &sh, args))) {
+        match crate::tools::quiet(|| {
+            std::panic::catch_unwind(AssertUnwindSafe(|| f(lua, &sh, args)))
+        }) {
             Ok(r) => r,
             Err(p) => {
                 let what = p
@@ -650,7 +652,7 @@ impl LuaHost {
                 }
             }
         }
-        let r = std::panic::catch_unwind(AssertUnwindSafe(f));
+        let r = crate::tools::quiet(|| std::panic::catch_unwind(AssertUnwindSafe(f)));
         self.depth.store(depth, Ordering::Relaxed);
         let out = match r {
             Ok(Ok(v)) => match self.shared.budget.aborted() {
