@@ -242,7 +242,8 @@ fn the_short_manual_fits_in_a_few_hundred_tokens() {
         }
         assert!(short.contains("Example call:"), "{cf}: {short}");
         assert!(
-            tokens(&short) <= 400 && short.len() <= 1500,
+            // "A few hundred tokens": the XML-shaped formats (step3's markers) are the longest.
+            tokens(&short) <= 450 && short.len() <= 1700,
             "{cf}: {} chars, ~{} tokens:\n{short}",
             short.len(),
             tokens(&short)
