@@ -141,6 +141,7 @@ struct CloseFind {
 impl Ahead {
     /// The first `「末」` at or after `scan`, if the text so far has one. Values read
     /// later start later, so one search serves every value it passes over.
+    #[inline]
     fn next_close(&mut self, s: &[u8], scan: usize, finder: &Finder<'_>) -> Option<usize> {
         let f = &mut self.find;
         let mut from = scan;

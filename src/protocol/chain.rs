@@ -75,18 +75,8 @@ fn same_name(a: &str, b: &str) -> bool {
         .eq(b.chars().filter(|&c| c != '_').flat_map(char::to_lowercase))
 }
 
-/// True when keys `a` and `b` name one argument: the same name by rule 3, and in a chain
-/// the same base name and step number (`content1`, `content_1` and `Content01` are one).
-fn same_key(a: &str, b: &str, chain: bool) -> bool {
-    if chain {
-        if let (Some((ba, Some(na))), Some((bb, Some(nb)))) = (split_step(a), split_step(b)) {
-            return na == nb && same_name(ba, bb);
-        }
-    }
-    same_name(a, b)
-}
-
-/// The identity [`same_key`] compares, as a string (for blocks with many pairs).
+/// A key's identity: its name by rule 3 and, in a chain, its step number (`content1`,
+/// `content_1` and `Content01` are one key), as a string for blocks with many pairs.
 fn key_identity(key: &str, chain: bool) -> String {
     match split_step(key) {
         Some((base, Some(n))) if chain => format!("{}\u{0}{n}", normalize_key(base)),
@@ -105,13 +95,28 @@ pub(crate) fn repeated_keys(
     diags: &mut Vec<RawDiag>,
 ) -> bool {
     let mut repeats: Vec<(usize, usize)> = Vec::new();
-    if pairs.len() <= 32 {
-        for (j, q) in pairs.iter().enumerate() {
-            let kq = text(s, q.key);
-            if let Some(i) = pairs[..j]
-                .iter()
-                .position(|p| same_key(text(s, p.key), kq, chain))
-            {
+    if pairs.len() < 2 {
+        return false;
+    }
+    if pairs.len() <= 16 {
+        // Each key's base name and step, split once.
+        let mut split: [(&str, Option<u32>); 16] = [("", None); 16];
+        for (p, slot) in pairs.iter().zip(split.iter_mut()) {
+            let k = text(s, p.key);
+            *slot = match split_step(k) {
+                Some((base, Some(n))) if chain => (base, Some(n)),
+                _ => (k, None),
+            };
+        }
+        for j in 1..pairs.len() {
+            let (bj, nj) = split[j];
+            if let Some(i) = (0..j).find(|&i| {
+                let (bi, ni) = split[i];
+                match (ni, nj) {
+                    (Some(x), Some(y)) => x == y && same_name(bi, bj),
+                    _ => same_name(text(s, pairs[i].key), text(s, pairs[j].key)),
+                }
+            }) {
                 repeats.push((i, j));
             }
         }
