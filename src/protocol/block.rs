@@ -424,6 +424,7 @@ impl Body {
     }
 
     /// Advances over `s` (all text so far); `eof` says no more text will come.
+    #[inline]
     pub(crate) fn run(
         &mut self,
         s: &[u8],

@@ -98,7 +98,14 @@ pub(crate) fn repeated_keys(
     if pairs.len() < 2 {
         return false;
     }
-    if pairs.len() <= 16 {
+    if !chain && pairs.len() <= 16 {
+        for j in 1..pairs.len() {
+            let kj = text(s, pairs[j].key);
+            if let Some(i) = (0..j).find(|&i| same_name(text(s, pairs[i].key), kj)) {
+                repeats.push((i, j));
+            }
+        }
+    } else if pairs.len() <= 16 {
         // Each key's base name and step, split once.
         let mut split: [(&str, Option<u32>); 16] = [("", None); 16];
         for (p, slot) in pairs.iter().zip(split.iter_mut()) {
