@@ -31,7 +31,7 @@ pub enum ScriptError {
     /// (`error({code = "bad_roll", message = "too high"})`): the caller sees that code.
     #[error("{}", runtime_text(&format!("{code}: {message}"), .file, .line))]
     Raised {
-        /// The script's code (a word: letters, digits, `_`, `-`, `.`; see [`is_raised_code`]).
+        /// The script's code (a word: letters, digits, `_`, `-`, `.`; see `is_raised_code`).
         code: String,
         /// The script's message (bounded in size).
         message: String,

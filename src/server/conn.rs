@@ -23,7 +23,7 @@
 //!   closed;
 //! - a **connection cap**: past it a new connection gets one `503 too_many_connections`
 //!   JSON answer and is closed, so descriptors cannot run out and new clients are told why
-//!   instead of hanging. At most [`REFUSING_MAX`] are being answered at once; past that the
+//!   instead of hanging. At most `REFUSING_MAX` are being answered at once; past that the
 //!   accept loop waits for one to finish (the others wait in the listen backlog) rather
 //!   than dropping a connection unanswered.
 //!

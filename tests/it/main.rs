@@ -55,6 +55,12 @@ mod agent_real_model;
 ))]
 mod agent_small_models;
 mod architecture_lists;
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod call_ids;
 #[cfg(all(
     feature = "cli",
