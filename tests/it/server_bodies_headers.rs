@@ -11,40 +11,10 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use crate::server_limits::{addr, closed_within};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 use server_support::{temp_home, Server};
-
-fn addr(s: &Server) -> String {
-    s.base.trim_start_matches("http://").to_string()
-}
-
-/// True once the server has closed `tcp` (a read gives end of file or an error), calling
-/// `trickle` between reads.
-fn closed_within(
-    tcp: &mut TcpStream,
-    max: Duration,
-    mut trickle: impl FnMut(&mut TcpStream),
-) -> bool {
-    tcp.set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
-    let deadline = Instant::now() + max;
-    let mut buf = [0u8; 1024];
-    while Instant::now() < deadline {
-        match tcp.read(&mut buf) {
-            Ok(0) => return true,
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
-            Err(_) => return true,
-        }
-        trickle(tcp);
-    }
-    false
-}
 
 /// Sends `raw` on a new connection and reads the whole answer (the server closes it, or
 /// `max` passes); the status and the JSON body, if any.

@@ -14,12 +14,13 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use server_support::{temp_home, Server};
 
-fn addr(s: &Server) -> String {
+pub(crate) fn addr(s: &Server) -> String {
     s.base.trim_start_matches("http://").to_string()
 }
 
-/// True once the server has closed `tcp` (a read gives end of file or an error).
-fn closed_within(
+/// True once the server has closed `tcp` (a read gives end of file or an error), calling
+/// `trickle` between reads (also used by `server_bodies_headers`).
+pub(crate) fn closed_within(
     tcp: &mut TcpStream,
     max: Duration,
     mut trickle: impl FnMut(&mut TcpStream),
