@@ -210,8 +210,10 @@ pub async fn prepare(
         None if is_json => Format::Json,
         None => Format::Auto,
     };
-    if is_json {
-        // A body sent as JSON that is not JSON is the request's fault: say where.
+    let parsed = input::read(&text, format);
+    // A body sent as JSON that is not JSON is the request's fault: say where. Checked only
+    // when the reader found no clean call, so a well-formed call is parsed once.
+    if is_json && (parsed.calls.is_empty() || !parsed.diagnostics.is_empty()) {
         if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&text) {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
@@ -224,7 +226,7 @@ pub async fn prepare(
             ]));
         }
     }
-    checked(served, input::read(&text, format))
+    checked(served, parsed)
 }
 
 async fn invoke(
