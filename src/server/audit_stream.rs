@@ -9,12 +9,20 @@
 //! (a client that stopped reading altogether never takes its stream's data, so only closing
 //! the connection frees it). With no client connected the tap says it wants nothing, and
 //! calls skip the audit work (unless an `--audit` file or a log subscriber wants it).
+//!
+//! Besides, the hub keeps the last [`RECENT`] records it was handed (one short `VecDeque` of
+//! shared strings), so the page opened after a call still shows it: `?recent=N` replays up
+//! to N of them, oldest first, before the live records (taken under the same lock as the
+//! subscription, so none is missed or shown twice). To have them, the hub always wants
+//! records: every call served builds its audit record.
 
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use axum::extract::State;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::get;
 use axum::{Extension, Router};
@@ -24,10 +32,14 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::conn::ConnHandle;
+use super::rest::ApiError;
 use super::Served;
 
 /// Records a client may fall behind before it is dropped.
 pub const BUFFER: usize = 1024;
+
+/// Records the hub keeps for `?recent=N`.
+pub const RECENT: usize = 200;
 
 struct Client {
     tx: mpsc::Sender<Arc<str>>,
@@ -75,6 +87,8 @@ pub struct AuditHub {
     forward: std::sync::OnceLock<(mpsc::Sender<Arc<str>>, Arc<std::sync::atomic::AtomicBool>)>,
     /// With a shared store: run before a client is subscribed ([`Opener`]).
     opener: std::sync::OnceLock<Opener>,
+    /// The last [`RECENT`] records this server made, oldest first.
+    recent: Mutex<VecDeque<Arc<str>>>,
 }
 
 impl std::fmt::Debug for AuditHub {
@@ -86,21 +100,30 @@ impl std::fmt::Debug for AuditHub {
 }
 
 impl crate::hooks::AuditTap for AuditHub {
+    /// Always: the hub keeps the recent records for a page opened later.
     fn wanted(&self) -> bool {
-        match self.forward.get() {
-            Some((_, any)) => any.load(Ordering::Relaxed),
-            None => self.count.load(Ordering::Acquire) > 0,
-        }
+        true
     }
 
     fn record(&self, record: &Value) {
         let text: Arc<str> = Arc::from(record.to_string());
         match self.forward.get() {
             // Full (the store is away or slow): the record is dropped, never waited for.
-            Some((f, _)) => {
-                let _ = f.try_send(text);
+            Some((f, any)) => {
+                self.remember(text.clone());
+                if any.load(Ordering::Relaxed) {
+                    let _ = f.try_send(text);
+                }
             }
-            None => self.deliver(text),
+            None => {
+                // Kept under the clients' lock, so a subscriber's replay and its live
+                // records neither overlap nor leave a gap.
+                let mut clients = self.lock();
+                self.remember(text.clone());
+                if !clients.is_empty() {
+                    self.send_to(&mut clients, None, text);
+                }
+            }
         }
     }
 }
@@ -116,6 +139,10 @@ impl AuditHub {
     /// stream opened before it.
     pub fn deliver_at(&self, id: Option<StreamId>, text: Arc<str>) {
         let mut clients = self.lock();
+        self.send_to(&mut clients, id, text);
+    }
+
+    fn send_to(&self, clients: &mut Vec<Client>, id: Option<StreamId>, text: Arc<str>) {
         clients.retain(|c| {
             if let (Some(id), Some(from)) = (id, c.from) {
                 if id <= from {
@@ -141,6 +168,20 @@ impl AuditHub {
     /// store's reader starts when it had no client before).
     pub fn earliest_from(&self) -> Option<StreamId> {
         self.lock().iter().filter_map(|c| c.from).min()
+    }
+
+    fn remember(&self, text: Arc<str>) {
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        if recent.len() == RECENT {
+            recent.pop_front();
+        }
+        recent.push_back(text);
+    }
+
+    /// The last `n` (at most [`RECENT`]) records this server made, oldest first.
+    pub fn recent(&self, n: usize) -> Vec<Arc<str>> {
+        let recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        recent.iter().skip(recent.len().saturating_sub(n)).cloned().collect()
     }
 
     /// Sets what runs before a client's stream opens (a shared store; once).
@@ -169,9 +210,21 @@ impl AuditHub {
     /// [`AuditHub::subscribe_on`] for a client whose stream opened at shared-stream
     /// position `from`.
     pub fn subscribe_from(&self, conn: Option<ConnHandle>, from: Option<StreamId>) -> Subscription {
+        self.subscribe_with_recent(conn, from, 0).0
+    }
+
+    /// [`AuditHub::subscribe_from`], with the last `recent` records made before it (oldest
+    /// first; none missed or repeated between them and the subscription's first record).
+    pub fn subscribe_with_recent(
+        &self,
+        conn: Option<ConnHandle>,
+        from: Option<StreamId>,
+        recent: usize,
+    ) -> (Subscription, Vec<Arc<str>>) {
         let (tx, rx) = mpsc::channel(BUFFER);
         let lagged = CancellationToken::new();
         let mut clients = self.lock();
+        let replay = if recent > 0 { self.recent(recent) } else { Vec::new() };
         clients.retain(|c| !c.tx.is_closed());
         clients.push(Client {
             tx,
@@ -180,7 +233,7 @@ impl AuditHub {
             from,
         });
         self.count.store(clients.len(), Ordering::Release);
-        Subscription { rx, lagged }
+        (Subscription { rx, lagged }, replay)
     }
 
     /// A receiver of records from now on.
@@ -204,9 +257,18 @@ impl AuditHub {
     }
 }
 
-/// The SSE stream of one client: `audit` events, then `dropped` if it fell behind.
-fn stream(sub: Subscription) -> impl Stream<Item = Result<Event, Infallible>> {
-    futures_util::stream::unfold(Some(sub), |sub| async move {
+/// The SSE stream of one client: the `replay`ed records, `audit` events, then `dropped` if
+/// it fell behind.
+fn stream(
+    sub: Subscription,
+    replay: Vec<Arc<str>>,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    let replay = futures_util::stream::iter(
+        replay
+            .into_iter()
+            .map(|r| Ok(Event::default().event("audit").data(&*r))),
+    );
+    replay.chain(futures_util::stream::unfold(Some(sub), |sub| async move {
         let mut sub = sub?;
         tokio::select! {
             biased;
@@ -224,13 +286,24 @@ fn stream(sub: Subscription) -> impl Stream<Item = Result<Event, Infallible>> {
                 Some((Ok(Event::default().event("audit").data(&*r)), Some(sub)))
             }
         }
-    })
+    }))
 }
 
 async fn audit_events(
     State(served): State<Arc<Served>>,
     conn: Option<Extension<ConnHandle>>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let recent = match q.get("recent") {
+        None => 0,
+        Some(n) => n.parse::<usize>().map_err(|_| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("?recent={n} is not a count; give how many recent records to send first (at most {RECENT})"),
+            )
+        })?,
+    };
     let hub = served.audit_hub();
     // With a shared store, every replica is told to record before the stream answers, and
     // the stream follows from the position it had then: no call made after it opened is
@@ -239,9 +312,9 @@ async fn audit_events(
         Some(open) => open().await,
         None => None,
     };
-    let sub = hub.subscribe_from(conn.map(|Extension(c)| c), from);
-    let s = stream(sub).take_until(served.streams_end());
-    Sse::new(s).keep_alive(KeepAlive::default())
+    let (sub, replay) = hub.subscribe_with_recent(conn.map(|Extension(c)| c), from, recent);
+    let s = stream(sub, replay).take_until(served.streams_end());
+    Ok(Sse::new(s).keep_alive(KeepAlive::default()))
 }
 
 /// The audit stream route.
@@ -258,14 +331,12 @@ mod tests {
     #[tokio::test]
     async fn a_client_that_falls_behind_is_told_and_dropped_and_no_sender_waits() {
         let hub = AuditHub::default();
-        assert!(!hub.wanted(), "no client: nothing wanted");
         let rx = hub.subscribe();
-        assert!(hub.wanted());
         // Far more records than the buffer, with nobody reading: sending never waits.
         for i in 0..(BUFFER + 10) {
             hub.record(&json!({"event": "call", "n": i}));
         }
-        let events: Vec<_> = stream(rx).collect().await;
+        let events: Vec<_> = stream(rx, Vec::new()).collect().await;
         assert_eq!(events.len(), 1, "one `dropped` event, then the stream ends");
     }
 
@@ -276,7 +347,23 @@ mod tests {
         hub.record(&json!({"event": "call", "n": 1}));
         hub.record(&json!({"event": "decision", "n": 2}));
         drop(hub);
-        let events: Vec<_> = stream(rx).collect().await;
+        let events: Vec<_> = stream(rx, Vec::new()).collect().await;
         assert_eq!(events.len(), 2);
+    }
+
+    #[test]
+    fn the_hub_keeps_the_last_records_for_a_late_client() {
+        let hub = AuditHub::default();
+        assert!(hub.wanted(), "recent records are kept with no client");
+        for i in 0..(RECENT + 5) {
+            hub.record(&json!({"event": "call", "n": i}));
+        }
+        let (_sub, replay) = hub.subscribe_with_recent(None, None, 3);
+        let n: Vec<Value> = replay
+            .iter()
+            .map(|r| serde_json::from_str::<Value>(r).unwrap()["n"].clone())
+            .collect();
+        assert_eq!(n, [json!(RECENT + 2), json!(RECENT + 3), json!(RECENT + 4)]);
+        assert_eq!(hub.recent(10_000).len(), RECENT, "at most RECENT are kept");
     }
 }

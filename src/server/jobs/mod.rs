@@ -500,6 +500,11 @@ impl CallObserver for JobObserver {
             },
         );
         st.counts.calls_done += 1;
+        // Work that ends after a cancel ends because of it: the progress stays where the
+        // cancel found it (not a full bar of "failed").
+        if job.cancel.is_cancelled() {
+            return;
+        }
         let msg = format!("{tool} {}", if ok { "succeeded" } else { "failed" });
         job.progress_locked(&mut st, msg);
     }
@@ -526,6 +531,9 @@ impl CallObserver for JobObserver {
             crate::tools::NodeState::Pending => st.counts.nodes_total += 1,
             s if s.is_final() => {
                 st.counts.nodes_done += 1;
+                if job.cancel.is_cancelled() {
+                    return;
+                }
                 let msg = format!("{}: node {} {}", ev.workflow, ev.node, s.as_str());
                 job.progress_locked(&mut st, msg);
             }

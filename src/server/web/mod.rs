@@ -1,8 +1,11 @@
 //! The web tool explorer (issue 15): pages at `/`, `/tools/{id}`, `/workflows/{id}`,
-//! `/plugins`, `/audit`, `/agents` and `/agents/{id}`, and the JSON endpoints they read.
+//! `/plugins`, `/audit`, `/resources`, `/prompts`, `/agents` and `/agents/{id}`, and the JSON
+//! endpoints they read.
 //!
 //! One small single-page app (plain HTML, CSS and JavaScript, no build step) is embedded in
-//! the binary with `include_str!`: every page path answers the same shell, and the script
+//! the binary with `include_str!`, with a 2 KB font subset holding only the TAM markers'
+//! glyphs (「 」 始 末, from Noto Sans Mono CJK, SIL OFL 1.1: `assets/fonts/OFL.txt`), so they
+//! render where no CJK font is installed: every page path answers the same shell, and the script
 //! renders the page for `location.pathname` from the JSON API. No CDN, no network at run
 //! time. `/tools/{id}` is also seed 004's JSON alias: a request whose `Accept` prefers
 //! `text/html` (a browser) gets the page, anything else the JSON (see [`wants_html`]).
@@ -33,14 +36,32 @@ pub const INDEX_HTML: &str = include_str!("assets/index.html");
 pub const APP_JS: &str = include_str!("assets/app.js");
 /// The app's style sheet.
 pub const APP_CSS: &str = include_str!("assets/app.css");
+/// The TAM markers' font subset (WOFF2; the style sheet's `unicode-range` takes only them).
+pub const MARKER_FONT: &[u8] = include_bytes!("assets/fonts/tam-markers.woff2");
+/// The font's license (SIL Open Font License 1.1) and how the subset was made.
+pub const MARKER_FONT_LICENSE: &str = include_str!("assets/fonts/OFL.txt");
+
+/// The static assets: path, body, content type.
+const ASSETS: [(&str, &[u8], &str); 4] = [
+    ("/assets/app.js", APP_JS.as_bytes(), "text/javascript; charset=utf-8"),
+    ("/assets/app.css", APP_CSS.as_bytes(), "text/css; charset=utf-8"),
+    ("/assets/tam-markers.woff2", MARKER_FONT, "font/woff2"),
+    (
+        "/assets/tam-markers-license.txt",
+        MARKER_FONT_LICENSE.as_bytes(),
+        "text/plain; charset=utf-8",
+    ),
+];
 
 /// The page paths (the app renders each from `location.pathname`).
-pub const PAGES: [&str; 7] = [
+pub const PAGES: [&str; 9] = [
     "/",
     "/tools/{id}",
     "/workflows/{id}",
     "/plugins",
     "/audit",
+    "/resources",
+    "/prompts",
     "/agents",
     "/agents/{id}",
 ];
@@ -86,12 +107,13 @@ pub fn wants_html(headers: &HeaderMap) -> bool {
 }
 
 /// True for a request that gets only the explorer's static shell or assets (no data): a GET
-/// of `/assets/app.js` or `/assets/app.css`, or of a page path by a client preferring HTML.
+/// of one of the assets (`/assets/app.js`, `/assets/app.css`, the markers' font and its
+/// license), or of a page path by a client preferring HTML.
 pub fn is_static_request(method: &Method, path: &str, headers: &HeaderMap) -> bool {
     if method != Method::GET && method != Method::HEAD {
         return false;
     }
-    if path == "/assets/app.js" || path == "/assets/app.css" {
+    if ASSETS.iter().any(|(p, _, _)| *p == path) {
         return true;
     }
     let seg: Vec<&str> = path.split('/').skip(1).collect();
@@ -99,6 +121,8 @@ pub fn is_static_request(method: &Method, path: &str, headers: &HeaderMap) -> bo
         seg.as_slice(),
         [""] | ["plugins"]
             | ["audit"]
+            | ["resources"]
+            | ["prompts"]
             | ["agents"]
             | ["tools", _]
             | ["workflows", _]
@@ -107,7 +131,7 @@ pub fn is_static_request(method: &Method, path: &str, headers: &HeaderMap) -> bo
     page && wants_html(headers)
 }
 
-fn asset(body: &'static str, content_type: &'static str) -> Response {
+fn asset(body: &'static [u8], content_type: &'static str) -> Response {
     let mut r = body.into_response();
     let h = r.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -121,7 +145,7 @@ fn asset(body: &'static str, content_type: &'static str) -> Response {
 
 /// The app's page shell, with its security headers.
 pub fn page() -> Response {
-    let mut r = asset(INDEX_HTML, "text/html; charset=utf-8");
+    let mut r = asset(INDEX_HTML.as_bytes(), "text/html; charset=utf-8");
     r.headers_mut().insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(CSP),
@@ -135,27 +159,22 @@ async fn page_handler() -> Response {
     page()
 }
 
-async fn app_js() -> Response {
-    asset(APP_JS, "text/javascript; charset=utf-8")
-}
-
-async fn app_css() -> Response {
-    asset(APP_CSS, "text/css; charset=utf-8")
-}
 
 /// The explorer's routes (pages, assets, JSON API), for `served`. `/tools/{id}` is not here:
 /// the REST route answers it and hands browsers [`page`].
 pub fn router(served: Arc<Served>) -> Router {
     let sessions = agents::Sessions::default();
-    Router::new()
-        .route("/", get(page_handler))
-        .route("/workflows/{id}", get(page_handler))
-        .route("/plugins", get(page_handler))
-        .route("/audit", get(page_handler))
-        .route("/agents", get(page_handler))
-        .route("/agents/{id}", get(page_handler))
-        .route("/assets/app.js", get(app_js))
-        .route("/assets/app.css", get(app_css))
+    let mut pages = Router::new();
+    for path in PAGES {
+        // `/tools/{id}` is the REST route's (it hands browsers the page).
+        if path != "/tools/{id}" {
+            pages = pages.route(path, get(page_handler));
+        }
+    }
+    for (path, body, content_type) in ASSETS {
+        pages = pages.route(path, get(move || async move { asset(body, content_type) }));
+    }
+    pages
         .route("/api/catalog", get(catalog::list_tools))
         .route("/api/catalog/{id}", get(catalog::get_tool))
         .route("/api/workflows", get(catalog::list_workflows))
@@ -213,14 +232,19 @@ mod tests {
             (&Method::GET, "/workflows/w", &html, true),
             (&Method::GET, "/plugins", &html, true),
             (&Method::GET, "/audit", &html, true),
+            (&Method::GET, "/resources", &html, true),
+            (&Method::GET, "/prompts", &html, true),
             (&Method::GET, "/agents", &html, true),
             (&Method::GET, "/agents/host", &html, true),
             (&Method::GET, "/assets/app.js", &json, true),
             (&Method::GET, "/assets/app.css", &json, true),
+            (&Method::GET, "/assets/tam-markers.woff2", &json, true),
+            (&Method::GET, "/assets/tam-markers-license.txt", &json, true),
             // Data: seed 004's JSON alias, the API, other methods and paths.
             (&Method::GET, "/tools/Inn:room_price", &json, false),
             (&Method::GET, "/", &json, false),
             (&Method::GET, "/api/catalog", &html, false),
+            (&Method::GET, "/api/resources", &html, false),
             (&Method::GET, "/tools", &html, false),
             (&Method::GET, "/tools/a/b", &html, false),
             (&Method::GET, "/assets/other.js", &json, false),

@@ -54,6 +54,32 @@ async function api(path, opts) {
   return body;
 }
 
+// Reads a `text/event-stream` response body: `onEvent(name, dataText)` for each event with
+// data (a priming event without data is skipped); it may return true to stop reading.
+async function readSse(r, onEvent) {
+  const reader = r.body.getReader();
+  const dec = new TextDecoder();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += dec.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
+    let at;
+    while ((at = buf.indexOf("\n\n")) >= 0) {
+      const block = buf.slice(0, at);
+      buf = buf.slice(at + 2);
+      let name = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) name = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      if (!data.length || (data.length === 1 && data[0] === "")) continue;
+      if (onEvent(name, data.join("\n"))) { reader.cancel().catch(() => {}); return; }
+    }
+  }
+}
+
 // Server-sent events over fetch (EventSource cannot send the Authorization header).
 // `on` maps event names to handlers of the parsed `data`; `onOpen`, `onEnd(error)` are told
 // when the stream opens and ends. Returns a function that closes the stream.
@@ -69,29 +95,13 @@ function streamEvents(path, on, onOpen, onEnd) {
         throw new ApiError(r.status, body);
       }
       if (onOpen) onOpen();
-      const reader = r.body.getReader();
-      const dec = new TextDecoder();
-      let buf = "";
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        buf += dec.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
-        let at;
-        while ((at = buf.indexOf("\n\n")) >= 0) {
-          const block = buf.slice(0, at);
-          buf = buf.slice(at + 2);
-          let name = "message";
-          const data = [];
-          for (const line of block.split("\n")) {
-            if (line.startsWith("event:")) name = line.slice(6).trim();
-            else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
-          }
-          if (!data.length || !on[name]) continue;
-          let d;
-          try { d = JSON.parse(data.join("\n")); } catch (_) { d = { text: data.join("\n") }; }
-          on[name](d);
-        }
-      }
+      await readSse(r, (name, text) => {
+        if (!on[name]) return false;
+        let d;
+        try { d = JSON.parse(text); } catch (_) { d = { text }; }
+        on[name](d);
+        return false;
+      });
     } catch (e) {
       if (e.name === "AbortError") return;
       err = e;
@@ -99,6 +109,70 @@ function streamEvents(path, on, onOpen, onEnd) {
     if (onEnd) onEnd(err);
   })();
   return () => ctl.abort();
+}
+
+// One request whose answer is shown with its details: status, headers, time (measured here,
+// from sending to the last byte) and the request as curl. `body`: a value sent as JSON.
+async function exchange(method, path, body) {
+  const headers = withAuth(Object.assign({ Accept: "application/json" }, body === undefined ? {} : { "Content-Type": "application/json" }));
+  const started = performance.now();
+  const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await r.text();
+  const ms = performance.now() - started;
+  let json = null;
+  try { json = text ? JSON.parse(text) : null; } catch (_) { json = null; }
+  return { method, path, body, status: r.status, statusText: r.statusText, ok: r.ok, headers: [...r.headers.entries()], ms, text, json };
+}
+
+// A POSIX shell word holding `s` as it is.
+function shellQuote(s) { return "'" + String(s).replace(/'/g, "'\\''") + "'"; }
+
+// The request as a curl command (the token, when the server wants one, as $TAVERN_TOKEN:
+// the page never prints it).
+function curlOf(method, path, body) {
+  const lines = [`curl -sS${method === "GET" ? "" : " -X " + method} ${shellQuote(location.origin + path)}`];
+  if (token()) lines.push(`-H "Authorization: Bearer $TAVERN_TOKEN"`);
+  if (body !== undefined) {
+    lines.push(`-H ${shellQuote("Content-Type: application/json")}`);
+    lines.push(`--data-raw ${shellQuote(JSON.stringify(body))}`);
+  }
+  return lines.join(" \\\n  ");
+}
+
+async function copyText(text, pre) {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch (_) {
+    // No clipboard API (not a secure context, or refused): select the text and copy it.
+    const range = document.createRange();
+    range.selectNodeContents(pre);
+    const sel = getSelection();
+    sel.removeAllRanges();
+    sel.addRange(range);
+    return document.execCommand("copy");
+  }
+}
+
+// Beside an answer: the request as curl (with a Copy button), the status, the time and the
+// response headers.
+function exchangeView(x, what) {
+  const curl = curlOf(x.method, x.path, x.body);
+  const pre = h("pre", { class: "curl", id: "curl" }, curl);
+  const state = h("span", { class: "muted", id: "copy-state", role: "status" }, "");
+  const copy = h("button", { type: "button", class: "secondary small", id: "copy-curl" }, "Copy");
+  copy.addEventListener("click", async () => {
+    state.textContent = (await copyText(curl, pre)) ? "Copied." : "Select the text and copy it.";
+  });
+  const statusClass = x.ok ? "ok" : "bad";
+  return h("section", { class: "exchange", id: "exchange", "aria-label": `The request ${what} and its answer` },
+    h("h3", {}, `Request ${what}`),
+    h("div", { class: "curl-row" }, pre, h("div", {}, copy, " ", state)),
+    h("dl", { class: "kv" },
+      h("dt", {}, "Status"), h("dd", { id: "http-status", class: statusClass }, `${x.status} ${x.statusText || ""}`.trim()),
+      h("dt", {}, "Time"), h("dd", { id: "http-time" }, `${x.ms.toFixed(1)} ms (sent to last byte, measured in the browser)`)),
+    h("details", { id: "response-headers" }, h("summary", {}, `Response headers (${x.headers.length})`),
+      h("table", {}, h("tbody", {}, x.headers.map(([k, v]) => h("tr", {}, h("th", { scope: "row" }, h("code", {}, k)), h("td", {}, h("code", {}, v))))))));
 }
 
 function postJson(path, value) {
@@ -155,6 +229,42 @@ function typeLabel(s) {
   return t;
 }
 
+// Words that name content (a file's text, a message, code …): a string parameter whose name
+// ends with one of them gets a multi-line field.
+const CONTENT_WORDS = new Set(["content", "contents", "text", "body", "code", "source", "script",
+  "prompt", "message", "markdown", "html", "json", "yaml", "xml", "csv", "sql", "template", "patch",
+  "diff", "note", "notes", "description", "document", "letter", "story", "snippet", "program",
+  "instructions", "essay"]);
+// `format` values that say the text is long or structured.
+const CONTENT_FORMATS = new Set(["textarea", "multiline", "markdown", "html", "code", "json", "yaml", "xml"]);
+
+function nameWords(name) {
+  return name.replace(/([a-z0-9])([A-Z])/g, "$1 $2").toLowerCase().split(/[^a-z0-9]+/).filter(Boolean);
+}
+
+// Whether a string parameter gets a multi-line field: a `contentMediaType`, a content
+// `format`, a default with a line break, a `maxLength` over 200, or (without a `maxLength`)
+// a name ending with a content word (`content`, `file_content`, `text`, `body`, `prompt` …).
+function isLongString(name, s) {
+  if (s.contentMediaType || s.contentEncoding) return true;
+  if (CONTENT_FORMATS.has(String(s.format || "").toLowerCase())) return true;
+  if (Object.prototype.hasOwnProperty.call(s, "default") && String(s.default).includes("\n")) return true;
+  if (s.maxLength !== undefined && s.maxLength !== null) return s.maxLength > 200;
+  const words = nameWords(name);
+  return words.length > 0 && CONTENT_WORDS.has(words[words.length - 1]);
+}
+
+// Ctrl+Enter (⌘+Enter) submits `form` from any of its fields, textareas included (where
+// Enter alone adds a line).
+function ctrlEnterSubmits(form) {
+  form.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) {
+      e.preventDefault();
+      form.requestSubmit();
+    }
+  });
+}
+
 // Builds the fields of `schema` into `form`; returns a function reading the arguments object
 // (or throwing with a message naming the field whose JSON does not parse).
 function buildFields(form, schema) {
@@ -172,6 +282,7 @@ function buildFields(form, schema) {
     const hasDefault = Object.prototype.hasOwnProperty.call(s, "default");
     let input;
     let read;
+    let multiline = false;
     const common = { id, name, "aria-describedby": hintId, "aria-required": isReq ? "true" : null };
     if (s.enum) {
       input = h("select", common,
@@ -193,9 +304,9 @@ function buildFields(form, schema) {
         return Number.isNaN(n) ? v : n;
       };
     } else if (t === "string") {
-      const long = (s.maxLength || 0) > 200 || (hasDefault && String(s.default).includes("\n"));
-      input = long
-        ? h("textarea", Object.assign({ rows: 3 }, common), hasDefault ? String(s.default) : "")
+      multiline = isLongString(name, s);
+      input = multiline
+        ? h("textarea", Object.assign({ rows: 6, spellcheck: "false" }, common), hasDefault ? String(s.default) : "")
         : h("input", Object.assign({ type: "text", value: hasDefault ? String(s.default) : null, autocomplete: "off" }, common));
       read = () => (input.value === "" ? undefined : input.value);
     } else if (t === "any") {
@@ -217,6 +328,8 @@ function buildFields(form, schema) {
     if (hasDefault) hint.push(`default ${JSON.stringify(s.default)}`);
     if (s.minimum !== undefined) hint.push(`minimum ${s.minimum}`);
     if (s.maximum !== undefined) hint.push(`maximum ${s.maximum}`);
+    if (s.maxLength !== undefined) hint.push(`at most ${s.maxLength} characters`);
+    if (multiline) hint.push("Enter adds a line, Ctrl+Enter (⌘+Enter) runs");
     form.append(h("div", { class: "field" },
       h("label", { for: id }, h("code", {}, name), isReq ? h("span", { class: "req", "aria-hidden": "true" }, " *") : null),
       h("p", { class: "hint", id: hintId }, (s.description ? s.description + " — " : "") + hint.join(", ")),
@@ -265,7 +378,10 @@ function showReport(box, report, cancelled) {
 
 // Starts `call` as a job and follows its events. `on` gets {status, progress, node, call, end}.
 async function startJob(call, on) {
-  const job = await postJson("/api/jobs", call);
+  const x = await exchange("POST", "/api/jobs", call);
+  if (on.exchange) on.exchange(x);
+  if (!x.ok) throw new ApiError(x.status, x.json || { error: { message: x.text } });
+  const job = x.json;
   let ended = false;
   const handlers = {};
   for (const name of ["status", "progress", "node", "call"]) handlers[name] = (d) => on[name] && on[name](d);
@@ -287,24 +403,40 @@ function jobPanel() {
     h("h2", {}, "Job ", id),
     h("p", {}, "Status: ", status), h("p", {}, bar, " ", msg), h("div", { class: "actions" }, cancel), calls);
   const setStatus = (s) => { status.textContent = s; status.className = `st st-${s}`; };
+  // Once a cancel is asked for (here or by anyone: a `cancelled` status), what ends after it
+  // ends because of it: the bar stays where the cancel found it, and failures read
+  // "cancelled".
+  let cancelAsked = false;
+  const markCancelled = () => {
+    cancelAsked = true;
+    if (!bar.hasAttribute("value")) bar.value = 0;
+    bar.classList.add("cancelled");
+  };
   // Starts `body` as a job and shows its events in this panel and its end in `result`;
   // `extra` adds or replaces event handlers (a workflow page follows its nodes).
   const run = async (body, result, extra = {}) => {
     calls.replaceChildren();
     bar.removeAttribute("value");
+    bar.classList.remove("cancelled");
+    cancelAsked = false;
     msg.textContent = "";
     panel.hidden = false;
     const j = await startJob(body, {
-      status: (d) => setStatus(d.status),
+      status: (d) => { if (d.status === "cancelled") markCancelled(); setStatus(d.status); },
       progress: (d) => {
+        if (cancelAsked) return;
         if (d.total) { bar.max = d.total; bar.value = d.done; } else bar.removeAttribute("value");
         msg.textContent = `${d.done}${d.total ? " / " + d.total : ""}${d.message ? " — " + d.message : ""}`;
       },
-      call: (d) => calls.append(h("li", {}, `${d.tool}: ${d.ok ? "ok" : "failed"} in ${d.elapsed_ms} ms`)),
+      call: (d) => calls.append(h("li", {}, `${d.tool}: ${d.ok ? "ok" : cancelAsked ? "cancelled" : "failed"} in ${d.elapsed_ms} ms`)),
       end: (d) => {
         setStatus(d.status);
         cancel.disabled = true;
         const cancelled = d.status === "cancelled";
+        if (cancelled) {
+          markCancelled();
+          msg.textContent = `Cancelled${bar.max > 1 || bar.value ? ` after ${bar.value} of ${bar.max}` : ""}.`;
+        }
         if (d.result) showReport(result, d.result, cancelled);
         else if (cancelled) { result.className = "result cancelled"; result.replaceChildren(h("h2", { class: "muted" }, "Cancelled"), h("p", { class: "muted" }, "The job was cancelled before it left a result.")); }
         else if (d.error) { result.className = "result failed"; result.replaceChildren(errorBox(d.error)); }
@@ -317,14 +449,19 @@ function jobPanel() {
     cancel.disabled = false;
     cancel.onclick = async () => {
       cancel.disabled = true;
+      markCancelled();
+      msg.textContent = "Cancelling…";
       try { setStatus((await j.cancel()).status); } catch (err) { result.replaceChildren(errorBox(err)); }
     };
     return j;
   };
-  return { panel, setStatus, run };
+  return { panel, setStatus, run, cancelAsked: () => cancelAsked };
 }
 
 // ---------- pages ----------
+
+// Up to this many tools shown, the index's plugin groups start open.
+const OPEN_GROUPS_UP_TO = 12;
 
 async function toolsPage() {
   const data = await api("/api/catalog");
@@ -340,7 +477,12 @@ async function toolsPage() {
   const hint = sel("hint", "Annotation", hints, params.get("hint"));
   const compact = h("input", { type: "checkbox", id: "compact", checked: params.get("view") === "compact" });
   const count = h("p", { id: "count", role: "status" });
-  const list = h("ul", { class: "cards", id: "results" });
+  const list = h("div", { class: "cards", id: "results" });
+  const expand = h("button", { type: "button", class: "secondary small", id: "expand-all" }, "Expand all");
+  const collapse = h("button", { type: "button", class: "secondary small", id: "collapse-all" }, "Collapse all");
+  const setAll = (open) => { for (const d of list.querySelectorAll("details.group")) d.open = open; };
+  expand.addEventListener("click", () => setAll(true));
+  collapse.addEventListener("click", () => setAll(false));
   // The `node:*` tools (one per node type) are set aside: callable, rarely what one looks for.
   const isNode = (t) => t.id.startsWith("node:");
   const main = tools.filter((t) => !isNode(t));
@@ -362,7 +504,23 @@ async function toolsPage() {
     const shownNodes = tools.filter(isNode).filter(match);
     count.textContent = `${shown.length} of ${main.length} tools`;
     list.className = compact.checked ? "compact" : "cards";
-    list.replaceChildren(...shown.map(compact.checked ? toolLine : toolCard));
+    // One collapsible group per plugin (else the id's namespace). Groups start open when a
+    // filter is set or few tools are shown, else closed: the page stays short.
+    const groups = new Map();
+    for (const t of shown) {
+      const g = t.plugin || t.id.split(":")[0];
+      if (!groups.has(g)) groups.set(g, []);
+      groups.get(g).push(t);
+    }
+    const filtering = words.length > 0 || plugin.value || kind.value || hint.value;
+    const open = Boolean(filtering) || shown.length <= OPEN_GROUPS_UP_TO;
+    list.replaceChildren(...[...groups.keys()].sort((a, b) => a.localeCompare(b)).map((g) => {
+      const items = groups.get(g);
+      return h("details", { class: "group", "data-group": g, open },
+        h("summary", {}, h("span", { class: "group-name" }, g), " ",
+          h("span", { class: "muted" }, `${items.length} tool${items.length === 1 ? "" : "s"}`)),
+        h("ul", { class: compact.checked ? "compact" : "cards" }, items.map(compact.checked ? toolLine : toolCard)));
+    }));
     nodeHead.textContent = `Node tools (${shownNodes.length} of ${tools.length - main.length})`;
     nodeList.replaceChildren(...shownNodes.map(toolLine));
     nodes.hidden = tools.length === main.length;
@@ -381,7 +539,7 @@ async function toolsPage() {
       h("div", {}, h("label", { for: "kind" }, "Kind"), kind),
       h("div", {}, h("label", { for: "hint" }, "Annotation"), hint),
       h("div", {}, h("label", { for: "compact" }, compact, " Compact"))),
-    count, list, nodes);
+    h("div", { class: "actions count-row" }, count, expand, collapse), list, nodes);
   render();
 }
 
@@ -426,30 +584,62 @@ async function toolPage(id) {
   const t = await api(`/api/catalog/${encodeURIComponent(id)}`);
   const form = h("form", { id: "tool-form", novalidate: true });
   const readArgs = buildFields(form, t.inputSchema);
+  ctrlEnterSubmits(form);
   const result = h("div", { id: "result", "aria-live": "polite" });
+  const details = h("div", { id: "answer-details" });
+  const mcp = h("section", { id: "mcp", hidden: true, "aria-live": "polite" });
   const jp = jobPanel();
   const call = () => ({ tool: t.id, args: readArgs() });
+  const fail = (err) => { result.className = "result failed"; result.replaceChildren(errorBox(err)); };
+  const clear = () => { result.replaceChildren(); details.replaceChildren(); mcp.hidden = true; jp.panel.hidden = true; };
   form.append(h("div", { class: "actions" },
     h("button", { type: "submit", id: "run" }, "Run"),
-    h("button", { type: "button", id: "run-job", class: "secondary", onclick: () => runAsJob() }, "Run as job")));
+    h("button", { type: "button", id: "run-job", class: "secondary", onclick: () => runAsJob() }, "Run as job"),
+    h("button", { type: "button", id: "run-mcp", class: "secondary", onclick: () => runOverMcp() }, "Run over MCP")));
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
+    clear();
     result.replaceChildren(h("p", { class: "muted" }, "Running…"));
     try {
-      showReport(result, await postJson("/api/invoke", call()));
+      const x = await exchange("POST", "/api/invoke", call());
+      details.replaceChildren(exchangeView(x, "POST /api/invoke"));
+      if (x.ok) showReport(result, x.json);
+      else fail(new ApiError(x.status, x.json || { error: { message: x.text } }));
     } catch (err) {
-      result.className = "result failed";
-      result.replaceChildren(errorBox(err));
+      fail(err);
     }
   });
   async function runAsJob() {
-    result.replaceChildren();
+    clear();
     try {
-      await jp.run(call(), result);
+      await jp.run(call(), result, { exchange: (x) => details.replaceChildren(exchangeView(x, "POST /api/jobs")) });
     } catch (err) {
       jp.panel.hidden = true;
-      result.className = "result failed";
-      result.replaceChildren(errorBox(err));
+      fail(err);
+    }
+  }
+  async function runOverMcp() {
+    clear();
+    let args;
+    try { args = readArgs(); } catch (err) { fail(err); return; }
+    const log = h("ol", { id: "mcp-log", class: "mcp-log" });
+    const summary = h("p", { id: "mcp-summary", role: "status" }, "Running…");
+    mcp.replaceChildren(h("h2", {}, "Over MCP"),
+      h("p", { class: "muted" }, "The same call through this server's MCP endpoint (Streamable HTTP at /mcp), as an MCP client makes it: every JSON-RPC message sent and received, with the notifications (progress, logs) in the order they came."),
+      summary, log);
+    mcp.hidden = false;
+    const t0 = performance.now();
+    const add = (dir, m, via) => log.append(mcpLine(dir, m, via, performance.now() - t0));
+    try {
+      const answer = await mcpCall(t.name, args, add);
+      const r = answer && answer.result;
+      summary.className = r && !r.isError ? "ok" : "bad";
+      summary.textContent = !answer ? "No answer."
+        : answer.error ? `JSON-RPC error ${answer.error.code}: ${answer.error.message}`
+          : r.isError ? "The tool failed (isError: true)." : "The tool succeeded.";
+    } catch (err) {
+      summary.className = "bad";
+      summary.textContent = `The MCP exchange failed: ${err.message}`;
     }
   }
   setPage(t.id,
@@ -462,7 +652,7 @@ async function toolPage(id) {
       h("section", { "aria-labelledby": "try-h" },
         h("h2", { id: "try-h" }, "Try it"),
         h("p", { class: "muted" }, h("span", { class: "req" }, "*"), " marks a required parameter. Values are checked by the engine, exactly as for a model's call."),
-        form, jp.panel, result),
+        form, jp.panel, result, details, mcp),
       h("section", { "aria-labelledby": "man-h" },
         h("h2", { id: "man-h" }, "Manual"),
         paramTable(t.inputSchema),
@@ -470,6 +660,88 @@ async function toolPage(id) {
         h("h3", {}, "Example call in <ACTION>"), h("pre", {}, t.actionExample),
         h("h3", {}, "Manual entry (as in the prompt)"), h("pre", {}, t.manual),
         h("h3", {}, "JSON Schema"), h("pre", {}, pretty(t.inputSchema)))));
+}
+
+// ---------- MCP view: a call through the server's own MCP endpoint ----------
+
+const MCP_REVISION = "2025-11-25";
+
+// One JSON-RPC message in the MCP view: its direction, what it is, where it came, when.
+function mcpLine(dir, m, via, ms) {
+  let what;
+  if (dir === "note") what = m;
+  else if (m.method) what = `${m.method}${m.id !== undefined ? ` (request ${m.id})` : ""}`;
+  else if (m.error) what = `error of request ${m.id}`;
+  else what = `result of request ${m.id}`;
+  const arrow = dir === "out" ? "→ sent" : dir === "in" ? "← received" : "·";
+  return h("li", { class: `mcp-msg mcp-${dir}`, "data-method": m.method || (dir === "note" ? "" : m.error ? "error" : "result") },
+    h("span", { class: "mcp-time muted" }, `${ms.toFixed(0)} ms`), " ",
+    h("strong", {}, arrow), " ", h("code", {}, what), via ? h("span", { class: "muted" }, ` — ${via}`) : null,
+    dir === "note" ? null : h("details", {}, h("summary", {}, "JSON"), h("pre", {}, JSON.stringify(m, null, 2))));
+}
+
+// Runs `tools/call` of `name` over MCP from the page: `initialize`, `notifications/initialized`,
+// the session's GET stream (where logs come), the call with a progress token (its answer is
+// an event stream of progress notifications and the result), then the session is ended
+// (DELETE). `add(dir, message, via)` is told every message. Answers the call's response.
+async function mcpCall(name, args, add) {
+  let session = null;
+  let seq = 0;
+  const headers = (extra) => withAuth(Object.assign(
+    session ? { "Mcp-Session-Id": session, "MCP-Protocol-Version": MCP_REVISION } : {}, extra));
+  const send = async (msg) => {
+    add("out", msg, "POST /mcp");
+    const r = await fetch("/mcp", {
+      method: "POST",
+      headers: headers({ "Content-Type": "application/json", Accept: "application/json, text/event-stream" }),
+      body: JSON.stringify(msg),
+    });
+    if (!session && r.headers.get("Mcp-Session-Id")) session = r.headers.get("Mcp-Session-Id");
+    const type = r.headers.get("Content-Type") || "";
+    if (type.includes("text/event-stream")) {
+      let answer = null;
+      await readSse(r, (_, text) => {
+        const m = JSON.parse(text);
+        add("in", m, `answer to POST (event stream, HTTP ${r.status})`);
+        if (m.id === msg.id && !m.method) answer = m;
+        return answer !== null;
+      });
+      return answer;
+    }
+    const text = await r.text();
+    if (!text) { add("note", `HTTP ${r.status} ${r.statusText}, no body`); return null; }
+    let m;
+    try { m = JSON.parse(text); } catch (_) { throw new Error(`HTTP ${r.status}: ${text}`); }
+    add("in", m, `answer to POST (JSON, HTTP ${r.status})`);
+    if (m.error && !m.jsonrpc) throw new ApiError(r.status, m);
+    return m;
+  };
+  const init = await send({ jsonrpc: "2.0", id: ++seq, method: "initialize", params: {
+    protocolVersion: MCP_REVISION, capabilities: {}, clientInfo: { name: "tavern-explorer", version: "1" } } });
+  if (!init || init.error || !session) throw new Error(init && init.error ? init.error.message : "initialize was not answered with a session");
+  await send({ jsonrpc: "2.0", method: "notifications/initialized" });
+  const ctl = new AbortController();
+  let stream = null;
+  try {
+    const g = await fetch("/mcp", { headers: headers({ Accept: "text/event-stream" }), signal: ctl.signal });
+    add("note", `GET /mcp: the session's event stream (HTTP ${g.status})`);
+    if (g.ok) {
+      stream = readSse(g, (_, text) => { add("in", JSON.parse(text), "session's GET stream"); return false; })
+        .catch(() => { /* closed below */ });
+    }
+    const answer = await send({ jsonrpc: "2.0", id: ++seq, method: "tools/call",
+      params: { name, arguments: args, _meta: { progressToken: `explorer-${seq}` } } });
+    // Logs travel on the other stream: give the last ones a moment to arrive.
+    await new Promise((res) => setTimeout(res, 300));
+    return answer;
+  } finally {
+    ctl.abort();
+    if (stream) await stream;
+    try {
+      const d = await fetch("/mcp", { method: "DELETE", headers: headers({}) });
+      add("note", `DELETE /mcp: the session ended (HTTP ${d.status})`);
+    } catch (_) { /* the server went away */ }
+  }
 }
 
 // Lays the workflow out in columns by layer (topological depth, from the server) and draws
@@ -605,6 +877,7 @@ async function workflowPage(id) {
   const jp = jobPanel();
   const form = h("form", { id: "wf-form", novalidate: true });
   let readArgs = () => ({});
+  ctrlEnterSubmits(form);
   if (wf.tool) {
     readArgs = buildFields(form, wf.inputSchema);
     form.append(h("div", { class: "actions" }, h("button", { type: "submit", id: "run" }, "Run workflow")));
@@ -617,7 +890,12 @@ async function workflowPage(id) {
     for (const n of wf.nodes) setNode(n.id, "pending", null);
     try {
       await jp.run({ tool: wf.tool, args: readArgs() }, result, {
-        node: (d) => { if (!d.workflow || d.workflow === wf.id || d.workflow === wf.tool) setNode(d.node, d.status, d.elapsed_ms); },
+        node: (d) => {
+          if (d.workflow && d.workflow !== wf.id && d.workflow !== wf.tool) return;
+          // A node that fails after a cancel was stopped by it.
+          const st = d.status === "failed" && jp.cancelAsked() ? "cancelled" : d.status;
+          setNode(d.node, st, d.elapsed_ms);
+        },
       });
     } catch (err) {
       result.className = "result failed";
@@ -716,6 +994,9 @@ async function pluginsPage() {
   window.addEventListener("pagehide", () => close && close());
 }
 
+// Recent audit records the page asks for when it opens.
+const AUDIT_RECENT = 100;
+
 async function auditPage() {
   const body = h("tbody", { id: "audit-rows" });
   const state = h("p", { id: "audit-state", role: "status" }, "Connecting…");
@@ -724,7 +1005,7 @@ async function auditPage() {
   pause.addEventListener("click", () => { paused = !paused; pause.textContent = paused ? "Resume" : "Pause"; });
   const clear = h("button", { type: "button", class: "secondary", id: "clear", onclick: () => body.replaceChildren() }, "Clear");
   setPage("Audit", h("h1", {}, "Audit"),
-    h("p", { class: "muted" }, "Every call, veto and override as it happens (newest first)."),
+    h("p", { class: "muted" }, `Every call, veto and override (newest first): the last ${AUDIT_RECENT} this server made, then each as it happens.`),
     state, h("div", { class: "actions" }, pause, clear),
     h("table", { class: "audit" },
       h("thead", {}, h("tr", {}, ["Time", "Event", "Tool", "Caller", "Outcome", "Details"].map((c) => h("th", { scope: "col" }, c)))),
@@ -747,13 +1028,124 @@ async function auditPage() {
   };
   let close = null;
   const follow = () => {
-    close = streamEvents("/api/audit/events", on, () => { state.textContent = "Live."; }, (err) => {
+    // The stream starts with the recent records (all of them again after a reconnect).
+    close = streamEvents(`/api/audit/events?recent=${AUDIT_RECENT}`, on, () => { body.replaceChildren(); state.textContent = "Live."; }, (err) => {
       state.textContent = `The stream ended${err ? ": " + err.message : ""}; reconnecting…`;
       setTimeout(() => { if (document.body.contains(state)) follow(); }, 2000);
     });
   };
   follow();
   window.addEventListener("pagehide", () => close && close());
+}
+
+// One content item of a resource (text, or a base64 blob: an image is shown).
+function contentView(c) {
+  const head = h("p", { class: "muted" }, h("code", {}, c.uri || ""), c.mimeType ? ` · ${c.mimeType}` : "");
+  if (typeof c.text === "string") return h("div", { class: "content" }, head, h("pre", { class: "resource-text" }, c.text));
+  if (typeof c.blob === "string") {
+    const bytes = Math.floor(c.blob.length * 3 / 4);
+    return h("div", { class: "content" }, head,
+      c.mimeType && c.mimeType.startsWith("image/")
+        ? h("img", { src: `data:${c.mimeType};base64,${c.blob}`, alt: c.uri || "image" })
+        : h("p", {}, `A binary blob of about ${bytes} bytes.`));
+  }
+  return h("pre", {}, pretty(c));
+}
+
+// The variables of a uri template (`{id}`).
+function templateVars(t) { return [...t.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]); }
+
+async function resourcesPage() {
+  const [r, tp] = await Promise.all([api("/api/resources"), api("/api/resources/templates")]);
+  const out = h("div", { id: "resource-content", "aria-live": "polite" });
+  const read = async (uri) => {
+    out.replaceChildren(h("p", { class: "muted" }, `Reading ${uri}…`));
+    try {
+      const d = await api(`/api/resources/read?uri=${encodeURIComponent(uri)}`);
+      out.replaceChildren(h("h2", {}, "Contents of ", h("code", {}, uri)), ...(d.contents || []).map(contentView));
+    } catch (e) {
+      out.replaceChildren(errorBox(e));
+    }
+  };
+  const resources = (r.resources || []).map((x) => h("li", { class: "card", "data-uri": x.uri },
+    h("h2", {}, x.title || x.name || x.uri),
+    h("p", {}, h("code", {}, x.uri), x.mimeType ? h("span", { class: "badges" }, h("span", { class: "badge" }, x.mimeType)) : null),
+    x.description ? h("p", {}, x.description) : null,
+    h("button", { type: "button", class: "secondary small read", onclick: () => read(x.uri) }, "Read")));
+  const templates = (tp.resourceTemplates || []).map((x, i) => {
+    const vars = templateVars(x.uriTemplate);
+    const inputs = vars.map((v) => h("input", { type: "text", id: `t${i}-${v}`, name: v, autocomplete: "off" }));
+    const form = h("form", { class: "template-form" },
+      vars.map((v, k) => h("div", { class: "field" }, h("label", { for: `t${i}-${v}` }, h("code", {}, v)), inputs[k])),
+      h("div", { class: "actions" }, h("button", { type: "submit", class: "secondary small" }, "Read")));
+    form.addEventListener("submit", (e) => {
+      e.preventDefault();
+      let uri = x.uriTemplate;
+      vars.forEach((v, k) => { uri = uri.replace(`{${v}}`, encodeURIComponent(inputs[k].value)); });
+      read(uri);
+    });
+    return h("li", { class: "card", "data-template": x.uriTemplate },
+      h("h2", {}, x.title || x.name || x.uriTemplate), h("p", {}, h("code", {}, x.uriTemplate)),
+      x.description ? h("p", {}, x.description) : null, form);
+  });
+  setPage("Resources", h("h1", {}, "Resources"),
+    h("p", { class: "muted" }, "What MCP clients read with resources/read (REST: GET /api/resources, /api/resources/read?uri=)."),
+    h("div", { class: "columns" },
+      h("section", {},
+        h("h2", {}, `Resources (${resources.length})`),
+        resources.length ? h("ul", { class: "cards", id: "resources" }, resources) : h("p", { class: "muted" }, "None."),
+        h("h2", {}, `Templates (${templates.length})`),
+        templates.length ? h("ul", { class: "cards", id: "templates" }, templates) : h("p", { class: "muted" }, "None.")),
+      h("section", {}, out)));
+}
+
+function promptMessages(d) {
+  return [
+    d.description ? h("p", {}, d.description) : null,
+    h("ol", { class: "chat", id: "prompt-messages" }, (d.messages || []).map((m) => {
+      const c = m.content || {};
+      const body = c.type === "text" ? h("pre", {}, c.text)
+        : c.type === "resource" && c.resource ? contentView(c.resource)
+          : c.type === "image" && c.data ? h("img", { src: `data:${c.mimeType};base64,${c.data}`, alt: "image" })
+            : h("pre", {}, pretty(c));
+      return h("li", { class: `msg ${m.role === "user" ? "user" : "agent"}`, "data-role": m.role }, h("strong", {}, m.role), body);
+    })),
+  ];
+}
+
+async function promptsPage() {
+  const d = await api("/api/prompts");
+  const out = h("div", { id: "prompt-result", "aria-live": "polite" });
+  const cards = (d.prompts || []).map((p, i) => {
+    const args = p.arguments || [];
+    const inputs = args.map((a) => h("textarea", { id: `a${i}-${a.name}`, name: a.name, rows: 2, "aria-required": a.required ? "true" : null }));
+    const form = h("form", { class: "prompt-form" },
+      args.map((a, k) => h("div", { class: "field" },
+        h("label", { for: `a${i}-${a.name}` }, h("code", {}, a.name), a.required ? h("span", { class: "req", "aria-hidden": "true" }, " *") : null),
+        a.description ? h("p", { class: "hint" }, a.description) : null, inputs[k])),
+      h("div", { class: "actions" }, h("button", { type: "submit", class: "secondary small" }, "Get messages")));
+    ctrlEnterSubmits(form);
+    form.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const body = {};
+      args.forEach((a, k) => { if (inputs[k].value !== "") body[a.name] = inputs[k].value; });
+      out.replaceChildren(h("p", { class: "muted" }, "Getting…"));
+      try {
+        const r = await postJson(`/api/prompts/${encodeURIComponent(p.name)}`, body);
+        out.replaceChildren(h("h2", {}, "Messages of ", h("code", {}, p.name)), ...promptMessages(r));
+      } catch (err) {
+        out.replaceChildren(errorBox(err));
+      }
+    });
+    return h("li", { class: "card", "data-prompt": p.name },
+      h("h2", {}, p.title || p.name), h("p", { class: "muted" }, h("code", {}, p.name)),
+      p.description ? h("p", {}, p.description) : null, form);
+  });
+  setPage("Prompts", h("h1", {}, "Prompts"),
+    h("p", { class: "muted" }, "What MCP clients get with prompts/get (REST: GET /api/prompts, POST /api/prompts/{name})."),
+    h("div", { class: "columns" },
+      h("section", {}, cards.length ? h("ul", { class: "cards", id: "prompts" }, cards) : h("p", { class: "muted" }, "None.")),
+      h("section", {}, out)));
 }
 
 async function agentsPage() {
@@ -817,6 +1209,7 @@ async function agentPage(id) {
     h("div", { class: "field" }, h("label", { for: "model" }, "Model (for a new session)"), model),
     h("div", { class: "field" }, h("label", { for: "message" }, "Message"), msg),
     h("div", { class: "actions" }, send, cont, reset));
+  ctrlEnterSubmits(form);
   form.addEventListener("submit", (e) => { e.preventDefault(); run(msg.value); });
   cont.addEventListener("click", () => run(null));
   reset.addEventListener("click", async () => {
@@ -861,6 +1254,8 @@ async function route() {
     else if (seg[0] === "workflows" && seg.length === 2) await workflowPage(seg[1]);
     else if (seg[0] === "plugins" && seg.length === 1) await pluginsPage();
     else if (seg[0] === "audit" && seg.length === 1) await auditPage();
+    else if (seg[0] === "resources" && seg.length === 1) await resourcesPage();
+    else if (seg[0] === "prompts" && seg.length === 1) await promptsPage();
     else if (seg[0] === "agents" && seg.length === 1) await agentsPage();
     else if (seg[0] === "agents" && seg.length === 2) await agentPage(seg[1]);
     else setPage("Not found", h("h1", {}, "Not found"), h("p", {}, `No page at ${path}.`), h("p", {}, h("a", { href: "/" }, "All tools")));
