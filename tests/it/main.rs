@@ -354,6 +354,13 @@ mod web_e2e;
     feature = "llm-http",
     feature = "store-redis"
 ))]
+mod web_explorer;
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod workflow_cli;
 mod workflow_engine;
 mod workflow_nodes;

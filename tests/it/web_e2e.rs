@@ -15,22 +15,26 @@ use server_support::Server;
 use web_support::{require_browser, screenshot_dir, web_home, Browser, Driver};
 
 /// One browser at a time: the cases share a 2-core CI machine.
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(crate) static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// A served temp home, chromedriver and a browser session, for one case.
-struct Case {
-    server: Server,
-    home: tempfile::TempDir,
-    browser: Browser,
+pub(crate) struct Case {
+    pub server: Server,
+    pub home: tempfile::TempDir,
+    pub browser: Browser,
     _driver: Driver,
 }
 
 impl Case {
-    async fn start(extra: &[&str]) -> Option<Case> {
+    pub async fn start(extra: &[&str]) -> Option<Case> {
+        Self::start_in(web_home(), extra).await
+    }
+
+    /// A case serving `home`.
+    pub async fn start_in(home: tempfile::TempDir, extra: &[&str]) -> Option<Case> {
         if !require_browser() {
             return None;
         }
-        let home = web_home();
         let server = Server::start(home.path(), extra);
         let driver = Driver::start().await;
         let browser = driver.browser().await;
@@ -42,16 +46,16 @@ impl Case {
         })
     }
 
-    fn url(&self, path: &str) -> String {
+    pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.server.base)
     }
 
-    async fn shot(&self, name: &str) {
+    pub async fn shot(&self, name: &str) {
         let p = self.browser.screenshot(&screenshot_dir(), name).await;
         eprintln!("screenshot: {}", p.display());
     }
 
-    async fn end(self) {
+    pub async fn end(self) {
         self.browser.quit().await;
     }
 }
@@ -101,6 +105,13 @@ async fn search_finds_a_tool_by_id_plugin_kind_and_annotation() {
     b.type_into(&q, "").await;
     b.select("#plugin", "Inn").await;
     b.wait_text("#count", "2 of").await;
+    let groups = b
+        .js(
+            "return [...document.querySelectorAll('#results details.group')].map(d => [d.dataset.group, d.open])",
+            json!([]),
+        )
+        .await;
+    assert_eq!(groups, json!([["Inn", true]]), "one open group per plugin");
     b.select("#kind", "service").await;
     b.select("#hint", "idempotentHint").await;
     b.wait_text("#count", "1 of").await;
@@ -358,6 +369,33 @@ async fn a_job_streams_progress_and_can_be_cancelled() {
         )
         .await;
     assert_eq!(shown, json!(["result cancelled", "Cancelled", false]));
+    // Nor does the job panel look failed: the bar stays where the cancel found it (greyed),
+    // the message says cancelled, and the nested call the cancel stopped reads "cancelled".
+    let panel = b
+        .js(
+            "const p = document.getElementById('job-progress'); return {
+               cls: p.className, full: p.hasAttribute('value') && p.value >= p.max,
+               message: document.getElementById('job-message').textContent,
+               calls: document.getElementById('job-calls').textContent }",
+            json!([]),
+        )
+        .await;
+    assert_eq!(panel["cls"], json!("cancelled"), "{panel}");
+    assert_eq!(panel["full"], json!(false), "no full bar: {panel}");
+    assert!(
+        panel["message"].as_str().unwrap().starts_with("Cancelled"),
+        "{panel}"
+    );
+    assert!(
+        !panel["calls"].as_str().unwrap().contains("failed"),
+        "{panel}"
+    );
+    // The server's record agrees: its progress did not run to the end either.
+    let p = &job["progress"];
+    assert!(
+        p["done"].as_f64().unwrap() < p["total"].as_f64().unwrap(),
+        "the job's progress stops at the cancel: {job}"
+    );
     c.end().await;
 }
 

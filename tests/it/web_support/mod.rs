@@ -357,6 +357,22 @@ impl Browser {
         .await;
     }
 
+    /// Presses `keys` together in whatever has the focus (held down in order, released in
+    /// reverse): `chord(&["\u{E009}", "\u{E007}"])` is Ctrl+Enter.
+    pub async fn chord(&self, keys: &[&str]) {
+        let mut actions: Vec<Value> = keys
+            .iter()
+            .map(|k| json!({"type": "keyDown", "value": k}))
+            .collect();
+        actions.extend(keys.iter().rev().map(|k| json!({"type": "keyUp", "value": k})));
+        self.cmd(
+            reqwest::Method::POST,
+            "/actions",
+            Some(json!({"actions": [{"type": "key", "id": "keyboard", "actions": actions}]})),
+        )
+        .await;
+    }
+
     /// Picks the `<option>` whose text is `label` in the `<select>` matching `css`.
     pub async fn select(&self, css: &str, label: &str) {
         let opts = self.find_all(&format!("{css} option")).await;
