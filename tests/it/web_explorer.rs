@@ -227,7 +227,7 @@ async fn the_tam_markers_have_their_own_small_font() {
     b.js(
         "window.__font = null;
          document.fonts.load('16px \"TAM markers\"', '「始」末').then(
-           (f) => { window.__font = f.map((x) => [x.family.replace(/"/g, ''), x.status, x.unicodeRange.toUpperCase()]); },
+           (f) => { window.__font = f.map((x) => [x.family.replace(/\"/g, ''), x.status, x.unicodeRange.toUpperCase()]); },
            (e) => { window.__font = String(e); });",
         json!([]),
     )
@@ -245,7 +245,7 @@ async fn the_tam_markers_have_their_own_small_font() {
         .js(
             "const ctx = document.createElement('canvas').getContext('2d');
              ctx.font = '16px \"TAM markers\"';
-             return { width: ['「', '」', '始', '末'].map((ch) => ctx.measureText(ch).width),
+             return { width: ['「', '」', '始', '末'].map((ch) => Math.round(ctx.measureText(ch).width)),
                       check: document.fonts.check('16px \"TAM markers\"', '「始」末'),
                       family: getComputedStyle(document.querySelector('pre.tam')).fontFamily,
                       tam: document.querySelector('pre.tam').textContent.includes('「始」') }",

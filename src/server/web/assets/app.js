@@ -874,6 +874,7 @@ async function workflowPage(id) {
     }
   };
   const result = h("div", { id: "result", "aria-live": "polite" });
+  const details = h("div", { id: "answer-details" });
   const jp = jobPanel();
   const form = h("form", { id: "wf-form", novalidate: true });
   let readArgs = () => ({});
@@ -887,9 +888,11 @@ async function workflowPage(id) {
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     result.replaceChildren();
+    details.replaceChildren();
     for (const n of wf.nodes) setNode(n.id, "pending", null);
     try {
       await jp.run({ tool: wf.tool, args: readArgs() }, result, {
+        exchange: (x) => details.replaceChildren(exchangeView(x, "POST /api/jobs")),
         node: (d) => {
           if (d.workflow && d.workflow !== wf.id && d.workflow !== wf.tool) return;
           // A node that fails after a cancel was stopped by it.
@@ -914,7 +917,7 @@ async function workflowPage(id) {
     h("div", { class: "graph" }, graph),
     h("div", { class: "columns" },
       h("section", {}, h("h2", {}, "Interface"), slotTable(wf.interfaceInputs, "Inputs"), slotTable(wf.interfaceOutputs, "Outputs"),
-        h("h2", {}, "Run"), form, jp.panel, result),
+        h("h2", {}, "Run"), form, jp.panel, result, details),
       h("section", {}, nodeTable, edgeTable)));
 }
 
