@@ -33,6 +33,8 @@ async fn every_page_path_answers_the_app_with_its_assets_embedded() {
         "/workflows/slow_steps",
         "/plugins",
         "/audit",
+        "/resources",
+        "/prompts",
         "/agents",
         "/agents/host",
     ] {
@@ -276,7 +278,7 @@ async fn plugins_show_failures_with_file_and_line_and_reloads_stream() {
         .iter()
         .map(|p| p["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["Broken", "Inn"]);
+    assert_eq!(names, ["Broken", "Inn", "Notes"]);
     let broken = &plugins[0];
     assert_eq!(broken["status"], "failed");
     let problem = &broken["problems"][0];
@@ -494,6 +496,15 @@ async fn with_a_token_only_the_static_shell_and_assets_load_without_it() {
         ),
         ("/plugins", Some(BROWSER_ACCEPT), None, StatusCode::OK),
         ("/assets/app.js", None, None, StatusCode::OK),
+        ("/assets/tam-markers.woff2", None, None, StatusCode::OK),
+        ("/assets/tam-markers-license.txt", None, None, StatusCode::OK),
+        ("/resources", Some(BROWSER_ACCEPT), None, StatusCode::OK),
+        (
+            "/api/resources",
+            Some(BROWSER_ACCEPT),
+            None,
+            StatusCode::UNAUTHORIZED,
+        ),
         // Data needs the token, whatever the Accept.
         (
             "/tools/Inn:room_price",
