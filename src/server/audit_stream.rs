@@ -181,7 +181,11 @@ impl AuditHub {
     /// The last `n` (at most [`RECENT`]) records this server made, oldest first.
     pub fn recent(&self, n: usize) -> Vec<Arc<str>> {
         let recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-        recent.iter().skip(recent.len().saturating_sub(n)).cloned().collect()
+        recent
+            .iter()
+            .skip(recent.len().saturating_sub(n))
+            .cloned()
+            .collect()
     }
 
     /// Sets what runs before a client's stream opens (a shared store; once).
@@ -224,7 +228,11 @@ impl AuditHub {
         let (tx, rx) = mpsc::channel(BUFFER);
         let lagged = CancellationToken::new();
         let mut clients = self.lock();
-        let replay = if recent > 0 { self.recent(recent) } else { Vec::new() };
+        let replay = if recent > 0 {
+            self.recent(recent)
+        } else {
+            Vec::new()
+        };
         clients.retain(|c| !c.tx.is_closed());
         clients.push(Client {
             tx,

@@ -497,7 +497,12 @@ async fn with_a_token_only_the_static_shell_and_assets_load_without_it() {
         ("/plugins", Some(BROWSER_ACCEPT), None, StatusCode::OK),
         ("/assets/app.js", None, None, StatusCode::OK),
         ("/assets/tam-markers.woff2", None, None, StatusCode::OK),
-        ("/assets/tam-markers-license.txt", None, None, StatusCode::OK),
+        (
+            "/assets/tam-markers-license.txt",
+            None,
+            None,
+            StatusCode::OK,
+        ),
         ("/resources", Some(BROWSER_ACCEPT), None, StatusCode::OK),
         (
             "/api/resources",

@@ -173,7 +173,10 @@ async fn the_mcp_view_shows_the_json_rpc_messages_and_notifications_of_a_call() 
         .find(|r| r[1] == json!("notifications/message"))
         .unwrap_or_else(|| panic!("a log notification: {log}"));
     assert!(
-        logged[2].as_str().unwrap().contains("writing the note Cellar"),
+        logged[2]
+            .as_str()
+            .unwrap()
+            .contains("writing the note Cellar"),
         "{logged}"
     );
     let last = rows.last().unwrap()[2].as_str().unwrap();
@@ -255,7 +258,10 @@ async fn the_tam_markers_have_their_own_small_font() {
     assert_eq!(shown["width"], json!([16, 16, 16, 16]), "{shown}");
     assert_eq!(shown["check"], json!(true));
     assert!(
-        shown["family"].as_str().unwrap().starts_with("\"TAM markers\""),
+        shown["family"]
+            .as_str()
+            .unwrap()
+            .starts_with("\"TAM markers\""),
         "{shown}"
     );
     assert_eq!(shown["tam"], json!(true));
@@ -291,7 +297,13 @@ async fn the_index_groups_tools_by_plugin_and_stays_short_with_the_bundled_home(
         .await;
     let groups = page["groups"].as_array().unwrap();
     let names: Vec<&str> = groups.iter().map(|g| g[0].as_str().unwrap()).collect();
-    for plugin in ["CodeInterpreter", "FileOperator", "PyStats", "TextTools", "system"] {
+    for plugin in [
+        "CodeInterpreter",
+        "FileOperator",
+        "PyStats",
+        "TextTools",
+        "system",
+    ] {
         assert!(names.contains(&plugin), "a group for {plugin}: {page}");
     }
     assert!(page["tools"].as_u64().unwrap() > 12, "{page}");
@@ -502,17 +514,19 @@ async fn resources_and_prompts_are_listed_and_read() {
     c.shot("resources").await;
 
     b.goto(&c.url("/prompts")).await;
-    let msg = b.find("[data-prompt=agent_host] textarea[name=message]").await;
+    let msg = b
+        .find("[data-prompt=agent_host] textarea[name=message]")
+        .await;
     b.type_into(&msg, "A room for the night, please.").await;
-    b.click(
-        &b.find("[data-prompt=agent_host] button[type=submit]")
-            .await,
-    )
-    .await;
+    b.click(&b.find("[data-prompt=agent_host] button[type=submit]").await)
+        .await;
     let messages = b
         .wait_text("#prompt-messages", "A room for the night, please.")
         .await;
-    assert!(messages.contains("Inn:room_price"), "the manual: {messages}");
+    assert!(
+        messages.contains("Inn:room_price"),
+        "the manual: {messages}"
+    );
     let roles = b
         .js(
             "return [...document.querySelectorAll('#prompt-messages [data-role]')].map(e => e.dataset.role)",
@@ -520,7 +534,11 @@ async fn resources_and_prompts_are_listed_and_read() {
         )
         .await;
     assert!(
-        roles.as_array().unwrap().iter().all(|r| r == "user" || r == "assistant"),
+        roles
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r == "user" || r == "assistant"),
         "{roles}"
     );
     assert_eq!(roles.as_array().unwrap().last(), Some(&json!("user")));

@@ -43,8 +43,16 @@ pub const MARKER_FONT_LICENSE: &str = include_str!("assets/fonts/OFL.txt");
 
 /// The static assets: path, body, content type.
 const ASSETS: [(&str, &[u8], &str); 4] = [
-    ("/assets/app.js", APP_JS.as_bytes(), "text/javascript; charset=utf-8"),
-    ("/assets/app.css", APP_CSS.as_bytes(), "text/css; charset=utf-8"),
+    (
+        "/assets/app.js",
+        APP_JS.as_bytes(),
+        "text/javascript; charset=utf-8",
+    ),
+    (
+        "/assets/app.css",
+        APP_CSS.as_bytes(),
+        "text/css; charset=utf-8",
+    ),
     ("/assets/tam-markers.woff2", MARKER_FONT, "font/woff2"),
     (
         "/assets/tam-markers-license.txt",
@@ -158,7 +166,6 @@ pub fn page() -> Response {
 async fn page_handler() -> Response {
     page()
 }
-
 
 /// The explorer's routes (pages, assets, JSON API), for `served`. `/tools/{id}` is not here:
 /// the REST route answers it and hands browsers [`page`].

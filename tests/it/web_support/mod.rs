@@ -364,7 +364,11 @@ impl Browser {
             .iter()
             .map(|k| json!({"type": "keyDown", "value": k}))
             .collect();
-        actions.extend(keys.iter().rev().map(|k| json!({"type": "keyUp", "value": k})));
+        actions.extend(
+            keys.iter()
+                .rev()
+                .map(|k| json!({"type": "keyUp", "value": k})),
+        );
         self.cmd(
             reqwest::Method::POST,
             "/actions",
