@@ -614,6 +614,15 @@ async fn a_server_with_a_token_asks_for_it_once_and_streams_with_it() {
     b.type_into(&right, "s3cret-token").await;
     b.click(&b.find("#save-token").await).await;
     b.wait_text("#count", " tools").await;
+    // The curl line beside an answer names the token's variable, never the token.
+    b.goto(&c.url("/tools/system:echo")).await;
+    b.click(&b.find("#run").await).await;
+    b.wait_text("#http-status", "200").await;
+    let curl = b.text_of("#curl").await;
+    assert!(
+        curl.contains("Authorization: Bearer $TAVERN_TOKEN") && !curl.contains("s3cret"),
+        "{curl}"
+    );
     // Streams carry the token too (EventSource could not).
     b.goto(&c.url("/audit")).await;
     b.wait_text("#audit-state", "Live").await;
