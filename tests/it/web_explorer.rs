@@ -545,3 +545,56 @@ async fn resources_and_prompts_are_listed_and_read() {
     c.shot("prompts").await;
     c.end().await;
 }
+
+#[tokio::test]
+async fn a_cancelled_workflow_run_shows_its_nodes_cancelled_not_failed() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(c) = Case::start(&[]).await else {
+        return;
+    };
+    let b = &c.browser;
+    b.goto(&c.url("/workflows/slow_steps")).await;
+    let text = b.find("#p-text").await;
+    b.type_into(&text, "a guest").await;
+    let ms = b.find("#p-ms").await;
+    b.type_into(&ms, "1500").await;
+    b.click(&b.find("#run").await).await;
+    b.wait_js(
+        "return document.querySelector('#nodes tr[data-node=first]').dataset.status === 'running'",
+        "the first step to run",
+    )
+    .await;
+    // The job's request is shown beside it.
+    b.wait_text("#http-status", "20").await;
+    assert!(b.text_of("#curl").await.contains("/api/jobs"));
+    b.click(&b.find("#cancel").await).await;
+    b.wait_text("#job-status", "cancelled").await;
+    b.wait_text("#result", "Cancelled").await;
+    let states = b
+        .js(
+            "return Object.fromEntries([...document.querySelectorAll('#nodes tr[data-node]')].map(r => [r.dataset.node, r.dataset.status || '']))",
+            json!([]),
+        )
+        .await;
+    let values: Vec<&str> = states
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(!values.contains(&"failed"), "nothing failed: {states}");
+    assert_eq!(states["in"], json!("succeeded"), "{states}");
+    assert_eq!(
+        states["first"],
+        json!("cancelled"),
+        "the step the cancel stopped: {states}"
+    );
+    let bar = b
+        .js(
+            "const p = document.getElementById('job-progress'); return [p.className, p.value < p.max]",
+            json!([]),
+        )
+        .await;
+    assert_eq!(bar, json!(["cancelled", true]));
+    c.end().await;
+}
