@@ -36,6 +36,20 @@ async fn long_text_gets_a_textarea_where_enter_adds_a_line_and_ctrl_enter_runs()
         fields[2].as_str().unwrap().contains("Ctrl+Enter"),
         "the field says how to run: {fields}"
     );
+    // The rule, case by case (the page's own function).
+    let rule = b
+        .js(
+            "return [['x', {format: 'markdown'}], ['x', {contentMediaType: 'text/html'}], ['x', {default: 'a\\nb'}],
+                     ['x', {maxLength: 500}], ['notes', {maxLength: 500}], ['body', {maxLength: 50}],
+                     ['systemPrompt', {}], ['file_content', {}], ['filePath', {}], ['message_id', {}], ['guestName', {}]]
+                    .map(([n, s]) => isLongString(n, s))",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        rule,
+        json!([true, true, true, true, true, false, true, true, false, false, false])
+    );
     let title = b.find("#p-title").await;
     b.type_into(&title, "Shopping").await;
     let content = b.find("#p-content").await;
