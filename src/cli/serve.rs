@@ -55,6 +55,10 @@ pub struct Args {
     /// Most MCP sessions kept (past it the oldest idle one is closed).
     #[arg(long, value_name = "N", default_value_t = 1000)]
     pub max_sessions: usize,
+    /// Audit records kept for the /audit page's first rows (GET /api/audit/events?recent=N);
+    /// 0 keeps none, and calls skip the audit work while no client follows the stream.
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    pub audit_recent: usize,
     /// Limits and reload.
     #[command(flatten)]
     pub common: Common,
@@ -84,6 +88,7 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
     options.idle_timeout = std::time::Duration::from_secs(args.idle_timeout_secs.max(1));
     options.max_connections = args.max_connections.max(1);
     options.max_sessions = args.max_sessions.max(1);
+    options.audit_recent = args.audit_recent;
     let listener = match tokio::net::TcpListener::bind(args.addr).await {
         Ok(l) => l,
         Err(e) => {

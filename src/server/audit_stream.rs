@@ -10,11 +10,13 @@
 //! the connection frees it). With no client connected the tap says it wants nothing, and
 //! calls skip the audit work (unless an `--audit` file or a log subscriber wants it).
 //!
-//! Besides, the hub keeps the last [`RECENT`] records it was handed (one short `VecDeque` of
-//! shared strings), so the page opened after a call still shows it: `?recent=N` replays up
-//! to N of them, oldest first, before the live records (taken under the same lock as the
-//! subscription, so none is missed or shown twice). To have them, the hub always wants
-//! records: every call served builds its audit record.
+//! Besides, the hub keeps the last records it was handed ([`RECENT`] by default,
+//! `--audit-recent N`; one short `VecDeque` of shared strings), so the page opened after a
+//! call still shows it: `?recent=N` replays up to N of them, oldest first, before the live
+//! records (taken under the same lock as the subscription, so none is missed or shown
+//! twice). To have them, a hub that keeps records always wants them: every call served
+//! builds its audit record (about a microsecond or two); with `--audit-recent 0` it keeps
+//! none and wants records only while a client follows, as the paragraph above says.
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -38,7 +40,7 @@ use super::Served;
 /// Records a client may fall behind before it is dropped.
 pub const BUFFER: usize = 1024;
 
-/// Records the hub keeps for `?recent=N`.
+/// Records the hub keeps for `?recent=N` unless told otherwise (`--audit-recent`).
 pub const RECENT: usize = 200;
 
 struct Client {
@@ -79,6 +81,8 @@ pub type Opener = Box<
 /// The audit records of a server, fanned out to its SSE clients.
 #[derive(Default)]
 pub struct AuditHub {
+    /// How many recent records [`AuditHub::recent`] keeps (0: none).
+    keep: usize,
     clients: Mutex<Vec<Client>>,
     /// `clients.len()`, read without the lock by [`crate::hooks::AuditTap::wanted`].
     count: AtomicUsize,
@@ -100,9 +104,14 @@ impl std::fmt::Debug for AuditHub {
 }
 
 impl crate::hooks::AuditTap for AuditHub {
-    /// Always: the hub keeps the recent records for a page opened later.
+    /// Always when the hub keeps recent records (for a page opened later); else while a
+    /// client follows (with a shared store: a client of any replica).
     fn wanted(&self) -> bool {
-        true
+        self.keep > 0
+            || match self.forward.get() {
+                Some((_, any)) => any.load(Ordering::Relaxed),
+                None => self.count.load(Ordering::Acquire) > 0,
+            }
     }
 
     fn record(&self, record: &Value) {
@@ -170,15 +179,26 @@ impl AuditHub {
         self.lock().iter().filter_map(|c| c.from).min()
     }
 
+    /// A hub keeping the last `keep` records for `?recent=N` (0: none).
+    pub fn keeping(keep: usize) -> AuditHub {
+        AuditHub {
+            keep,
+            ..AuditHub::default()
+        }
+    }
+
     fn remember(&self, text: Arc<str>) {
+        if self.keep == 0 {
+            return;
+        }
         let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-        if recent.len() == RECENT {
+        if recent.len() >= self.keep {
             recent.pop_front();
         }
         recent.push_back(text);
     }
 
-    /// The last `n` (at most [`RECENT`]) records this server made, oldest first.
+    /// The last `n` (at most as many as it keeps) records this server made, oldest first.
     pub fn recent(&self, n: usize) -> Vec<Arc<str>> {
         let recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         recent
@@ -308,7 +328,7 @@ async fn audit_events(
             ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "bad_request",
-                format!("?recent={n} is not a count; give how many recent records to send first (at most {RECENT})"),
+                format!("?recent={n} is not a count; give how many recent records to send first (this server keeps its last {}: --audit-recent)", served.audit_hub().keep),
             )
         })?,
     };
@@ -339,6 +359,7 @@ mod tests {
     #[tokio::test]
     async fn a_client_that_falls_behind_is_told_and_dropped_and_no_sender_waits() {
         let hub = AuditHub::default();
+        assert!(!hub.wanted(), "no client and nothing kept: nothing wanted");
         let rx = hub.subscribe();
         // Far more records than the buffer, with nobody reading: sending never waits.
         for i in 0..(BUFFER + 10) {
@@ -361,7 +382,7 @@ mod tests {
 
     #[test]
     fn the_hub_keeps_the_last_records_for_a_late_client() {
-        let hub = AuditHub::default();
+        let hub = AuditHub::keeping(RECENT);
         assert!(hub.wanted(), "recent records are kept with no client");
         for i in 0..(RECENT + 5) {
             hub.record(&json!({"event": "call", "n": i}));
@@ -373,5 +394,9 @@ mod tests {
             .collect();
         assert_eq!(n, [json!(RECENT + 2), json!(RECENT + 3), json!(RECENT + 4)]);
         assert_eq!(hub.recent(10_000).len(), RECENT, "at most RECENT are kept");
+        let none = AuditHub::keeping(0);
+        assert!(!none.wanted(), "keeping none: wanted only with a client");
+        none.record(&json!({"event": "call"}));
+        assert!(none.recent(10).is_empty());
     }
 }

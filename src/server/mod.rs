@@ -76,6 +76,9 @@ pub struct ServeOptions {
     pub max_connections: usize,
     /// Most MCP sessions kept (past it the oldest idle one is closed).
     pub max_sessions: usize,
+    /// Audit records kept for `GET /api/audit/events?recent=N` (the `/audit` page's first
+    /// rows); 0 keeps none, and calls then skip the audit work while no client follows.
+    pub audit_recent: usize,
 }
 
 impl Default for ServeOptions {
@@ -98,6 +101,7 @@ impl Default for ServeOptions {
             idle_timeout: Duration::from_secs(5),
             max_connections: 512,
             max_sessions: 1000,
+            audit_recent: audit_stream::RECENT,
         }
     }
 }
@@ -159,7 +163,7 @@ impl Served {
     /// Serves `engine` with `options`, keeping jobs in `jobs` (made with another
     /// [`jobs::store::JobStore`] than the in-memory one; see [`jobs::Jobs::with_store`]).
     pub fn with_jobs(engine: Engine, options: ServeOptions, jobs: jobs::Jobs) -> Arc<Self> {
-        let audit = Arc::new(audit_stream::AuditHub::default());
+        let audit = Arc::new(audit_stream::AuditHub::keeping(options.audit_recent));
         engine.hooks().add_audit_tap(audit.clone());
         Arc::new(Served {
             engine: ArcSwap::from_pointee(engine),

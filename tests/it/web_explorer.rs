@@ -612,3 +612,68 @@ async fn a_cancelled_workflow_run_shows_its_nodes_cancelled_not_failed() {
     assert_eq!(bar, json!(["cancelled", true]));
     c.end().await;
 }
+
+/// The first `n` `audit` records of `GET /api/audit/events?recent=…` (`path`), calling
+/// `live` once the stream is open.
+async fn first_audit_records(base: &str, path: &str, n: usize, live: Value) -> Vec<Value> {
+    use futures_util::StreamExt;
+    let http = reqwest::Client::new();
+    let r = http.get(format!("{base}{path}")).send().await.unwrap();
+    assert_eq!(r.status(), reqwest::StatusCode::OK);
+    http.post(format!("{base}/api/invoke"))
+        .json(&live)
+        .send()
+        .await
+        .unwrap();
+    let mut body = r.bytes_stream();
+    let mut text = String::new();
+    let mut records = Vec::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while records.len() < n {
+        let chunk = tokio::time::timeout_at(deadline, body.next())
+            .await
+            .unwrap_or_else(|_| panic!("{n} audit records in time; got {text}"))
+            .expect("the stream stays open")
+            .unwrap();
+        text.push_str(&String::from_utf8_lossy(&chunk));
+        records = text
+            .split("\n\n")
+            .filter(|e| e.contains("event: audit"))
+            .filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data: ")))
+            .filter_map(|d| serde_json::from_str(d).ok())
+            .collect();
+    }
+    records.truncate(n);
+    records
+}
+
+#[tokio::test]
+async fn recent_audit_records_are_replayed_first_unless_the_server_keeps_none() {
+    let before = json!({"tool": "Inn:room_price", "args": {"nights": 1, "room": "single"}});
+    let live = json!({"tool": "system:echo", "args": {"text": "live"}});
+    for (flags, expected) in [
+        (&[][..], &["Inn:room_price", "system:echo"][..]),
+        (&["--audit-recent", "0"][..], &["system:echo"][..]),
+    ] {
+        let home = crate::web_support::web_home();
+        let s = crate::server_support::Server::start(home.path(), flags);
+        reqwest::Client::new()
+            .post(format!("{}/api/invoke", s.base))
+            .json(&before)
+            .send()
+            .await
+            .unwrap();
+        let records = first_audit_records(
+            &s.base,
+            "/api/audit/events?recent=10",
+            expected.len(),
+            live.clone(),
+        )
+        .await;
+        let tools: Vec<&str> = records
+            .iter()
+            .map(|r| r["tool"].as_str().unwrap())
+            .collect();
+        assert_eq!(tools, expected, "{flags:?}: {records:?}");
+    }
+}
