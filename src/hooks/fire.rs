@@ -93,7 +93,7 @@ async fn confirm(ctx: &CallContext, fields: &mut Map<String, Value>) -> Result<(
         .observer
         .as_ref()
         .and_then(|o| o.client_request("elicitation/create", params));
-    let unsupported = crate::script::UNSUPPORTED;
+    let unsupported = crate::tools::UNSUPPORTED;
     let answer = match asked {
         Some(f) => f.await,
         None => Err(format!(
