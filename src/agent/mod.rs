@@ -29,8 +29,8 @@ pub use events::{
     Event, EventBus, Subscription, RESPONSE, TOOL_FINISHED, TOOL_STARTED, TURN_FINISHED,
 };
 pub use manual::{
-    action_example, example, how_to_call, render as render_manual, render_teaching, tam_example,
-    tool_json, ManualStyle,
+    action_example, example, how_to_call, provider_tool_json, render as render_manual,
+    render_teaching, tam_example, tool_json, ManualStyle, ProviderShape,
 };
 pub use profile::{build_inventory, list_ids, reference_problems, AgentProfile, Inventory};
 pub(crate) use runtime::EngineParts;
