@@ -35,8 +35,10 @@ pub mod hook_seam {
 
     use serde_json::{json, Map, Value};
 
-    use crate::hooks::points::{AGENT_AFTER_PARSE_IX, AGENT_BEFORE_DELIBERATE_IX};
-    use crate::hooks::{Field, Hooks};
+    use crate::hooks::points::{
+        AgentAfterParse, AgentBeforeDeliberate, AGENT_AFTER_PARSE_IX, AGENT_BEFORE_DELIBERATE_IX,
+    };
+    use crate::hooks::{take_map, Hooks};
     use crate::protocol::Parsed;
     use crate::tools::{CallContext, Caller, ToolError, ToolManager};
 
@@ -57,16 +59,14 @@ pub mod hook_seam {
         if !hooks.active_at(AGENT_BEFORE_DELIBERATE_IX) {
             return Ok(());
         }
-        let mut f = [
-            Field::Str(agent),
-            Field::Value(json!(turn)),
-            Field::Value(Value::Object(std::mem::take(inputs))),
-        ];
-        let fired = hooks
-            .fire(AGENT_BEFORE_DELIBERATE_IX, &mut f, &ctx(agent, tools))
-            .await;
+        let mut ev = AgentBeforeDeliberate {
+            agent,
+            turn: json!(turn),
+            inputs: Value::Object(std::mem::take(inputs)),
+        };
+        let fired = ev.fire(hooks, &ctx(agent, tools)).await;
         // The inputs come back, replaced or not, vetoed or not.
-        *inputs = f[2].take_map();
+        *inputs = take_map(&mut ev.inputs);
         fired.map(|_| ())
     }
 
@@ -88,17 +88,14 @@ pub mod hook_seam {
             .iter()
             .map(|c| json!({"tool": c.tool, "args": c.args}))
             .collect();
-        let mut f = [
-            Field::Str(agent),
-            Field::Value(json!(turn)),
-            Field::Str(output),
-            Field::Str(&parsed.response_text),
-            Field::Value(Value::Array(calls)),
-        ];
-        hooks
-            .fire(AGENT_AFTER_PARSE_IX, &mut f, &ctx(agent, tools))
-            .await
-            .map(|_| ())
+        let mut ev = AgentAfterParse {
+            agent,
+            turn: json!(turn),
+            output,
+            response_text: &parsed.response_text,
+            calls: Value::Array(calls),
+        };
+        ev.fire(hooks, &ctx(agent, tools)).await.map(|_| ())
     }
 }
 
