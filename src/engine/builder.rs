@@ -512,8 +512,9 @@ impl EngineBuilder {
             + Send
             + Sync
             + 'static,
-        Fut:
-            std::future::Future<Output = Result<crate::hooks::HookReturn, String>> + Send + 'static,
+        Fut: std::future::Future<Output = Result<crate::hooks::HookReturn, crate::hooks::HookError>>
+            + Send
+            + 'static,
     {
         if let Err(e) = self.hooks.on_async(point, Default::default(), f) {
             self.hook_errors.push(e);

@@ -7,7 +7,7 @@ use std::time::Instant;
 use serde_json::{json, Map, Value};
 
 use super::points::{PointSpec, ToolAfter, ToolBefore, POINTS, TOOL_AFTER_IX, TOOL_BEFORE_IX};
-use super::{event, vetoed, Handlers, HookHandle, HookReturn, Hooks, MAX_HOOK_DEPTH};
+use super::{event, vetoed, Handlers, HookError, HookHandle, HookReturn, Hooks, MAX_HOOK_DEPTH};
 use crate::tools::{CallContext, Caller, Interceptor, KeyMatching, Tool, ToolError, ToolFuture};
 
 /// One field of an event, given in the order of its point's `fields` column
@@ -411,10 +411,12 @@ fn is_object_field(k: &str) -> bool {
 
 /// Why a replacement cannot be taken: inputs or outputs that are not an object (the
 /// handler failed, so the event keeps what it had).
-fn misshapen(fields: &Map<String, Value>) -> Option<String> {
+fn misshapen(fields: &Map<String, Value>) -> Option<HookError> {
     fields.iter().find_map(|(k, v)| {
-        (is_object_field(k) && !v.is_object() && !v.is_null())
-            .then(|| format!("it replaced '{k}' with {v}, which is not an object of named values"))
+        (is_object_field(k) && !v.is_object() && !v.is_null()).then(|| HookError::NotAnObject {
+            field: k.clone(),
+            value: v.to_string(),
+        })
     })
 }
 
