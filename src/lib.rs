@@ -44,6 +44,7 @@ mod hooks;
 mod plugins;
 mod problem;
 mod protocol;
+mod request;
 mod sandbox;
 mod script;
 #[cfg(feature = "server")]

@@ -399,22 +399,45 @@ pub fn how_to_call(calls: CallFormat) -> String {
 /// only an unindented `Observation:` line is a result (`tools::frame_observation`).
 pub const RESULTS_NOTE: &str = "Each call's result comes back to you as an Observation that starts a line: `Observation: Tool <id> executed successfully. Result: …` or `Observation: Error - …`. A result of several lines goes on in lines indented by four spaces, and in those lines a line starting with `Observation:` is written `\\Observation:`: it is text of that result, not another Observation.\n";
 
-/// One tool as OpenAI or Anthropic tool JSON.
-pub fn tool_json(t: &Tool, style: ManualStyle) -> Value {
+/// The provider shapes of a tool-list entry. [`provider_tool_json`] is the one writer of both:
+/// an agent's native tool list ([`tool_json`]) and the server's OpenAI/Anthropic exports
+/// (`server/export.rs`) call it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderShape {
+    /// OpenAI function calling: `{"type": "function", "function": {name, description,
+    /// parameters}}`.
+    OpenAi,
+    /// Anthropic tool use: `{name, description, input_schema}`.
+    Anthropic,
+}
+
+/// One tool in a provider's shape, with `parameters` as its schema (an agent sends the
+/// definition's own; the server's exports send the closed `input_schema`).
+pub fn provider_tool_json(t: &Tool, shape: ProviderShape, parameters: Value) -> Value {
     let d = &t.definition;
-    match style {
-        ManualStyle::Anthropic => json!({
+    match shape {
+        ProviderShape::Anthropic => json!({
             "name": t.wire_name(),
             "description": d.description,
-            "input_schema": d.parameters,
+            "input_schema": parameters,
         }),
-        _ => json!({
+        ProviderShape::OpenAi => json!({
             "type": "function",
             "function": {
                 "name": t.wire_name(),
                 "description": d.description,
-                "parameters": d.parameters,
+                "parameters": parameters,
             }
         }),
     }
+}
+
+/// One tool as OpenAI or Anthropic tool JSON (Anthropic for [`ManualStyle::Anthropic`],
+/// OpenAI otherwise), with the definition's own parameter schema.
+pub fn tool_json(t: &Tool, style: ManualStyle) -> Value {
+    let shape = match style {
+        ManualStyle::Anthropic => ProviderShape::Anthropic,
+        _ => ProviderShape::OpenAi,
+    };
+    provider_tool_json(t, shape, t.definition.parameters.clone())
 }

@@ -29,10 +29,11 @@ pub use events::{
     Event, EventBus, Subscription, RESPONSE, TOOL_FINISHED, TOOL_STARTED, TURN_FINISHED,
 };
 pub use manual::{
-    action_example, example, how_to_call, render as render_manual, render_teaching, tam_example,
-    tool_json, ManualStyle,
+    action_example, example, how_to_call, provider_tool_json, render as render_manual,
+    render_teaching, tam_example, tool_json, ManualStyle, ProviderShape,
 };
 pub use profile::{build_inventory, list_ids, reference_problems, AgentProfile, Inventory};
+pub(crate) use runtime::EngineParts;
 pub use runtime::{
     hook_seam, AgentRun, AgentRuntime, AgentRuntimeBuilder, CallRecord, Limits, StopReason, Turn,
 };
@@ -79,25 +80,4 @@ pub fn register_nodes(
     settings: &crate::config::Settings,
 ) {
     llm::register_nodes(registry, settings);
-}
-
-impl crate::Engine {
-    /// Starts an agent from `<home>/agents/<target>.json` or a profile file.
-    pub fn agent(&self, target: &str) -> Result<AgentRuntimeBuilder<'_>, AgentError> {
-        let profile = AgentProfile::load(self.home(), target)?;
-        let b = AgentRuntime::builder(self, profile);
-        // The home's world.json (read by the engine), unless the caller sets another.
-        Ok(match self.world() {
-            Some(w) => {
-                b.world_state(MemoryWorldState::new(w.clone()) as std::sync::Arc<dyn WorldState>)
-            }
-            None => b,
-        })
-    }
-
-    /// The manual of an agent's inventory in `style`.
-    pub fn agent_manual(&self, target: &str, style: ManualStyle) -> Result<String, AgentError> {
-        let rt = self.agent(target)?.build()?;
-        Ok(rt.manual_in(style))
-    }
 }

@@ -35,8 +35,10 @@ pub mod hook_seam {
 
     use serde_json::{json, Map, Value};
 
-    use crate::hooks::points::{AGENT_AFTER_PARSE_IX, AGENT_BEFORE_DELIBERATE_IX};
-    use crate::hooks::{Field, Hooks};
+    use crate::hooks::points::{
+        AgentAfterParse, AgentBeforeDeliberate, AGENT_AFTER_PARSE_IX, AGENT_BEFORE_DELIBERATE_IX,
+    };
+    use crate::hooks::{take_map, Hooks};
     use crate::protocol::Parsed;
     use crate::tools::{CallContext, Caller, ToolError, ToolManager};
 
@@ -57,16 +59,14 @@ pub mod hook_seam {
         if !hooks.active_at(AGENT_BEFORE_DELIBERATE_IX) {
             return Ok(());
         }
-        let mut f = [
-            Field::Str(agent),
-            Field::Value(json!(turn)),
-            Field::Value(Value::Object(std::mem::take(inputs))),
-        ];
-        let fired = hooks
-            .fire(AGENT_BEFORE_DELIBERATE_IX, &mut f, &ctx(agent, tools))
-            .await;
+        let mut ev = AgentBeforeDeliberate {
+            agent,
+            turn: json!(turn),
+            inputs: Value::Object(std::mem::take(inputs)),
+        };
+        let fired = ev.fire(hooks, &ctx(agent, tools)).await;
         // The inputs come back, replaced or not, vetoed or not.
-        *inputs = f[2].take_map();
+        *inputs = take_map(&mut ev.inputs);
         fired.map(|_| ())
     }
 
@@ -88,17 +88,14 @@ pub mod hook_seam {
             .iter()
             .map(|c| json!({"tool": c.tool, "args": c.args}))
             .collect();
-        let mut f = [
-            Field::Str(agent),
-            Field::Value(json!(turn)),
-            Field::Str(output),
-            Field::Str(&parsed.response_text),
-            Field::Value(Value::Array(calls)),
-        ];
-        hooks
-            .fire(AGENT_AFTER_PARSE_IX, &mut f, &ctx(agent, tools))
-            .await
-            .map(|_| ())
+        let mut ev = AgentAfterParse {
+            agent,
+            turn: json!(turn),
+            output,
+            response_text: &parsed.response_text,
+            calls: Value::Array(calls),
+        };
+        ev.fire(hooks, &ctx(agent, tools)).await.map(|_| ())
     }
 }
 
@@ -197,9 +194,20 @@ pub struct AgentRun {
     pub error: Option<AgentError>,
 }
 
+/// What an agent runtime takes from the engine that builds it ([`AgentRuntime::builder`] and
+/// `Engine::agent`, both in `engine/agent.rs`): the agent module knows no `Engine`.
+#[derive(Clone, Copy)]
+pub(crate) struct EngineParts<'e> {
+    pub(crate) home: &'e Path,
+    pub(crate) settings: &'e crate::config::Settings,
+    pub(crate) tools: &'e Arc<ToolManager>,
+    pub(crate) workflows: &'e Arc<Workflows>,
+    pub(crate) hooks: &'e Arc<crate::hooks::Hooks>,
+}
+
 /// Configures an [`AgentRuntime`].
 pub struct AgentRuntimeBuilder<'e> {
-    engine: &'e crate::Engine,
+    engine: EngineParts<'e>,
     profile: AgentProfile,
     world: Option<Arc<dyn WorldState>>,
     bus: Option<EventBus>,
@@ -278,18 +286,16 @@ impl<'e> AgentRuntimeBuilder<'e> {
             world: world.clone(),
             bus: bus.clone(),
         };
-        let inventory = build_inventory(&profile, engine.tools(), &env)?;
-        inventory
-            .manager
-            .set_list_nodes(engine.tools().lists_nodes());
-        let deliberation = deliberation_workflow(engine.workflows(), &profile)?;
+        let inventory = build_inventory(&profile, engine.tools, &env)?;
+        inventory.manager.set_list_nodes(engine.tools.lists_nodes());
+        let deliberation = deliberation_workflow(engine.workflows, &profile)?;
         let chat_nodes = deliberation
             .workflow
             .nodes
             .iter()
             .filter(|n| n.node_type == CHAT_NODE)
             .count();
-        let base = LlmSettings::from_settings(engine.settings())
+        let base = LlmSettings::from_settings(engine.settings)
             .map_err(|e| AgentError::Config(e.to_string()))?;
         let merged = base.overlay(&profile.llm).overlay(&self.llm);
         let backend = match (self.backend, merged.base_url.as_deref()) {
@@ -299,7 +305,7 @@ impl<'e> AgentRuntimeBuilder<'e> {
                 let file = &u["scripted:".len()..];
                 Some(Arc::new(
                     // Relative to the home, like every relative path in settings.
-                    ScriptedBackend::from_file(&engine.home().join(file))
+                    ScriptedBackend::from_file(&engine.home.join(file))
                         .map_err(|e| AgentError::Config(e.to_string()))?,
                 ) as Arc<dyn ChatBackend>)
             }
@@ -307,7 +313,7 @@ impl<'e> AgentRuntimeBuilder<'e> {
         };
         let call_format = match self.call_format.or(profile.call_format) {
             Some(c) => Some(c),
-            None => llm_call_format(engine.settings())?,
+            None => llm_call_format(engine.settings)?,
         };
         let style = profile.manual_style.unwrap_or(match call_format {
             Some(c) if c == CallFormat::ACTION => ManualStyle::Action,
@@ -358,7 +364,7 @@ impl<'e> AgentRuntimeBuilder<'e> {
             dispatch: Dispatcher {
                 agent: profile.id.clone(),
                 tools: inventory.manager.clone(),
-                engine: engine.tools().clone(),
+                engine: engine.tools.clone(),
                 bus: bus.clone(),
                 limits,
                 used: 0,
@@ -366,13 +372,13 @@ impl<'e> AgentRuntimeBuilder<'e> {
                 budget_hit: false,
                 repeat_hit: false,
             },
-            hooks: engine.hooks().clone(),
+            hooks: engine.hooks.clone(),
             profile,
             inventory,
             deliberation,
             stream_ok: chat_nodes == 1,
             inputs,
-            run_defaults: engine.workflows().defaults().options(),
+            run_defaults: engine.workflows.defaults().options(),
             manual,
             style,
             native_tools,
@@ -642,8 +648,12 @@ fn ms(d: std::time::Duration) -> f64 {
 }
 
 impl AgentRuntime {
-    /// Starts configuring a runtime for `profile` on `engine`.
-    pub fn builder(engine: &crate::Engine, profile: AgentProfile) -> AgentRuntimeBuilder<'_> {
+    /// Starts configuring a runtime for `profile` on the engine's parts (what
+    /// `AgentRuntime::builder`, in `engine/agent.rs`, hands over).
+    pub(crate) fn builder_on(
+        engine: EngineParts<'_>,
+        profile: AgentProfile,
+    ) -> AgentRuntimeBuilder<'_> {
         AgentRuntimeBuilder {
             engine,
             profile,
@@ -1151,16 +1161,16 @@ impl Dispatcher {
                     });
                     // The engine's one run path, against this agent's inventory. The loop
                     // keeps its own budget, repeat guard and chain stops around it.
-                    let req = crate::engine::Request::parsed(crate::protocol::Parsed {
+                    let req = crate::request::Request::parsed(crate::protocol::Parsed {
                         calls: vec![call.clone()],
                         ..Default::default()
                     })
                     .options(
-                        crate::engine::CallOptions::new()
+                        crate::request::CallOptions::new()
                             .caller(Caller::Model(Some(self.agent.clone())))
                             .inventory(self.tools.clone()),
                     );
-                    let mut r = crate::engine::run(self.engine.clone(), req).await.outcomes;
+                    let mut r = crate::request::run(self.engine.clone(), req).await.outcomes;
                     let result = r.pop().map(|o| o.result).unwrap_or(Ok(Value::Null));
                     (Some(started), self.refine(result))
                 }

@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 use super::Engine;
 use crate::config::Settings;
-use crate::hooks::points::{ENGINE_READY, ENGINE_READY_IX, PLUGIN_LOADED, PLUGIN_LOADED_IX};
-use crate::hooks::Field;
+use crate::hooks::fire_blocking;
+use crate::hooks::points::{
+    EngineReady, PluginLoaded, ENGINE_READY, ENGINE_READY_IX, PLUGIN_LOADED, PLUGIN_LOADED_IX,
+};
 use crate::problem::Problem;
 use crate::tools::{
     CallContext, Caller, CallerPolicy, ToolDefinition, ToolError, ToolHandler, ToolManager,
@@ -510,8 +512,9 @@ impl EngineBuilder {
             + Send
             + Sync
             + 'static,
-        Fut:
-            std::future::Future<Output = Result<crate::hooks::HookReturn, String>> + Send + 'static,
+        Fut: std::future::Future<Output = Result<crate::hooks::HookReturn, crate::hooks::HookError>>
+            + Send
+            + 'static,
     {
         if let Err(e) = self.hooks.on_async(point, Default::default(), f) {
             self.hook_errors.push(e);
@@ -670,13 +673,13 @@ impl EngineBuilder {
         if self.hooks.active_at(PLUGIN_LOADED_IX) {
             let ctx = CallContext::top(PLUGIN_LOADED, Caller::Host, tools.clone());
             for p in plugins.list() {
-                let mut f = [
-                    Field::Str(p.name()),
-                    Field::Value(serde_json::json!(p.tools)),
-                    Field::Value(serde_json::json!(p.nodes)),
-                    Field::Value(serde_json::json!(p.workflows)),
-                ];
-                let _ = self.hooks.fire_blocking(PLUGIN_LOADED_IX, &mut f, &ctx);
+                let mut ev = PluginLoaded {
+                    plugin: p.name(),
+                    tools: serde_json::json!(p.tools),
+                    nodes: serde_json::json!(p.nodes),
+                    workflows: serde_json::json!(p.workflows),
+                };
+                let _ = fire_blocking(PLUGIN_LOADED, ev.fire(&self.hooks, &ctx));
             }
         }
         let user_scripts = if self.user_scripts {
@@ -695,12 +698,12 @@ impl EngineBuilder {
         if self.hooks.active_at(ENGINE_READY_IX) {
             let ctx = CallContext::top(ENGINE_READY, Caller::Host, tools.clone());
             let names: Vec<&str> = plugins.list().iter().map(|p| p.name()).collect();
-            let mut f = [
-                Field::Value(serde_json::json!(tools.len())),
-                Field::Value(serde_json::json!(names)),
-                Field::Value(serde_json::json!(workflows.ids())),
-            ];
-            let _ = self.hooks.fire_blocking(ENGINE_READY_IX, &mut f, &ctx);
+            let mut ev = EngineReady {
+                tools: serde_json::json!(tools.len()),
+                plugins: serde_json::json!(names),
+                workflows: serde_json::json!(workflows.ids()),
+            };
+            let _ = fire_blocking(ENGINE_READY, ev.fire(&self.hooks, &ctx));
         }
         let world = read_world(&self.home, &mut problems);
         // Every problem names its file relative to the home (no absolute path reaches a

@@ -3,25 +3,24 @@
 //! process.
 //!
 //! - `builder.rs`: [`EngineBuilder`], what a host configures before plugins load;
-//! - `run.rs`: the [`Request`] (text or parsed calls, with [`CallOptions`]) and [`run`], the
-//!   one function that turns a request into a [`CallReport`]: VCP dispatch, the
-//!   warnings check, chains with their steps, the inventory, observers; `call` /
-//!   `call_blocking` put it on the engine's runtime;
+//! - `run.rs`: `call` / `call_blocking` / `run` / `run_blocking` put the one run path
+//!   ([`run`], with its [`Request`], [`CallOptions`] and [`CallReport`], which live in
+//!   `crate::request`, below `agent`) on the engine's runtime;
 //! - `pump.rs`: `submit` / `pump` / `take` for a game loop;
-//! - `report.rs`: the [`CallReport`] and the JSON `tavern call` prints.
+//! - `agent.rs`: [`Engine::agent`], the engine handing its parts to an agent runtime.
 
+mod agent;
 mod builder;
 mod host_tools;
 mod pump;
-mod report;
 mod run;
 
+pub use crate::request::{outcome_json, run, CallOptions, CallReport, CancelToken, Input, Request};
 pub use builder::{EngineBuilder, EngineError};
 pub use host_tools::blocking_handler;
 pub(crate) use pump::Pump;
 pub use pump::Ticket;
-pub use report::{outcome_json, CallReport};
-pub use run::{run, CallOptions, CancelToken, EmbedError, Input, Request};
+pub use run::EmbedError;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

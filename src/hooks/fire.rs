@@ -6,14 +6,14 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
-use super::points::{PointSpec, POINTS, TOOL_AFTER_IX, TOOL_BEFORE_IX};
-use super::{event, vetoed, Handlers, HookHandle, HookReturn, Hooks, MAX_HOOK_DEPTH};
+use super::points::{PointSpec, ToolAfter, ToolBefore, POINTS, TOOL_AFTER_IX, TOOL_BEFORE_IX};
+use super::{event, vetoed, Handlers, HookError, HookHandle, HookReturn, Hooks, MAX_HOOK_DEPTH};
 use crate::tools::{CallContext, Caller, Interceptor, KeyMatching, Tool, ToolError, ToolFuture};
 
 /// One field of an event, given in the order of its point's `fields` column
 /// ([`PointSpec::fields`]). Strings are written into the buffers of the event map this
 /// thread kept from the point's last event; values move in and back out.
-pub(crate) enum Field<'a> {
+pub(super) enum Field<'a> {
     /// A string field.
     Str(&'a str),
     /// A field holding a value written out as a string (the caller).
@@ -28,19 +28,10 @@ pub(crate) enum Field<'a> {
 
 impl Field<'_> {
     /// The value this field holds (after firing), moved out; null for any other field.
-    pub(crate) fn take(&mut self) -> Value {
+    pub(super) fn take(&mut self) -> Value {
         match self {
             Field::Value(v) => std::mem::take(v),
             _ => Value::Null,
-        }
-    }
-
-    /// [`Field::take`] for a field of named values (inputs, outputs): empty when it holds
-    /// none (a handler cannot put anything else there: see `misshapen`).
-    pub(crate) fn take_map(&mut self) -> Map<String, Value> {
-        match self.take() {
-            Value::Object(m) => m,
-            _ => Map::new(),
         }
     }
 }
@@ -56,6 +47,7 @@ impl Replaced {
     }
 
     /// Whether a handler replaced field `i` (its position in the point's `fields`).
+    #[cfg(test)]
     pub(crate) fn has(self, i: usize) -> bool {
         i < 64 && self.0 & (1 << i) != 0
     }
@@ -64,6 +56,38 @@ impl Replaced {
         if i < 64 {
             self.0 |= 1 << i;
         }
+    }
+}
+
+/// Fires a point from synchronous code (the engine's build): `fire` (a typed event's
+/// `fire`) runs on a thread of its own with its own runtime, so it works inside or outside
+/// an async runtime. `name` is the point's, for the log.
+pub(crate) fn fire_blocking<F>(name: &str, fire: F) -> Result<Replaced, ToolError>
+where
+    F: std::future::Future<Output = Result<Replaced, ToolError>> + Send,
+{
+    let run = || match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(fire),
+        Err(e) => {
+            tracing::warn!(target: "tavern::hooks", "cannot fire {name}: {e}");
+            Ok(Replaced::default())
+        }
+    };
+    std::thread::scope(|s| s.spawn(run).join()).unwrap_or_else(|_| {
+        tracing::error!(target: "tavern::hooks", "a {name} handler panicked");
+        Ok(Replaced::default())
+    })
+}
+
+/// A field of named values (inputs, outputs) as a typed event hands it back: empty when it
+/// holds none (a handler cannot put anything else there: see `misshapen`).
+pub(crate) fn take_map(v: &mut Value) -> Map<String, Value> {
+    match std::mem::take(v) {
+        Value::Object(m) => m,
+        _ => Map::new(),
     }
 }
 
@@ -93,7 +117,7 @@ async fn confirm(ctx: &CallContext, fields: &mut Map<String, Value>) -> Result<(
         .observer
         .as_ref()
         .and_then(|o| o.client_request("elicitation/create", params));
-    let unsupported = crate::script::UNSUPPORTED;
+    let unsupported = crate::tools::UNSUPPORTED;
     let answer = match asked {
         Some(f) => f.await,
         None => Err(format!(
@@ -122,7 +146,7 @@ impl Hooks {
     /// veto or a failing handler is a [`ToolError::Vetoed`] for `ctx.tool_id`; at an
     /// `after` point they are logged and skipped. Callers check [`Hooks::active_at`] first,
     /// so a point with no handlers builds nothing.
-    pub(crate) async fn fire(
+    pub(super) async fn fire(
         &self,
         ix: usize,
         fields: &mut [Field<'_>],
@@ -138,7 +162,7 @@ impl Hooks {
 
     /// [`Hooks::fire`] over `handlers`, a snapshot taken earlier (by a caller that had to
     /// know something of them first, such as whether they all run in place).
-    pub(crate) async fn fire_over(
+    pub(super) async fn fire_over(
         &self,
         ix: usize,
         handlers: Handlers,
@@ -192,31 +216,6 @@ impl Hooks {
             }
         }
         fired
-    }
-
-    /// [`Hooks::fire`] from synchronous code (the engine's build): on a thread of its own
-    /// with its own runtime, so it works inside or outside an async runtime.
-    pub(crate) fn fire_blocking(
-        &self,
-        ix: usize,
-        fields: &mut [Field<'_>],
-        ctx: &CallContext,
-    ) -> Result<Replaced, ToolError> {
-        let name = POINTS.get(ix).map_or("?", |p| p.name);
-        let run = || match tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        {
-            Ok(rt) => rt.block_on(self.fire(ix, fields, ctx)),
-            Err(e) => {
-                tracing::warn!(target: "tavern::hooks", "cannot fire {name}: {e}");
-                Ok(Replaced::default())
-            }
-        };
-        std::thread::scope(|s| s.spawn(run).join()).unwrap_or_else(|_| {
-            tracing::error!(target: "tavern::hooks", "a {name} handler panicked");
-            Ok(Replaced::default())
-        })
     }
 
     /// Runs `handlers` over `event` (an object) in place; which fields they replaced.
@@ -339,13 +338,13 @@ impl Hooks {
         let started = (after || audit).then(Instant::now);
         if self.active_at(TOOL_BEFORE_IX) {
             // The arguments move into the event and back out: no copy.
-            let mut f = [
-                Field::Str(tool.id()),
-                Field::Value(args),
-                Field::Display(&ctx.caller),
-            ];
-            let fired = self.fire(TOOL_BEFORE_IX, &mut f, &ctx).await;
-            args = f[1].take();
+            let mut ev = ToolBefore {
+                tool: tool.id(),
+                args,
+                caller: &ctx.caller,
+            };
+            let fired = ev.fire(self, &ctx).await;
+            args = ev.args;
             match fired {
                 // Replaced arguments pass the schema again.
                 Ok(r) if r.any() => args = tool.prepare(args, KeyMatching::Loose)?,
@@ -370,27 +369,28 @@ impl Hooks {
             let ok = result.is_ok();
             // The result moves into the event and back out.
             let (res, error) = match &mut result {
-                Ok(v) => (Field::Value(std::mem::take(v)), Field::Absent),
+                Ok(v) => (Some(std::mem::take(v)), None),
                 Err(e) => (
-                    Field::Absent,
-                    Field::Value(json!({"code": e.code(), "message": e.to_string()})),
+                    None,
+                    Some(json!({"code": e.code(), "message": e.to_string()})),
                 ),
             };
             let elapsed = started.map_or(0.0, |t| t.elapsed().as_secs_f64() * 1000.0);
-            let mut f = [
-                Field::Str(tool.id()),
-                Field::Value(args),
-                Field::Display(&ctx.caller),
-                Field::Value(Value::Bool(ok)),
-                res,
+            let mut ev = ToolAfter {
+                tool: tool.id(),
+                args,
+                caller: &ctx.caller,
+                ok: Value::Bool(ok),
+                result: res,
                 error,
-                Field::Value(json!(elapsed)),
-            ];
-            let fired = self.fire(TOOL_AFTER_IX, &mut f, &ctx).await;
-            let replaced = matches!(fired, Ok(r) if r.has(4));
-            // A replaced result (also for a failed call) wins.
-            if ok || replaced {
-                result = Ok(f[4].take());
+                elapsed_ms: json!(elapsed),
+            };
+            // An after point never fails the call: a failing handler was skipped.
+            let _ = ev.fire(self, &ctx).await;
+            // The result of a call that succeeded, or a result a handler set (also for a
+            // failed call: `result` is in the event only then), wins.
+            if let Some(v) = ev.result {
+                result = Ok(v);
             }
         }
         if audit {
@@ -411,10 +411,12 @@ fn is_object_field(k: &str) -> bool {
 
 /// Why a replacement cannot be taken: inputs or outputs that are not an object (the
 /// handler failed, so the event keeps what it had).
-fn misshapen(fields: &Map<String, Value>) -> Option<String> {
+fn misshapen(fields: &Map<String, Value>) -> Option<HookError> {
     fields.iter().find_map(|(k, v)| {
-        (is_object_field(k) && !v.is_object() && !v.is_null())
-            .then(|| format!("it replaced '{k}' with {v}, which is not an object of named values"))
+        (is_object_field(k) && !v.is_object() && !v.is_null()).then(|| HookError::NotAnObject {
+            field: k.clone(),
+            value: v.to_string(),
+        })
     })
 }
 

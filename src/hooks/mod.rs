@@ -31,7 +31,7 @@ use arc_swap::ArcSwap;
 use serde_json::{Map, Value};
 
 pub use audit::{AuditSink, AuditTap};
-pub(crate) use fire::Field;
+pub(crate) use fire::{fire_blocking, take_map};
 pub use overrides::{Next, OverrideHandler, OverrideInfo};
 pub use points::{point, PointSpec, POINTS};
 
@@ -77,7 +77,7 @@ impl HookReturn {
 }
 
 /// The future a handler returns: what it asked for, or why it failed.
-pub type HookFuture = Pin<Box<dyn Future<Output = Result<HookReturn, String>> + Send>>;
+pub type HookFuture = Pin<Box<dyn Future<Output = Result<HookReturn, HookError>> + Send>>;
 
 /// A hook handler (a Lua or Rhai function, or a Rust closure).
 pub trait HookHandler: Send + Sync + 'static {
@@ -94,7 +94,7 @@ pub trait HookHandler: Send + Sync + 'static {
         point: &'static str,
         event: &Value,
         ctx: &CallContext,
-    ) -> Option<Result<HookReturn, String>> {
+    ) -> Option<Result<HookReturn, HookError>> {
         let _ = (point, event, ctx);
         None
     }
@@ -114,7 +114,7 @@ pub trait HookHandler: Send + Sync + 'static {
         point: &'static str,
         event: &Value,
         ctx: &CallContext,
-    ) -> Option<Result<HookReturn, String>> {
+    ) -> Option<Result<HookReturn, HookError>> {
         self.call_now(point, event, ctx)
     }
 }
@@ -135,7 +135,7 @@ where
         point: &'static str,
         event: &Value,
         _ctx: &CallContext,
-    ) -> Option<Result<HookReturn, String>> {
+    ) -> Option<Result<HookReturn, HookError>> {
         Some(Ok((self.0)(point, event)))
     }
 
@@ -149,7 +149,7 @@ struct AsyncHook<F>(F);
 impl<F, Fut> HookHandler for AsyncHook<F>
 where
     F: Fn(&'static str, Value, CallContext) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<HookReturn, String>> + Send + 'static,
+    Fut: Future<Output = Result<HookReturn, HookError>> + Send + 'static,
 {
     fn call(&self, point: &'static str, event: Value, ctx: CallContext) -> HookFuture {
         Box::pin((self.0)(point, event, ctx))
@@ -171,7 +171,11 @@ pub struct HookOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct HookHandle(pub u64);
 
-/// Why a handler could not be registered.
+/// What went wrong with a hook: a handler that could not be registered, or one that failed
+/// while it handled an event (what a [`HookHandler`] or an async host hook returns as its
+/// error; a failure at a `before` point refuses the work, at an `after` point it is logged
+/// and skipped). A host hook may return any text as [`HookError::Failed`] (`Err(msg.into())`
+/// from a `String` or `&str`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HookError {
     /// No such point.
@@ -187,6 +191,48 @@ pub enum HookError {
         /// The point.
         point: String,
     },
+    /// A handler failed, saying why (a host hook's own message, a script's error).
+    #[error("{0}")]
+    Failed(String),
+    /// A handler replaced `inputs` or `outputs` with something that is not an object of
+    /// named values (the event keeps what it had).
+    #[error("it replaced '{field}' with {value}, which is not an object of named values")]
+    NotAnObject {
+        /// The field (`inputs`, `outputs`).
+        field: String,
+        /// What it was given, as JSON.
+        value: String,
+    },
+    /// A script handler ran past one of its limits (instructions, memory …).
+    #[error("the {point} handler exceeded the {limit} limit: {message}")]
+    LimitExceeded {
+        /// The point.
+        point: String,
+        /// The limit.
+        limit: String,
+        /// What happened.
+        message: String,
+    },
+    /// A script handler ran past its time limit.
+    #[error("the {point} handler ran past its {after_ms} ms limit")]
+    Timeout {
+        /// The point.
+        point: String,
+        /// The limit, in milliseconds.
+        after_ms: u64,
+    },
+}
+
+impl From<String> for HookError {
+    fn from(message: String) -> Self {
+        HookError::Failed(message)
+    }
+}
+
+impl From<&str> for HookError {
+    fn from(message: &str) -> Self {
+        HookError::Failed(message.to_string())
+    }
 }
 
 /// One registered handler, as listings show it.
@@ -381,7 +427,7 @@ impl Hooks {
     ) -> Result<HookHandle, HookError>
     where
         F: Fn(&'static str, Value, CallContext) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<HookReturn, String>> + Send + 'static,
+        Fut: Future<Output = Result<HookReturn, HookError>> + Send + 'static,
     {
         self.on(point, "host", opts, Arc::new(AsyncHook(f)))
     }

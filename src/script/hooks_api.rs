@@ -13,7 +13,9 @@ use super::host::{in_script_thread, set_thread_handle, ScriptEnv};
 use super::plugin::{HookFn, PluginScripts, ScriptToolHandler};
 use super::ScriptError;
 use crate::hooks::OverrideHandler;
-use crate::hooks::{HookFuture, HookHandle, HookHandler, HookOptions, HookReturn, Hooks, Next};
+use crate::hooks::{
+    HookError, HookFuture, HookHandle, HookHandler, HookOptions, HookReturn, Hooks, Next,
+};
 use crate::tools::{CallContext, ToolError, ToolFuture, ToolHandler, ToolManager};
 
 /// Reaches the built scripts (set once they are built; `None` once they are dropped).
@@ -298,7 +300,7 @@ impl HookHandler for ScriptHook {
         point: &'static str,
         event: &Value,
         ctx: &CallContext,
-    ) -> Option<Result<HookReturn, String>> {
+    ) -> Option<Result<HookReturn, HookError>> {
         if !runs_in_place() {
             return None;
         }
@@ -314,7 +316,7 @@ impl HookHandler for ScriptHook {
         point: &'static str,
         event: &Value,
         ctx: &CallContext,
-    ) -> Option<Result<HookReturn, String>> {
+    ) -> Option<Result<HookReturn, HookError>> {
         Some(
             self.scripts
                 .run_hook(&self.f, event, ctx)
@@ -346,16 +348,19 @@ impl HookHandler for ScriptHook {
     }
 }
 
-fn hook_error(point: &str, e: ToolError) -> String {
+fn hook_error(point: &str, e: ToolError) -> HookError {
     match e {
-        ToolError::Failed { message, .. } => message,
-        ToolError::LimitExceeded { limit, message, .. } => {
-            format!("the {point} handler exceeded the {limit} limit: {message}")
-        }
-        ToolError::Timeout { after_ms, .. } => {
-            format!("the {point} handler ran past its {after_ms} ms limit")
-        }
-        other => other.to_string(),
+        ToolError::Failed { message, .. } => HookError::Failed(message),
+        ToolError::LimitExceeded { limit, message, .. } => HookError::LimitExceeded {
+            point: point.to_string(),
+            limit,
+            message,
+        },
+        ToolError::Timeout { after_ms, .. } => HookError::Timeout {
+            point: point.to_string(),
+            after_ms,
+        },
+        other => HookError::Failed(other.to_string()),
     }
 }
 

@@ -915,7 +915,7 @@ fn park_block_on<F: std::future::Future>(fut: F, deadline: Option<Instant>) -> O
 }
 
 /// The prefix of the error `api.ask` / `api.llm.chat` fail with when no client can answer.
-pub const UNSUPPORTED: &str = "client_unsupported";
+pub use crate::tools::UNSUPPORTED;
 
 /// Longest tool description a script may register.
 pub(crate) const MAX_DESCRIPTION: usize = 4096;

@@ -1,11 +1,14 @@
 //! Every outside shape of a tool list, generated in one place from the tool definitions:
 //! tavern's own (`GET /api/tools`), MCP `tools/list`, OpenAI function calling and Anthropic
-//! tool use. `tavern tools --format …`, the REST API and the MCP server all call these.
+//! tool use. `tavern tools --format …`, the REST API and the MCP server all call these. The
+//! OpenAI and Anthropic entries are written by `agent::provider_tool_json`, the one writer
+//! of those two shapes (agents' native tool lists use it too, without the `server` feature).
 
 use std::str::FromStr;
 
 use serde_json::{json, Map, Value};
 
+use crate::agent::{provider_tool_json, ProviderShape};
 use crate::tools::Tool;
 
 /// Which shape a tool list is written in.
@@ -122,19 +125,10 @@ pub fn tool_json(tool: &Tool, format: ExportFormat) -> Value {
             "annotations": annotations(tool),
             "_meta": {"tavern/id": d.id},
         }),
-        ExportFormat::OpenAi => json!({
-            "type": "function",
-            "function": {
-                "name": tool.wire_name(),
-                "description": d.description,
-                "parameters": input_schema(tool),
-            },
-        }),
-        ExportFormat::Anthropic => json!({
-            "name": tool.wire_name(),
-            "description": d.description,
-            "input_schema": input_schema(tool),
-        }),
+        ExportFormat::OpenAi => provider_tool_json(tool, ProviderShape::OpenAi, input_schema(tool)),
+        ExportFormat::Anthropic => {
+            provider_tool_json(tool, ProviderShape::Anthropic, input_schema(tool))
+        }
     }
 }
 

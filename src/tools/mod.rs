@@ -47,6 +47,7 @@ pub use listing::{frame_observation, success_observation, OBSERVATION_INDENT};
 pub use log::{LogCallback, LogRecord, LogSink};
 pub use observe::{
     resource_updates, CallObserver, ClientFuture, LogLevel, NodeEvent, NodeState, Observer,
+    UNSUPPORTED,
 };
 pub use policy::CallerPolicy;
 pub use schema::{normalize_key, KeyMatching};

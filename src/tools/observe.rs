@@ -139,3 +139,7 @@ impl std::fmt::Debug for dyn CallObserver {
 
 /// The observer a call carries, if any.
 pub type Observer = Option<Arc<dyn CallObserver>>;
+
+/// The prefix of the error a request to the client fails with when no client can answer
+/// (`api.ask` / `api.llm.chat`, a hook's `confirm` verdict, `llm:Chat` sampling).
+pub const UNSUPPORTED: &str = "client_unsupported";

@@ -11,8 +11,11 @@ use super::compile::Plan;
 use super::error::{NodeError, WorkflowError};
 use super::registry::{NodeContext, NodeExecutor, NodeFuture, RunShared};
 use super::run::{RunOptions, RunReport};
-use crate::hooks::points::{NODE_AFTER_IX, NODE_BEFORE_IX, WORKFLOW_AFTER_IX, WORKFLOW_BEFORE_IX};
-use crate::hooks::{Field, Handlers, Hooks};
+use crate::hooks::points::{
+    NodeAfter, NodeBefore, WorkflowAfter, WorkflowBefore, NODE_AFTER_IX, NODE_BEFORE_IX,
+    WORKFLOW_AFTER_IX, WORKFLOW_BEFORE_IX,
+};
+use crate::hooks::{take_map, Handlers, Hooks};
 use crate::tools::{CallContext, ToolError, ToolManager};
 
 /// The registry a run fires with, when it has one, a manager for its handlers' context and
@@ -70,13 +73,13 @@ pub(crate) async fn run_hooked(
     if hooks.active_at(WORKFLOW_BEFORE_IX) {
         // The inputs move into the event and back out (a replacement is an object: the
         // registry refuses others).
-        let mut f = [
-            Field::Str(id),
-            Field::Value(Value::Object(args)),
-            Field::Display(&caller),
-        ];
-        let fired = hooks.fire(WORKFLOW_BEFORE_IX, &mut f, &ctx).await;
-        args = f[1].take_map();
+        let mut ev = WorkflowBefore {
+            workflow: id,
+            inputs: Value::Object(args),
+            caller: &caller,
+        };
+        let fired = ev.fire(hooks, &ctx).await;
+        args = take_map(&mut ev.inputs);
         fired.map_err(|e| vetoed(id, e))?;
     }
     // The after event needs the inputs the run got: keep a copy only then.
@@ -84,16 +87,16 @@ pub(crate) async fn run_hooked(
     let mut report = plan.run_unhooked(args, opts).await?;
     if let Some(inputs) = inputs {
         let status = serde_json::to_value(report.status).unwrap_or(Value::Null);
-        let mut f = [
-            Field::Str(id),
-            Field::Value(Value::Object(inputs)),
-            Field::Display(&caller),
-            Field::Value(Value::Object(std::mem::take(&mut report.outputs))),
-            Field::Value(status),
-        ];
+        let mut ev = WorkflowAfter {
+            workflow: id,
+            inputs: Value::Object(inputs),
+            caller: &caller,
+            outputs: Value::Object(std::mem::take(&mut report.outputs)),
+            status,
+        };
         // An after point never fails the run: a failing handler was skipped.
-        let _ = hooks.fire(WORKFLOW_AFTER_IX, &mut f, &ctx).await;
-        report.outputs = f[3].take_map();
+        let _ = ev.fire(hooks, &ctx).await;
+        report.outputs = take_map(&mut ev.outputs);
     }
     Ok(report)
 }
@@ -166,16 +169,16 @@ pub(crate) fn hooked_node(
         let Some((inputs, node_id)) = kept else {
             return Ok(out);
         };
-        let mut f = [
-            Field::Str(&run.workflow_id),
-            Field::Str(&node_id),
-            Field::Str(&node_type),
-            Field::Value(Value::Object(inputs)),
-            Field::Value(Value::Object(out)),
-        ];
+        let mut ev = NodeAfter {
+            workflow: &run.workflow_id,
+            node: &node_id,
+            node_type: &node_type,
+            inputs: Value::Object(inputs),
+            outputs: Value::Object(out),
+        };
         // An after point never fails the node: a failing handler was skipped.
-        let _ = hooks.fire(NODE_AFTER_IX, &mut f, cctx).await;
-        Ok(f[4].take_map())
+        let _ = ev.fire(hooks, cctx).await;
+        Ok(take_map(&mut ev.outputs))
     })
 }
 
@@ -198,17 +201,15 @@ async fn fire_before(
     inputs: Map<String, Value>,
     cctx: &CallContext,
 ) -> Result<Map<String, Value>, NodeError> {
-    let mut f = [
-        Field::Str(&run.workflow_id),
-        Field::Str(node_id),
-        Field::Str(node_type),
-        Field::Value(Value::Object(inputs)),
-    ];
-    let fired = hooks
-        .fire_over(NODE_BEFORE_IX, handlers, &mut f, cctx)
-        .await;
+    let mut ev = NodeBefore {
+        workflow: &run.workflow_id,
+        node: node_id,
+        node_type,
+        inputs: Value::Object(inputs),
+    };
+    let fired = ev.fire_over(hooks, handlers, cctx).await;
     // A replacement is an object (the registry refuses others).
-    let inputs = f[3].take_map();
+    let inputs = take_map(&mut ev.inputs);
     fired
         .map(|_replaced| inputs)
         .map_err(|e| NodeError::Tool(Box::new(e)))

@@ -28,30 +28,36 @@ fn between<'a>(s: &'a str, from: &str, to: &str) -> &'a str {
     &s[a..b]
 }
 
-/// The names `src/lib.rs` re-exports at its root (`pub use path::{A, B};`, `pub use path::A;`).
-fn root_names(lib: &str) -> BTreeSet<String> {
+/// The names one `pub use` statement (without `pub use` and `;`) brings in.
+fn use_names(stmt: &str) -> Vec<String> {
+    match stmt.find('{') {
+        Some(open) => stmt[open + 1..stmt.rfind('}').unwrap()]
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(String::from)
+            .collect(),
+        None => vec![stmt.rsplit("::").next().unwrap().trim().to_string()],
+    }
+}
+
+/// The `pub use` statements of `src/lib.rs`'s root (before `pub mod internal`).
+fn root_uses(lib: &str) -> Vec<&str> {
     let top = &lib[..lib.find("pub mod internal").unwrap()];
-    let mut names = BTreeSet::new();
+    let mut stmts = Vec::new();
     let mut rest = top;
     while let Some(at) = rest.find("\npub use ") {
         let stmt = &rest[at + 9..];
         let end = stmt.find(';').unwrap();
-        let stmt = &stmt[..end];
-        match stmt.find('{') {
-            Some(open) => names.extend(
-                stmt[open + 1..stmt.rfind('}').unwrap()]
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|n| !n.is_empty())
-                    .map(String::from),
-            ),
-            None => {
-                names.insert(stmt.rsplit("::").next().unwrap().trim().to_string());
-            }
-        }
+        stmts.push(&stmt[..end]);
         rest = &rest[at + 9 + end..];
     }
-    names
+    stmts
+}
+
+/// The names `src/lib.rs` re-exports at its root (`pub use path::{A, B};`, `pub use path::A;`).
+fn root_names(lib: &str) -> BTreeSet<String> {
+    root_uses(lib).into_iter().flat_map(use_names).collect()
 }
 
 #[test]
@@ -118,4 +124,170 @@ fn the_module_map_names_every_module() {
         rows, code,
         "ARCHITECTURE.md's module map rows against src/lib.rs's modules"
     );
+}
+
+/// The top-level modules of `src/lib.rs` (`mod x;`).
+fn lib_modules(lib: &str) -> BTreeSet<String> {
+    lib.lines()
+        .filter_map(|l| l.strip_prefix("mod "))
+        .map(|m| m.trim_end_matches(';').to_string())
+        .collect()
+}
+
+/// The crate root's re-exported names and the module each comes from (`Engine` → `engine`).
+fn root_name_modules(lib: &str) -> std::collections::BTreeMap<String, String> {
+    let mut map = std::collections::BTreeMap::new();
+    for stmt in root_uses(lib) {
+        let module = stmt.split("::").next().unwrap().trim();
+        for name in use_names(stmt) {
+            map.insert(name, module.to_string());
+        }
+    }
+    map
+}
+
+/// Every `.rs` file of top-level module `module` (`src/x.rs`, or everything under `src/x/`).
+fn module_files(src: &std::path::Path, module: &str) -> Vec<PathBuf> {
+    let single = src.join(format!("{module}.rs"));
+    if single.is_file() {
+        return vec![single];
+    }
+    let mut files = Vec::new();
+    let mut dirs = vec![src.join(module)];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The lines of `text` that are library code: comments cut off, unit-test modules
+/// (`#[cfg(test)]` then `mod x {`, up to its closing brace at the same indentation) left out.
+fn code_lines(text: &str) -> Vec<(usize, &str)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if line.trim() == "#[cfg(test)]" {
+            if let Some(next) = lines.get(i + 1) {
+                let t = next.trim_start();
+                if (t.starts_with("mod ") || t.starts_with("pub mod ")) && t.ends_with('{') {
+                    let close = format!("{}}}", &next[..next.len() - t.len()]);
+                    i += 2;
+                    while i < lines.len() && lines[i] != close {
+                        i += 1;
+                    }
+                    i += 1;
+                    continue;
+                }
+            }
+        }
+        out.push((i + 1, line.split("//").next().unwrap()));
+        i += 1;
+    }
+    out
+}
+
+/// Who imports whom among the top-level modules: `crate::x` paths (and root re-exports such
+/// as `crate::Engine`, counted as their module) in each module's library code.
+type Graph = std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>;
+
+fn import_graph() -> Graph {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let src = root.join("src");
+    let lib = read("src/lib.rs");
+    let modules = lib_modules(&lib);
+    let names = root_name_modules(&lib);
+    let mut graph = Graph::new();
+    for m in &modules {
+        let edges = graph.entry(m.clone()).or_default();
+        for file in module_files(&src, m) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let rel = file.strip_prefix(&root).unwrap().display().to_string();
+            for (n, line) in code_lines(&text) {
+                for part in line.split("crate::").skip(1) {
+                    let word: String = part
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    let target = if modules.contains(&word) {
+                        Some(word)
+                    } else {
+                        names.get(&word).cloned()
+                    };
+                    if let Some(t) = target.filter(|t| t != m) {
+                        edges.entry(t).or_insert_with(|| format!("{rel}:{n}"));
+                    }
+                }
+            }
+        }
+    }
+    graph
+}
+
+/// The modules `from` reaches through the graph (itself only if a path leads back).
+fn reach(graph: &Graph, from: &str) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    let mut todo: Vec<&str> = graph[from].keys().map(String::as_str).collect();
+    while let Some(m) = todo.pop() {
+        if seen.insert(m.to_string()) {
+            todo.extend(
+                graph
+                    .get(m)
+                    .into_iter()
+                    .flat_map(|e| e.keys().map(String::as_str)),
+            );
+        }
+    }
+    seen
+}
+
+#[test]
+fn no_import_cycle_between_top_level_modules() {
+    let graph = import_graph();
+    assert!(
+        graph["engine"].contains_key("agent") && graph["agent"].contains_key("tools"),
+        "the import scan found the edges it must: {graph:?}"
+    );
+    let mut cycles = Vec::new();
+    for (m, edges) in &graph {
+        for (to, at) in edges {
+            if reach(&graph, to).contains(m) {
+                cycles.push(format!("{m} -> {to} ({at})"));
+            }
+        }
+    }
+    assert!(
+        cycles.is_empty(),
+        "top-level modules import each other (ARCHITECTURE.md: dependencies point one way); \
+         each edge below lies on a cycle:\n{}",
+        cycles.join("\n")
+    );
+}
+
+#[test]
+fn the_scan_sees_a_cycle_when_there_is_one() {
+    // The same check over a graph with the agent -> engine edge the old run path had.
+    let mut graph = import_graph();
+    graph
+        .get_mut("agent")
+        .unwrap()
+        .insert("engine".into(), "src/agent/runtime.rs".into());
+    assert!(reach(&graph, "engine").contains("engine"));
+    // `crate::Engine` in a module's code counts as an import of `engine`.
+    let lib = read("src/lib.rs");
+    assert_eq!(root_name_modules(&lib)["Engine"], "engine");
+    assert_eq!(root_name_modules(&lib)["AgentRuntime"], "agent");
+    let code = "use crate::Engine; // crate::agent\n#[cfg(test)]\nmod tests {\n    use crate::agent;\n}\nfn f() {}\n";
+    let kept: Vec<usize> = code_lines(code).iter().map(|(n, _)| *n).collect();
+    assert_eq!(kept, vec![1, 6]);
+    assert!(!code_lines(code)[0].1.contains("agent"));
 }

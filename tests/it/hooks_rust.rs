@@ -385,3 +385,54 @@ async fn sync_only_handlers_keep_snapshot_semantics() {
         vec!["later", "added"]
     );
 }
+
+/// Issue 37 item 8: a host hook fails with a typed `HookError`; the messages are the ones
+/// text errors gave (a `before` point refuses the work, an `after` point skips the handler).
+#[tokio::test(flavor = "multi_thread")]
+async fn host_hooks_fail_with_a_typed_error() {
+    use tavern::HookError;
+    let h = home(&[("workflows/shout.json", SHOUT)]);
+    let e = Engine::builder()
+        .home(h.path())
+        .hook_async("tool:before-invoke", |_, ev, _ctx| async move {
+            match ev["args"]["text"].as_str() {
+                // Any text is a `HookError::Failed`.
+                Some("text") => Err("no text today".into()),
+                Some("typed") => Err(HookError::Failed("typed refusal".to_string())),
+                _ => Ok(HookReturn::Continue),
+            }
+        })
+        .hook_async("node:after-execute", |_, _ev, _ctx| async move {
+            Err::<HookReturn, _>(HookError::Failed("after points skip me".into()))
+        })
+        .build()
+        .unwrap();
+    for (text, why) in [("text", "no text today"), ("typed", "typed refusal")] {
+        let err = call(&e, "Echo:echo", json!({ "text": text }))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), "vetoed", "{err}");
+        assert!(
+            err.to_string().contains(&format!(
+                "the tool:before-invoke hook of host failed, so the work is refused: {why}"
+            )),
+            "{err}"
+        );
+    }
+    // A failing after handler is skipped: the run's outputs stand.
+    assert_eq!(
+        call(&e, "workflow:shout", json!({"text": "banana"}))
+            .await
+            .unwrap(),
+        json!("bAnAnA")
+    );
+    // A replacement that is not an object is a typed failure with the old message.
+    let bad = HookError::NotAnObject {
+        field: "inputs".into(),
+        value: "3".into(),
+    };
+    assert_eq!(
+        bad.to_string(),
+        "it replaced 'inputs' with 3, which is not an object of named values"
+    );
+}
