@@ -1109,6 +1109,8 @@ impl Dispatcher {
                 stopped = None;
             }
             let refused = |e: ToolError| (None, Err(e));
+            // Loose argument names the call was read with (only a call that ran has them).
+            let mut warnings = Vec::new();
             let (started, result) = if let Some((_, why)) =
                 stopped.as_ref().filter(|(b, _)| *b == call.block)
             {
@@ -1161,7 +1163,10 @@ impl Dispatcher {
                             .inventory(self.tools.clone()),
                     );
                     let mut r = crate::engine::run(self.engine.clone(), req).await.outcomes;
-                    let result = r.pop().map(|o| o.result).unwrap_or(Ok(Value::Null));
+                    let (result, w) = r
+                        .pop()
+                        .map_or((Ok(Value::Null), Vec::new()), |o| (o.result, o.warnings));
+                    warnings = w;
                     (Some(started), self.refine(result))
                 }
             };
@@ -1183,7 +1188,7 @@ impl Dispatcher {
                 elapsed: started.map_or(std::time::Duration::ZERO, |s| {
                     t0.elapsed().saturating_sub(s)
                 }),
-                warnings: Vec::new(),
+                warnings,
             };
             let finished = ms(t0.elapsed());
             self.bus.emit(events::TOOL_FINISHED, &self.agent, || {
@@ -1196,6 +1201,9 @@ impl Dispatcher {
                 });
                 if let Ok(v) = &outcome.result {
                     p["value"] = v.clone();
+                }
+                if !outcome.warnings.is_empty() {
+                    p["warnings"] = json!(outcome.warnings);
                 }
                 p
             });
