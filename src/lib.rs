@@ -67,7 +67,7 @@ pub use hooks::{
     HookError, HookFuture, HookHandle, HookHandler, HookOptions, HookReturn, Hooks, Next,
     OverrideHandler,
 };
-pub use problem::Problem;
+pub use problem::{inside_home, shown_path, Problem};
 pub use protocol::{parse, Args, Call, Diagnostic, Format, OnError, Parsed, Severity, Span};
 pub use sandbox::confine::ProcessLimits;
 pub use script::{Limits, ScriptError};

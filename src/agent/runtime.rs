@@ -299,8 +299,12 @@ impl<'e> AgentRuntimeBuilder<'e> {
                 let file = &u["scripted:".len()..];
                 Some(Arc::new(
                     // Relative to the home, like every relative path in settings.
-                    ScriptedBackend::from_file(&engine.home().join(file))
-                        .map_err(|e| AgentError::Config(e.to_string()))?,
+                    {
+                        let path = engine.home().join(file);
+                        let shown = crate::problem::shown_path(&path, engine.home());
+                        ScriptedBackend::from_file_named(&path, shown)
+                    }
+                    .map_err(|e| AgentError::Config(e.to_string()))?,
                 ) as Arc<dyn ChatBackend>)
             }
             _ => None,

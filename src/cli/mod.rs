@@ -163,6 +163,12 @@ impl Globals {
         }
     }
 
+    /// How a message names `p`: relative to the home when inside it (`plugins/Dice`),
+    /// else as given.
+    pub fn shown(&self, p: &Path) -> String {
+        tavern::inside_home(p, &self.home).unwrap_or_else(|| p.to_string_lossy().into_owned())
+    }
+
     /// A `FILE|ID` argument: the file at that path from the home when there is one, else
     /// the id as given.
     pub fn target(&self, target: &str) -> String {

@@ -93,7 +93,7 @@ fn load_for_tests(
         let what = match dir {
             Some(d) => format!(
                 "testing {} with the whole home loaded (every plugin, workflows/, the hook scripts in scripts/)",
-                d.display()
+                globals.shown(d)
             ),
             None => "testing every plugin with the whole home loaded (workflows/, the hook scripts in scripts/)".to_string(),
         };
@@ -102,11 +102,11 @@ fn load_for_tests(
         let what = match dir {
             Some(d) if check::is_plugin_dir(d) => format!(
                 "testing {} alone: no other plugin, no home workflows and no hook scripts (scripts/) are loaded; --with-home loads them",
-                d.display()
+                globals.shown(d)
             ),
             _ => format!(
                 "testing the plugins in {}: no home workflows and no hook scripts (scripts/) are loaded; --with-home loads them",
-                path.display()
+                globals.shown(&path)
             ),
         };
         (check::check_with(&path, &globals.home, &s, roots), what)
@@ -248,7 +248,7 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
             let mut failed = 0;
             for o in &outcomes {
                 match &o.failure {
-                    None => println!("ok   {} :: {}", o.file.display(), o.name),
+                    None => println!("ok   {} :: {}", globals.shown(&o.file), o.name),
                     Some(why) => {
                         failed += 1;
                         // A tool of another plugin or the home is not loaded without
@@ -258,7 +258,7 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
                         } else {
                             ""
                         };
-                        println!("FAIL {} :: {}: {why}{hint}", o.file.display(), o.name);
+                        println!("FAIL {} :: {}: {why}{hint}", globals.shown(&o.file), o.name);
                     }
                 }
             }

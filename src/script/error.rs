@@ -151,6 +151,29 @@ impl ScriptError {
         }
     }
 
+    /// The error with its file named relative to the plugin directory again when messages
+    /// named it under `shown_dir` (`plugins/Dice/main.lua` → `main.lua`).
+    pub(crate) fn file_within(mut self, shown_dir: Option<&str>) -> Self {
+        let Some(dir) = shown_dir.filter(|d| !d.is_empty()) else {
+            return self;
+        };
+        let strip = |f: &mut String| {
+            if let Some(rest) = f
+                .strip_prefix(dir.trim_end_matches('/'))
+                .and_then(|r| r.strip_prefix('/'))
+            {
+                *f = rest.to_string();
+            }
+        };
+        match &mut self {
+            ScriptError::Syntax { file, .. } => strip(file),
+            ScriptError::Runtime { file: Some(f), .. }
+            | ScriptError::Raised { file: Some(f), .. } => strip(f),
+            _ => {}
+        }
+        self
+    }
+
     /// A runtime error without a place gets `file`/`line` (where the script called the
     /// function that failed); anything else stays as it is.
     pub(crate) fn placed(self, file: Option<String>, line: Option<u32>) -> Self {

@@ -734,3 +734,294 @@ async fn discover_over_http_answers_what_serving_md_says() {
         assert_eq!(v["error"]["code"], want, "{v}");
     }
 }
+
+/// A home that is broken in every way a message names a file: a Lua and a Rhai runtime
+/// error at line 2, a script that does not compile, a failing plugin test, a process tool
+/// with a root inside the home.
+fn broken_home() -> tempfile::TempDir {
+    let h = home();
+    write(
+        h.path(),
+        &[
+            (
+                "plugins/Dice/plugin.yaml",
+                "name: Dice\ndescription: dice\npermissions:\n  processes: true\n  fs: { read: [data] }\n",
+            ),
+            (
+                "plugins/Dice/main.lua",
+                "api.tools.register{id = 'roll', description = 'Rolls.', handler = function(a)\n  local t = nil; return t.x\nend}\n",
+            ),
+            (
+                "plugins/Dice/tools/run.tool.json",
+                r#"{"id": "Dice:run", "description": "runs", "parameters": {"type": "object"},
+                    "implementation": {"type": "script", "command": "python3 x.py"}}"#,
+            ),
+            ("plugins/Dice/x.py", "print('{\"status\":\"success\",\"result\":1}')"),
+            ("data/.keep", ""),
+            (
+                "plugins/Dice/tests/roll.test.json",
+                r#"{"cases": [{"name": "rolls", "call": "Dice:roll", "args": {}, "expect": 1}]}"#,
+            ),
+            ("plugins/R/plugin.yaml", "name: R\ndescription: r\n"),
+            (
+                "plugins/R/main.rhai",
+                "api::tools::register(#{id: \"boom\", description: \"b\", handler: \"boom\"});\nfn boom(args, ctx) { let x = 1; x.foo.bar }\n",
+            ),
+            ("plugins/Bad/plugin.yaml", "name: Bad\ndescription: bad\n"),
+            (
+                "plugins/Bad/main.lua",
+                "api.tools.register{id = 'x', description = 'x', handler = function(a)\n  return 1\n",
+            ),
+        ],
+    );
+    h
+}
+
+/// What no message may hold: the home's absolute path (as given or canonical) or a `./`
+/// (a `../` is not one).
+fn assert_home_relative(way: &str, text: &str, home: &Path) {
+    let canonical = home.canonicalize().unwrap();
+    for abs in [home.to_string_lossy(), canonical.to_string_lossy()] {
+        assert!(
+            !text.contains(abs.as_ref()),
+            "{way}: absolute path {abs} in:\n{text}"
+        );
+    }
+    let b = text.as_bytes();
+    let dot_slash = (0..b.len().saturating_sub(1))
+        .any(|i| b[i] == b'.' && b[i + 1] == b'/' && (i == 0 || b[i - 1] != b'.'));
+    assert!(!dot_slash, "{way}: `./` in:\n{text}");
+}
+
+/// Item 3: every way in names files relative to the home — `call`, `plugin check` (text
+/// and JSON, the process-tool line included), `plugin test`, REST, MCP and the server's log —
+/// runtime errors of Lua and Rhai included (`plugins/Dice/main.lua:2`, not `main.lua:2`).
+#[tokio::test]
+async fn every_way_in_names_files_from_the_home() {
+    use serde_json::{json, Value};
+    use std::io::Write as _;
+
+    let h = broken_home();
+    let home = h.path().to_path_buf();
+    let abs = home.to_string_lossy().into_owned();
+    let lua_place = "plugins/Dice/main.lua:2:";
+    let rhai_place = "plugins/R/main.rhai:2:";
+    let bad_place = "plugins/Bad/main.lua:";
+
+    // `call`, from another directory with the home given absolute.
+    let body = br#"[{"tool": "Dice:roll", "args": {}}, {"tool": "R:boom", "args": {}}, {"tool": "Bad:x", "args": {}}]"#;
+    let run = tavern(
+        std::env::temp_dir().as_path(),
+        &["--home", &abs, "call", "--format", "json", "-"],
+        body,
+    );
+    let out = format!("{}\n{}", run.stdout, run.stderr);
+    assert_home_relative("call", &out, &home);
+    for want in [lua_place, rhai_place, bad_place] {
+        assert!(run.stdout.contains(want), "call: {want} in:\n{out}");
+    }
+
+    // `plugin check`, text and JSON.
+    let run = tavern(&home, &["--home", &abs, "plugin", "check"], b"");
+    let out = format!("{}\n{}", run.stdout, run.stderr);
+    assert_home_relative("plugin check", &out, &home);
+    assert!(run.stdout.contains(bad_place), "{out}");
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("process tool Dice:run:"))
+        .unwrap_or_else(|| panic!("no process-tool line:\n{out}"));
+    // fs roots are taken from the home: `data` is `<home>/data`.
+    assert!(
+        line.contains("read plugins/Dice, data (+ system paths)"),
+        "{line}"
+    );
+    assert!(
+        run.stdout.contains("fs.read            declared: data "),
+        "{out}"
+    );
+    let run = tavern(&home, &["--home", &abs, "plugin", "check", "--json"], b"");
+    assert_home_relative("plugin check --json", &run.stdout, &home);
+    let v = run.json();
+    let read = &v["confinement"]["tools"][0]["read"];
+    assert_eq!(read, &json!(["plugins/Dice", "data"]), "{v}");
+
+    // `plugin test`: the whole plugins directory and one plugin given absolute.
+    for args in [
+        vec!["--home", &abs, "plugin", "test"],
+        vec![
+            "--home",
+            &abs,
+            "plugin",
+            "test",
+            &format!("{abs}/plugins/Dice"),
+        ],
+    ] {
+        let run = tavern(std::env::temp_dir().as_path(), &args, b"");
+        let out = format!("{}\n{}", run.stdout, run.stderr);
+        assert_home_relative("plugin test", &out, &home);
+        assert!(
+            run.stdout
+                .contains("FAIL plugins/Dice/tests/roll.test.json :: rolls"),
+            "{out}"
+        );
+        assert!(run.stdout.contains(lua_place), "{out}");
+    }
+
+    // REST, and what the server logs.
+    let s = crate::server_support::Server::start(&home, &[]);
+    let c = reqwest::Client::new();
+    for (tool, want) in [
+        ("Dice:roll", lua_place),
+        ("R:boom", rhai_place),
+        ("Bad:x", bad_place),
+    ] {
+        let r = c
+            .post(format!("{}/api/invoke", s.base))
+            .json(&json!({"tool": tool, "args": {}}))
+            .send()
+            .await
+            .unwrap();
+        let text = r.text().await.unwrap();
+        assert_home_relative("REST", &text, &home);
+        assert!(text.contains(want), "REST {tool}: {text}");
+    }
+    let log = s.stderr_lines().join("\n");
+    assert_home_relative("server log", &log, &home);
+    drop(s);
+
+    // MCP over stdio.
+    let (mut child, mut stdin, rx) = crate::server_support::spawn_mcp(&home);
+    let mut send = |v: Value| {
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "paths", "version": "1"}}}),
+    );
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    for (i, (tool, want)) in [
+        ("Dice:roll", lua_place),
+        ("R:boom", rhai_place),
+        ("Bad:x", bad_place),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = json!(i + 1);
+        send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": {}}}));
+        let answer = loop {
+            let v = rx
+                .recv_timeout(std::time::Duration::from_secs(30))
+                .expect("an MCP answer within 30 s");
+            if v.get("id") == Some(&id) {
+                break v;
+            }
+        };
+        let text = answer.to_string();
+        assert_home_relative("MCP", &text, &home);
+        assert!(text.contains(want), "MCP {tool}: {text}");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Item 6: a loose argument name is a warning in MCP's `tools/call` result too (a text
+/// block after the result) and in the agent loop's Observation and its `--json` record.
+#[test]
+fn loose_names_are_warnings_in_mcp_and_the_agent_loop() {
+    use serde_json::{json, Value};
+    use std::io::Write as _;
+
+    let h = home();
+    write(
+        h.path(),
+        &[
+            ("plugins/Inn/plugin.yaml", "name: Inn\ndescription: inn\n"),
+            ("plugins/Inn/main.lua", INN_LUA),
+            (
+                "agents/host.json",
+                r#"{"id": "host", "name": "Host", "description": "Greets.",
+                    "tool_ids_inventory": ["Inn:greet"], "tool_call_format": "tam",
+                    "max_turns": 3}"#,
+            ),
+            (
+                "replies.json",
+                r#"["<|[REQUEST_TOOL]|>\ncommand:「始」Inn:greet「末」\nguestName:「始」Bo「末」\n<|[END_TOOL]|>", "Done."]"#,
+            ),
+        ],
+    );
+    let warning = "argument 'guestName' read as 'guest_name'";
+
+    // MCP over stdio: the result's own block first, then the warning; exact names add none.
+    let (mut child, mut stdin, rx) = crate::server_support::spawn_mcp(h.path());
+    let mut send = |v: Value| {
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "loose", "version": "1"}}}),
+    );
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let mut call = |id: i64, key: &str| {
+        send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "Inn:greet", "arguments": {key: "Bo"}}}));
+        loop {
+            let v = rx
+                .recv_timeout(std::time::Duration::from_secs(30))
+                .expect("an MCP answer within 30 s");
+            if v.get("id") == Some(&json!(id)) {
+                break v;
+            }
+        }
+    };
+    let loose = call(1, "guestName");
+    assert_eq!(
+        loose["result"]["content"],
+        json!([{"type": "text", "text": "hi Bo"}, {"type": "text", "text": format!("warning: {warning}")}]),
+        "{loose}"
+    );
+    let exact = call(2, "guest_name");
+    assert_eq!(
+        exact["result"]["content"],
+        json!([{"type": "text", "text": "hi Bo"}]),
+        "{exact}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+
+    // The agent loop: the Observation tells the model, the run's record keeps the warning.
+    let r = tavern(
+        h.path(),
+        &[
+            "--home",
+            ".",
+            "agent",
+            "run",
+            "host",
+            "--llm",
+            "scripted:replies.json",
+            "--message",
+            "Bo is here.",
+            "--json",
+        ],
+        b"",
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v = r.json();
+    let turn = &v["turns"][0];
+    assert_eq!(turn["results"][0]["value"], "hi Bo", "{v}");
+    assert_eq!(turn["results"][0]["warnings"], json!([warning]), "{v}");
+    let obs = turn["observations"][0].as_str().unwrap_or_default();
+    assert!(
+        obs.starts_with("Observation: Tool Inn:greet executed successfully.")
+            && obs.ends_with(&format!("\n    Warning: {warning}")),
+        "{obs}"
+    );
+    assert_eq!(v["stop_reason"], "no_calls", "{v}");
+}
