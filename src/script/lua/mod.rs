@@ -406,8 +406,9 @@ fn install_api(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<()> {
                                 json.push(to_json(lua, a, limits).map_err(script_error)?);
                             }
                             let out = sh.core.invoke(op, &json).map_err(script_error)?;
-                            // A missing key is nil (not api.json.null), so `if v == nil` reads.
-                            if op == ApiOp::StoreGet && out.is_null() {
+                            // A missing key or unset setting is nil (not api.json.null), so
+                            // `if v == nil` and `api.config.get(k) or default` read.
+                            if matches!(op, ApiOp::StoreGet | ApiOp::ConfigGet) && out.is_null() {
                                 return Ok(LuaValue::Nil);
                             }
                             if op == ApiOp::JsonEncode || op == ApiOp::FsRead {
