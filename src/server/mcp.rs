@@ -996,12 +996,22 @@ impl TavernMcp {
             "queued" | "running" => TaskPayload::Working,
             "cancelled" => TaskPayload::Cancelled,
             _ if first.is_object() => {
-                let r = if first["ok"] == Value::Bool(true) {
+                let mut r = if first["ok"] == Value::Bool(true) {
                     result_content(first["value"].clone())
                 } else {
                     let text = first["observation"].as_str().unwrap_or_default();
                     CallToolResult::error(vec![ContentBlock::text(text)])
                 };
+                // The job's record keeps the call's warnings as `tavern call` prints them.
+                let warnings: Vec<String> = first["warnings"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|w| w.as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                with_warnings(&mut r, &warnings);
                 match serde_json::to_value(r) {
                     Ok(Value::Object(result)) => TaskPayload::Completed { result },
                     _ => TaskPayload::Failed {

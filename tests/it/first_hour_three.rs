@@ -961,43 +961,52 @@ fn loose_names_are_warnings_in_mcp_and_the_agent_loop() {
     let warning = "argument 'guestName' read as 'guest_name'";
 
     // MCP over stdio: the result's own block first, then the warning; exact names add none.
-    let (mut child, mut stdin, rx) = crate::server_support::spawn_mcp(h.path());
-    let mut send = |v: Value| {
-        writeln!(stdin, "{v}").unwrap();
-        stdin.flush().unwrap();
-    };
-    send(
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "loose", "version": "1"}}}),
-    );
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    let mut call = |id: i64, key: &str| {
-        send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": "Inn:greet", "arguments": {key: "Bo"}}}));
-        loop {
-            let v = rx
-                .recv_timeout(std::time::Duration::from_secs(30))
-                .expect("an MCP answer within 30 s");
-            if v.get("id") == Some(&json!(id)) {
-                break v;
+    // The same for a client that declares tasks (a quick call is answered directly).
+    for (version, caps) in [
+        ("2025-06-18", json!({})),
+        (
+            "2025-11-25",
+            json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+        ),
+    ] {
+        let (mut child, mut stdin, rx) = crate::server_support::spawn_mcp(h.path());
+        let mut send = |v: Value| {
+            writeln!(stdin, "{v}").unwrap();
+            stdin.flush().unwrap();
+        };
+        send(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": caps,
+            "clientInfo": {"name": "loose", "version": "1"}}}),
+        );
+        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        let mut call = |id: i64, key: &str| {
+            send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "Inn:greet", "arguments": {key: "Bo"}}}));
+            loop {
+                let v = rx
+                    .recv_timeout(std::time::Duration::from_secs(30))
+                    .expect("an MCP answer within 30 s");
+                if v.get("id") == Some(&json!(id)) {
+                    break v;
+                }
             }
-        }
-    };
-    let loose = call(1, "guestName");
-    assert_eq!(
-        loose["result"]["content"],
-        json!([{"type": "text", "text": "hi Bo"}, {"type": "text", "text": format!("warning: {warning}")}]),
-        "{loose}"
-    );
-    let exact = call(2, "guest_name");
-    assert_eq!(
-        exact["result"]["content"],
-        json!([{"type": "text", "text": "hi Bo"}]),
-        "{exact}"
-    );
-    let _ = child.kill();
-    let _ = child.wait();
+        };
+        let loose = call(1, "guestName");
+        assert_eq!(
+            loose["result"]["content"],
+            json!([{"type": "text", "text": "hi Bo"}, {"type": "text", "text": format!("warning: {warning}")}]),
+            "{version}: {loose}"
+        );
+        let exact = call(2, "guest_name");
+        assert_eq!(
+            exact["result"]["content"],
+            json!([{"type": "text", "text": "hi Bo"}]),
+            "{version}: {exact}"
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 
     // The agent loop: the Observation tells the model, the run's record keeps the warning.
     let r = tavern(
