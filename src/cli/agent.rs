@@ -112,19 +112,19 @@ fn load_world(globals: &Globals, file: Option<&PathBuf>) -> Result<Option<Value>
         None => return Ok(None),
     };
     let text = std::fs::read_to_string(&path).map_err(|e| {
-        eprintln!("tavern: cannot read {}: {e}", path.display());
+        eprintln!("tavern: cannot read {}: {e}", globals.shown(&path));
         USAGE
     })?;
     match serde_json::from_str::<Value>(&text) {
         Ok(v @ Value::Object(_)) => Ok(Some(v)),
         Ok(_) => {
-            eprintln!("tavern: {}: the world state must be a JSON object", path.display());
+            eprintln!("tavern: {}: the world state must be a JSON object", globals.shown(&path));
             Err(USAGE)
         }
         Err(e) => {
             eprintln!(
                 "tavern: {}:{}:{}: not JSON: {e}",
-                path.display(),
+                globals.shown(&path),
                 e.line(),
                 e.column()
             );

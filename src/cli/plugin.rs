@@ -209,16 +209,28 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
                 .unwrap_or_else(|| check::default_dir(&globals.home));
             match scaffold::create(&parent, &name, lang) {
                 Ok(dir) => {
-                    println!("created {}", dir.display());
-                    println!("next: tavern plugin test {}", dir.display());
+                    // Named from the home; the next command runs from anywhere the
+                    // `--home` given runs from.
+                    let shown = globals.shown(&dir);
+                    println!("created {shown}");
+                    let home_is_here = globals
+                        .home
+                        .components()
+                        .all(|c| matches!(c, std::path::Component::CurDir));
+                    let home = if home_is_here {
+                        String::new()
+                    } else {
+                        format!("--home {} ", globals.home.display())
+                    };
+                    println!("next: tavern {home}plugin test {shown}");
                     OK
                 }
                 Err(e @ scaffold::ScaffoldError::Io { .. }) => {
-                    eprintln!("tavern: {e}");
+                    eprintln!("tavern: {}", globals.relative_text(&e.to_string()));
                     FAILED
                 }
                 Err(e) => {
-                    eprintln!("tavern: {e}");
+                    eprintln!("tavern: {}", globals.relative_text(&e.to_string()));
                     USAGE
                 }
             }

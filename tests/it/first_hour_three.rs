@@ -872,6 +872,30 @@ async fn every_way_in_names_files_from_the_home() {
         assert!(run.stdout.contains(lua_place), "{out}");
     }
 
+    // `plugin new`: the directory from the home; the next command works as printed.
+    let run = tavern(
+        std::env::temp_dir().as_path(),
+        &["--home", &abs, "plugin", "new", "Fresh"],
+        b"",
+    );
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "created plugins/Fresh".to_string(),
+            format!("next: tavern --home {abs} plugin test plugins/Fresh")
+        ],
+        "{}",
+        run.stderr
+    );
+    let run = tavern(
+        std::env::temp_dir().as_path(),
+        &["--home", &abs, "plugin", "test", "plugins/Fresh"],
+        b"",
+    );
+    assert!(run.stdout.contains("3 passed, 0 failed"), "{}", run.stdout);
+    assert_home_relative("plugin test plugins/Fresh", &run.stdout, &home);
+
     // REST, and what the server logs.
     let s = crate::server_support::Server::start(&home, &[]);
     let c = reqwest::Client::new();
