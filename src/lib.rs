@@ -67,7 +67,7 @@ pub use hooks::{
     HookError, HookFuture, HookHandle, HookHandler, HookOptions, HookReturn, Hooks, Next,
     OverrideHandler,
 };
-pub use problem::{inside_home, shown_path, Problem};
+pub use problem::Problem;
 pub use protocol::{parse, Args, Call, Diagnostic, Format, OnError, Parsed, Severity, Span};
 pub use sandbox::confine::ProcessLimits;
 pub use script::{Limits, ScriptError};
@@ -95,9 +95,11 @@ pub mod internal {
     pub mod hooks {
         pub use crate::hooks::*;
     }
-    /// Plugin manifests, loading, permissions, process tools and their confinement.
+    /// Plugin manifests, loading, permissions, process tools and their confinement; how
+    /// messages name a path (from the home).
     pub mod plugins {
         pub use crate::plugins::*;
+        pub use crate::problem::{inside_home, shown_path};
     }
     /// Reading and writing calls (TAM, VCP, `<ACTION>`, JSON).
     pub mod protocol {

@@ -166,7 +166,8 @@ impl Globals {
     /// How a message names `p`: relative to the home when inside it (`plugins/Dice`),
     /// else as given.
     pub fn shown(&self, p: &Path) -> String {
-        tavern::inside_home(p, &self.home).unwrap_or_else(|| p.to_string_lossy().into_owned())
+        tavern::internal::plugins::inside_home(p, &self.home)
+            .unwrap_or_else(|| p.to_string_lossy().into_owned())
     }
 
     /// `text` with every `<home>/` of the home's absolute forms removed (a message that
