@@ -55,10 +55,12 @@ pub enum ScriptError {
         limit: usize,
     },
     /// The wall-clock budget ran out.
-    #[error("timed out after {after_ms} ms")]
+    #[error("timed out after {after_ms} ms{}", stopped_at(.at))]
     Timeout {
         /// The budget.
         after_ms: u64,
+        /// Where the script was stopped (`plugins/Dice/main.lua:6`), when known.
+        at: Option<String>,
     },
     /// The caller cancelled the call while the script ran.
     #[error("cancelled by the caller")]
@@ -266,7 +268,7 @@ impl ScriptError {
                 limit: what,
                 message,
             },
-            ScriptError::Timeout { after_ms } => ToolError::Timeout { tool, after_ms },
+            ScriptError::Timeout { after_ms, at } => ToolError::Timeout { tool, after_ms, at },
             ScriptError::Cancelled => ToolError::Cancelled { tool },
             ScriptError::PermissionDenied { permission } => {
                 ToolError::PermissionDenied { tool, permission }

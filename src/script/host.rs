@@ -804,7 +804,10 @@ impl HostCore {
 
     fn deadline_error(&self, allowed_ms: Option<u64>) -> ScriptError {
         let ms = allowed_ms.unwrap_or(self.env.limits.wall_ms);
-        ScriptError::Timeout { after_ms: ms }
+        ScriptError::Timeout {
+            after_ms: ms,
+            at: None,
+        }
     }
 
     /// `next(args)` of a running override (`token` from its payload), blocking.

@@ -683,7 +683,7 @@ impl RhaiHost {
             .clone()
     }
 
-    /// The instruction limit with a line: Rhai gives its error no position once it leaves
+    /// The instruction limit (and the time limit) with a line: Rhai gives its error no position once it leaves
     /// a script function (`func/script.rs` sets a system error's position to the call's,
     /// which is none for a call from the host), so the place is the loop of the function
     /// that was called when it has exactly one (`main.rhai:13, the loop in fd`), else the
@@ -693,13 +693,17 @@ impl RhaiHost {
             (ScriptError::InstructionLimit { limit, at }, Some(f), Some((line, loops)))
                 if at.as_deref().is_none_or(|a| a == f) =>
             {
-                let at = match loops[..] {
-                    [l] => format!("{f}:{l}, the loop in {fname}"),
-                    _ => format!("{f}:{line}, in {fname}"),
-                };
                 ScriptError::InstructionLimit {
                     limit,
-                    at: Some(at),
+                    at: Some(fn_place(f, fname, *line, loops)),
+                }
+            }
+            (ScriptError::Timeout { after_ms, at }, Some(f), Some((line, loops)))
+                if at.as_deref().is_none_or(|a| a == f) =>
+            {
+                ScriptError::Timeout {
+                    after_ms,
+                    at: Some(fn_place(f, fname, *line, loops)),
                 }
             }
             (e, ..) => e,
@@ -773,6 +777,8 @@ fn map_rhai_error(e: EvalAltResult, file: Option<&str>, limits: &Limits) -> Scri
         }
         EvalAltResult::ErrorTerminated(..) => ScriptError::Timeout {
             after_ms: limits.wall_ms,
+            // Like the instruction limit: no position; `limit_place` adds the function's.
+            at: file.map(str::to_string),
         },
         EvalAltResult::ErrorStackOverflow(_) => ScriptError::ValueLimit {
             what: "call_depth".into(),
@@ -1004,6 +1010,15 @@ fn register_tool(
         function,
     });
     Ok(())
+}
+
+/// Where a limit stopped function `fname` of file `f`, as near as can be said: its one
+/// loop, else its own line.
+fn fn_place(f: &str, fname: &str, line: u32, loops: &[u32]) -> String {
+    match loops {
+        [l] => format!("{f}:{l}, the loop in {fname}"),
+        _ => format!("{f}:{line}, in {fname}"),
+    }
 }
 
 /// Each `fn NAME(` of a Rhai file: its name, its line and the lines of the loops (`loop`,

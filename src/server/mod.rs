@@ -378,6 +378,7 @@ impl Served {
                             .map(|t| t.id().to_string())
                             .unwrap_or_else(|_| tool.to_string()),
                         after_ms: limit.as_millis() as u64,
+                        at: None,
                     };
                     (Err(e), Vec::new())
                 }

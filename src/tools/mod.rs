@@ -1021,6 +1021,7 @@ impl ToolManager {
             return Err(refuse(ToolError::Timeout {
                 tool: tool.id().to_string(),
                 after_ms: 0,
+                at: None,
             }));
         }
         Ok((tool, args))

@@ -1062,3 +1062,47 @@ fn loose_names_are_warnings_in_mcp_and_the_agent_loop() {
     );
     assert_eq!(v["stop_reason"], "no_calls", "{v}");
 }
+
+/// Item 4: the time limit says where it stopped a script too (Lua: the line it ran; Rhai:
+/// the called function's one loop).
+#[test]
+fn the_time_limit_says_where_it_stopped() {
+    let h = home();
+    let limits = "limits:\n  instructions: 1000000000000\n  wallMs: 300\n";
+    write(
+        h.path(),
+        &[
+            ("plugins/L/plugin.yaml", &format!("name: L\ndescription: l\n{limits}")),
+            (
+                "plugins/L/main.lua",
+                "api.tools.register{id = 'spin', description = 's', handler = function(a)\n  local i = 0\n  while true do\n    i = i + 1\n  end\nend}\n",
+            ),
+            ("plugins/R/plugin.yaml", &format!("name: R\ndescription: r\n{limits}")),
+            (
+                "plugins/R/main.rhai",
+                "api::tools::register(#{id: \"spin\", description: \"s\", handler: \"spin\"});\n\nfn spin(args, ctx) {\n  let i = 0;\n  while true {\n    i += 1;\n  }\n}\n",
+            ),
+        ],
+    );
+    let err = |tool: &str| {
+        let body = format!("{{\"tool\": \"{tool}\", \"args\": {{}}}}");
+        let v = tavern(h.path(), &["--home", ".", "call", "-"], body.as_bytes()).json();
+        v["results"][0]["error"].clone()
+    };
+    let l = err("L:spin");
+    assert_eq!(l["code"], "timeout", "{l}");
+    let m = l["message"].as_str().unwrap();
+    assert!(
+        m.contains("timed out after 300 ms (stopped at plugins/L/main.lua:")
+            && ["3)", "4)"].iter().any(|e| m.ends_with(e)),
+        "{m}"
+    );
+    let r = err("R:spin");
+    assert_eq!(r["code"], "timeout", "{r}");
+    assert!(
+        r["message"].as_str().unwrap().ends_with(
+            "timed out after 300 ms (stopped at plugins/R/main.rhai:5, the loop in spin)"
+        ),
+        "{r}"
+    );
+}

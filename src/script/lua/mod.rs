@@ -257,7 +257,7 @@ fn setup(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Handles> {
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
             move |_lua, debug| {
                 sh.budget.charge(u64::from(HOOK_EVERY)).map_err(|a| {
-                    if matches!(a, Abort::Instructions) {
+                    if matches!(a, Abort::Instructions | Abort::Timeout) {
                         // Where the loop was when the budget ran out, for the message.
                         let src = debug.source();
                         let at = src
@@ -694,6 +694,7 @@ impl LuaHost {
             },
             Abort::Timeout => ScriptError::Timeout {
                 after_ms: self.shared.budget.wall_ms(),
+                at: stopped_at(),
             },
             Abort::Cancelled => ScriptError::Cancelled,
         }
@@ -736,6 +737,7 @@ pub(crate) fn map_lua_error(e: mlua::Error, limits: &Limits) -> ScriptError {
                 },
                 Abort::Timeout => ScriptError::Timeout {
                     after_ms: limits.wall_ms,
+                    at: stopped_at(),
                 },
                 Abort::Cancelled => ScriptError::Cancelled,
             };
