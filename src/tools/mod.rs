@@ -988,6 +988,30 @@ impl ToolManager {
         }
     }
 
+    /// [`ToolManager::look_up`] for a parsed call, under one read of the registry: the id
+    /// as the call's format reads names as written (`Some` only when that differs from the
+    /// usual resolution, see [`ToolManager::written_id`]) and the lookup.
+    fn look_up_call(&self, call: &Call) -> (Option<String>, LookedUp) {
+        let reg = self.read();
+        let found = match reg.resolve(&call.tool) {
+            Some(t) => Some((None, t)),
+            None if call.source.names_as_written() => reg
+                .resolve_as_written(&call.tool)
+                .map(|t| (Some(t.id().to_string()), t)),
+            None => None,
+        };
+        match found {
+            Some((written, t)) => (written, Ok((t.clone(), reg.policies.get(t.id()).copied()))),
+            None => (
+                None,
+                Err((
+                    call.tool.clone(),
+                    reg.unknown(&call.tool, self.lists_nodes()),
+                )),
+            ),
+        }
+    }
+
     /// The checks before a call runs: the tool and its prepared arguments, or the id the
     /// refusal names (canonical when the tool resolved) and why.
     fn admit(
@@ -1133,10 +1157,10 @@ impl ToolManager {
             }
             // Values written as text are converted by the schema from the text itself.
             let args = call.args_for_schema();
-            let written = self.written_id(call);
-            // One lookup serves the loose-name warnings, the call and the outcome's id; with
-            // every key written exactly, the warnings are an empty Vec (no allocation).
-            let looked = self.look_up(written.as_deref().unwrap_or(&call.tool));
+            // One read of the registry serves the name as written, the loose-name warnings,
+            // the call and the outcome's id; with every key written exactly, the warnings
+            // are an empty Vec (no allocation).
+            let (written, looked) = self.look_up_call(call);
             let warnings = match (&looked, key_matching_for(call)) {
                 (Ok((t, _)), KeyMatching::Loose) => t.loose_warnings(&args),
                 _ => Vec::new(),
