@@ -771,6 +771,12 @@ fn broken_home() -> tempfile::TempDir {
                 "plugins/R/main.rhai",
                 "api::tools::register(#{id: \"boom\", description: \"b\", handler: \"boom\"});\nfn boom(args, ctx) { let x = 1; x.foo.bar }\n",
             ),
+            ("plugins/U/plugin.yaml", "name: U\ndescription: u\n"),
+            (
+                "plugins/U/main.lua",
+                "api.tools.register{id = 'w', description = 'w', handler = function(a)\n  api.fs.write('/x.txt', 'y')\nend}\n",
+            ),
+            ("tavern.toml", "[extensions.Dice]\nsidez = 8\n"),
             ("plugins/Bad/plugin.yaml", "name: Bad\ndescription: bad\n"),
             (
                 "plugins/Bad/main.lua",
@@ -830,6 +836,12 @@ async fn every_way_in_names_files_from_the_home() {
     let out = format!("{}\n{}", run.stdout, run.stderr);
     assert_home_relative("plugin check", &out, &home);
     assert!(run.stdout.contains(bad_place), "{out}");
+    // An undeclared use in the permissions table, a stray setting in tavern.toml.
+    assert!(
+        run.stdout.contains("  undeclared: plugins/U/main.lua:2: "),
+        "{out}"
+    );
+    assert!(run.stdout.contains("tavern.toml:2"), "{out}");
     let line = run
         .stdout
         .lines()
