@@ -80,8 +80,9 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
     }
 }
 
-fn report(e: &AgentError) -> u8 {
-    eprintln!("tavern: {e}");
+fn report(globals: &Globals, e: &AgentError) -> u8 {
+    // A profile given as a path from an absolute home is named from the home.
+    eprintln!("tavern: {}", globals.relative_text(&e.to_string()));
     match e {
         AgentError::NotFound { .. } => USAGE,
         _ => FAILED,
@@ -95,7 +96,7 @@ fn manual(globals: &Globals, a: ManualArgs) -> u8 {
     };
     let rt = match engine.agent(&globals.target(&a.agent)).and_then(|b| b.build()) {
         Ok(rt) => rt,
-        Err(e) => return report(&e),
+        Err(e) => return report(globals, &e),
     };
     let text = match a.style {
         Some(s) => rt.manual_in(s),
@@ -156,7 +157,7 @@ async fn run_agent(globals: &Globals, a: RunArgs) -> u8 {
     };
     let mut b = match engine.agent(&globals.target(&a.agent)) {
         Ok(b) => b.llm(overrides),
-        Err(e) => return report(&e),
+        Err(e) => return report(globals, &e),
     };
     if let Some(n) = a.max_turns {
         b = b.max_turns(n);
@@ -166,7 +167,7 @@ async fn run_agent(globals: &Globals, a: RunArgs) -> u8 {
     }
     let mut rt = match b.build() {
         Ok(rt) => rt,
-        Err(e) => return report(&e),
+        Err(e) => return report(globals, &e),
     };
     if !a.json {
         // The conversation, each turn as it ends.

@@ -777,6 +777,8 @@ fn broken_home() -> tempfile::TempDir {
                 "api.tools.register{id = 'w', description = 'w', handler = function(a)\n  api.fs.write('/x.txt', 'y')\nend}\n",
             ),
             ("tavern.toml", "[extensions.Dice]\nsidez = 8\n"),
+            ("workflows/w.json", r#"{"id": "w", "nodes": {"a": {"type": "nope"}}}"#),
+            ("agents/x.json", r#"{"id": "x", "max_turns": "eight"}"#),
             ("plugins/Bad/plugin.yaml", "name: Bad\ndescription: bad\n"),
             (
                 "plugins/Bad/main.lua",
@@ -882,6 +884,35 @@ async fn every_way_in_names_files_from_the_home() {
             "{out}"
         );
         assert!(run.stdout.contains(lua_place), "{out}");
+    }
+
+    // A broken workflow file and agent profile given by their absolute paths.
+    for (args, want) in [
+        (
+            vec!["workflow", "run", "workflows/w.json"],
+            "workflows/w.json: ",
+        ),
+        (
+            vec![
+                "agent",
+                "run",
+                "agents/x.json",
+                "--llm",
+                "scripted:nope.json",
+            ],
+            "agents/x.json:1:",
+        ),
+    ] {
+        let file = format!("{abs}/{}", args[2]);
+        let mut all = vec!["--home", abs.as_str()];
+        all.extend(args.iter().take(2));
+        all.push(&file);
+        all.extend(args.iter().skip(3));
+        let run = tavern(std::env::temp_dir().as_path(), &all, b"");
+        let out = format!("{}\n{}", run.stdout, run.stderr);
+        assert_ne!(run.code, 0, "{out}");
+        assert_home_relative(&format!("{args:?}"), &out, &home);
+        assert!(run.stderr.contains(want), "{want}: {out}");
     }
 
     // `plugin new`: the directory from the home; the next command works as printed.
