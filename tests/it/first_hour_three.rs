@@ -1149,3 +1149,42 @@ fn the_time_limit_says_where_it_stopped() {
         "{r}"
     );
 }
+
+/// Item 3: a Lua file whose path from the home Lua would shorten (60 bytes or more) is
+/// named from its plugin directory, whole, never `...` and a tail.
+#[test]
+fn a_long_lua_path_is_never_cut() {
+    let h = home();
+    let name = format!("Long{}", "x".repeat(50));
+    write(
+        h.path(),
+        &[
+            (
+                &format!("plugins/{name}/plugin.yaml"),
+                &format!("name: {name}\ndescription: l\n"),
+            ),
+            (
+                &format!("plugins/{name}/main.lua"),
+                "api.tools.register{id = 'f', description = 'f', handler = function(a)\n  local t = nil; return t.x\nend}\n",
+            ),
+            ("plugins/Dice/plugin.yaml", DICE_YAML),
+            (
+                "plugins/Dice/main.lua",
+                "api.tools.register{id = 'f', description = 'f', handler = function(a)\n  local t = nil; return t.x\nend}\n",
+            ),
+        ],
+    );
+    let msg = |tool: &str| {
+        let body = format!("{{\"tool\": \"{tool}\", \"args\": {{}}}}");
+        let v = tavern(h.path(), &["--home", ".", "call", "-"], body.as_bytes()).json();
+        v["results"][0]["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let long = msg(&format!("{name}:f"));
+    assert!(long.contains(": main.lua:2: "), "{long}");
+    assert!(!long.contains("..."), "{long}");
+    let short = msg("Dice:f");
+    assert!(short.contains(": plugins/Dice/main.lua:2: "), "{short}");
+}
