@@ -96,9 +96,11 @@ pub mod internal {
     pub mod hooks {
         pub use crate::hooks::*;
     }
-    /// Plugin manifests, loading, permissions, process tools and their confinement.
+    /// Plugin manifests, loading, permissions, process tools and their confinement; how
+    /// messages name a path (from the home).
     pub mod plugins {
         pub use crate::plugins::*;
+        pub use crate::problem::{inside_home, shown_path};
     }
     /// Reading and writing calls (TAM, VCP, `<ACTION>`, JSON).
     pub mod protocol {

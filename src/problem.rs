@@ -185,6 +185,32 @@ pub(crate) fn unclosed_bracket(text: &str, syntax: Syntax) -> Option<String> {
 
 /// The spellings of `home` a path may start with: as given and canonical (the loaders
 /// canonicalize some paths), `./` dropped.
+/// `path` relative to `home` (`plugins/Dice`), written with `/`, when it lies inside the
+/// home; `None` otherwise (or when it is the home itself).
+pub fn inside_home(path: &Path, home: &Path) -> Option<String> {
+    let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    home_forms(home).iter().find_map(|b| {
+        let b = b.canonicalize().unwrap_or_else(|_| b.clone());
+        path.strip_prefix(&b)
+            .ok()
+            .filter(|r| !r.as_os_str().is_empty())
+            .map(|r| r.to_string_lossy().replace('\\', "/"))
+    })
+}
+
+/// How a message names the path `p`: `.` for the home itself, relative to the home inside
+/// it (`plugins/Dice/data`), else as it is.
+pub fn shown_path(p: &Path, home: &Path) -> String {
+    if let Some(rel) = inside_home(p, home) {
+        return rel;
+    }
+    let same = |a: &Path, b: &Path| a == b || a.canonicalize().ok() == b.canonicalize().ok();
+    if p.is_absolute() && same(p, home) {
+        return ".".into();
+    }
+    p.to_string_lossy().into_owned()
+}
+
 fn home_forms(home: &Path) -> Vec<PathBuf> {
     let mut out = vec![home.to_path_buf()];
     if let Ok(c) = home.canonicalize() {

@@ -305,8 +305,12 @@ impl<'e> AgentRuntimeBuilder<'e> {
                 let file = &u["scripted:".len()..];
                 Some(Arc::new(
                     // Relative to the home, like every relative path in settings.
-                    ScriptedBackend::from_file(&engine.home.join(file))
-                        .map_err(|e| AgentError::Config(e.to_string()))?,
+                    {
+                        let path = engine.home.join(file);
+                        let shown = crate::problem::shown_path(&path, engine.home);
+                        ScriptedBackend::from_file_named(&path, shown)
+                    }
+                    .map_err(|e| AgentError::Config(e.to_string()))?,
                 ) as Arc<dyn ChatBackend>)
             }
             _ => None,
@@ -1119,6 +1123,8 @@ impl Dispatcher {
                 stopped = None;
             }
             let refused = |e: ToolError| (None, Err(e));
+            // Loose argument names the call was read with (only a call that ran has them).
+            let mut warnings = Vec::new();
             let (started, result) = if let Some((_, why)) =
                 stopped.as_ref().filter(|(b, _)| *b == call.block)
             {
@@ -1171,7 +1177,10 @@ impl Dispatcher {
                             .inventory(self.tools.clone()),
                     );
                     let mut r = crate::request::run(self.engine.clone(), req).await.outcomes;
-                    let result = r.pop().map(|o| o.result).unwrap_or(Ok(Value::Null));
+                    let (result, w) = r
+                        .pop()
+                        .map_or((Ok(Value::Null), Vec::new()), |o| (o.result, o.warnings));
+                    warnings = w;
                     (Some(started), self.refine(result))
                 }
             };
@@ -1193,7 +1202,7 @@ impl Dispatcher {
                 elapsed: started.map_or(std::time::Duration::ZERO, |s| {
                     t0.elapsed().saturating_sub(s)
                 }),
-                warnings: Vec::new(),
+                warnings,
             };
             let finished = ms(t0.elapsed());
             self.bus.emit(events::TOOL_FINISHED, &self.agent, || {
@@ -1206,6 +1215,9 @@ impl Dispatcher {
                 });
                 if let Ok(v) = &outcome.result {
                     p["value"] = v.clone();
+                }
+                if !outcome.warnings.is_empty() {
+                    p["warnings"] = json!(outcome.warnings);
                 }
                 p
             });

@@ -80,8 +80,9 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
     }
 }
 
-fn report(e: &AgentError) -> u8 {
-    eprintln!("tavern: {e}");
+fn report(globals: &Globals, e: &AgentError) -> u8 {
+    // A profile given as a path from an absolute home is named from the home.
+    eprintln!("tavern: {}", globals.relative_text(&e.to_string()));
     match e {
         AgentError::NotFound { .. } => USAGE,
         _ => FAILED,
@@ -95,7 +96,7 @@ fn manual(globals: &Globals, a: ManualArgs) -> u8 {
     };
     let rt = match engine.agent(&globals.target(&a.agent)).and_then(|b| b.build()) {
         Ok(rt) => rt,
-        Err(e) => return report(&e),
+        Err(e) => return report(globals, &e),
     };
     let text = match a.style {
         Some(s) => rt.manual_in(s),
@@ -112,19 +113,19 @@ fn load_world(globals: &Globals, file: Option<&PathBuf>) -> Result<Option<Value>
         None => return Ok(None),
     };
     let text = std::fs::read_to_string(&path).map_err(|e| {
-        eprintln!("tavern: cannot read {}: {e}", path.display());
+        eprintln!("tavern: cannot read {}: {e}", globals.shown(&path));
         USAGE
     })?;
     match serde_json::from_str::<Value>(&text) {
         Ok(v @ Value::Object(_)) => Ok(Some(v)),
         Ok(_) => {
-            eprintln!("tavern: {}: the world state must be a JSON object", path.display());
+            eprintln!("tavern: {}: the world state must be a JSON object", globals.shown(&path));
             Err(USAGE)
         }
         Err(e) => {
             eprintln!(
                 "tavern: {}:{}:{}: not JSON: {e}",
-                path.display(),
+                globals.shown(&path),
                 e.line(),
                 e.column()
             );
@@ -156,7 +157,7 @@ async fn run_agent(globals: &Globals, a: RunArgs) -> u8 {
     };
     let mut b = match engine.agent(&globals.target(&a.agent)) {
         Ok(b) => b.llm(overrides),
-        Err(e) => return report(&e),
+        Err(e) => return report(globals, &e),
     };
     if let Some(n) = a.max_turns {
         b = b.max_turns(n);
@@ -166,7 +167,7 @@ async fn run_agent(globals: &Globals, a: RunArgs) -> u8 {
     }
     let mut rt = match b.build() {
         Ok(rt) => rt,
-        Err(e) => return report(&e),
+        Err(e) => return report(globals, &e),
     };
     if !a.json {
         // The conversation, each turn as it ends.

@@ -163,6 +163,21 @@ impl Globals {
         }
     }
 
+    /// How a message names `p`: relative to the home when inside it (`plugins/Dice`),
+    /// else as given.
+    pub fn shown(&self, p: &Path) -> String {
+        tavern::internal::plugins::inside_home(p, &self.home)
+            .unwrap_or_else(|| p.to_string_lossy().into_owned())
+    }
+
+    /// `text` with every `<home>/` of the home's absolute forms removed (a message that
+    /// names a path inside the home, such as an error from a library).
+    pub fn relative_text(&self, text: &str) -> String {
+        tavern::Problem::new("", text)
+            .relative_to(&self.home)
+            .message
+    }
+
     /// A `FILE|ID` argument: the file at that path from the home when there is one, else
     /// the id as given.
     pub fn target(&self, target: &str) -> String {

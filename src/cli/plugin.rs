@@ -93,7 +93,7 @@ fn load_for_tests(
         let what = match dir {
             Some(d) => format!(
                 "testing {} with the whole home loaded (every plugin, workflows/, the hook scripts in scripts/)",
-                d.display()
+                globals.shown(d)
             ),
             None => "testing every plugin with the whole home loaded (workflows/, the hook scripts in scripts/)".to_string(),
         };
@@ -102,11 +102,11 @@ fn load_for_tests(
         let what = match dir {
             Some(d) if check::is_plugin_dir(d) => format!(
                 "testing {} alone: no other plugin, no home workflows and no hook scripts (scripts/) are loaded; --with-home loads them",
-                d.display()
+                globals.shown(d)
             ),
             _ => format!(
                 "testing the plugins in {}: no home workflows and no hook scripts (scripts/) are loaded; --with-home loads them",
-                path.display()
+                globals.shown(&path)
             ),
         };
         (check::check_with(&path, &globals.home, &s, roots), what)
@@ -209,16 +209,28 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
                 .unwrap_or_else(|| check::default_dir(&globals.home));
             match scaffold::create(&parent, &name, lang) {
                 Ok(dir) => {
-                    println!("created {}", dir.display());
-                    println!("next: tavern plugin test {}", dir.display());
+                    // Named from the home; the next command runs from anywhere the
+                    // `--home` given runs from.
+                    let shown = globals.shown(&dir);
+                    println!("created {shown}");
+                    let home_is_here = globals
+                        .home
+                        .components()
+                        .all(|c| matches!(c, std::path::Component::CurDir));
+                    let home = if home_is_here {
+                        String::new()
+                    } else {
+                        format!("--home {} ", globals.home.display())
+                    };
+                    println!("next: tavern {home}plugin test {shown}");
                     OK
                 }
                 Err(e @ scaffold::ScaffoldError::Io { .. }) => {
-                    eprintln!("tavern: {e}");
+                    eprintln!("tavern: {}", globals.relative_text(&e.to_string()));
                     FAILED
                 }
                 Err(e) => {
-                    eprintln!("tavern: {e}");
+                    eprintln!("tavern: {}", globals.relative_text(&e.to_string()));
                     USAGE
                 }
             }
@@ -248,7 +260,7 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
             let mut failed = 0;
             for o in &outcomes {
                 match &o.failure {
-                    None => println!("ok   {} :: {}", o.file.display(), o.name),
+                    None => println!("ok   {} :: {}", globals.shown(&o.file), o.name),
                     Some(why) => {
                         failed += 1;
                         // A tool of another plugin or the home is not loaded without
@@ -258,7 +270,7 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
                         } else {
                             ""
                         };
-                        println!("FAIL {} :: {}: {why}{hint}", o.file.display(), o.name);
+                        println!("FAIL {} :: {}: {why}{hint}", globals.shown(&o.file), o.name);
                     }
                 }
             }

@@ -169,20 +169,25 @@ fn resolve(engine: &Engine, target: &str, json: bool) -> Option<std::sync::Arc<C
     match engine.workflows().resolve(&lookup) {
         Ok(wf) => Some(wf),
         Err(e) => {
+            // A file given from an absolute home is named from the home.
+            let rel = |t: String| tavern::Problem::new("", t).relative_to(engine.home()).message;
             if json {
                 let problems: Vec<String> = match &e {
-                    WorkflowError::Load(p) => p.iter().map(ToString::to_string).collect(),
-                    other => vec![other.to_string()],
+                    WorkflowError::Load(p) => p
+                        .iter()
+                        .map(|p| rel(p.to_string()))
+                        .collect(),
+                    other => vec![rel(other.to_string())],
                 };
                 print_json(&json!({"workflow": target, "status": "invalid", "problems": problems}));
             } else {
                 match &e {
                     WorkflowError::Load(p) => {
                         for p in p {
-                            eprintln!("error: {p}");
+                            eprintln!("error: {}", rel(p.to_string()));
                         }
                     }
-                    other => eprintln!("tavern: {other}"),
+                    other => eprintln!("tavern: {}", rel(other.to_string())),
                 }
             }
             None

@@ -310,6 +310,7 @@ impl ToolHandler for Parked {
                 _ = sleep => Err(ToolError::Timeout {
                     tool,
                     after_ms: started.elapsed().as_millis() as u64,
+                    at: None,
                 }),
             }
         })

@@ -29,6 +29,9 @@ pub struct ScriptContext {
     pub manager: Arc<ToolManager>,
     /// The hook registry scripts register hooks and overrides in.
     pub hooks: Option<Arc<crate::hooks::Hooks>>,
+    /// The plugin directory relative to the home (`plugins/Dice`), for runtime messages;
+    /// `None` outside the home.
+    pub shown_dir: Option<String>,
 }
 
 /// The host's limits (`EngineBuilder::script_limits`, by default the engine defaults)
@@ -181,6 +184,7 @@ impl ScriptSet {
         env.instances = ctx.instances;
         env.tools = Some(Arc::downgrade(&ctx.manager));
         env.hooks = ctx.hooks.as_ref().map(Arc::downgrade);
+        env.shown_dir = ctx.shown_dir.clone();
         match PluginScripts::load(env, files) {
             Ok(s) => Ok(ScriptSet {
                 scripts: Some(s),

@@ -201,6 +201,7 @@ pub fn load_with(
         env.limits = limits;
         env.tools = Some(Arc::downgrade(tools));
         env.hooks = hooks.map(Arc::downgrade);
+        env.shown_dir = Some("scripts".into());
         let rel = PathBuf::from(file.file_name().unwrap_or_default());
         match PluginScripts::load(env, std::slice::from_ref(&rel)) {
             Ok(scripts) => out.push(UserScript {

@@ -409,6 +409,24 @@ pub struct PermissionReport {
 }
 
 impl PermissionReport {
+    /// The report with every root and file inside `home` named relative to it, as every
+    /// other message names them (`data`, `plugins/Dice/main.lua`).
+    pub fn relative_to(mut self, home: &std::path::Path) -> Self {
+        for r in &mut self.permissions {
+            if r.permission.starts_with("fs.") {
+                for d in &mut r.declared {
+                    *d = crate::problem::shown_path(std::path::Path::new(d.as_str()), home);
+                }
+            }
+        }
+        for u in &mut self.undeclared {
+            if let Some(rel) = crate::problem::inside_home(&u.file, home) {
+                u.file = rel.into();
+            }
+        }
+        self
+    }
+
     /// The table `tavern plugin check` prints.
     pub fn text(&self) -> String {
         let list = |v: &[String]| {

@@ -369,7 +369,7 @@ pub async fn run(
             _ = &mut deadline => {
                 guard.kill();
                 let _ = child.wait().await;
-                return Err(ToolError::Timeout { tool: tool.to_string(), after_ms: spec.timeout.as_millis() as u64 });
+                return Err(ToolError::Timeout { tool: tool.to_string(), after_ms: spec.timeout.as_millis() as u64, at: None });
             }
             _ = cancel.cancelled() => {
                 guard.kill();

@@ -55,10 +55,12 @@ pub enum ScriptError {
         limit: usize,
     },
     /// The wall-clock budget ran out.
-    #[error("timed out after {after_ms} ms")]
+    #[error("timed out after {after_ms} ms{}", stopped_at(.at))]
     Timeout {
         /// The budget.
         after_ms: u64,
+        /// Where the script was stopped (`plugins/Dice/main.lua:6`), when known.
+        at: Option<String>,
     },
     /// The caller cancelled the call while the script ran.
     #[error("cancelled by the caller")]
@@ -149,6 +151,29 @@ impl ScriptError {
             file: None,
             line: None,
         }
+    }
+
+    /// The error with its file named relative to the plugin directory again when messages
+    /// named it under `shown_dir` (`plugins/Dice/main.lua` → `main.lua`).
+    pub(crate) fn file_within(mut self, shown_dir: Option<&str>) -> Self {
+        let Some(dir) = shown_dir.filter(|d| !d.is_empty()) else {
+            return self;
+        };
+        let strip = |f: &mut String| {
+            if let Some(rest) = f
+                .strip_prefix(dir.trim_end_matches('/'))
+                .and_then(|r| r.strip_prefix('/'))
+            {
+                *f = rest.to_string();
+            }
+        };
+        match &mut self {
+            ScriptError::Syntax { file, .. } => strip(file),
+            ScriptError::Runtime { file: Some(f), .. }
+            | ScriptError::Raised { file: Some(f), .. } => strip(f),
+            _ => {}
+        }
+        self
     }
 
     /// A runtime error without a place gets `file`/`line` (where the script called the
@@ -243,7 +268,7 @@ impl ScriptError {
                 limit: what,
                 message,
             },
-            ScriptError::Timeout { after_ms } => ToolError::Timeout { tool, after_ms },
+            ScriptError::Timeout { after_ms, at } => ToolError::Timeout { tool, after_ms, at },
             ScriptError::Cancelled => ToolError::Cancelled { tool },
             ScriptError::PermissionDenied { permission } => {
                 ToolError::PermissionDenied { tool, permission }

@@ -39,6 +39,10 @@ pub struct ScriptEnv {
     /// Who owns hooks and overrides these scripts register, as listings and errors name it
     /// (`plugin:<name>`, or `script:<name>` for a power-user script).
     pub owner: String,
+    /// The plugin directory as messages name it, relative to the home (`plugins/Dice`):
+    /// runtime errors then say `plugins/Dice/main.lua:2`. `None` (a directory outside the
+    /// home, an embedder's scripts): the file name relative to `dir` alone (`main.lua:2`).
+    pub shown_dir: Option<String>,
 }
 
 impl std::fmt::Debug for ScriptEnv {
@@ -66,6 +70,16 @@ impl ScriptEnv {
             limits: Limits::engine_default(),
             tools: None,
             hooks: None,
+            shown_dir: None,
+        }
+    }
+
+    /// The name messages give the script file `name` (relative to `dir`):
+    /// `plugins/Dice/main.lua` when [`ScriptEnv::shown_dir`] is set.
+    pub fn shown_name(&self, name: &str) -> String {
+        match &self.shown_dir {
+            Some(d) if !d.is_empty() => format!("{}/{name}", d.trim_end_matches('/')),
+            _ => name.to_string(),
         }
     }
 }
@@ -790,7 +804,10 @@ impl HostCore {
 
     fn deadline_error(&self, allowed_ms: Option<u64>) -> ScriptError {
         let ms = allowed_ms.unwrap_or(self.env.limits.wall_ms);
-        ScriptError::Timeout { after_ms: ms }
+        ScriptError::Timeout {
+            after_ms: ms,
+            at: None,
+        }
     }
 
     /// `next(args)` of a running override (`token` from its payload), blocking.

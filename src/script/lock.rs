@@ -423,6 +423,7 @@ impl PluginLock {
             if now >= deadline {
                 break Err(ScriptError::Timeout {
                     after_ms: allowed_ms,
+                    at: None,
                 });
             }
             // Wake up now and then to re-check the wait-for graph (it changes as others
@@ -483,6 +484,7 @@ impl PluginLock {
             // `queued` leaves the queue as it drops (or gives back a slot granted just now).
             None => Err(ScriptError::Timeout {
                 after_ms: allowed_ms,
+                at: None,
             }),
         }
     }
@@ -637,7 +639,10 @@ mod tests {
             Some(Instant::now() + Duration::from_millis(30)),
             30,
         ));
-        assert!(matches!(late, Err(ScriptError::Timeout { after_ms: 30 })));
+        assert!(matches!(
+            late,
+            Err(ScriptError::Timeout { after_ms: 30, .. })
+        ));
         assert_eq!(lock.waiters.load(Ordering::SeqCst), 0, "it left the queue");
         let slot = a.slot();
         let r = rt.block_on(async {

@@ -193,28 +193,32 @@ impl PluginScripts {
             }
         }
         let info = CallInfo::host(format!("{}:<load>", env.plugin));
-        ActiveCall::new(&info, limits.wall_ms).run(|| {
-            for s in sources.iter().filter(|s| s.lang == Lang::Lua) {
-                for (_, l) in &replicas {
-                    l.load_file(&s.name, &s.text)?;
-                }
-            }
-            for s in &sources {
-                match s.lang {
-                    Lang::Lua => {
-                        if let Some(l) = &lua {
-                            l.load_file(&s.name, &s.text)?;
-                        }
-                    }
-                    Lang::Rhai => {
-                        if let Some(r) = &mut rhai {
-                            r.load_file(&s.name, &s.text)?;
-                        }
+        // Each file by the name messages give it (`plugins/Dice/main.lua`); a load error
+        // names the file relative to the plugin again, as callers of `build` expect.
+        ActiveCall::new(&info, limits.wall_ms)
+            .run(|| {
+                for s in sources.iter().filter(|s| s.lang == Lang::Lua) {
+                    for (_, l) in &replicas {
+                        l.load_file(&lua_chunk_name(&env, &s.name), &s.text)?;
                     }
                 }
-            }
-            Ok::<(), ScriptError>(())
-        })?;
+                for s in &sources {
+                    match s.lang {
+                        Lang::Lua => {
+                            if let Some(l) = &lua {
+                                l.load_file(&lua_chunk_name(&env, &s.name), &s.text)?;
+                            }
+                        }
+                        Lang::Rhai => {
+                            if let Some(r) = &mut rhai {
+                                r.load_file(&env.shown_name(&s.name), &s.text)?;
+                            }
+                        }
+                    }
+                }
+                Ok::<(), ScriptError>(())
+            })
+            .map_err(|e| e.file_within(env.shown_dir.as_deref()))?;
         let scripts = PluginScripts {
             inner: Arc::new(Inner {
                 env,
@@ -601,5 +605,18 @@ impl ToolHandler for ScriptToolHandler {
                 })
             }
         }
+    }
+}
+
+/// The name a Lua chunk gets: [`ScriptEnv::shown_name`], unless Lua would shorten it (its
+/// messages keep at most 59 bytes of a chunk name, the rest replaced by `...`); then the
+/// name from the plugin directory, whole.
+fn lua_chunk_name(env: &ScriptEnv, name: &str) -> String {
+    const LUA_IDSIZE: usize = 60;
+    let shown = env.shown_name(name);
+    if shown.len() < LUA_IDSIZE {
+        shown
+    } else {
+        name.to_string()
     }
 }

@@ -58,6 +58,9 @@ pub(crate) struct RhaiHost {
     core: Arc<HostCore>,
     /// The file each script function was defined in, so a runtime error names it.
     fn_files: std::collections::HashMap<String, String>,
+    /// Each script function's line and the lines of the loops in its body (see
+    /// [`fn_places`]): where the instruction limit stopped it, as near as can be said.
+    fn_lines: std::collections::HashMap<String, (u32, Vec<u32>)>,
 }
 
 /// `import` resolver confined to one directory.
@@ -285,6 +288,7 @@ impl RhaiHost {
             config,
             core,
             fn_files: Default::default(),
+            fn_lines: Default::default(),
         })
     }
 
@@ -430,6 +434,9 @@ impl RhaiHost {
                 .entry(f.name.to_string())
                 .or_insert_with(|| name.to_string());
         }
+        for (f, line, loops) in fn_places(text) {
+            self.fn_lines.entry(f).or_insert((line, loops));
+        }
         self.ast = self.ast.merge(&ast);
         Ok(())
     }
@@ -562,7 +569,7 @@ impl RhaiHost {
             ),
         });
         let file = self.fn_files.get(&fname).map(String::as_str);
-        let v = r.map_err(|e| self.map_error(*e, file))?;
+        let v = r.map_err(|e| self.limit_place(self.map_error(*e, file), &fname, file))?;
         dynamic_to_json(&v, &self.limits)
     }
 
@@ -676,6 +683,33 @@ impl RhaiHost {
             .clone()
     }
 
+    /// The instruction limit (and the time limit) with a line: Rhai gives its error no position once it leaves
+    /// a script function (`func/script.rs` sets a system error's position to the call's,
+    /// which is none for a call from the host), so the place is the loop of the function
+    /// that was called when it has exactly one (`main.rhai:13, the loop in fd`), else the
+    /// function's own line (`main.rhai:11, in fd`).
+    fn limit_place(&self, e: ScriptError, fname: &str, file: Option<&str>) -> ScriptError {
+        match (e, file, self.fn_lines.get(fname)) {
+            (ScriptError::InstructionLimit { limit, at }, Some(f), Some((line, loops)))
+                if at.as_deref().is_none_or(|a| a == f) =>
+            {
+                ScriptError::InstructionLimit {
+                    limit,
+                    at: Some(fn_place(f, fname, *line, loops)),
+                }
+            }
+            (ScriptError::Timeout { after_ms, at }, Some(f), Some((line, loops)))
+                if at.as_deref().is_none_or(|a| a == f) =>
+            {
+                ScriptError::Timeout {
+                    after_ms,
+                    at: Some(fn_place(f, fname, *line, loops)),
+                }
+            }
+            (e, ..) => e,
+        }
+    }
+
     fn map_error(&self, e: EvalAltResult, file: Option<&str>) -> ScriptError {
         match map_rhai_error(e, file, &self.limits) {
             // A thrown map keeps its content; a nested tool error's map its own code.
@@ -743,6 +777,8 @@ fn map_rhai_error(e: EvalAltResult, file: Option<&str>, limits: &Limits) -> Scri
         }
         EvalAltResult::ErrorTerminated(..) => ScriptError::Timeout {
             after_ms: limits.wall_ms,
+            // Like the instruction limit: no position; `limit_place` adds the function's.
+            at: file.map(str::to_string),
         },
         EvalAltResult::ErrorStackOverflow(_) => ScriptError::ValueLimit {
             what: "call_depth".into(),
@@ -974,4 +1010,134 @@ fn register_tool(
         function,
     });
     Ok(())
+}
+
+/// Where a limit stopped function `fname` of file `f`, as near as can be said: its one
+/// loop, else its own line.
+fn fn_place(f: &str, fname: &str, line: u32, loops: &[u32]) -> String {
+    match loops {
+        [l] => format!("{f}:{l}, the loop in {fname}"),
+        _ => format!("{f}:{line}, in {fname}"),
+    }
+}
+
+/// Each `fn NAME(` of a Rhai file: its name, its line and the lines of the loops (`loop`,
+/// `while`, `for`, `do … while` once) in its body. A light scan (strings and comments are
+/// skipped), used only to say where the instruction limit stopped a function.
+fn fn_places(text: &str) -> Vec<(String, u32, Vec<u32>)> {
+    // Tokens: identifiers with their line, and the brackets `{` `}`.
+    let b = text.as_bytes();
+    let mut toks: Vec<(&str, u32)> = Vec::new();
+    let (mut i, mut line) = (0usize, 1u32);
+    while i < b.len() {
+        let c = b[i];
+        match c {
+            b'\n' => {
+                line += 1;
+                i += 1;
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i < b.len() && !(b[i] == b'*' && b.get(i + 1) == Some(&b'/')) {
+                    line += u32::from(b[i] == b'\n');
+                    i += 1;
+                }
+                i += 2;
+            }
+            b'"' | b'\'' | b'`' => {
+                i += 1;
+                while i < b.len() && b[i] != c {
+                    line += u32::from(b[i] == b'\n');
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            b'{' | b'}' => {
+                toks.push((&text[i..i + 1], line));
+                i += 1;
+            }
+            c if c.is_ascii_alphabetic() || c == b'_' => {
+                let start = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                    i += 1;
+                }
+                toks.push((&text[start..i], line));
+            }
+            _ => i += 1,
+        }
+    }
+    let mut out = Vec::new();
+    let mut k = 0;
+    while k < toks.len() {
+        if toks[k].0 != "fn" || k + 1 >= toks.len() {
+            k += 1;
+            continue;
+        }
+        let (name, fn_line) = (toks[k + 1].0.to_string(), toks[k].1);
+        // The body: from the first `{` to its match.
+        let Some(open) = (k + 2..toks.len()).find(|&j| toks[j].0 == "{") else {
+            break;
+        };
+        let (mut depth, mut j, mut loops) = (0i32, open, Vec::new());
+        let mut after_do_block = false;
+        while j < toks.len() {
+            match toks[j].0 {
+                "{" => depth += 1,
+                "}" => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                "loop" | "for" | "do" => loops.push(toks[j].1),
+                // `do { … } while x` is one loop.
+                "while" if !after_do_block => loops.push(toks[j].1),
+                _ => {}
+            }
+            after_do_block = toks[j].0 == "}" && {
+                // Whether the block just closed was a `do` block: its `{` follows `do`.
+                let mut d = 0i32;
+                let mut m = j;
+                loop {
+                    match toks[m].0 {
+                        "}" => d += 1,
+                        "{" => d -= 1,
+                        _ => {}
+                    }
+                    if d == 0 || m == 0 {
+                        break;
+                    }
+                    m -= 1;
+                }
+                m > 0 && toks[m - 1].0 == "do"
+            };
+            j += 1;
+        }
+        out.push((name, fn_line, loops));
+        k = j.max(k + 1);
+    }
+    out
+}
+
+#[cfg(test)]
+mod fn_places_tests {
+    use super::fn_places;
+
+    #[test]
+    fn finds_functions_and_their_loops() {
+        let text = "// fn nope() { loop {} }\nfn a(x) {\n  let s = \"while {\";\n  loop {\n    x += 1;\n  }\n}\n\nfn b() {\n  do {\n    1\n  } while true;\n  for i in 0..3 { }\n}\nfn c() { 1 }\n";
+        assert_eq!(
+            fn_places(text),
+            vec![
+                ("a".to_string(), 2, vec![4]),
+                ("b".to_string(), 9, vec![10, 13]),
+                ("c".to_string(), 15, vec![]),
+            ]
+        );
+    }
 }

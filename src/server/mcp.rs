@@ -416,6 +416,16 @@ fn as_content_blocks(v: &Value) -> Option<Vec<ContentBlock>> {
     serde_json::from_value(Value::Array(blocks.clone())).ok()
 }
 
+/// The call's warnings (each argument read loosely) as text blocks after the result, one
+/// per warning: `warning: argument 'guestName' read as 'guest_name'`. In `content`, not
+/// `_meta`, so that a model reading the result through any client learns the name; the
+/// result's own blocks (and `structuredContent`) come first and are unchanged.
+fn with_warnings(r: &mut CallToolResult, warnings: &[String]) {
+    for w in warnings {
+        r.content.push(ContentBlock::text(format!("warning: {w}")));
+    }
+}
+
 /// A failed call as the model should read it: `isError: true` and the Observation line.
 pub fn error_result(e: &ToolError) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(e.observation())])
@@ -630,7 +640,7 @@ impl ServerHandler for TavernMcp {
         // on until it returns, and this loop must send its progress and logs meanwhile.
         let mut _abort = None;
         let call = if in_place {
-            futures_util::future::Either::Left(self.served.invoke(
+            futures_util::future::Either::Left(self.served.invoke_warned(
                 &request.name,
                 args,
                 Self::caller(),
@@ -641,17 +651,20 @@ impl ServerHandler for TavernMcp {
             let (served, name, ct) = (self.served.clone(), request.name.to_string(), ct.clone());
             let task = tokio::spawn(async move {
                 served
-                    .invoke(&name, args, Self::caller(), ct, observer)
+                    .invoke_warned(&name, args, Self::caller(), ct, observer)
                     .await
             });
             _abort = Some(AbortOnDrop(task.abort_handle()));
             futures_util::future::Either::Right(async move {
                 match task.await {
                     Ok(r) => r,
-                    Err(e) => Err(ToolError::failed(
-                        "mcp",
-                        format!("the call's task ended: {e}"),
-                    )),
+                    Err(e) => (
+                        Err(ToolError::failed(
+                            "mcp",
+                            format!("the call's task ended: {e}"),
+                        )),
+                        Vec::new(),
+                    ),
                 }
             })
         };
@@ -678,7 +691,7 @@ impl ServerHandler for TavernMcp {
             } else {
                 tokio::select! {
                     r = &mut call => { ended = Some(r); continue; }
-                    _ = ct.cancelled() => break Err(ToolError::Cancelled { tool: request.name.to_string() }),
+                    _ = ct.cancelled() => break (Err(ToolError::Cancelled { tool: request.name.to_string() }), Vec::new()),
                     Some(rep) = reports.recv() => rep,
                     _ = tick.tick(), if progress.is_some() && !own_progress => Report::Beat,
                 }
@@ -719,12 +732,14 @@ impl ServerHandler for TavernMcp {
             p.message = Some(message);
             let _ = context.peer.notify_progress(p).await;
         };
-        Ok(match result {
+        let (result, warnings) = result;
+        let mut answer = match result {
             Ok(v) => result_content(v),
             Err(e @ ToolError::UnknownTool { .. }) => return Err(unknown_tool(&e)),
             Err(e) => error_result(&e),
-        }
-        .into())
+        };
+        with_warnings(&mut answer, &warnings);
+        Ok(answer.into())
     }
 
     /// Requests rmcp could not read as what their method names: a `tools/call` (or another
@@ -981,12 +996,22 @@ impl TavernMcp {
             "queued" | "running" => TaskPayload::Working,
             "cancelled" => TaskPayload::Cancelled,
             _ if first.is_object() => {
-                let r = if first["ok"] == Value::Bool(true) {
+                let mut r = if first["ok"] == Value::Bool(true) {
                     result_content(first["value"].clone())
                 } else {
                     let text = first["observation"].as_str().unwrap_or_default();
                     CallToolResult::error(vec![ContentBlock::text(text)])
                 };
+                // The job's record keeps the call's warnings as `tavern call` prints them.
+                let warnings: Vec<String> = first["warnings"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|w| w.as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                with_warnings(&mut r, &warnings);
                 match serde_json::to_value(r) {
                     Ok(Value::Object(result)) => TaskPayload::Completed { result },
                     _ => TaskPayload::Failed {

@@ -312,19 +312,37 @@ impl Served {
         cancel: CancellationToken,
         observer: crate::tools::Observer,
     ) -> Result<Value, ToolError> {
+        self.invoke_warned(tool, args, caller, cancel, observer)
+            .await
+            .0
+    }
+
+    /// [`Served::invoke`] with the call's warnings (each argument read loosely,
+    /// `argument 'guestName' read as 'guest_name'`), for MCP's `tools/call` result.
+    pub async fn invoke_warned(
+        &self,
+        tool: &str,
+        args: Value,
+        caller: Caller,
+        cancel: CancellationToken,
+        observer: crate::tools::Observer,
+    ) -> (Result<Value, ToolError>, Vec<String>) {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         let _guard = InFlight(&self.in_flight);
         let engine = self.engine();
         let size = args_size(&args);
         if size > self.options.max_args_bytes {
-            return Err(ToolError::LimitExceeded {
-                tool: tool.to_string(),
-                limit: "arguments".into(),
-                message: format!(
-                    "the arguments are {size} bytes; this server accepts at most {} (send less data or raise --max-args-bytes)",
-                    self.options.max_args_bytes
-                ),
-            });
+            return (
+                Err(ToolError::LimitExceeded {
+                    tool: tool.to_string(),
+                    limit: "arguments".into(),
+                    message: format!(
+                        "the arguments are {size} bytes; this server accepts at most {} (send less data or raise --max-args-bytes)",
+                        self.options.max_args_bytes
+                    ),
+                }),
+                Vec::new(),
+            );
         }
         // Through the engine's one run function, like every other way in.
         let opts = crate::engine::CallOptions::new()
@@ -336,16 +354,19 @@ impl Served {
         let call = async {
             let report = crate::engine::run(engine.tools().clone(), req).await;
             match report.outcomes.into_iter().next() {
-                Some(o) => o.result,
+                Some(o) => (o.result, o.warnings),
                 // The call could not be read (no name): what the reader said.
-                None => Err(ToolError::failed(
-                    tool,
-                    report
-                        .parsed
-                        .diagnostics
-                        .first()
-                        .map_or("the call could not be read", |d| d.message.as_str()),
-                )),
+                None => (
+                    Err(ToolError::failed(
+                        tool,
+                        report
+                            .parsed
+                            .diagnostics
+                            .first()
+                            .map_or("the call could not be read", |d| d.message.as_str()),
+                    )),
+                    Vec::new(),
+                ),
             }
         };
         match self.options.call_timeout {
@@ -354,14 +375,16 @@ impl Served {
                 Ok(r) => r,
                 Err(_) => {
                     cancel.cancel();
-                    Err(ToolError::Timeout {
+                    let e = ToolError::Timeout {
                         tool: engine
                             .tools()
                             .get(tool)
                             .map(|t| t.id().to_string())
                             .unwrap_or_else(|_| tool.to_string()),
                         after_ms: limit.as_millis() as u64,
-                    })
+                        at: None,
+                    };
+                    (Err(e), Vec::new())
                 }
             },
         }

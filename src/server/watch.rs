@@ -167,7 +167,7 @@ where
                 ReloadOutcome::Swapped => tracing::info!(
                     "reloaded after {} change(s) (first: {}); tools: {}",
                     changed.len(),
-                    changed[0].display(),
+                    crate::problem::shown_path(&changed[0], &home),
                     served.engine().tools().len()
                 ),
                 ReloadOutcome::Kept(why) => tracing::warn!(

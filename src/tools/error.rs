@@ -47,12 +47,15 @@ pub enum ToolError {
         message: String,
     },
     /// The call ran past its time limit and was stopped.
-    #[error("Tool {tool} timed out after {after_ms} ms")]
+    #[error("Tool {tool} timed out after {after_ms} ms{}", stopped_at(.at))]
     Timeout {
         /// Canonical tool id.
         tool: String,
         /// The limit that was passed.
         after_ms: u64,
+        /// Where a script was stopped (`plugins/Dice/main.lua:4`), when known.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        at: Option<String>,
     },
     /// A sandbox limit (instructions, memory, output size, depth …) was hit.
     #[error("Tool {tool} exceeded the {limit} limit: {message}")]
@@ -156,6 +159,12 @@ pub enum ToolError {
         /// What is wrong and how to fix it.
         message: String,
     },
+}
+
+fn stopped_at(at: &Option<String>) -> String {
+    at.as_ref()
+        .map(|a| format!(" (stopped at {a})"))
+        .unwrap_or_default()
 }
 
 fn did_you_mean(s: &Option<String>) -> String {

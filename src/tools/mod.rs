@@ -319,14 +319,25 @@ pub struct CallOutcome {
 
 impl CallOutcome {
     /// The Observation line for a model: [`success_observation`] or
-    /// [`ToolError::observation`].
+    /// [`ToolError::observation`], then one indented `Warning: …` line per
+    /// [`CallOutcome::warnings`] entry (so the model learns the parameter's real name).
     pub fn observation(&self) -> String {
-        match &self.result {
+        let mut text = match &self.result {
             Ok(v) => success_observation(&self.tool, v),
             Err(e) => e.observation(),
+        };
+        for w in &self.warnings {
+            text.push('\n');
+            text.push_str(OBSERVATION_INDENT);
+            text.push_str(&frame_observation(format!("Warning: {w}")));
         }
+        text
     }
 }
+
+/// A registry lookup: the tool and its caller policy, or the id as written and why it
+/// names no tool.
+type LookedUp = Result<(Arc<Tool>, Option<CallerPolicy>), (String, ToolError)>;
 
 /// Default limit on tools calling tools.
 pub const DEFAULT_MAX_DEPTH: u32 = 16;
@@ -946,7 +957,18 @@ impl ToolManager {
         inv: impl Into<Invocation>,
     ) -> Result<Value, ToolError> {
         let inv = inv.into();
-        match self.admit(id, args, &inv) {
+        let looked = self.look_up(id);
+        self.invoke_looked_up(looked, args, inv).await
+    }
+
+    /// [`ToolManager::invoke`] after [`ToolManager::look_up`] (one registry lookup per call).
+    async fn invoke_looked_up(
+        self: &Arc<Self>,
+        looked: LookedUp,
+        args: Value,
+        inv: Invocation,
+    ) -> Result<Value, ToolError> {
+        match self.admit(looked, args, &inv) {
             Ok((tool, args)) => self.run_admitted(tool, args, inv).await,
             Err((tool_id, e)) => {
                 if let Some(i) = self.interceptor.get() {
@@ -957,21 +979,49 @@ impl ToolManager {
         }
     }
 
+    /// The tool `id` names and its caller policy, under one read of the registry; or the
+    /// id as written and why it names no tool.
+    fn look_up(&self, id: &str) -> LookedUp {
+        let reg = self.read();
+        match reg.resolve(id) {
+            Some(t) => Ok((t.clone(), reg.policies.get(t.id()).copied())),
+            None => Err((id.to_string(), reg.unknown(id, self.lists_nodes()))),
+        }
+    }
+
+    /// [`ToolManager::look_up`] for a parsed call, under one read of the registry: the id
+    /// as the call's format reads names as written (`Some` only when that differs from the
+    /// usual resolution, see [`ToolManager::written_id`]) and the lookup.
+    fn look_up_call(&self, call: &Call) -> (Option<String>, LookedUp) {
+        let reg = self.read();
+        let found = match reg.resolve(&call.tool) {
+            Some(t) => Some((None, t)),
+            None if call.source.names_as_written() => reg
+                .resolve_as_written(&call.tool)
+                .map(|t| (Some(t.id().to_string()), t)),
+            None => None,
+        };
+        match found {
+            Some((written, t)) => (written, Ok((t.clone(), reg.policies.get(t.id()).copied()))),
+            None => (
+                None,
+                Err((
+                    call.tool.clone(),
+                    reg.unknown(&call.tool, self.lists_nodes()),
+                )),
+            ),
+        }
+    }
+
     /// The checks before a call runs: the tool and its prepared arguments, or the id the
     /// refusal names (canonical when the tool resolved) and why.
     fn admit(
         &self,
-        id: &str,
+        looked: LookedUp,
         args: Value,
         inv: &Invocation,
     ) -> Result<(Arc<Tool>, Value), (String, ToolError)> {
-        let (tool, policy) = {
-            let reg = self.read();
-            match reg.resolve(id) {
-                Some(t) => (t.clone(), reg.policies.get(t.id()).copied()),
-                None => return Err((id.to_string(), reg.unknown(id, self.lists_nodes()))),
-            }
-        };
+        let (tool, policy) = looked?;
         let refuse = |e: ToolError| (tool.id().to_string(), e);
         if let Some(p) = policy.filter(|p| !p.allows(&inv.caller)) {
             return Err(refuse(ToolError::NotPermitted {
@@ -996,6 +1046,7 @@ impl ToolManager {
             return Err(refuse(ToolError::Timeout {
                 tool: tool.id().to_string(),
                 after_ms: 0,
+                at: None,
             }));
         }
         Ok((tool, args))
@@ -1107,12 +1158,15 @@ impl ToolManager {
             }
             // Values written as text are converted by the schema from the text itself.
             let args = call.args_for_schema();
-            let written = self.written_id(call);
-            let found = self.find(written.as_deref().unwrap_or(&call.tool));
-            let warnings = match (&found, key_matching_for(call)) {
-                (Some(t), KeyMatching::Loose) => t.loose_warnings(&args),
+            // One read of the registry serves the name as written, the loose-name warnings,
+            // the call and the outcome's id; with every key written exactly, the warnings
+            // are an empty Vec (no allocation).
+            let (written, looked) = self.look_up_call(call);
+            let warnings = match (&looked, key_matching_for(call)) {
+                (Ok((t, _)), KeyMatching::Loose) => t.loose_warnings(&args),
                 _ => Vec::new(),
             };
+            let id = written.or_else(|| looked.as_ref().ok().map(|(t, _)| t.id().to_string()));
             let started = Instant::now();
             let inv = Invocation {
                 caller: caller.clone(),
@@ -1123,9 +1177,7 @@ impl ToolManager {
                 observer: observer.clone(),
                 call_id: call.id.as_deref().map(Arc::from),
             };
-            let result = self
-                .invoke(written.as_deref().unwrap_or(&call.tool), args, inv)
-                .await;
+            let result = self.invoke_looked_up(looked, args, inv).await;
             let elapsed = started.elapsed();
             if let Some(o) = &observer {
                 o.call_ended(&call.tool, result.is_ok(), elapsed);
@@ -1145,7 +1197,7 @@ impl ToolManager {
             }
             out.push(CallOutcome {
                 tool: call.tool.clone(),
-                id: written.or_else(|| found.map(|t| t.id().to_string())),
+                id,
                 result,
                 elapsed,
                 warnings,

@@ -319,6 +319,7 @@ impl WorkflowError {
             WorkflowError::Timeout { after_ms, .. } => ToolError::Timeout {
                 tool: tool.to_string(),
                 after_ms,
+                at: None,
             },
             WorkflowError::Cancelled { .. } => ToolError::Cancelled {
                 tool: tool.to_string(),

@@ -13,7 +13,11 @@
 //!   `<!-- serve: … -->` runs with `sh -eu` against `tavern serve` on the page's home
 //!   (`localhost:8765` becomes its address). An unmarked block fails.
 //! - README.md: its `<!-- file: PATH -->` blocks are model output run with `tavern call`
-//!   against the repository's own home (every call succeeds, no diagnostics).
+//!   against the repository's own home (every call succeeds, no diagnostics; FileOperator
+//!   writes into a fresh workspace); every other block is `<!-- not run: REASON -->`.
+//! - A `not run` block that can run names the test that runs it; this file runs
+//!   plugins.md's session with the bundled plugins, hooks.md's audit_trail settings and
+//!   compares hooks.md's `--audit` samples with the binary's records.
 //! - No Markdown table is split by a blank line; `docs/plugins.md`'s example manifest lists
 //!   every permission key.
 
@@ -107,7 +111,9 @@ fn read_page(name: &str, text: &str) -> Page {
         {
             page.runs
                 .push(cmd.split_whitespace().map(str::to_string).collect());
-        } else if line.starts_with("```") && line.len() > 3 {
+        } else if line.starts_with("```") {
+            // An opening fence, with or without a language (the closing one is consumed
+            // below).
             page.blocks += 1;
             let start = i + 1;
             let mut body = String::new();
@@ -279,7 +285,18 @@ fn readme_examples_run_against_the_repository() {
         page.files.keys().any(|f| f.ends_with(".txt")),
         "README.md has a `<!-- file: -->` example"
     );
+    assert!(
+        page.unmarked.is_empty(),
+        "README.md code blocks with neither `<!-- file: PATH -->` nor `<!-- not run: why -->`: {:?}",
+        page.unmarked
+    );
     let dir = tempfile::tempdir().unwrap();
+    // FileOperator writes into a fresh workspace, not the repository's.
+    let workspace = tempfile::tempdir().unwrap();
+    let root_setting = format!(
+        "extensions.FileOperator.root={}",
+        workspace.path().to_str().unwrap()
+    );
     for (rel, body) in &page.files {
         let f = dir.path().join(rel);
         std::fs::write(&f, body).unwrap();
@@ -288,6 +305,8 @@ fn readme_examples_run_against_the_repository() {
             &[
                 "--home",
                 root().to_str().unwrap(),
+                "--set",
+                &root_setting,
                 "call",
                 f.to_str().unwrap(),
             ],
@@ -305,6 +324,11 @@ fn readme_examples_run_against_the_repository() {
             "README.md {rel}: {out}"
         );
     }
+    // The TAM example wrote its chain into the workspace.
+    assert_eq!(
+        std::fs::read_to_string(workspace.path().join("logs/today.log")).unwrap(),
+        "Quest started. The dragon waits."
+    );
 }
 
 #[test]
@@ -350,4 +374,197 @@ fn no_table_is_split_and_the_permission_keys_are_current() {
             "docs/plugins.md's example manifest does not show permissions.{key}"
         );
     }
+}
+
+/// The bodies of the fenced blocks of `page` right after a `<!-- not run: … -->` marker
+/// that contains `marker` (at least one).
+fn marked_blocks(page: &str, marker: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(root().join(page)).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (at, l) in lines.iter().enumerate() {
+        if !(l.starts_with("<!-- not run:") && l.contains(marker)) {
+            continue;
+        }
+        assert!(
+            lines.get(at + 1).is_some_and(|l| l.starts_with("```")),
+            "{page}:{}: the marker is not right before a fenced block",
+            at + 1
+        );
+        let body: String = lines[at + 2..]
+            .iter()
+            .take_while(|l| !l.starts_with("```"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        out.push(body);
+    }
+    assert!(
+        !out.is_empty(),
+        "{page}: no `not run` marker with {marker:?}"
+    );
+    out
+}
+
+fn marked_block(page: &str, marker: &str) -> String {
+    marked_blocks(page, marker).remove(0)
+}
+
+/// plugins.md's shell session with the bundled plugins runs as written (`tavern` on PATH,
+/// the repository as the home): every call succeeds.
+#[test]
+fn plugins_md_bundled_session_runs() {
+    let block = marked_block("docs/plugins.md", "bundled plugins");
+    let bin = Path::new(env!("CARGO_BIN_EXE_tavern")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("sh")
+        .args(["-eu", "-c", &block])
+        .current_dir(root())
+        .env("PATH", path)
+        .env_remove("TAVERN_HOME")
+        .env_remove("TAVERN_SET")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{block}\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "{v}");
+    assert!(results.iter().all(|r| r["ok"] == true), "{v}");
+}
+
+/// hooks.md's settings for the shipped `scripts/audit_trail.lua` pass `plugin check`, and
+/// the script then writes its trail where they say.
+#[test]
+fn hooks_md_audit_trail_settings_run() {
+    let toml = marked_block("docs/hooks.md", "audit_trail.lua");
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("scripts")).unwrap();
+    std::fs::copy(
+        root().join("scripts/audit_trail.lua"),
+        home.path().join("scripts/audit_trail.lua"),
+    )
+    .unwrap();
+    std::fs::write(home.path().join("tavern.toml"), &toml).unwrap();
+    let h = home.path().to_str().unwrap();
+    let run = tavern(home.path(), &["--home", h, "plugin", "check"], b"");
+    assert_eq!(run.code, 0, "{toml}\n{}\n{}", run.stdout, run.stderr);
+    let run = tavern(
+        home.path(),
+        &["--home", h, "call", "-"],
+        br#"{"tool": "system:echo", "args": {"text": "hi"}}"#,
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let trail = std::fs::read_to_string(home.path().join("logs/audit.jsonl")).unwrap();
+    assert!(trail.contains("\"tool\":\"system:echo\""), "{trail}");
+}
+
+/// hooks.md's two sample `--audit` outputs have the fields the binary writes for the same
+/// events, and the refusal and veto reasons word for word.
+#[test]
+fn hooks_md_audit_samples_are_the_real_shape() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("scripts")).unwrap();
+    std::fs::write(
+        home.path().join("scripts/no_dice.lua"),
+        "api.hooks.on(\"tool:before-invoke\", function(ev)\n  if ev.tool == \"system:random_int\" then return {veto = \"no dice\"} end\nend)\n",
+    )
+    .unwrap();
+    let h = home.path().to_str().unwrap();
+    let audit = home.path().join("audit.jsonl");
+    let run = tavern(
+        home.path(),
+        &["--home", h, "--audit", audit.to_str().unwrap(), "call", "-"],
+        br#"[{"tool": "system:echo", "args": {"text": "hi"}},
+             {"tool": "system:random_int", "args": {"min": 1, "max": 6}},
+             {"tool": "system:random_int", "args": {"min": "one", "max": 6}}]"#,
+    );
+    assert_ne!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    let real: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let samples = marked_blocks("docs/hooks.md", "tests/it/docs_examples.rs compares").concat();
+    let mut checked = 0;
+    for line in samples.lines().filter(|l| !l.trim().is_empty()) {
+        let doc: serde_json::Value = serde_json::from_str(line).unwrap();
+        let twin = real
+            .iter()
+            .find(|r| {
+                r["event"] == doc["event"]
+                    && r["tool"] == doc["tool"]
+                    && r["outcome"] == doc["outcome"]
+            })
+            .unwrap_or_else(|| panic!("no real record like {doc}: {real:?}"));
+        let keys = |v: &serde_json::Value| {
+            let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+            k.sort();
+            k
+        };
+        assert_eq!(keys(&doc), keys(twin), "docs: {doc}\nreal: {twin}");
+        if doc.get("reason").is_some() {
+            assert_eq!(doc["reason"], twin["reason"], "docs: {doc}\nreal: {twin}");
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 3, "{samples}");
+}
+
+/// vcp-calls.md's two blocks run against the repository's FileOperator (in a fresh
+/// workspace) the way the page says: one call by `tool_name+command`, then a batch of two
+/// steps by `tool_name+commandN`, the second reading what the first wrote.
+#[test]
+fn vcp_calls_md_blocks_run() {
+    let blocks = marked_blocks("docs/vcp-calls.md", "tests/it/docs_examples.rs runs");
+    assert_eq!(blocks.len(), 2);
+    let workspace = tempfile::tempdir().unwrap();
+    let setting = format!(
+        "extensions.FileOperator.root={}",
+        workspace.path().to_str().unwrap()
+    );
+    let call = |text: &str| {
+        let run = tavern(
+            workspace.path(),
+            &[
+                "--home",
+                root().to_str().unwrap(),
+                "--set",
+                &setting,
+                "call",
+                "-",
+            ],
+            text.as_bytes(),
+        );
+        assert_eq!(run.code, 0, "{text}\n{}\n{}", run.stdout, run.stderr);
+        run.json()
+    };
+    let one = call(&blocks[0]);
+    let r = &one["results"][0];
+    assert_eq!(r["tool"], "FileOperator:WriteFile", "{one}");
+    assert_eq!(r["dispatch"], "tool_name+command", "{one}");
+    assert_eq!(
+        std::fs::read_to_string(workspace.path().join("notes/today.txt")).unwrap(),
+        "晴，微风。"
+    );
+    let batch = call(&blocks[1]);
+    let rs = batch["results"].as_array().unwrap();
+    assert_eq!(rs.len(), 2, "{batch}");
+    for (r, (tool, step)) in rs
+        .iter()
+        .zip([("FileOperator:WriteFile", 1), ("FileOperator:ReadFile", 2)])
+    {
+        assert_eq!(r["tool"], tool, "{batch}");
+        assert_eq!(r["step"], step, "{batch}");
+        assert_eq!(r["dispatch"], "tool_name+commandN", "{batch}");
+        assert_eq!(r["ok"], true, "{batch}");
+    }
+    assert!(rs[1]["value"].to_string().contains('A'), "{batch}");
 }

@@ -561,13 +561,17 @@ fn runtime_messages_have_a_place_and_a_hint() {
         "{c}"
     );
     let d = msg("R:d");
+    // Rhai's error has no position once it leaves the function: the function's one loop.
     assert!(
-        d.contains("instructions") && d.contains("stopped at main.rhai"),
+        d.contains("instructions")
+            && d.contains("stopped at plugins/R/main.rhai:17, the loop in fd"),
         "{d}"
     );
     let l = msg("L:d");
     assert!(
-        l.contains("instructions") && l.contains("stopped at main.lua:"),
+        l.contains("instructions")
+            && (l.contains("stopped at plugins/L/main.lua:3")
+                || l.contains("stopped at plugins/L/main.lua:4")),
         "{l}"
     );
 
@@ -733,4 +737,454 @@ async fn discover_over_http_answers_what_serving_md_says() {
         let v: serde_json::Value = r.json(&body).send().await.unwrap().json().await.unwrap();
         assert_eq!(v["error"]["code"], want, "{v}");
     }
+}
+
+/// A home that is broken in every way a message names a file: a Lua and a Rhai runtime
+/// error at line 2, a script that does not compile, a failing plugin test, a process tool
+/// with a root inside the home.
+fn broken_home() -> tempfile::TempDir {
+    let h = home();
+    write(
+        h.path(),
+        &[
+            (
+                "plugins/Dice/plugin.yaml",
+                "name: Dice\ndescription: dice\npermissions:\n  processes: true\n  fs: { read: [data] }\n",
+            ),
+            (
+                "plugins/Dice/main.lua",
+                "api.tools.register{id = 'roll', description = 'Rolls.', handler = function(a)\n  local t = nil; return t.x\nend}\n",
+            ),
+            (
+                "plugins/Dice/tools/run.tool.json",
+                r#"{"id": "Dice:run", "description": "runs", "parameters": {"type": "object"},
+                    "implementation": {"type": "script", "command": "python3 x.py"}}"#,
+            ),
+            ("plugins/Dice/x.py", "print('{\"status\":\"success\",\"result\":1}')"),
+            ("data/.keep", ""),
+            (
+                "plugins/Dice/tests/roll.test.json",
+                r#"{"cases": [{"name": "rolls", "call": "Dice:roll", "args": {}, "expect": 1}]}"#,
+            ),
+            ("plugins/R/plugin.yaml", "name: R\ndescription: r\n"),
+            (
+                "plugins/R/main.rhai",
+                "api::tools::register(#{id: \"boom\", description: \"b\", handler: \"boom\"});\nfn boom(args, ctx) { let x = 1; x.foo.bar }\n",
+            ),
+            ("plugins/U/plugin.yaml", "name: U\ndescription: u\n"),
+            (
+                "plugins/U/main.lua",
+                "api.tools.register{id = 'w', description = 'w', handler = function(a)\n  api.fs.write('/x.txt', 'y')\nend}\n",
+            ),
+            ("tavern.toml", "[extensions.Dice]\nsidez = 8\n"),
+            ("workflows/w.json", r#"{"id": "w", "nodes": {"a": {"type": "nope"}}}"#),
+            ("agents/x.json", r#"{"id": "x", "max_turns": "eight"}"#),
+            ("plugins/Bad/plugin.yaml", "name: Bad\ndescription: bad\n"),
+            (
+                "plugins/Bad/main.lua",
+                "api.tools.register{id = 'x', description = 'x', handler = function(a)\n  return 1\n",
+            ),
+        ],
+    );
+    h
+}
+
+/// What no message may hold: the home's absolute path (as given or canonical) or a `./`
+/// (a `../` is not one).
+fn assert_home_relative(way: &str, text: &str, home: &Path) {
+    let canonical = home.canonicalize().unwrap();
+    for abs in [home.to_string_lossy(), canonical.to_string_lossy()] {
+        assert!(
+            !text.contains(abs.as_ref()),
+            "{way}: absolute path {abs} in:\n{text}"
+        );
+    }
+    let b = text.as_bytes();
+    let dot_slash = (0..b.len().saturating_sub(1))
+        .any(|i| b[i] == b'.' && b[i + 1] == b'/' && (i == 0 || b[i - 1] != b'.'));
+    assert!(!dot_slash, "{way}: `./` in:\n{text}");
+}
+
+/// Item 3: every way in names files relative to the home — `call`, `plugin check` (text
+/// and JSON, the process-tool line included), `plugin test`, REST, MCP and the server's log —
+/// runtime errors of Lua and Rhai included (`plugins/Dice/main.lua:2`, not `main.lua:2`).
+#[tokio::test]
+async fn every_way_in_names_files_from_the_home() {
+    use serde_json::{json, Value};
+    use std::io::Write as _;
+
+    let h = broken_home();
+    let home = h.path().to_path_buf();
+    let abs = home.to_string_lossy().into_owned();
+    let lua_place = "plugins/Dice/main.lua:2:";
+    let rhai_place = "plugins/R/main.rhai:2:";
+    let bad_place = "plugins/Bad/main.lua:";
+
+    // `call`, from another directory with the home given absolute.
+    let body = br#"[{"tool": "Dice:roll", "args": {}}, {"tool": "R:boom", "args": {}}, {"tool": "Bad:x", "args": {}}]"#;
+    let run = tavern(
+        std::env::temp_dir().as_path(),
+        &["--home", &abs, "call", "--format", "json", "-"],
+        body,
+    );
+    let out = format!("{}\n{}", run.stdout, run.stderr);
+    assert_home_relative("call", &out, &home);
+    for want in [lua_place, rhai_place, bad_place] {
+        assert!(run.stdout.contains(want), "call: {want} in:\n{out}");
+    }
+
+    // `plugin check`, text and JSON.
+    let run = tavern(&home, &["--home", &abs, "plugin", "check"], b"");
+    let out = format!("{}\n{}", run.stdout, run.stderr);
+    assert_home_relative("plugin check", &out, &home);
+    assert!(run.stdout.contains(bad_place), "{out}");
+    // An undeclared use in the permissions table, a stray setting in tavern.toml.
+    assert!(
+        run.stdout.contains("  undeclared: plugins/U/main.lua:2: "),
+        "{out}"
+    );
+    assert!(run.stdout.contains("tavern.toml:2"), "{out}");
+    let line = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("process tool Dice:run:"))
+        .unwrap_or_else(|| panic!("no process-tool line:\n{out}"));
+    // fs roots are taken from the home: `data` is `<home>/data`.
+    assert!(
+        line.contains("read plugins/Dice, data (+ system paths)"),
+        "{line}"
+    );
+    assert!(
+        run.stdout.contains("fs.read            declared: data "),
+        "{out}"
+    );
+    let run = tavern(&home, &["--home", &abs, "plugin", "check", "--json"], b"");
+    assert_home_relative("plugin check --json", &run.stdout, &home);
+    let v = run.json();
+    let read = &v["confinement"]["tools"][0]["read"];
+    assert_eq!(read, &json!(["plugins/Dice", "data"]), "{v}");
+
+    // `plugin test`: the whole plugins directory and one plugin given absolute.
+    for args in [
+        vec!["--home", &abs, "plugin", "test"],
+        vec![
+            "--home",
+            &abs,
+            "plugin",
+            "test",
+            &format!("{abs}/plugins/Dice"),
+        ],
+    ] {
+        let run = tavern(std::env::temp_dir().as_path(), &args, b"");
+        let out = format!("{}\n{}", run.stdout, run.stderr);
+        assert_home_relative("plugin test", &out, &home);
+        assert!(
+            run.stdout
+                .contains("FAIL plugins/Dice/tests/roll.test.json :: rolls"),
+            "{out}"
+        );
+        assert!(run.stdout.contains(lua_place), "{out}");
+    }
+
+    // A broken workflow file and agent profile given by their absolute paths.
+    for (args, want) in [
+        (
+            vec!["workflow", "run", "workflows/w.json"],
+            "workflows/w.json: ",
+        ),
+        (
+            vec![
+                "agent",
+                "run",
+                "agents/x.json",
+                "--llm",
+                "scripted:nope.json",
+            ],
+            "agents/x.json:1:",
+        ),
+    ] {
+        let file = format!("{abs}/{}", args[2]);
+        let mut all = vec!["--home", abs.as_str()];
+        all.extend(args.iter().take(2));
+        all.push(&file);
+        all.extend(args.iter().skip(3));
+        let run = tavern(std::env::temp_dir().as_path(), &all, b"");
+        let out = format!("{}\n{}", run.stdout, run.stderr);
+        assert_ne!(run.code, 0, "{out}");
+        assert_home_relative(&format!("{args:?}"), &out, &home);
+        assert!(run.stderr.contains(want), "{want}: {out}");
+    }
+
+    // `plugin new`: the directory from the home; the next command works as printed.
+    let run = tavern(
+        std::env::temp_dir().as_path(),
+        &["--home", &abs, "plugin", "new", "Fresh"],
+        b"",
+    );
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "created plugins/Fresh".to_string(),
+            format!("next: tavern --home {abs} plugin test plugins/Fresh")
+        ],
+        "{}",
+        run.stderr
+    );
+    let run = tavern(
+        std::env::temp_dir().as_path(),
+        &["--home", &abs, "plugin", "test", "plugins/Fresh"],
+        b"",
+    );
+    assert!(run.stdout.contains("3 passed, 0 failed"), "{}", run.stdout);
+    assert_home_relative("plugin test plugins/Fresh", &run.stdout, &home);
+
+    // REST, and what the server logs.
+    let s = crate::server_support::Server::start(&home, &[]);
+    let c = reqwest::Client::new();
+    for (tool, want) in [
+        ("Dice:roll", lua_place),
+        ("R:boom", rhai_place),
+        ("Bad:x", bad_place),
+    ] {
+        let r = c
+            .post(format!("{}/api/invoke", s.base))
+            .json(&json!({"tool": tool, "args": {}}))
+            .send()
+            .await
+            .unwrap();
+        let text = r.text().await.unwrap();
+        assert_home_relative("REST", &text, &home);
+        assert!(text.contains(want), "REST {tool}: {text}");
+    }
+    let log = s.stderr_lines().join("\n");
+    assert_home_relative("server log", &log, &home);
+    drop(s);
+
+    // MCP over stdio.
+    let (mut child, mut stdin, rx) = crate::server_support::spawn_mcp(&home);
+    let mut send = |v: Value| {
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "paths", "version": "1"}}}),
+    );
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    for (i, (tool, want)) in [
+        ("Dice:roll", lua_place),
+        ("R:boom", rhai_place),
+        ("Bad:x", bad_place),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = json!(i + 1);
+        send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": {}}}));
+        let answer = loop {
+            let v = rx
+                .recv_timeout(std::time::Duration::from_secs(30))
+                .expect("an MCP answer within 30 s");
+            if v.get("id") == Some(&id) {
+                break v;
+            }
+        };
+        let text = answer.to_string();
+        assert_home_relative("MCP", &text, &home);
+        assert!(text.contains(want), "MCP {tool}: {text}");
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Item 6: a loose argument name is a warning in MCP's `tools/call` result too (a text
+/// block after the result) and in the agent loop's Observation and its `--json` record.
+#[test]
+fn loose_names_are_warnings_in_mcp_and_the_agent_loop() {
+    use serde_json::{json, Value};
+    use std::io::Write as _;
+
+    let h = home();
+    write(
+        h.path(),
+        &[
+            ("plugins/Inn/plugin.yaml", "name: Inn\ndescription: inn\n"),
+            ("plugins/Inn/main.lua", INN_LUA),
+            (
+                "agents/host.json",
+                r#"{"id": "host", "name": "Host", "description": "Greets.",
+                    "tool_ids_inventory": ["Inn:greet"], "tool_call_format": "tam",
+                    "max_turns": 3}"#,
+            ),
+            (
+                "replies.json",
+                r#"["<|[REQUEST_TOOL]|>\ncommand:「始」Inn:greet「末」\nguestName:「始」Bo「末」\n<|[END_TOOL]|>", "Done."]"#,
+            ),
+        ],
+    );
+    let warning = "argument 'guestName' read as 'guest_name'";
+
+    // MCP over stdio: the result's own block first, then the warning; exact names add none.
+    // The same for a client that declares tasks (a quick call is answered directly).
+    for (version, caps) in [
+        ("2025-06-18", json!({})),
+        (
+            "2025-11-25",
+            json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+        ),
+    ] {
+        let (mut child, mut stdin, rx) = crate::server_support::spawn_mcp(h.path());
+        let mut send = |v: Value| {
+            writeln!(stdin, "{v}").unwrap();
+            stdin.flush().unwrap();
+        };
+        send(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": caps,
+            "clientInfo": {"name": "loose", "version": "1"}}}),
+        );
+        send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        let mut call = |id: i64, key: &str| {
+            send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "Inn:greet", "arguments": {key: "Bo"}}}));
+            loop {
+                let v = rx
+                    .recv_timeout(std::time::Duration::from_secs(30))
+                    .expect("an MCP answer within 30 s");
+                if v.get("id") == Some(&json!(id)) {
+                    break v;
+                }
+            }
+        };
+        let loose = call(1, "guestName");
+        assert_eq!(
+            loose["result"]["content"],
+            json!([{"type": "text", "text": "hi Bo"}, {"type": "text", "text": format!("warning: {warning}")}]),
+            "{version}: {loose}"
+        );
+        let exact = call(2, "guest_name");
+        assert_eq!(
+            exact["result"]["content"],
+            json!([{"type": "text", "text": "hi Bo"}]),
+            "{version}: {exact}"
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    // The agent loop: the Observation tells the model, the run's record keeps the warning.
+    let r = tavern(
+        h.path(),
+        &[
+            "--home",
+            ".",
+            "agent",
+            "run",
+            "host",
+            "--llm",
+            "scripted:replies.json",
+            "--message",
+            "Bo is here.",
+            "--json",
+        ],
+        b"",
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v = r.json();
+    let turn = &v["turns"][0];
+    assert_eq!(turn["results"][0]["value"], "hi Bo", "{v}");
+    assert_eq!(turn["results"][0]["warnings"], json!([warning]), "{v}");
+    let obs = turn["observations"][0].as_str().unwrap_or_default();
+    assert!(
+        obs.starts_with("Observation: Tool Inn:greet executed successfully.")
+            && obs.ends_with(&format!("\n    Warning: {warning}")),
+        "{obs}"
+    );
+    assert_eq!(v["stop_reason"], "no_calls", "{v}");
+}
+
+/// Item 4: the time limit says where it stopped a script too (Lua: the line it ran; Rhai:
+/// the called function's one loop).
+#[test]
+fn the_time_limit_says_where_it_stopped() {
+    let h = home();
+    let limits = "limits:\n  instructions: 1000000000000\n  wallMs: 300\n";
+    write(
+        h.path(),
+        &[
+            ("plugins/L/plugin.yaml", &format!("name: L\ndescription: l\n{limits}")),
+            (
+                "plugins/L/main.lua",
+                "api.tools.register{id = 'spin', description = 's', handler = function(a)\n  local i = 0\n  while true do\n    i = i + 1\n  end\nend}\n",
+            ),
+            ("plugins/R/plugin.yaml", &format!("name: R\ndescription: r\n{limits}")),
+            (
+                "plugins/R/main.rhai",
+                "api::tools::register(#{id: \"spin\", description: \"s\", handler: \"spin\"});\n\nfn spin(args, ctx) {\n  let i = 0;\n  while true {\n    i += 1;\n  }\n}\n",
+            ),
+        ],
+    );
+    let err = |tool: &str| {
+        let body = format!("{{\"tool\": \"{tool}\", \"args\": {{}}}}");
+        let v = tavern(h.path(), &["--home", ".", "call", "-"], body.as_bytes()).json();
+        v["results"][0]["error"].clone()
+    };
+    let l = err("L:spin");
+    assert_eq!(l["code"], "timeout", "{l}");
+    let m = l["message"].as_str().unwrap();
+    assert!(
+        m.contains("timed out after 300 ms (stopped at plugins/L/main.lua:")
+            && ["3)", "4)"].iter().any(|e| m.ends_with(e)),
+        "{m}"
+    );
+    let r = err("R:spin");
+    assert_eq!(r["code"], "timeout", "{r}");
+    assert!(
+        r["message"].as_str().unwrap().ends_with(
+            "timed out after 300 ms (stopped at plugins/R/main.rhai:5, the loop in spin)"
+        ),
+        "{r}"
+    );
+}
+
+/// Item 3: a Lua file whose path from the home Lua would shorten (60 bytes or more) is
+/// named from its plugin directory, whole, never `...` and a tail.
+#[test]
+fn a_long_lua_path_is_never_cut() {
+    let h = home();
+    let name = format!("Long{}", "x".repeat(50));
+    write(
+        h.path(),
+        &[
+            (
+                &format!("plugins/{name}/plugin.yaml"),
+                &format!("name: {name}\ndescription: l\n"),
+            ),
+            (
+                &format!("plugins/{name}/main.lua"),
+                "api.tools.register{id = 'f', description = 'f', handler = function(a)\n  local t = nil; return t.x\nend}\n",
+            ),
+            ("plugins/Dice/plugin.yaml", DICE_YAML),
+            (
+                "plugins/Dice/main.lua",
+                "api.tools.register{id = 'f', description = 'f', handler = function(a)\n  local t = nil; return t.x\nend}\n",
+            ),
+        ],
+    );
+    let msg = |tool: &str| {
+        let body = format!("{{\"tool\": \"{tool}\", \"args\": {{}}}}");
+        let v = tavern(h.path(), &["--home", ".", "call", "-"], body.as_bytes()).json();
+        v["results"][0]["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let long = msg(&format!("{name}:f"));
+    assert!(long.contains(": main.lua:2: "), "{long}");
+    assert!(!long.contains("..."), "{long}");
+    let short = msg("Dice:f");
+    assert!(short.contains(": plugins/Dice/main.lua:2: "), "{short}");
 }

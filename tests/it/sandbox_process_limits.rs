@@ -199,8 +199,8 @@ fn plugin_check_prints_each_process_tool_sandbox() {
         .find(|l| l.starts_with("process tool P:run:"))
         .unwrap_or_else(|| panic!("{out}"));
     for want in [
-        "plugins/P, ",
-        "/data (+ system paths)",
+        // Named from the home, like every path in a message (fs roots are taken from it).
+        "read plugins/P, data (+ system paths)",
         "network no",
         "memory 512 MiB",
         "cpu 7 s",

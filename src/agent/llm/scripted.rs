@@ -37,8 +37,14 @@ impl ScriptedBackend {
 
     /// Reads a JSON array of strings (or of `{"reply": "…"}` objects).
     pub fn from_file(path: &Path) -> Result<Self, LlmError> {
+        Self::from_file_named(path, path.display().to_string())
+    }
+
+    /// [`ScriptedBackend::from_file`], with messages naming the file `name` (its path from
+    /// the home, `scripts/innkeeper.replies.json`).
+    pub fn from_file_named(path: &Path, name: String) -> Result<Self, LlmError> {
         let err = |message: String| LlmError::Scripted {
-            file: path.display().to_string(),
+            file: name.clone(),
             message,
         };
         let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
@@ -73,7 +79,7 @@ impl ScriptedBackend {
                 }
             }
         }
-        Ok(Self::new(path.display().to_string(), replies))
+        Ok(Self::new(name, replies))
     }
 
     /// How many replies were handed out.

@@ -31,6 +31,8 @@ pub struct CheckReport {
     /// The power-user scripts loaded (by [`check_home`]), kept so their hooks stay
     /// registered while tests run.
     pub scripts: Vec<super::user_scripts::UserScript>,
+    /// The home the report was made for: paths inside it are printed relative to it.
+    pub home: std::path::PathBuf,
 }
 
 /// True when `dir` is itself a plugin (has a manifest).
@@ -224,7 +226,7 @@ fn load(
     let mut permissions = Vec::new();
     for p in &plugins {
         let (r, ps) = super::uses::report(p, &tools);
-        permissions.push(r);
+        permissions.push(r.relative_to(home));
         problems.extend(ps);
     }
     CheckReport {
@@ -234,6 +236,7 @@ fn load(
         workflows,
         permissions,
         scripts: Vec::new(),
+        home: home.to_path_buf(),
     }
 }
 

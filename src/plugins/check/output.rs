@@ -81,6 +81,20 @@ fn confinement(report: &CheckReport) -> Vec<Value> {
             };
             if let Some(o) = d.as_object_mut() {
                 o.insert("id".into(), Value::String(id.to_string()));
+                // Roots inside the home as every message names them (`plugins/P/data`).
+                for key in ["read", "write"] {
+                    if let Some(Value::Array(roots)) = o.get_mut(key) {
+                        for r in roots.iter_mut() {
+                            if let Some(s) = r.as_str() {
+                                let shown = crate::problem::shown_path(
+                                    std::path::Path::new(s),
+                                    &report.home,
+                                );
+                                *r = Value::String(shown);
+                            }
+                        }
+                    }
+                }
             }
             out.push(d);
         }

@@ -374,6 +374,7 @@ impl<'a> Loader<'a> {
             instances,
             manager: self.tools.clone(),
             hooks: self.hooks.clone(),
+            shown_dir: crate::problem::inside_home(&dir, &self.home),
         };
         let scripts = match ScriptSet::load(&script_ctx, &files) {
             Ok(s) => s,

@@ -257,7 +257,7 @@ fn setup(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Handles> {
             HookTriggers::new().every_nth_instruction(HOOK_EVERY),
             move |_lua, debug| {
                 sh.budget.charge(u64::from(HOOK_EVERY)).map_err(|a| {
-                    if matches!(a, Abort::Instructions) {
+                    if matches!(a, Abort::Instructions | Abort::Timeout) {
                         // Where the loop was when the budget ran out, for the message.
                         let src = debug.source();
                         let at = src
@@ -406,8 +406,9 @@ fn install_api(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<()> {
                                 json.push(to_json(lua, a, limits).map_err(script_error)?);
                             }
                             let out = sh.core.invoke(op, &json).map_err(script_error)?;
-                            // A missing key is nil (not api.json.null), so `if v == nil` reads.
-                            if op == ApiOp::StoreGet && out.is_null() {
+                            // A missing key or unset setting is nil (not api.json.null), so
+                            // `if v == nil` and `api.config.get(k) or default` read.
+                            if matches!(op, ApiOp::StoreGet | ApiOp::ConfigGet) && out.is_null() {
                                 return Ok(LuaValue::Nil);
                             }
                             if op == ApiOp::JsonEncode || op == ApiOp::FsRead {
@@ -693,6 +694,7 @@ impl LuaHost {
             },
             Abort::Timeout => ScriptError::Timeout {
                 after_ms: self.shared.budget.wall_ms(),
+                at: stopped_at(),
             },
             Abort::Cancelled => ScriptError::Cancelled,
         }
@@ -735,6 +737,7 @@ pub(crate) fn map_lua_error(e: mlua::Error, limits: &Limits) -> ScriptError {
                 },
                 Abort::Timeout => ScriptError::Timeout {
                     after_ms: limits.wall_ms,
+                    at: stopped_at(),
                 },
                 Abort::Cancelled => ScriptError::Cancelled,
             };
