@@ -17,9 +17,9 @@
 //! mistake, Granite, functionary, Mistral, Llama's `<|python_tag|>`, DeepSeek — Llama JSON
 //! and functionary's `>>>` at the start of the answer, GLM's name line) and where `auto`
 //! takes them;
-//! [`parse_native`] reads them. A form is read under its format's name ([`NATIVE_FORMS`]):
-//! `parse_reference` with that format, or with `auto` once the format table has a row of
-//! that name.
+//! [`parse_native`] reads them. A form is read under its format's name ([`native_forms`]:
+//! the rows of the format table whose `grammar` names a rule of `native.pest`):
+//! `parse_reference` with that format, or with `auto`.
 
 use pest::iterators::Pairs;
 use pest::{Parser, RuleType};
@@ -393,26 +393,15 @@ fn reference(text: &str, format: Format) -> Result<Parsed, GrammarError> {
 // ---------------------------------------------------------------- native forms
 
 /// The native call forms `grammar/native.pest` defines, by the names the format table
-/// gives them (`hermes`, `pythonic`, …). The reader maps a form to a [`Format`] by name,
-/// so a form is read as a `--format` choice and under `auto` once the table has a row
-/// of that name.
-pub const NATIVE_FORMS: &[&str] = &[
-    "hermes",
-    "pythonic",
-    "llama_json",
-    "mistral",
-    "granite",
-    "glm",
-    "deepseek",
-    "functionary",
-    "tool_calls",
-    "longcat",
-    "internlm2",
-    "granite3",
-    "lfm2",
-    "olmo3",
-    "gemma3",
-];
+/// gives them (`hermes`, `pythonic`, …): every row whose `grammar` is a rule of
+/// `native.pest` (each row names its rule, in its format's file). A form is read as a
+/// `--format` choice and under `auto`.
+pub fn native_forms() -> impl Iterator<Item = &'static str> {
+    formats::FORMATS
+        .iter()
+        .filter(|e| matches!(e.grammar, formats::Grammar::Native(_)))
+        .map(|e| e.name)
+}
 
 #[allow(missing_docs, clippy::all)]
 mod native_grammar {
@@ -470,7 +459,7 @@ fn source_of(form: &str) -> Format {
 
 /// The native form `format` names, if the grammar defines it.
 pub fn native_form(format: Format) -> Option<&'static str> {
-    NATIVE_FORMS.iter().copied().find(|f| *f == format.name())
+    matches!(format.grammar(), Some(formats::Grammar::Native(_))).then(|| format.name())
 }
 
 /// A string literal's content with its escapes read (JSON's and Python's; a Markdown
@@ -805,14 +794,57 @@ fn native_reference(text: &str, format: Format) -> Result<Option<Parsed>, Gramma
     if format != Format::Auto {
         return Ok(None);
     }
-    let known: Vec<&str> = NATIVE_FORMS
-        .iter()
-        .copied()
-        .filter(|f| f.parse::<Format>().is_ok())
-        .collect();
+    let known: Vec<&str> = native_forms().collect();
     if known.is_empty() {
         return Ok(None);
     }
     let p = parse_native(text, Some(&known))?;
     Ok((!p.calls.is_empty() || p.has_errors()).then_some(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each row's grammar rule is a rule of its grammar, and for `native.pest` the rule the
+    /// reader builds that row's calls from; every form the reader builds is a row's.
+    #[test]
+    fn every_row_names_a_rule_the_grammar_reads() {
+        for e in formats::FORMATS {
+            match e.grammar {
+                formats::Grammar::Native(rule) => {
+                    let r = N::all_rules()
+                        .iter()
+                        .find(|r| format!("{r:?}") == rule)
+                        .unwrap_or_else(|| panic!("{}: native.pest has no rule {rule}", e.name));
+                    assert_eq!(form_of(*r), Some((e.name, false)), "{}: {rule}", e.name);
+                }
+                formats::Grammar::Tam(rule) => {
+                    assert!(
+                        auto_all::Rule::all_rules()
+                            .iter()
+                            .any(|r| format!("{r:?}") == rule),
+                        "{}: tam.pest has no rule {rule}",
+                        e.name
+                    );
+                }
+                formats::Grammar::Absent(why) => {
+                    assert!(
+                        why.len() > 20,
+                        "{}: say why the grammar has no rule",
+                        e.name
+                    )
+                }
+            }
+        }
+        let forms: Vec<&str> = native_forms().collect();
+        for r in N::all_rules() {
+            if let Some((form, _)) = form_of(*r) {
+                assert!(
+                    forms.contains(&form),
+                    "{r:?} builds {form}, not a native row"
+                );
+            }
+        }
+    }
 }
