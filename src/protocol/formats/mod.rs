@@ -56,7 +56,7 @@ mod qwen3_coder;
 mod step3;
 mod tam;
 pub(crate) mod teach;
-mod text;
+pub(crate) mod text;
 mod tool_calls;
 mod vcp;
 
