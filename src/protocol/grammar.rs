@@ -12,14 +12,17 @@
 //! `<ACTION>` extents; the meaning of a block's keys (calls, chains) and the XML inside
 //! `<ACTION>` are then read by the same code as the fast reader.
 //!
-//! `grammar/native.pest` defines the call forms open models write natively (the pythonic
-//! call list, the tag-wrapped JSON forms — Hermes, also opened with `<|im_start|>` by
-//! mistake, Granite, functionary, Mistral, Llama's `<|python_tag|>`, DeepSeek — Llama JSON
-//! and functionary's `>>>` at the start of the answer, GLM's name line) and where `auto`
-//! takes them;
-//! [`parse_native`] reads them. A form is read under its format's name ([`native_forms`]:
-//! the rows of the format table whose `grammar` names a rule of `native.pest`):
-//! `parse_reference` with that format, or with `auto`.
+//! `grammar/native.pest` defines the call forms open models write natively, every family
+//! the format table reads but JSON documents (the pythonic call list; the tag-wrapped JSON
+//! forms — Hermes, also opened with `<|im_start|>` by mistake, Granite, functionary,
+//! Mistral, Llama's `<|python_tag|>`, DeepSeek; Llama JSON and functionary's `>>>` at the
+//! start of the answer; GLM's name line; and the families of 2025–26, the tag-per-argument
+//! forms, Kimi K2's sections, harmony's messages and Gemma 4's calls included) and where
+//! `auto` takes them; [`parse_native`] reads them. A form is read under its format's name
+//! ([`native_forms`]: the rows of the format table whose `grammar` names a rule of
+//! `native.pest`): `parse_reference` with that format, or with `auto`. The meaning of a
+//! value written as text is `formats/text.rs`'s, as the meaning of TAM keys is the fast
+//! reader's.
 
 use pest::iterators::Pairs;
 use pest::{Parser, RuleType};

@@ -492,6 +492,12 @@ impl Format {
         entry(self).is_some_and(|e| e.exact_keys)
     }
 
+    /// The format's other spellings, which `FromStr` also accepts (`xml` for `action`);
+    /// none for [`Format::Auto`].
+    pub fn aliases(self) -> &'static [&'static str] {
+        entry(self).map_or(&[], |e| e.aliases)
+    }
+
     /// How an agent's manual teaches the format; `None` for [`Format::Auto`].
     pub(crate) fn lesson(self) -> Option<&'static Lesson> {
         entry(self).map(|e| &e.lesson)
