@@ -360,7 +360,7 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
     names_as_written: true,
     also: &[],
     lesson: super::Lesson::wire(
-        |name, args| super::teach::json_call(name, args),
+        super::teach::json_call,
         "To use a tool or skill, answer with only a JSON object {\"name\": <tool name>, \"arguments\": {<parameter>: <value>, …}}, or a JSON list of such objects for several calls, with nothing before or after it. If no action is needed, answer in plain text.",
     ),
     grammar: super::Grammar::Absent(
