@@ -12,14 +12,17 @@
 //! `<ACTION>` extents; the meaning of a block's keys (calls, chains) and the XML inside
 //! `<ACTION>` are then read by the same code as the fast reader.
 //!
-//! `grammar/native.pest` defines the call forms open models write natively (the pythonic
-//! call list, the tag-wrapped JSON forms — Hermes, also opened with `<|im_start|>` by
-//! mistake, Granite, functionary, Mistral, Llama's `<|python_tag|>`, DeepSeek — Llama JSON
-//! and functionary's `>>>` at the start of the answer, GLM's name line) and where `auto`
-//! takes them;
-//! [`parse_native`] reads them. A form is read under its format's name ([`NATIVE_FORMS`]):
-//! `parse_reference` with that format, or with `auto` once the format table has a row of
-//! that name.
+//! `grammar/native.pest` defines the call forms open models write natively, every family
+//! the format table reads but JSON documents (the pythonic call list; the tag-wrapped JSON
+//! forms — Hermes, also opened with `<|im_start|>` by mistake, Granite, functionary,
+//! Mistral, Llama's `<|python_tag|>`, DeepSeek; Llama JSON and functionary's `>>>` at the
+//! start of the answer; GLM's name line; and the families of 2025–26, the tag-per-argument
+//! forms, Kimi K2's sections, harmony's messages and Gemma 4's calls included) and where
+//! `auto` takes them; [`parse_native`] reads them. A form is read under its format's name
+//! ([`native_forms`]: the rows of the format table whose `grammar` names a rule of
+//! `native.pest`): `parse_reference` with that format, or with `auto`. The meaning of a
+//! value written as text is `formats/text.rs`'s, as the meaning of TAM keys is the fast
+//! reader's.
 
 use pest::iterators::Pairs;
 use pest::{Parser, RuleType};
@@ -393,26 +396,15 @@ fn reference(text: &str, format: Format) -> Result<Parsed, GrammarError> {
 // ---------------------------------------------------------------- native forms
 
 /// The native call forms `grammar/native.pest` defines, by the names the format table
-/// gives them (`hermes`, `pythonic`, …). The reader maps a form to a [`Format`] by name,
-/// so a form is read as a `--format` choice and under `auto` once the table has a row
-/// of that name.
-pub const NATIVE_FORMS: &[&str] = &[
-    "hermes",
-    "pythonic",
-    "llama_json",
-    "mistral",
-    "granite",
-    "glm",
-    "deepseek",
-    "functionary",
-    "tool_calls",
-    "longcat",
-    "internlm2",
-    "granite3",
-    "lfm2",
-    "olmo3",
-    "gemma3",
-];
+/// gives them (`hermes`, `pythonic`, …): every row whose `grammar` is a rule of
+/// `native.pest` (each row names its rule, in its format's file). A form is read as a
+/// `--format` choice and under `auto`.
+pub fn native_forms() -> impl Iterator<Item = &'static str> {
+    formats::FORMATS
+        .iter()
+        .filter(|e| matches!(e.grammar, formats::Grammar::Native(_)))
+        .map(|e| e.name)
+}
 
 #[allow(missing_docs, clippy::all)]
 mod native_grammar {
@@ -459,6 +451,20 @@ fn form_of(r: N) -> Option<(&'static str, bool)> {
         N::llama4 => ("pythonic", false),
         N::gemma3 => ("gemma3", false),
         N::glm_broken => ("glm", true),
+        N::qwen3_coder | N::qwen3_bare => ("qwen3_coder", false),
+        N::glm45 => ("glm45", false),
+        N::glm45_broken => ("glm45", true),
+        N::kimi_k2 => ("kimi_k2", false),
+        N::harmony => ("harmony", false),
+        N::minimax_m2 => ("minimax_m2", false),
+        N::step3 => ("step3", false),
+        N::gemma4 => ("gemma4", false),
+        N::gemma4_broken => ("gemma4", true),
+        N::functools => ("functools", false),
+        N::gigachat3 => ("gigachat3", false),
+        N::command_r => ("command_r", false),
+        N::apertus => ("apertus", false),
+        N::apertus_broken => ("apertus", true),
         _ => return None,
     })
 }
@@ -470,7 +476,7 @@ fn source_of(form: &str) -> Format {
 
 /// The native form `format` names, if the grammar defines it.
 pub fn native_form(format: Format) -> Option<&'static str> {
-    NATIVE_FORMS.iter().copied().find(|f| *f == format.name())
+    matches!(format.grammar(), Some(formats::Grammar::Native(_))).then(|| format.name())
 }
 
 /// A string literal's content with its escapes read (JSON's and Python's; a Markdown
@@ -687,10 +693,183 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                 }
             }
             N::glm | N::functionary | N::mistral_one => {
+                let id = p
+                    .clone()
+                    .into_inner()
+                    .find(|p| p.as_rule() == N::call_id)
+                    .map(|p| p.as_str().to_string());
                 let mut parts = p.into_inner().filter(|p| p.as_rule() != N::call_id);
                 if let (Some(name), Some(args)) = (parts.next(), parts.next()) {
                     if let Value::Object(a) = value_of(args) {
                         push(name_of(name.as_str()), a, own, &mut calls);
+                        with_id(&mut calls, id);
+                    }
+                }
+            }
+            N::qwen3_coder | N::qwen3_bare => {
+                for f in p.into_inner() {
+                    match f.as_rule() {
+                        N::q_function => match q_function(f) {
+                            Some((tool, args)) => push(tool, args, own, &mut calls),
+                            None => raw.push(call_error(start, form)),
+                        },
+                        N::q_function_broken => raw.push(call_error(f.as_span().start(), form)),
+                        _ => {}
+                    }
+                }
+            }
+            N::glm45 => {
+                let mut parts = p.into_inner();
+                let Some(name) = parts.next() else { continue };
+                let pairs = parts.filter_map(|pair| {
+                    let mut kv = pair.into_inner();
+                    Some((kv.next()?.as_str(), kv.next()?.as_str()))
+                });
+                push(
+                    name_of(name.as_str().trim()),
+                    text_args(pairs),
+                    own,
+                    &mut calls,
+                );
+            }
+            N::minimax_m2 | N::step3 => {
+                let mut any = false;
+                for inv in p.into_inner().filter(|c| c.as_rule() != N::EOI) {
+                    any = true;
+                    match inv.as_rule() {
+                        N::mm_invoke | N::st_invoke => match invoke(inv) {
+                            Some((tool, args)) => push(tool, args, own, &mut calls),
+                            None => raw.push(call_error(start, form)),
+                        },
+                        _ => raw.push(call_error(inv.as_span().start(), form)),
+                    }
+                }
+                if !any {
+                    raw.push(call_error(start, form));
+                }
+            }
+            N::kimi_k2 => {
+                let closed = ["<|tool_calls_section_end|>", "<|tool_call_section_end|>"]
+                    .iter()
+                    .any(|c| p.as_str().ends_with(c));
+                let mut any = false;
+                for c in p.into_inner().filter(|c| c.as_rule() != N::EOI) {
+                    any = true;
+                    let at = c.as_span().start();
+                    if c.as_rule() == N::kimi_call_broken {
+                        raw.push(call_error(at, form));
+                        continue;
+                    }
+                    let mut parts = c.into_inner();
+                    let (Some(id), Some(args)) = (parts.next(), parts.next()) else {
+                        continue;
+                    };
+                    let id = id.as_str().trim();
+                    let name = id.strip_prefix("functions.").unwrap_or(id);
+                    let name = match name.rsplit_once(':') {
+                        Some((n, i)) if i.bytes().all(|c| c.is_ascii_digit()) => n,
+                        _ => name,
+                    };
+                    match value_of(args) {
+                        Value::Object(a) if !name.is_empty() => {
+                            push(name.to_string(), a, own, &mut calls);
+                            with_id(&mut calls, Some(id.to_string()));
+                        }
+                        _ => raw.push(call_error(at, form)),
+                    }
+                }
+                if !any && !closed && end == text.len() {
+                    raw.push(call_error(start, form));
+                }
+            }
+            N::harmony => {
+                let mut parts = p.into_inner().filter(|c| c.as_rule() != N::EOI);
+                let Some(head) = parts.next() else { continue };
+                let (channel, to) = harmony_header(head.as_str());
+                match (parts.next(), to) {
+                    // No `<|message|>`: a call the text ends in, or nothing.
+                    (None, Some(_)) if end == text.len() => raw.push(call_error(start, form)),
+                    (None, _) | (Some(_), Some(_)) if channel == "analysis" => {}
+                    (None, _) => {}
+                    // The answer: its body is response text.
+                    (Some(body), None) => {
+                        if channel == "final" {
+                            let b = body.as_span();
+                            cut.pop();
+                            cut.push((start, b.start()));
+                            cut.push((b.end(), end));
+                        }
+                    }
+                    (Some(body), Some(to)) => {
+                        let name = to.strip_prefix("functions.").unwrap_or(to);
+                        let args = body
+                            .into_inner()
+                            .next()
+                            .filter(|a| a.as_rule() == N::dict)
+                            .map(value_of);
+                        match args {
+                            Some(Value::Object(a)) => push(name.to_string(), a, own, &mut calls),
+                            _ => raw.push(call_error(start, form)),
+                        }
+                    }
+                }
+            }
+            N::gemma4 => {
+                for c in p.into_inner() {
+                    let mut parts = c.into_inner();
+                    if let (Some(name), Some(args)) = (parts.next(), parts.next()) {
+                        if let Value::Object(a) = gemma4_value(args) {
+                            push(name.as_str().trim().to_string(), a, own, &mut calls);
+                        }
+                    }
+                }
+            }
+            N::apertus => {
+                let Some(v) = p.into_inner().next().map(value_of) else {
+                    continue;
+                };
+                let items = match v {
+                    Value::Array(a) => a,
+                    other => vec![other],
+                };
+                for item in items {
+                    match item {
+                        Value::Object(o) if o.len() == 1 => {
+                            for (name, args) in o {
+                                match formats::lit::arguments(Some(&args)) {
+                                    Ok(a) => push(name, a, own, &mut calls),
+                                    Err(_) => raw.push(call_error(start, form)),
+                                }
+                            }
+                        }
+                        _ => raw.push(call_error(start, form)),
+                    }
+                }
+            }
+            N::command_r => {
+                let mut items = Vec::new();
+                for part in p.into_inner() {
+                    match part.as_rule() {
+                        // The plan stays response text.
+                        N::cr_plan => {
+                            cut.pop();
+                            cut.push((part.as_span().end(), end));
+                        }
+                        _ => {
+                            if let Value::Array(a) = value_of(part) {
+                                items = a;
+                            }
+                        }
+                    }
+                }
+                for item in items {
+                    let name = item
+                        .get("tool_name")
+                        .and_then(Value::as_str)
+                        .map(|n| n.trim().to_string());
+                    match (name, formats::lit::arguments(item.get("parameters"))) {
+                        (Some(name), Ok(a)) if !name.is_empty() => push(name, a, own, &mut calls),
+                        _ => raw.push(call_error(start, form)),
                     }
                 }
             }
@@ -700,21 +879,28 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                 let mut objects = Vec::new();
                 for part in p.into_inner() {
                     match part.as_rule() {
-                        N::dict => objects.push((part.as_span().start(), value_of(part))),
+                        N::dict => objects.push((part.as_span().start(), value_of(part), None)),
                         N::list => {
                             let at = part.as_span().start();
                             match value_of(part) {
-                                Value::Array(vs) => objects.extend(vs.into_iter().map(|v| (at, v))),
-                                other => objects.push((at, other)),
+                                Value::Array(vs) => {
+                                    objects.extend(vs.into_iter().map(|v| (at, v, None)))
+                                }
+                                other => objects.push((at, other, None)),
                             }
                         }
                         N::mistral_one => {
+                            let id = part
+                                .clone()
+                                .into_inner()
+                                .find(|p| p.as_rule() == N::call_id)
+                                .map(|p| p.as_str().to_string());
                             let mut parts = part.into_inner().filter(|p| p.as_rule() != N::call_id);
                             if let (Some(name), Some(args)) = (parts.next(), parts.next()) {
                                 let mut o = Map::new();
                                 o.insert("name".into(), Value::String(name.as_str().into()));
                                 o.insert("arguments".into(), value_of(args));
-                                objects.push((start, Value::Object(o)));
+                                objects.push((start, Value::Object(o), id));
                             }
                         }
                         _ => {}
@@ -725,15 +911,22 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                 let document = every_form
                     && matches!(rule, N::llama_lead | N::llama_fence)
                     && objects.len() == 1;
-                for (at, o) in objects {
+                for (at, o, id) in objects {
                     let llama = o.get("arguments").is_none() && o.get("parameters").is_some();
                     let source = if document && !llama {
                         Format::Json
                     } else {
                         source_of(form)
                     };
+                    let id = id.or_else(|| match o.get("id") {
+                        Some(Value::String(i)) if !i.is_empty() => Some(i.clone()),
+                        _ => None,
+                    });
                     match call_object(o) {
-                        Ok((tool, args)) => push(tool, args, source, &mut calls),
+                        Ok((tool, args)) => {
+                            push(tool, args, source, &mut calls);
+                            with_id(&mut calls, id);
+                        }
                         Err(why) => raw.push(RawDiag::error(
                             at,
                             format!("a {form} call {why}"),
@@ -751,6 +944,111 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
         calls,
         diagnostics: locate_diags(text, raw),
     })
+}
+
+/// Gives the last call the id its input wrote (Mistral's `[CALL_ID]`, Kimi's
+/// `functions.NAME:N`), if any.
+fn with_id(calls: &mut [Call], id: Option<String>) {
+    if let (Some(c), Some(id)) = (calls.last_mut(), id) {
+        c.id = Some(id);
+    }
+}
+
+/// The error for a call of `form` that could not be read.
+fn call_error(at: usize, form: &str) -> RawDiag {
+    RawDiag::error(
+        at,
+        format!("a {form} call could not be read; it was not executed"),
+        "write the whole call as the format does".into(),
+    )
+}
+
+/// The arguments of a call written as text (key, value between the tags), read as
+/// `formats/text.rs` reads them.
+fn text_args<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> Map<String, Value> {
+    pairs
+        .map(|(k, raw)| {
+            let t = formats::text::trim_one_newline(raw);
+            (k.trim().to_string(), formats::text::typed(t))
+        })
+        .collect()
+}
+
+/// A Qwen3-Coder `<function=…>` node: its tool and arguments; `None` when it names none.
+fn q_function(f: pest::iterators::Pair<'_, N>) -> Option<(String, Map<String, Value>)> {
+    let mut parts = f.into_inner();
+    let name = name_of(parts.next()?.as_str().trim());
+    if name.is_empty() {
+        return None;
+    }
+    let pairs = parts.filter_map(|param| {
+        let mut kv = param.into_inner();
+        let (key, text) = (kv.next()?.as_str(), kv.next()?.as_str());
+        // A value with no closing tag runs to what follows, blanks at its end dropped.
+        let closed = kv.next().is_some();
+        Some((
+            key,
+            if closed {
+                text
+            } else {
+                text.trim_end_matches([' ', '\t'])
+            },
+        ))
+    });
+    Some((name, text_args(pairs)))
+}
+
+/// A MiniMax-M2 or Step-3 `<invoke name="…">` node: its tool and arguments; `None` when
+/// its name is blank.
+fn invoke(inv: pest::iterators::Pair<'_, N>) -> Option<(String, Map<String, Value>)> {
+    let mut parts = inv.into_inner();
+    let name = parts.next()?.as_str().trim().to_string();
+    if name.is_empty() {
+        return None;
+    }
+    let pairs = parts.filter_map(|param| {
+        let mut kv = param.into_inner();
+        Some((kv.next()?.as_str(), kv.next()?.as_str()))
+    });
+    Some((name, text_args(pairs)))
+}
+
+/// A harmony message's header (after its opening token, up to `<|message|>`): its channel
+/// (the first word after `<|channel|>`) and its recipient (`to=…`), if any.
+fn harmony_header(h: &str) -> (&str, Option<&str>) {
+    let stop = |c: char| c.is_whitespace() || c == '<';
+    let channel = h
+        .find("<|channel|>")
+        .map_or(h, |i| &h[i + "<|channel|>".len()..]);
+    let channel = channel.split(stop).find(|w| !w.is_empty()).unwrap_or("");
+    let to = h
+        .find("to=")
+        .map(|i| h[i + 3..].split(stop).next().unwrap_or(""))
+        .filter(|t| !t.is_empty());
+    (channel, to)
+}
+
+/// The value a Gemma 4 value node stands for: `<|"|>` strings, objects with bare keys,
+/// lists, and bare values read as text is.
+fn gemma4_value(p: pest::iterators::Pair<'_, N>) -> Value {
+    match p.as_rule() {
+        N::g4_string => Value::String(p.into_inner().next().map_or("", |t| t.as_str()).into()),
+        N::g4_dict => Value::Object(
+            p.into_inner()
+                .filter_map(|m| {
+                    let mut kv = m.into_inner();
+                    let k = kv.next()?;
+                    let key = match k.as_rule() {
+                        N::g4_string => k.into_inner().next().map_or("", |t| t.as_str()).into(),
+                        _ => k.as_str().trim().trim_matches('"').to_string(),
+                    };
+                    Some((key, gemma4_value(kv.next()?)))
+                })
+                .collect(),
+        ),
+        N::g4_list => Value::Array(p.into_inner().map(gemma4_value).collect()),
+        _ => formats::text::typed(p.as_str().trim()),
+    }
 }
 
 /// The tool and arguments of a JSON call object: `name` and `arguments` (or
@@ -805,14 +1103,62 @@ fn native_reference(text: &str, format: Format) -> Result<Option<Parsed>, Gramma
     if format != Format::Auto {
         return Ok(None);
     }
-    let known: Vec<&str> = NATIVE_FORMS
-        .iter()
-        .copied()
-        .filter(|f| f.parse::<Format>().is_ok())
-        .collect();
+    let known: Vec<&str> = native_forms().collect();
     if known.is_empty() {
         return Ok(None);
     }
     let p = parse_native(text, Some(&known))?;
     Ok((!p.calls.is_empty() || p.has_errors()).then_some(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each row's grammar rule is a rule of its grammar; for `native.pest` the reader builds
+    /// that row's calls from its rule (or, for the pythonic list, which stands inside the
+    /// places it is taken, from those); every form the reader builds is a row's.
+    #[test]
+    fn every_row_names_a_rule_the_grammar_reads() {
+        for e in formats::FORMATS {
+            match e.grammar {
+                formats::Grammar::Native(rule) => {
+                    let r = N::all_rules()
+                        .iter()
+                        .find(|r| format!("{r:?}") == rule)
+                        .unwrap_or_else(|| panic!("{}: native.pest has no rule {rule}", e.name));
+                    if *r == N::pythonic {
+                        assert_eq!(form_of(N::leading), Some((e.name, false)));
+                    } else {
+                        assert_eq!(form_of(*r), Some((e.name, false)), "{}: {rule}", e.name);
+                    }
+                }
+                formats::Grammar::Tam(rule) => {
+                    assert!(
+                        auto_all::Rule::all_rules()
+                            .iter()
+                            .any(|r| format!("{r:?}") == rule),
+                        "{}: tam.pest has no rule {rule}",
+                        e.name
+                    );
+                }
+                formats::Grammar::Absent(why) => {
+                    assert!(
+                        why.len() > 20,
+                        "{}: say why the grammar has no rule",
+                        e.name
+                    )
+                }
+            }
+        }
+        let forms: Vec<&str> = native_forms().collect();
+        for r in N::all_rules() {
+            if let Some((form, _)) = form_of(*r) {
+                assert!(
+                    forms.contains(&form),
+                    "{r:?} builds {form}, not a native row"
+                );
+            }
+        }
+    }
 }

@@ -568,3 +568,38 @@ fn vcp_calls_md_blocks_run() {
     }
     assert!(rs[1]["value"].to_string().contains('A'), "{batch}");
 }
+
+/// `docs/formats.md` names every format and every alias, and runs an example of every
+/// format that is not a seed's (`tam`, `action`, `vcp` have their own pages) as a
+/// `scripts/*.tam` file (`every_docs_example_runs` runs it with `tavern call`).
+#[test]
+fn formats_md_names_every_format_and_runs_an_example_of_each() {
+    use tavern::internal::protocol::Format;
+    let text = std::fs::read_to_string(root().join("docs/formats.md")).unwrap();
+    let page = read_page("formats.md", &text);
+    // The examples of the formats that predate the families of 2025–26.
+    let older = [("json", "openai"), ("llama_json", "llama")];
+    let mut checked = 0;
+    for f in Format::all().filter(|f| *f != Format::Auto) {
+        let name = f.name();
+        for n in std::iter::once(name).chain(f.aliases().iter().copied()) {
+            assert!(
+                text.contains(&format!("`{n}`")),
+                "docs/formats.md lacks `{n}`"
+            );
+        }
+        if matches!(name, "tam" | "action" | "vcp") {
+            continue;
+        }
+        let script = older
+            .iter()
+            .find(|(f, _)| *f == name)
+            .map_or(name, |(_, s)| s);
+        assert!(
+            page.files.contains_key(&format!("scripts/{script}.tam")),
+            "docs/formats.md runs no example of {name} (scripts/{script}.tam)"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 27, "{checked}");
+}

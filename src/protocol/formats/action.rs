@@ -415,4 +415,17 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
     leading: None,
     names_as_written: false,
     also: &[],
+    lesson: super::Lesson {
+        naming: super::Naming::Id,
+        example: |name, args| {
+            let mut s = format!("<ACTION>\n    <{name}>\n");
+            for (k, v) in args {
+                s.push_str(&format!("        <{k}>{}</{k}>\n", super::teach::xml_value(v)));
+            }
+            s.push_str(&format!("    </{name}>\n</ACTION>"));
+            s
+        },
+        how: "When you decide to use a tool or skill, first explain your reasoning, then output the <ACTION> block with the chosen tool/skill ID as the main tag, and its parameters as child tags (use <![CDATA[...]]> for values with <, > or &). If no action is needed, just provide your textual response.",
+    },
+    grammar: super::Grammar::Tam("action"),
 };

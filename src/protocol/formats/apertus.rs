@@ -25,6 +25,17 @@ pub(crate) const ROW: FormatEntry = FormatEntry::native(
             "End the calls with <|tools_suffix|>.",
         ),
     )),
+    super::Lesson::wire(
+        |name, args| {
+            format!(
+                "<|tools_prefix|>[{{{}: {}}}]<|tools_suffix|>",
+                serde_json::Value::String(name.into()),
+                super::teach::pretty_inline(args)
+            )
+        },
+        "To use tools or skills, write <|tools_prefix|>, a JSON list of objects each with the tool name as its one key and the arguments as its value, and <|tools_suffix|>. If no action is needed, answer in plain text.",
+    ),
+    super::Grammar::Native("apertus"),
 );
 
 /// The region's reader.

@@ -20,6 +20,17 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
         "command_r",
         &["cohere", "command_r_plus", "command_a"],
         Reader::Leading,
+        super::Lesson::wire(
+            |name, args| {
+                format!(
+                    "Action: ```json\n[{{\"tool_name\": {}, \"parameters\": {}}}]\n```",
+                    serde_json::Value::String(name.into()),
+                    super::teach::pretty_inline(args)
+                )
+            },
+            "To use tools or skills, write Action: followed by a ```json fenced block holding a JSON list of calls, each an object with \"tool_name\" and \"parameters\". If no action is needed, answer in plain text.",
+        ),
+        super::Grammar::Native("command_r"),
     )
 };
 

@@ -154,4 +154,14 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
     leading: None,
     names_as_written: true,
     also: &[],
+    lesson: super::Lesson::wire(
+        |name, args| {
+            format!(
+                "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+                super::teach::pretty_inline(args)
+            )
+        },
+        "To use tools or skills, write <｜tool▁calls▁begin｜>, then per call <｜tool▁call▁begin｜>function<｜tool▁sep｜> with the tool name, its arguments as JSON in a ```json fence and <｜tool▁call▁end｜>, and close with <｜tool▁calls▁end｜>. If no action is needed, answer in plain text.",
+    ),
+    grammar: super::Grammar::Native("deepseek"),
 };

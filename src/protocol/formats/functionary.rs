@@ -222,4 +222,9 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
     leading: Some(lead),
     names_as_written: true,
     also: &[],
+    lesson: super::Lesson::wire(
+        |name, args| format!("<function={name}>{}</function>", super::teach::pretty_inline(args)),
+        "To use a tool or skill, write <function=tool_name> followed by its arguments as a JSON object and </function>, once per call. If no action is needed, answer in plain text.",
+    ),
+    grammar: super::Grammar::Native("functionary"),
 };

@@ -15,6 +15,11 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
         "functools",
         &["phi4_mini", "phi4", "firefunction", "firefunction_v2"],
         Reader::Leading,
+        super::Lesson::wire(
+            |name, args| format!("functools[{}]", super::teach::json_call(name, args)),
+            "To use tools or skills, begin your answer with functools followed by a JSON list of calls, each an object with \"name\" and \"arguments\". If no action is needed, answer in plain text.",
+        ),
+        super::Grammar::Native("functools"),
     )
 };
 

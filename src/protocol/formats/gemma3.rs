@@ -18,6 +18,11 @@ pub(crate) const ROW: FormatEntry = FormatEntry::native(
             "Close the calls as the format does.",
         ),
     )),
+    super::Lesson::wire(
+        |name, args| format!("```tool_code\n{}\n```", super::teach::python_call(name, args)),
+        "To use tools or skills, write a ```tool_code fenced block holding the Python calls, tool_name(parameter=value, …), one a line, with Python literals. If no action is needed, answer in plain text.",
+    ),
+    super::Grammar::Native("gemma3"),
 );
 
 /// The region's reader.

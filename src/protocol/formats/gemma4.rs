@@ -27,6 +27,17 @@ pub(crate) const ROW: FormatEntry = FormatEntry::native(
             "End every call with <tool_call|>.",
         ),
     )),
+    super::Lesson::wire(
+        |name, args| {
+            let inner: Vec<String> = args
+                .iter()
+                .map(|(k, v)| format!("{k}:{}", super::teach::gemma_value(v)))
+                .collect();
+            format!("<|tool_call>call:{name}{{{}}}<tool_call|>", inner.join(","))
+        },
+        "To use a tool or skill, write <|tool_call>call:tool_name{name:value,…}<tool_call|>, strings between <|\"|> tokens, numbers and true/false bare, once per call. If no action is needed, answer in plain text.",
+    ),
+    super::Grammar::Native("gemma4"),
 );
 
 /// Why a value could not be read: the text ended (`None`) or something else, at an offset.

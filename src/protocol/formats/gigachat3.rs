@@ -13,6 +13,11 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
         "gigachat3",
         &["gigachat"],
         Reader::Leading,
+        super::Lesson::wire(
+            |name, args| format!("function call<|role_sep|>\n{}", super::teach::json_call(name, args)),
+            "To use a tool or skill, answer with function call<|role_sep|> followed by one JSON object with \"name\" and \"arguments\". If no action is needed, answer in plain text.",
+        ),
+        super::Grammar::Native("gigachat3"),
     )
 };
 

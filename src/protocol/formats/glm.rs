@@ -59,4 +59,9 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
     leading: Some(lead),
     names_as_written: true,
     also: &[],
+    lesson: super::Lesson::wire(
+        |name, args| format!("{name}\n{}", super::teach::pretty_inline(args)),
+        "To use a tool or skill, answer with only the tool's name on the first line and its arguments as a JSON object on the next line; one call per answer. If no action is needed, answer in plain text.",
+    ),
+    grammar: super::Grammar::Native("glm"),
 };

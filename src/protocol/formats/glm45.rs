@@ -22,6 +22,18 @@ pub(crate) const ROW: FormatEntry = FormatEntry::native(
         super::hermes::SHOWN_AS,
         super::hermes::UNCLOSED,
     )),
+    super::Lesson::wire(
+        |name, args| {
+            let pairs = super::teach::text_params(
+                args,
+                |k| format!("<arg_key>{k}</arg_key>\n<arg_value>"),
+                "</arg_value>",
+            );
+            format!("<tool_call>{name}\n{pairs}</tool_call>")
+        },
+        "To use a tool or skill, write <tool_call> followed by the tool name, then one <arg_key>name</arg_key><arg_value>value</arg_value> pair per parameter, then </tool_call>, once per call. If no action is needed, answer in plain text.",
+    ),
+    super::Grammar::Native("glm45"),
 );
 
 /// True when `content` (trimmed) is a GLM-4.5 call: a name with no blank in it, then

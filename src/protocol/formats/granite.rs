@@ -65,4 +65,9 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
     leading: None,
     names_as_written: true,
     also: &[],
+    lesson: super::Lesson::wire(
+        |name, args| format!("<function_call> {}", super::teach::json_call(name, args)),
+        "To use a tool or skill, write <function_call> followed by a JSON object with \"name\" and \"arguments\"; write <function_call> again before each further call. If no action is needed, answer in plain text.",
+    ),
+    grammar: super::Grammar::Native("granite"),
 };

@@ -20,6 +20,11 @@ pub(crate) const ROW: FormatEntry = FormatEntry::native(
             "Close the calls' section as the format does.",
         ),
     )}),
+    super::Lesson::wire(
+        |name, args| format!("<|tool_call|>[{}]", super::teach::json_call(name, args)),
+        "To use tools or skills, write <|tool_call|> followed by a JSON list of calls, each an object with \"name\" and \"arguments\". If no action is needed, answer in plain text.",
+    ),
+    super::Grammar::Native("granite3"),
 );
 
 /// The region's reader: JSON call objects or lists of them.

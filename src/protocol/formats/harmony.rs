@@ -45,6 +45,16 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
                 UNCLOSED,
             )
         }),
+        super::Lesson::wire(
+            |name, args| {
+                format!(
+                    "<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>{}<|call|>",
+                    super::teach::pretty_inline(args)
+                )
+            },
+            "To use a tool or skill, write a commentary message addressed to it: <|channel|>commentary to=functions.tool_name <|constrain|>json<|message|> followed by its arguments as a JSON object and <|call|>. Write your answer to the user in the final channel. If no action is needed, answer in plain text.",
+        ),
+        super::Grammar::Native("harmony"),
     )
 };
 

@@ -100,4 +100,9 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
         only_first: None,
         prose: None,
     }],
+    lesson: super::Lesson::wire(
+        |name, args| format!("<tool_call>\n{}\n</tool_call>", super::teach::json_call(name, args)),
+        "To use a tool or skill, write the call as a JSON object with \"name\" and \"arguments\" inside <tool_call></tool_call> tags, one pair of tags per call. If no action is needed, answer in plain text.",
+    ),
+    grammar: super::Grammar::Native("hermes"),
 };

@@ -18,6 +18,16 @@ pub(crate) const ROW: FormatEntry = FormatEntry::native(
             "Close the calls' section as the format does.",
         ),
     )),
+    super::Lesson::wire(
+        |name, args| {
+            format!(
+                "<|action_start|><|plugin|>\n{}<|action_end|>",
+                super::teach::json_call_with(name, "parameters", args)
+            )
+        },
+        "To use a tool or skill, write <|action_start|><|plugin|>, a JSON object with \"name\" and \"parameters\", and <|action_end|>, once per call. If no action is needed, answer in plain text.",
+    ),
+    super::Grammar::Native("internlm2"),
 );
 
 /// The region's reader: JSON call objects or lists of them.

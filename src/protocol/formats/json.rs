@@ -359,4 +359,11 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
     // Tool names match loosely, as the other JSON-shaped forms (docs/formats.md).
     names_as_written: true,
     also: &[],
+    lesson: super::Lesson::wire(
+        super::teach::json_call,
+        "To use a tool or skill, answer with only a JSON object {\"name\": <tool name>, \"arguments\": {<parameter>: <value>, …}}, or a JSON list of such objects for several calls, with nothing before or after it. If no action is needed, answer in plain text.",
+    ),
+    grammar: super::Grammar::Absent(
+        "a JSON call document (and OpenAI-shaped JSON) is JSON: both readers read it with serde_json, so no rule restates JSON",
+    ),
 };

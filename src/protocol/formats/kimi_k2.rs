@@ -38,6 +38,16 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
             "<|tool_calls_section_begin|>",
             UNCLOSED,
         )),
+        super::Lesson::wire(
+            |name, args| {
+                format!(
+                    "<|tool_calls_section_begin|><|tool_call_begin|>functions.{name}:0<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>",
+                    super::teach::pretty_inline(args)
+                )
+            },
+            "To use tools or skills, write <|tool_calls_section_begin|>, then per call <|tool_call_begin|>functions.tool_name:N (N counts calls from 0), <|tool_call_argument_begin|>, its arguments as a JSON object and <|tool_call_end|>, and close with <|tool_calls_section_end|>. If no action is needed, answer in plain text.",
+        ),
+        super::Grammar::Native("kimi_k2"),
     )
 };
 

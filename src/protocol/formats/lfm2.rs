@@ -19,6 +19,11 @@ pub(crate) const ROW: FormatEntry = FormatEntry::native(
             "End the calls with <|tool_call_end|>.",
         ),
     )),
+    super::Lesson::wire(
+        |name, args| format!("<|tool_call_start|>[{}]<|tool_call_end|>", super::teach::python_call(name, args)),
+        "To use tools or skills, write <|tool_call_start|>, a Python list of calls [tool_name(parameter=value, …), …] and <|tool_call_end|>. If no action is needed, answer in plain text.",
+    ),
+    super::Grammar::Native("lfm2"),
 );
 
 /// The region's reader.

@@ -132,4 +132,9 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
     leading: Some(lead),
     names_as_written: true,
     also: &[],
+    lesson: super::Lesson::wire(
+        |name, args| super::teach::json_call_with(name, "parameters", args),
+        "To use a tool or skill, answer with only a JSON object {\"name\": <tool name>, \"parameters\": {<parameter>: <value>, …}}; separate several calls with `;`. If no action is needed, answer in plain text.",
+    ),
+    grammar: super::Grammar::Native("llama_json"),
 };

@@ -18,6 +18,11 @@ pub(crate) const ROW: FormatEntry = FormatEntry::native(
             "Close the calls' section as the format does.",
         ),
     )),
+    super::Lesson::wire(
+        |name, args| format!("<longcat_tool_call>{}</longcat_tool_call>", super::teach::json_call(name, args)),
+        "To use a tool or skill, write <longcat_tool_call>, a JSON object with \"name\" and \"arguments\", and </longcat_tool_call>, once per call. If no action is needed, answer in plain text.",
+    ),
+    super::Grammar::Native("longcat"),
 );
 
 /// The region's reader: JSON call objects or lists of them.

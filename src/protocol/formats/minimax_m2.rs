@@ -21,6 +21,15 @@ pub(crate) const ROW: FormatEntry = FormatEntry::native(
             "End the calls with </minimax:tool_call>.",
         ),
     )),
+    super::Lesson::wire(
+        |name, args| {
+            let params =
+                super::teach::text_params(args, |k| format!("<parameter name=\"{k}\">"), "</parameter>");
+            format!("<minimax:tool_call>\n<invoke name=\"{name}\">\n{params}</invoke>\n</minimax:tool_call>")
+        },
+        "To use tools or skills, write <minimax:tool_call>, then per call <invoke name=\"tool_name\"> with one <parameter name=\"name\">value</parameter> per parameter and </invoke>, and close with </minimax:tool_call>. If no action is needed, answer in plain text.",
+    ),
+    super::Grammar::Native("minimax_m2"),
 );
 
 /// The region's reader.

@@ -69,4 +69,9 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
     leading: None,
     names_as_written: true,
     also: &[],
+    lesson: super::Lesson::wire(
+        |name, args| format!("[TOOL_CALLS] [{}]", super::teach::json_call(name, args)),
+        "To use tools or skills, write [TOOL_CALLS] followed by a JSON list of calls, each an object with \"name\" and \"arguments\". If no action is needed, answer in plain text.",
+    ),
+    grammar: super::Grammar::Native("mistral"),
 };

@@ -1,14 +1,18 @@
 //! The format table: one row per call format, each declared in its format's own file.
 //!
-//! A row (`ROW` in each file here) says what a format is called (its name and aliases:
-//! the one list of names the CLI, REST and docs use), how [`Format::Auto`] finds it, and
-//! how it is read. The scanner (`scan.rs`), [`parse`](super::parse) and the
-//! [`StreamReader`](super::StreamReader) dispatch through it, once per text or per block,
-//! never per byte. Adding a format is its file (its reader and its `ROW`), its variant in
-//! [`Format`], one line in [`FORMATS`], and its tests; an agent's manual teaches it once
-//! it has a lesson (`agent/call_format.rs`), and the reference grammar reads it once
-//! `grammar/native.pest` has its rule and [`NATIVE_FORMS`](super::grammar::NATIVE_FORMS)
-//! its name.
+//! A row (`ROW` in each file here) is everything the crate knows about a format, in one
+//! place: what it is called (its name and aliases: the one list of names the CLI, REST
+//! and docs use), how [`Format::Auto`] finds it, how it is read, how an agent's manual
+//! teaches it (its [`Lesson`]: how one call is written and a paragraph on how to call)
+//! and which rule of the reference grammar defines it ([`Grammar`]: a rule of
+//! `grammar/tam.pest` or `grammar/native.pest`, or why no rule can). The scanner
+//! (`scan.rs`), [`parse`](super::parse) and the [`StreamReader`](super::StreamReader)
+//! dispatch through it, once per text or per block, never per byte; the agent's
+//! `CallFormat` and manual, and the grammar reader's list of forms
+//! ([`native_forms`](super::grammar::native_forms)), read the rows. Adding a format is its
+//! file (its reader and its `ROW`, lesson and grammar rule included), its variant in
+//! [`Format`], one line in [`FORMATS`], and its tests; `tests::every_row_is_complete`
+//! fails for a row whose lesson or grammar rule is missing.
 //!
 //! The per-format files import the row types from here and the shared files of
 //! `protocol` (`types.rs`, `lex.rs`, `locate.rs`, `block.rs`, `chain.rs`).
@@ -51,12 +55,15 @@ mod pythonic;
 mod qwen3_coder;
 mod step3;
 mod tam;
-mod text;
+pub(crate) mod teach;
+pub(crate) mod text;
 mod tool_calls;
 mod vcp;
 
 pub use action::MAX_XML_DEPTH;
 pub(crate) use json::looks_like_json;
+
+pub(crate) use teach::{Lesson, Naming};
 
 use super::block::BlockKind;
 use super::types::{Call, Format, Parsed, RawDiag, RawPair, Span};
@@ -230,6 +237,19 @@ pub(crate) enum Reader {
     Leading,
 }
 
+/// Which rule of the reference grammar defines a format (`tavern parse --reader grammar`
+/// reads the format with it; `tests/it/protocol_grammar_native.rs` holds the fast reader
+/// to it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Grammar {
+    /// A rule of `grammar/tam.pest`.
+    Tam(&'static str),
+    /// A rule of `grammar/native.pest`, named as the format is.
+    Native(&'static str),
+    /// No rule: why the grammar does not define the format.
+    Absent(&'static str),
+}
+
 /// One row of the table.
 #[derive(Debug)]
 pub(crate) struct FormatEntry {
@@ -258,6 +278,10 @@ pub(crate) struct FormatEntry {
     /// names no tool exactly is also looked up ignoring ASCII case and `.`/`:`/`_`
     /// (`Forge:smelt` for `forge:smelt`), when exactly one tool matches.
     pub names_as_written: bool,
+    /// How an agent's manual teaches it (`agent/call_format.rs`, `agent/manual.rs`).
+    pub lesson: Lesson,
+    /// The rule of the reference grammar that defines it.
+    pub grammar: Grammar,
 }
 
 impl FormatEntry {
@@ -268,6 +292,8 @@ impl FormatEntry {
         name: &'static str,
         aliases: &'static [&'static str],
         reader: Reader,
+        lesson: Lesson,
+        grammar: Grammar,
     ) -> Self {
         FormatEntry {
             format,
@@ -279,6 +305,8 @@ impl FormatEntry {
             leading: None,
             also: &[],
             names_as_written: true,
+            lesson,
+            grammar,
         }
     }
 
@@ -338,6 +366,12 @@ const NAME_LIST: [&str; NAME_COUNT] = {
     }
     names
 };
+
+/// The lesson of `<ACTION>` (seed 002 §4.2's manual).
+pub(crate) const ACTION_LESSON: &Lesson = &action::ROW.lesson;
+
+/// The lesson of TAM (seed 000 §6.2's manual).
+pub(crate) const TAM_LESSON: &Lesson = &tam::ROW.lesson;
 
 /// The row of `format`; `None` for [`Format::Auto`].
 pub(crate) fn entry(format: Format) -> Option<&'static FormatEntry> {
@@ -456,6 +490,23 @@ impl Format {
     /// calls of the others, and calls built by code ([`Format::Auto`]), match loosely.
     pub fn keys_match_exactly(self) -> bool {
         entry(self).is_some_and(|e| e.exact_keys)
+    }
+
+    /// The format's other spellings, which `FromStr` also accepts (`xml` for `action`);
+    /// none for [`Format::Auto`].
+    pub fn aliases(self) -> &'static [&'static str] {
+        entry(self).map_or(&[], |e| e.aliases)
+    }
+
+    /// How an agent's manual teaches the format; `None` for [`Format::Auto`].
+    pub(crate) fn lesson(self) -> Option<&'static Lesson> {
+        entry(self).map(|e| &e.lesson)
+    }
+
+    /// The rule of the reference grammar that defines the format; `None` for
+    /// [`Format::Auto`].
+    pub(crate) fn grammar(self) -> Option<Grammar> {
+        entry(self).map(|e| e.grammar)
     }
 
     /// The names as a sentence: `auto, tam, …, deepseek or functionary`.
@@ -593,6 +644,43 @@ mod tests {
         );
         assert_eq!("openai".parse::<Format>(), Ok(Format::Json));
         assert!(serde_json::from_value::<Format>("TAM".into()).is_err());
+    }
+
+    /// Every row is complete: a lesson the manual can teach and a rule of the reference
+    /// grammar (or, where the grammar cannot define the format, the reason).
+    #[test]
+    fn every_row_is_complete() {
+        let tam = include_str!("../../../grammar/tam.pest");
+        let native = include_str!("../../../grammar/native.pest");
+        let defines = |pest: &str, rule: &str| {
+            pest.lines()
+                .any(|l| l.split_once('=').is_some_and(|(n, _)| n.trim() == rule))
+        };
+        let args = [("ore", serde_json::json!("iron"))];
+        for e in FORMATS {
+            assert!(!e.lesson.how.trim().is_empty(), "{}: no lesson", e.name);
+            let example = (e.lesson.example)("forge_smelt", &args);
+            assert!(example.contains("iron"), "{}: {example}", e.name);
+            match e.grammar {
+                Grammar::Tam(rule) => assert!(defines(tam, rule), "{}: {rule}", e.name),
+                Grammar::Native(rule) => {
+                    assert_eq!(rule, e.name, "a native rule is named as its format");
+                    assert!(
+                        defines(native, rule),
+                        "{}: native.pest lacks {rule}",
+                        e.name
+                    );
+                }
+                Grammar::Absent(why) => assert!(why.len() > 20, "{}: {why}", e.name),
+            }
+        }
+        // Only the JSON document is outside the grammars.
+        let absent: Vec<&str> = FORMATS
+            .iter()
+            .filter(|e| matches!(e.grammar, Grammar::Absent(_)))
+            .map(|e| e.name)
+            .collect();
+        assert_eq!(absent, ["json"]);
     }
 
     #[test]

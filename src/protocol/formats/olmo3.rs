@@ -18,6 +18,11 @@ pub(crate) const ROW: FormatEntry = FormatEntry::native(
             "Close the calls as the format does.",
         ),
     )),
+    super::Lesson::wire(
+        |name, args| format!("<function_calls>\n{}\n</function_calls>", super::teach::python_call(name, args)),
+        "To use tools or skills, write <function_calls>, one Python call tool_name(parameter=value, …) a line, and </function_calls>. If no action is needed, answer in plain text.",
+    ),
+    super::Grammar::Native("olmo3"),
 );
 
 /// The region's reader.

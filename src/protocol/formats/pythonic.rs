@@ -419,6 +419,11 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
             "End the calls with <|python_end|>.",
         ),
     )],
+    lesson: super::Lesson::wire(
+        |name, args| format!("[{}]", super::teach::python_call(name, args)),
+        "To use tools or skills, begin your answer with a Python list of calls, [tool_name(parameter=value, …), …], with keyword arguments and Python literals (strings in quotes, numbers, True, False, None, lists, dicts); an explanation may follow on the next lines. If no action is needed, answer in plain text.",
+    ),
+    grammar: super::Grammar::Native("pythonic"),
 };
 
 /// Moves past one item of a list (to its `,` or the list's `]`, outside strings and

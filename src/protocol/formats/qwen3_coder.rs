@@ -45,6 +45,15 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
             super::hermes::SHOWN_AS,
             super::hermes::UNCLOSED,
         )),
+        super::Lesson::wire(
+            |name, args| {
+                let params =
+                    super::teach::text_params(args, |k| format!("<parameter={k}>\n"), "\n</parameter>");
+                format!("<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>")
+            },
+            "To use a tool or skill, write <tool_call>, then <function=tool_name>, one <parameter=name>value</parameter> per parameter (values as plain text; objects and lists as JSON), then </function> and </tool_call>, once per call. If no action is needed, answer in plain text.",
+        ),
+        super::Grammar::Native("qwen3_coder"),
     )
 };
 

@@ -23,6 +23,18 @@ pub(crate) const ROW: FormatEntry = FormatEntry::native(
             "End the calls with <｜tool_calls_end｜>.",
         ),
     )),
+    super::Lesson::wire(
+        |name, args| {
+            let params = super::teach::text_params(
+                args,
+                |k| format!("<steptml:parameter name=\"{k}\">"),
+                "</steptml:parameter>",
+            );
+            format!("<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"{name}\">\n{params}</steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>")
+        },
+        "To use tools or skills, write <｜tool_calls_begin｜>, then per call <｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"tool_name\"> with one <steptml:parameter name=\"name\">value</steptml:parameter> per parameter, </steptml:invoke><｜tool_call_end｜>, and close with <｜tool_calls_end｜>. If no action is needed, answer in plain text.",
+    ),
+    super::Grammar::Native("step3"),
 );
 
 /// The region's reader.

@@ -18,6 +18,11 @@ pub(crate) const ROW: FormatEntry = FormatEntry::native(
             "Close the calls' section as the format does.",
         ),
     )),
+    super::Lesson::wire(
+        |name, args| format!("<tool_calls>[{}]</tool_calls>", super::teach::json_call(name, args)),
+        "To use tools or skills, write <tool_calls>, a JSON list of calls, each an object with \"name\" and \"arguments\", and </tool_calls>. If no action is needed, answer in plain text.",
+    ),
+    super::Grammar::Native("tool_calls"),
 );
 
 /// The region's reader: JSON call objects or lists of them.

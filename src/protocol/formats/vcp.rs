@@ -84,4 +84,17 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
     leading: None,
     names_as_written: false,
     also: &[],
+    lesson: super::Lesson {
+        naming: super::Naming::Id,
+        example: |name, args| {
+            let mut s = format!("<<<[TOOL_REQUEST]>>>\ntool_name:「始」{name}「末」,\n");
+            for (k, v) in args {
+                s.push_str(&format!("{k}:「始」{}「末」,\n", super::teach::text_of(v)));
+            }
+            s.push_str("<<<[END_TOOL_REQUEST]>>>");
+            s
+        },
+        how: "When you decide to use a tool or skill, first explain your reasoning, then output a <<<[TOOL_REQUEST]>>> block: `tool_name:「始」ToolID「末」,` and one `name:「始」value「末」,` line per parameter, closed by <<<[END_TOOL_REQUEST]>>>; write one block per call. If no action is needed, just provide your textual response.",
+    },
+    grammar: super::Grammar::Tam("vcp_start"),
 };
