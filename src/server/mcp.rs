@@ -143,7 +143,7 @@ impl CallObserver for McpWatch {
 
 /// Sends a request (`sampling/createMessage`, `elicitation/create`) to the client behind
 /// `peer` when it declared the capability, and answers its result as JSON.
-async fn client_request(
+pub(super) async fn client_request(
     peer: rmcp::Peer<RoleServer>,
     method: String,
     params: Value,
@@ -458,14 +458,17 @@ impl ServerHandler for TavernMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let engine = self.served.engine();
-        // The model-facing list: `node:*` tools only with `tools.list_nodes = true`.
+        // The model-facing list (`node:*` tools only with `tools.list_nodes = true`), then
+        // the home's agents (`agent_<id>`, served only here).
         let all = engine.tools().model_list();
+        let agents = super::mcp_agents::listed(&engine);
+        let len = all.len() + agents.len();
         let start = match request.and_then(|r| r.cursor) {
             None => 0,
             Some(c) => c
                 .parse::<usize>()
                 .ok()
-                .filter(|n| *n <= all.len())
+                .filter(|n| *n <= len)
                 .ok_or_else(|| {
                     McpError::invalid_params(
                         format!("invalid cursor '{c}': use the nextCursor of the previous page"),
@@ -474,16 +477,23 @@ impl ServerHandler for TavernMcp {
                 })?,
         };
         let page = self.served.options.page_size.max(1);
-        let end = (start + page).min(all.len());
+        let end = (start + page).min(len);
         let mut tools = Vec::with_capacity(end - start);
-        for t in &all[start..end] {
-            match serde_json::from_value::<McpTool>(tool_json(t, ExportFormat::Mcp)) {
+        for i in start..end {
+            let (json, id) = match all.get(i) {
+                Some(t) => (tool_json(t, ExportFormat::Mcp), t.id()),
+                None => {
+                    let (name, id) = &agents[i - all.len()];
+                    (super::mcp_agents::tool_json(&engine, name, id), name.as_str())
+                }
+            };
+            match serde_json::from_value::<McpTool>(json) {
                 Ok(m) => tools.push(m),
-                Err(e) => tracing::warn!(tool = t.id(), "tool left out of tools/list: {e}"),
+                Err(e) => tracing::warn!(tool = id, "tool left out of tools/list: {e}"),
             }
         }
         let mut result = ListToolsResult::with_all_items(tools);
-        if end < all.len() {
+        if end < len {
             result.next_cursor = Some(end.to_string());
         }
         Ok(result)
@@ -597,8 +607,16 @@ impl ServerHandler for TavernMcp {
         let engine = self.served.engine();
         // A Rust host tool (`system:*`, tools an embedder registers) runs in place: it does not
         // block the task between reports, and it keeps the plain call's path short.
+        let mut agent = None;
         let in_place = match engine.tools().get(&request.name) {
-            Err(e) => return Err(unknown_tool(&e)),
+            Err(e) => match super::mcp_agents::find(&engine, &request.name) {
+                // One of the home's agents (`agent_<id>`): its loop on a task of its own.
+                Some(id) => {
+                    agent = Some(id);
+                    false
+                }
+                None => return Err(unknown_tool(&e)),
+            },
             Ok(t) => matches!(
                 t.definition.implementation,
                 crate::tools::Implementation::Service {
@@ -609,9 +627,10 @@ impl ServerHandler for TavernMcp {
         };
         drop(engine);
         let args = Value::Object(request.arguments.unwrap_or_default());
-        if context
-            .client_capabilities()
-            .is_some_and(|c| c.supports_tasks())
+        if agent.is_none()
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks())
         {
             return self.call_as_task(&request.name, args, &context).await;
         }
@@ -639,10 +658,18 @@ impl ServerHandler for TavernMcp {
             ))
         } else {
             let (served, name, ct) = (self.served.clone(), request.name.to_string(), ct.clone());
+            let peer = context.peer.clone();
             let task = tokio::spawn(async move {
-                served
-                    .invoke(&name, args, Self::caller(), ct, observer)
-                    .await
+                match agent {
+                    Some(id) => {
+                        super::mcp_agents::run(served, name, id, args, peer, ct).await
+                    }
+                    None => {
+                        served
+                            .invoke(&name, args, Self::caller(), ct, observer)
+                            .await
+                    }
+                }
             });
             _abort = Some(AbortOnDrop(task.abort_handle()));
             futures_util::future::Either::Right(async move {
