@@ -484,7 +484,10 @@ impl ServerHandler for TavernMcp {
                 Some(t) => (tool_json(t, ExportFormat::Mcp), t.id()),
                 None => {
                     let (name, id) = &agents[i - all.len()];
-                    (super::mcp_agents::tool_json(&engine, name, id), name.as_str())
+                    (
+                        super::mcp_agents::tool_json(&engine, name, id),
+                        name.as_str(),
+                    )
                 }
             };
             match serde_json::from_value::<McpTool>(json) {
@@ -661,9 +664,7 @@ impl ServerHandler for TavernMcp {
             let peer = context.peer.clone();
             let task = tokio::spawn(async move {
                 match agent {
-                    Some(id) => {
-                        super::mcp_agents::run(served, name, id, args, peer, ct).await
-                    }
+                    Some(id) => super::mcp_agents::run(served, name, id, args, peer, ct).await,
                     None => {
                         served
                             .invoke(&name, args, Self::caller(), ct, observer)
@@ -1378,8 +1379,7 @@ impl McpHttpInner {
     }
 
     async fn pass_rest(&self, req: axum::extract::Request) -> axum::response::Response {
-        // A JSON-RPC batch (an array): none of the served revisions has them (2025-03-26's
-        // were dropped in 2025-06-18, and rmcp reads none).
+        // A JSON-RPC batch (an array): rmcp reads none; see `batch`.
         if req.method() == axum::http::Method::POST {
             let (parts, body) = req.into_parts();
             let bytes = match axum::body::to_bytes(body, self.max_body).await {
@@ -1396,16 +1396,115 @@ impl McpHttpInner {
                 }
             };
             if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
-                return rpc_error(
-                    axum::http::StatusCode::BAD_REQUEST,
-                    -32600,
-                    "Invalid Request: JSON-RPC batches are not supported (the MCP revisions served, 2025-06-18 and 2025-11-25, have none): send one message per POST",
-                );
+                return self.batch(parts, bytes).await;
             }
             let req = axum::http::Request::from_parts(parts, axum::body::Body::from(bytes));
             return self.rmcp.handle(req).await.map(axum::body::Body::new);
         }
         self.rmcp.handle(req).await.map(axum::body::Body::new)
+    }
+
+    /// A JSON-RPC batch (a POST whose body is an array). Only 2025-03-26 has batches (2025-06-18
+    /// dropped them): a batch of a session on that revision, which this replica holds, is
+    /// answered as one JSON array of the responses to its requests, in their order (its
+    /// notifications and responses go to the session; 202 when it held no request). Any
+    /// other batch is -32600.
+    async fn batch(
+        &self,
+        parts: axum::http::request::Parts,
+        bytes: axum::body::Bytes,
+    ) -> axum::response::Response {
+        use axum::http::StatusCode;
+        let refuse = |why: &str| {
+            rpc_error(
+                StatusCode::BAD_REQUEST,
+                -32600,
+                &format!("Invalid Request: {why}: send one message per POST"),
+            )
+        };
+        let id = parts
+            .headers
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(SessionId::from);
+        let Some(id) = id else {
+            return refuse("a JSON-RPC batch cannot begin a session (initialize is never batched)");
+        };
+        let Some((direct, busy)) = self.sessions.direct(&id) else {
+            return refuse("JSON-RPC batches are answered only for a session this server holds and initialized");
+        };
+        let revision = direct
+            .peer
+            .peer_info()
+            .map(|i| i.protocol_version.as_str().to_string())
+            .unwrap_or_default();
+        if revision != "2025-03-26" {
+            return refuse(&format!(
+                "the session's MCP revision, {revision}, has no JSON-RPC batches (only 2025-03-26 has them)"
+            ));
+        }
+        let items = match serde_json::from_slice::<Vec<Value>>(&bytes) {
+            Ok(items) if !items.is_empty() => items,
+            Ok(_) => return refuse("an empty JSON-RPC batch"),
+            Err(e) => {
+                return rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    -32700,
+                    &format!("Parse error: the batch is not a JSON array of messages: {e}"),
+                )
+            }
+        };
+        let mut calls = Vec::new();
+        let mut answers: Vec<Option<Value>> = vec![None; items.len()];
+        for (i, item) in items.into_iter().enumerate() {
+            let item_id = item.get("id").cloned().unwrap_or(Value::Null);
+            let initialize = item.get("method") == Some(&json!("initialize"));
+            match serde_json::from_value::<ClientJsonRpcMessage>(item) {
+                Ok(ClientJsonRpcMessage::Request(_)) if initialize => {
+                    answers[i] = Some(json!({"jsonrpc": "2.0", "id": item_id, "error": {
+                        "code": -32600,
+                        "message": "Invalid Request: initialize must not be part of a JSON-RPC batch"}}));
+                }
+                Ok(ClientJsonRpcMessage::Request(r)) => {
+                    calls.push((i, direct_call(direct.clone(), r, parts.clone())));
+                }
+                Ok(other) => {
+                    if let Err(e) =
+                        rmcp::transport::streamable_http_server::SessionManager::accept_message(
+                            &*self.sessions,
+                            &id,
+                            other,
+                        )
+                        .await
+                    {
+                        tracing::debug!(session = %id, "a batched message was not taken: {e}");
+                    }
+                }
+                Err(e) => {
+                    answers[i] = Some(json!({"jsonrpc": "2.0", "id": item_id, "error": {
+                        "code": -32600,
+                        "message": format!("Invalid Request: not a JSON-RPC message MCP knows: {e}")}}));
+                }
+            }
+        }
+        let (index, futures): (Vec<usize>, Vec<_>) = calls.into_iter().unzip();
+        for (i, answer) in index
+            .into_iter()
+            .zip(futures_util::future::join_all(futures).await)
+        {
+            // `None`: the client cancelled it, so it gets no response.
+            answers[i] = answer.and_then(|a| serde_json::to_value(a).ok());
+        }
+        drop(busy);
+        let answers: Vec<Value> = answers.into_iter().flatten().collect();
+        if answers.is_empty() {
+            return StatusCode::ACCEPTED.into_response();
+        }
+        (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            Value::Array(answers).to_string(),
+        )
+            .into_response()
     }
 
     /// [`Self::pass`] on the heap, so a future that may pass does not hold rmcp's inline.

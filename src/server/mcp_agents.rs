@@ -37,8 +37,7 @@ pub fn listed(engine: &Engine) -> Vec<(String, String)> {
         .into_iter()
         .filter_map(|id| {
             let name = format!("{PREFIX}{id}");
-            let free =
-                crate::tools::id::is_wire_name(&name) && engine.tools().get(&name).is_err();
+            let free = crate::tools::id::is_wire_name(&name) && engine.tools().get(&name).is_err();
             free.then_some((name, id))
         })
         .collect()

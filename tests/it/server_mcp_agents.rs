@@ -35,9 +35,11 @@ impl Client {
     fn start(home: &std::path::Path, extra: &[&str], capabilities: Value) -> Client {
         let (child, stdin, rx) = spawn_mcp_args(home, extra);
         let mut c = Client { child, stdin, rx };
-        c.send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        c.send(
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": capabilities,
-            "clientInfo": {"name": "sampling-test", "version": "1"}}}));
+            "clientInfo": {"name": "sampling-test", "version": "1"}}}),
+        );
         c.next_with_id(&json!(0));
         c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         c
@@ -118,7 +120,11 @@ fn a_served_agent_thinks_with_the_clients_model_and_runs_its_tool() {
         .and_then(|ts| ts.iter().find(|t| t["name"] == json!("agent_helper")))
         .unwrap_or_else(|| panic!("agent_helper is not in tools/list: {list}"))
         .clone();
-    assert_eq!(tool["inputSchema"]["required"], json!(["message"]), "{tool}");
+    assert_eq!(
+        tool["inputSchema"]["required"],
+        json!(["message"]),
+        "{tool}"
+    );
     assert_eq!(tool["title"], json!("Agent Helper"), "{tool}");
 
     c.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
@@ -127,7 +133,10 @@ fn a_served_agent_thinks_with_the_clients_model_and_runs_its_tool() {
     let first = c.sampling_request(&json!(2));
     let asked = all_text(&first);
     assert!(asked.contains("Echo the word marigold"), "{first}");
-    assert!(asked.contains("system:echo"), "the manual names the tool: {first}");
+    assert!(
+        asked.contains("system:echo"),
+        "the manual names the tool: {first}"
+    );
     c.reply(
         &first,
         "I will echo it.\n<ACTION>\n    <system:echo>\n        <text>marigold-7</text>\n    </system:echo>\n</ACTION>",
@@ -168,7 +177,9 @@ fn a_client_without_sampling_gets_client_unsupported() {
         }
     };
     assert_eq!(r["result"]["isError"], json!(true), "{r}");
-    let text = r["result"]["content"][0]["text"].as_str().unwrap_or_default();
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
     assert!(text.contains("client_unsupported"), "{r}");
     assert!(text.contains("sampling"), "{r}");
 }
