@@ -1215,7 +1215,16 @@ pub fn http_service(
     let restorable = config.session_store.is_some();
     #[cfg(not(feature = "store-redis"))]
     let restorable = false;
-    let sessions = Arc::new(BoundedSessions::new(served.options.max_sessions));
+    let sessions = BoundedSessions::new(served.options.max_sessions);
+    // With a shared store, SSE events are kept there: `Last-Event-ID` replays on any replica.
+    #[cfg(feature = "store-redis")]
+    let sessions = match served.shared() {
+        Some(sh) => {
+            sessions.with_event_store(Arc::new(super::shared::EventsInStore(sh.store.clone())))
+        }
+        None => sessions,
+    };
+    let sessions = Arc::new(sessions);
     let factory = {
         let sessions = sessions.clone();
         move || {

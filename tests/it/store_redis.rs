@@ -916,3 +916,90 @@ async fn served_agents_share_the_world_state_in_the_store() {
     let solo = Server::start(h.path(), &[]);
     assert_eq!(weather_seen(&c, &solo.base).await, "rain");
 }
+
+/// `(id, data)` of each event of an SSE body (`data` null for an event without one).
+fn sse_events(text: &str) -> Vec<(String, Value)> {
+    text.split("\n\n")
+        .filter_map(|block| {
+            let mut id = None;
+            let mut data = Value::Null;
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("id:") {
+                    id = Some(v.trim().to_string());
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data = serde_json::from_str(v.trim()).unwrap_or(Value::Null);
+                }
+            }
+            Some((id?, data))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn last_event_id_on_another_replica_replays_the_missed_events_from_the_store() {
+    let redis = Redis::start();
+    let h = temp_home();
+    let a = replica(h.path(), &redis, &[]);
+    let b = replica(h.path(), &redis, &[]);
+    let c = reqwest::Client::new();
+    let sid = mcp_session(&c, &a.base).await;
+    // A call with a progress token is answered as an event stream by A.
+    let r = c
+        .post(format!("{}/mcp", a.base))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", &sid)
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+            "name": "workflow_slow_echo", "arguments": {"text": "replayed", "ms": 50},
+            "_meta": {"progressToken": "p7"}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let events = sse_events(&r.text().await.unwrap());
+    assert!(events.len() >= 2, "a priming event, then more: {events:?}");
+    assert!(
+        events[0].1.is_null(),
+        "the stream opens with a priming event: {events:?}"
+    );
+    assert_eq!(events.last().unwrap().1["id"], json!(7), "{events:?}");
+    // The client lost A after the priming event: B replays everything after it.
+    let r = c
+        .get(format!("{}/mcp", b.base))
+        .header("accept", "text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", &sid)
+        .header("last-event-id", &events[0].0)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let replayed = sse_events(&r.text().await.unwrap());
+    assert_eq!(
+        replayed,
+        events[1..].to_vec(),
+        "the same events with the same ids"
+    );
+    assert!(
+        replayed.last().unwrap().1["result"]
+            .to_string()
+            .contains("replayed"),
+        "{replayed:?}"
+    );
+    // From the middle: only what followed.
+    if events.len() > 2 {
+        let r = c
+            .get(format!("{}/mcp", b.base))
+            .header("accept", "text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .header("mcp-session-id", &sid)
+            .header("last-event-id", &events[1].0)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(sse_events(&r.text().await.unwrap()), events[2..].to_vec());
+    }
+}
