@@ -71,8 +71,57 @@ pub async fn attach(served: &Arc<Served>, store: RedisStore) -> Result<(), Store
             "this server already has a shared store".into(),
         ));
     }
-    relay_audit(served, store);
+    relay_audit(served, store.clone());
+    watch_world(served, store);
     Ok(())
+}
+
+/// How often a replica looks whether the served world in the store changed.
+pub const WORLD_POLL: Duration = Duration::from_secs(1);
+
+/// The store key of the world served agents share (`tavern:world:home`).
+fn world_key() -> String {
+    format!("tavern:world:{}", crate::agent::SERVED_WORLD)
+}
+
+/// The world served agents share, as `tavern://world` shows it: the store's document, or
+/// the home's `world.json` (`seed`) until something writes one.
+pub async fn served_world_doc(
+    store: &RedisStore,
+    seed: Option<&serde_json::Value>,
+) -> Result<serde_json::Value, StoreError> {
+    use crate::store::KvStore;
+    let doc = store.get(&world_key()).await?;
+    Ok(doc
+        .filter(serde_json::Value::is_object)
+        .or_else(|| seed.filter(|s| s.is_object()).cloned())
+        .unwrap_or_else(|| serde_json::json!({})))
+}
+
+/// Tells MCP subscribers of `tavern://world` when the served world changes in the store,
+/// whoever wrote it (a host sharing the store, any replica): every [`WORLD_POLL`], the
+/// document is compared with the last one read.
+fn watch_world(served: &Arc<Served>, store: RedisStore) {
+    let end = served.streams_end();
+    tokio::spawn(async move {
+        use crate::store::KvStore;
+        let mut last: Option<Option<serde_json::Value>> = None;
+        let poll = async {
+            loop {
+                if let Ok(doc) = store.get(&world_key()).await {
+                    if last.as_ref().is_some_and(|l| *l != doc) {
+                        let _ = crate::tools::resource_updates().send("tavern://world".to_string());
+                    }
+                    last = Some(doc);
+                }
+                tokio::time::sleep(WORLD_POLL).await;
+            }
+        };
+        tokio::select! {
+            () = poll => {}
+            () = end => {}
+        }
+    });
 }
 
 fn relay_audit(served: &Arc<Served>, store: RedisStore) {

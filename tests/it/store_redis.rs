@@ -1003,3 +1003,92 @@ async fn last_event_id_on_another_replica_replays_the_missed_events_from_the_sto
         assert_eq!(sse_events(&r.text().await.unwrap()), events[2..].to_vec());
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tavern_world_shows_the_stores_world_and_tells_subscribers_when_it_changes() {
+    use std::io::Write as _;
+    let redis = Redis::start();
+    let h = world_home();
+    let (mut child, mut stdin, rx) =
+        server_support::spawn_mcp_args(h.path(), &["--store", redis.url.as_str()]);
+    let mut send = |v: Value| {
+        writeln!(stdin, "{v}").expect("write");
+        stdin.flush().expect("flush");
+    };
+    let answer = |id: u64, notes: &mut Vec<Value>| loop {
+        let v = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("an answer within 30 s");
+        if v.get("id") == Some(&json!(id)) {
+            return v;
+        }
+        notes.push(v);
+    };
+    let mut notes = Vec::new();
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "world-test", "version": "1"}}}),
+    );
+    answer(0, &mut notes);
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let read = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
+        "params": {"uri": "tavern://world"}});
+    send(read.clone());
+    let r = answer(1, &mut notes);
+    let text = r["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(
+        serde_json::from_str::<Value>(text).ok(),
+        Some(json!({"weather": {"now": "rain"}})),
+        "the store holds no world yet: world.json shows: {r}"
+    );
+    send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe",
+        "params": {"uri": "tavern://world"}}),
+    );
+    answer(2, &mut notes);
+    // A host sharing the store changes the world.
+    let store = tavern::internal::store::redis::RedisStore::connect(&redis.url)
+        .await
+        .unwrap();
+    let world = tavern::StoreWorldState::new(
+        std::sync::Arc::new(store),
+        "home",
+        Some(tokio::runtime::Handle::current()),
+    );
+    tokio::task::spawn_blocking(move || {
+        use tavern::WorldState;
+        world.set("weather.now", json!("sun")).unwrap();
+    })
+    .await
+    .unwrap();
+    let updated = loop {
+        let v = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("notifications/resources/updated within 30 s");
+        if v["method"] == json!("notifications/resources/updated") {
+            break v;
+        }
+    };
+    assert_eq!(
+        updated["params"]["uri"],
+        json!("tavern://world"),
+        "{updated}"
+    );
+    let mut read = read;
+    read["id"] = json!(3);
+    send(read);
+    let r = answer(3, &mut notes);
+    let text = r["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(
+        serde_json::from_str::<Value>(text).ok(),
+        Some(json!({"weather": {"now": "sun"}})),
+        "{r}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
