@@ -1,6 +1,7 @@
 //! Agents served over MCP (`agent_<id>` tools) thinking with the calling client's model
 //! (`--llm mcp-client`, sampling): the real `tavern mcp` on stdio, a client that answers
-//! `sampling/createMessage` with scripted replies, the first of which calls a tool.
+//! `sampling/createMessage` with scripted replies, the first of which calls a tool. And
+//! their world, `tavern://world`, whose subscribers hear of a reload.
 
 use std::io::Write;
 use std::process::{Child, ChildStdin};
@@ -217,4 +218,32 @@ async fn over_rest_an_agent_on_the_clients_model_is_a_clear_error() {
     let text = body.to_string();
     assert!(text.contains("client_unsupported"), "{body}");
     assert!(text.contains("agent_helper"), "names the fix: {body}");
+}
+
+#[test]
+fn subscribers_of_tavern_world_hear_when_world_json_is_reloaded() {
+    let home = agent_home();
+    let world = home.path().join("world.json");
+    std::fs::write(&world, r#"{"weather": "rain"}"#).unwrap();
+    let mut c = Client::start(home.path(), &["--watch"], json!({}));
+    c.send(json!({"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe",
+        "params": {"uri": "tavern://world"}}));
+    c.next_with_id(&json!(1));
+    std::fs::write(&world, r#"{"weather": "sun"}"#).unwrap();
+    let updated = loop {
+        let v = c.next();
+        if v["method"] == json!("notifications/resources/updated") {
+            break v;
+        }
+    };
+    assert_eq!(updated["params"]["uri"], json!("tavern://world"), "{updated}");
+    c.send(json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
+        "params": {"uri": "tavern://world"}}));
+    let r = c.next_with_id(&json!(2));
+    let text = r["result"]["contents"][0]["text"].as_str().unwrap_or_default();
+    assert_eq!(
+        serde_json::from_str::<Value>(text).ok(),
+        Some(json!({"weather": "sun"})),
+        "{r}"
+    );
 }
