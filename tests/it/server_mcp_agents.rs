@@ -247,3 +247,39 @@ fn subscribers_of_tavern_world_hear_when_world_json_is_reloaded() {
         "{r}"
     );
 }
+
+/// The same with the official Python client (`pip install mcp`) answering sampling with its
+/// `sampling_callback` (tests/server/mcp_agent_sampling.py). Under `CI=true` a missing
+/// python3/mcp fails the test instead of skipping it.
+#[test]
+fn the_official_python_client_answers_a_served_agents_sampling() {
+    let ready = std::process::Command::new("python3")
+        .args(["-c", "import mcp"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ready {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "python3 with the `mcp` package is required under CI"
+        );
+        eprintln!("skipping: python3 with the `mcp` package is not installed");
+        return;
+    }
+    let home = agent_home();
+    let out = std::process::Command::new("python3")
+        .arg(format!(
+            "{}/tests/server/mcp_agent_sampling.py",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .arg(crate::server_support::tavern())
+        .arg(home.path())
+        .output()
+        .expect("run python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.lines().last() == Some("OK 6 checks"),
+        "python MCP client failed ({}):\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
