@@ -226,8 +226,10 @@ fn subscribers_of_tavern_world_hear_when_world_json_is_reloaded() {
     let world = home.path().join("world.json");
     std::fs::write(&world, r#"{"weather": "rain"}"#).unwrap();
     let mut c = Client::start(home.path(), &["--watch"], json!({}));
-    c.send(json!({"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe",
-        "params": {"uri": "tavern://world"}}));
+    c.send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe",
+        "params": {"uri": "tavern://world"}}),
+    );
     c.next_with_id(&json!(1));
     std::fs::write(&world, r#"{"weather": "sun"}"#).unwrap();
     let updated = loop {
@@ -236,11 +238,19 @@ fn subscribers_of_tavern_world_hear_when_world_json_is_reloaded() {
             break v;
         }
     };
-    assert_eq!(updated["params"]["uri"], json!("tavern://world"), "{updated}");
-    c.send(json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
-        "params": {"uri": "tavern://world"}}));
+    assert_eq!(
+        updated["params"]["uri"],
+        json!("tavern://world"),
+        "{updated}"
+    );
+    c.send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read",
+        "params": {"uri": "tavern://world"}}),
+    );
     let r = c.next_with_id(&json!(2));
-    let text = r["result"]["contents"][0]["text"].as_str().unwrap_or_default();
+    let text = r["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
     assert_eq!(
         serde_json::from_str::<Value>(text).ok(),
         Some(json!({"weather": "sun"})),
