@@ -3,7 +3,7 @@
 //! On loopback only, bounded in time (~1 minute): `tools/call` of an echo tool over MCP
 //! Streamable HTTP and over REST at 1, 16 and 64 concurrent clients, beside the official
 //! Python SDK's own server (`benches/fastmcp_echo.py`, also in its JSON-response mode at 16) under the same load; p99 at a fixed
-//! 1,000 calls/s; two replicas sharing a `redis-server` (`--store`): jobs per second made on
+//! 1,000 calls/s; MCP `resources/read` and `prompts/get` at 1, 16 and 64 clients; two replicas sharing a `redis-server` (`--store`): jobs per second made on
 //! one replica and read on the other, and MCP calls per second over both; and a reload under
 //! `--watch` during load (calls lost, memory before/after).
 //! Writes `target/bench-figures/serve_load.json` (`{"<row id>": "<figure>"}`).
@@ -181,8 +181,17 @@ impl Session {
     }
 
     async fn call(&self, tool: &str, n: u64) -> bool {
-        let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
-            "params": {"name": tool, "arguments": {"text": "ping"}}});
+        self.request(
+            "tools/call",
+            json!({"name": tool, "arguments": {"text": "ping"}}),
+            n,
+        )
+        .await
+    }
+
+    /// One request; true when it was answered with a result that is not an error.
+    async fn request(&self, method: &str, params: Value, n: u64) -> bool {
+        let body = json!({"jsonrpc": "2.0", "id": n, "method": method, "params": params});
         match self.post(body).send().await {
             Ok(r) if r.status().is_success() => match r.text().await {
                 Ok(t) => sse_json(&t).is_some_and(|v| {
@@ -200,6 +209,10 @@ impl Session {
 enum Target {
     Mcp,
     Rest,
+    /// MCP `resources/read` of the uri given as the tool.
+    Resource,
+    /// MCP `prompts/get` of the prompt named as the tool.
+    Prompt,
 }
 
 struct Cell {
@@ -225,6 +238,8 @@ impl Cell {
 async fn one_call(target: Target, s: &Session, tool: &str, n: u64) -> bool {
     match target {
         Target::Mcp => s.call(tool, n).await,
+        Target::Resource => s.request("resources/read", json!({"uri": tool}), n).await,
+        Target::Prompt => s.request("prompts/get", json!({"name": tool}), n).await,
         Target::Rest => {
             let url = s.url.trim_end_matches("/mcp").to_string() + "/api/invoke";
             match s
@@ -264,7 +279,9 @@ async fn load(
     let start = Instant::now();
     for w in 0..conc {
         let s = match target {
-            Target::Mcp => Session::open(http.clone(), base).await,
+            Target::Mcp | Target::Resource | Target::Prompt => {
+                Session::open(http.clone(), base).await
+            }
             Target::Rest => Session {
                 http: http.clone(),
                 url: format!("{base}/mcp"),
@@ -527,6 +544,37 @@ async fn run() {
             figures.insert(format!("{id}_p50"), format!("{:.2} ms", c.pct(0.5)));
             figures.insert(format!("{id}_p99"), format!("{:.2} ms", c.pct(0.99)));
             rates.insert(format!("{name}_c{conc}"), c.rate());
+        }
+    }
+    // A resource read and a prompt get (MCP, the same clients and sessions): a plugin's
+    // static text resource and a fixed prompt of the conformance fixture home.
+    {
+        let (_p, cbase) = start_tavern(&root.join("tests/conformance/home"), false);
+        for conc in [1usize, 16, 64] {
+            for (name, target, what) in [
+                (
+                    "tavern_resource_read",
+                    Target::Resource,
+                    "test://static-text",
+                ),
+                ("tavern_prompt_get", Target::Prompt, "test_simple_prompt"),
+            ] {
+                let c = load(&cbase, target, what, conc, dur, None).await;
+                let id = format!("serve_load/{name}_c{conc}");
+                println!(
+                    "{id}: {:.0} requests/s, p50 {:.2} ms, p99 {:.2} ms, {} failed",
+                    c.rate(),
+                    c.pct(0.5),
+                    c.pct(0.99),
+                    c.failed
+                );
+                figures.insert(
+                    format!("{id}_throughput"),
+                    format!("{:.0} requests/s", c.rate()),
+                );
+                figures.insert(format!("{id}_p50"), format!("{:.2} ms", c.pct(0.5)));
+                figures.insert(format!("{id}_p99"), format!("{:.2} ms", c.pct(0.99)));
+            }
         }
     }
     if let (Some(t), Some(f)) = (rates.get("tavern_mcp_c16"), rates.get("fastmcp_mcp_c16")) {

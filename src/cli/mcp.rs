@@ -15,6 +15,11 @@ pub struct Args {
 
 /// Runs `tavern mcp`.
 pub async fn run(globals: &Globals, args: Args) -> u8 {
+    // `--llm` is one more `--set` (reloads keep it).
+    let globals = &match args.common.globals(globals) {
+        Ok(g) => g,
+        Err(code) => return code,
+    };
     let store = match args.common.open_store(globals).await {
         Ok(s) => s,
         Err(code) => return code,

@@ -30,6 +30,11 @@ pub struct Common {
     /// setting store.url, else memory).
     #[arg(long, value_name = "URL", env = "TAVERN_STORE")]
     pub store: Option<String>,
+    /// The model of served agents and `llm:Chat` nodes: mcp-client (the calling MCP
+    /// client's own, through sampling), openai:BASE_URL, or scripted:FILE (from the home);
+    /// the same as --set llm.base_url=….
+    #[arg(long, value_name = "MODEL")]
+    pub llm: Option<String>,
 }
 
 /// The limits on HTTP request bodies of `tavern serve` (besides `--max-body-bytes`).
@@ -115,6 +120,30 @@ fn setting_store_url(globals: &Globals) -> Option<String> {
 }
 
 impl Common {
+    /// `globals` with `--llm` as one more `--set llm.base_url=…` (last, so it wins); a value
+    /// that names no model is a usage error (printed).
+    pub fn globals(&self, globals: &Globals) -> Result<Globals, u8> {
+        let mut sets = globals.sets.clone();
+        if let Some(l) = self.llm.as_deref().map(str::trim) {
+            let base = match l {
+                "mcp-client" => l.to_string(),
+                _ => match tavern::internal::agent::llm::LlmSettings::from_flags(Some(l), None) {
+                    Ok(s) if s.base_url.is_some() => s.base_url.unwrap_or_default(),
+                    _ => {
+                        eprintln!("tavern: --llm {l}: not a model; use mcp-client (the calling MCP client's model), openai:BASE_URL or scripted:FILE");
+                        return Err(super::USAGE);
+                    }
+                },
+            };
+            sets.push(format!("llm.base_url={base}"));
+        }
+        Ok(Globals {
+            home: globals.home.clone(),
+            sets,
+            audit: globals.audit.clone(),
+        })
+    }
+
     /// The server options these flags give (HTTP-only ones at their defaults).
     pub fn options(&self) -> ServeOptions {
         ServeOptions {

@@ -75,7 +75,17 @@ const TEMPLATE_KEYS: &[&str] = &["uriTemplate", "name", "title", "description", 
 pub fn list_resources(served: &Served) -> Vec<Value> {
     let engine = served.engine();
     let mut out = Vec::new();
-    if engine.world().is_some() {
+    #[cfg(feature = "store-redis")]
+    let shared = served.shared().is_some();
+    #[cfg(not(feature = "store-redis"))]
+    let shared = false;
+    if shared {
+        out.push(
+            json!({"uri": "tavern://world", "name": "world", "title": "World state",
+            "description": "The world state the served agents of every replica share in the store (the home's world.json until something writes it)",
+            "mimeType": "application/json"}),
+        );
+    } else if engine.world().is_some() {
         out.push(
             json!({"uri": "tavern://world", "name": "world", "title": "World state",
             "description": "The home's world.json (the world state scripts and agents read)",
@@ -160,6 +170,14 @@ pub async fn read_resource(served: &Served, uri: &str) -> Result<Vec<Value>, Cat
         let parts: Vec<&str> = path.split('/').collect();
         return match parts.as_slice() {
             ["world"] => {
+                // With a shared store: the world served agents share there.
+                #[cfg(feature = "store-redis")]
+                if let Some(sh) = served.shared() {
+                    let w = super::shared::served_world_doc(&sh.store, engine.world())
+                        .await
+                        .map_err(|e| CatalogError::Failed(e.to_string()))?;
+                    return Ok(text(uri, "application/json", w.to_string()));
+                }
                 let w = engine.world().ok_or_else(not_found)?;
                 Ok(text(uri, "application/json", w.to_string()))
             }

@@ -143,7 +143,7 @@ impl CallObserver for McpWatch {
 
 /// Sends a request (`sampling/createMessage`, `elicitation/create`) to the client behind
 /// `peer` when it declared the capability, and answers its result as JSON.
-async fn client_request(
+pub(super) async fn client_request(
     peer: rmcp::Peer<RoleServer>,
     method: String,
     params: Value,
@@ -468,14 +468,17 @@ impl ServerHandler for TavernMcp {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let engine = self.served.engine();
-        // The model-facing list: `node:*` tools only with `tools.list_nodes = true`.
+        // The model-facing list (`node:*` tools only with `tools.list_nodes = true`), then
+        // the home's agents (`agent_<id>`, served only here).
         let all = engine.tools().model_list();
+        let agents = super::mcp_agents::listed(&engine);
+        let len = all.len() + agents.len();
         let start = match request.and_then(|r| r.cursor) {
             None => 0,
             Some(c) => c
                 .parse::<usize>()
                 .ok()
-                .filter(|n| *n <= all.len())
+                .filter(|n| *n <= len)
                 .ok_or_else(|| {
                     McpError::invalid_params(
                         format!("invalid cursor '{c}': use the nextCursor of the previous page"),
@@ -484,16 +487,26 @@ impl ServerHandler for TavernMcp {
                 })?,
         };
         let page = self.served.options.page_size.max(1);
-        let end = (start + page).min(all.len());
+        let end = (start + page).min(len);
         let mut tools = Vec::with_capacity(end - start);
-        for t in &all[start..end] {
-            match serde_json::from_value::<McpTool>(tool_json(t, ExportFormat::Mcp)) {
+        for i in start..end {
+            let (json, id) = match all.get(i) {
+                Some(t) => (tool_json(t, ExportFormat::Mcp), t.id()),
+                None => {
+                    let (name, id) = &agents[i - all.len()];
+                    (
+                        super::mcp_agents::tool_json(&engine, name, id),
+                        name.as_str(),
+                    )
+                }
+            };
+            match serde_json::from_value::<McpTool>(json) {
                 Ok(m) => tools.push(m),
-                Err(e) => tracing::warn!(tool = t.id(), "tool left out of tools/list: {e}"),
+                Err(e) => tracing::warn!(tool = id, "tool left out of tools/list: {e}"),
             }
         }
         let mut result = ListToolsResult::with_all_items(tools);
-        if end < all.len() {
+        if end < len {
             result.next_cursor = Some(end.to_string());
         }
         Ok(result)
@@ -607,8 +620,16 @@ impl ServerHandler for TavernMcp {
         let engine = self.served.engine();
         // A Rust host tool (`system:*`, tools an embedder registers) runs in place: it does not
         // block the task between reports, and it keeps the plain call's path short.
+        let mut agent = None;
         let in_place = match engine.tools().get(&request.name) {
-            Err(e) => return Err(unknown_tool(&e)),
+            Err(e) => match super::mcp_agents::find(&engine, &request.name) {
+                // One of the home's agents (`agent_<id>`): its loop on a task of its own.
+                Some(id) => {
+                    agent = Some(id);
+                    false
+                }
+                None => return Err(unknown_tool(&e)),
+            },
             Ok(t) => matches!(
                 t.definition.implementation,
                 crate::tools::Implementation::Service {
@@ -619,9 +640,10 @@ impl ServerHandler for TavernMcp {
         };
         drop(engine);
         let args = Value::Object(request.arguments.unwrap_or_default());
-        if context
-            .client_capabilities()
-            .is_some_and(|c| c.supports_tasks())
+        if agent.is_none()
+            && context
+                .client_capabilities()
+                .is_some_and(|c| c.supports_tasks())
         {
             return self.call_as_task(&request.name, args, &context).await;
         }
@@ -649,10 +671,19 @@ impl ServerHandler for TavernMcp {
             ))
         } else {
             let (served, name, ct) = (self.served.clone(), request.name.to_string(), ct.clone());
+            let peer = context.peer.clone();
             let task = tokio::spawn(async move {
-                served
-                    .invoke_warned(&name, args, Self::caller(), ct, observer)
-                    .await
+                match agent {
+                    Some(id) => (
+                        super::mcp_agents::run(served, name, id, args, peer, ct).await,
+                        Vec::new(),
+                    ),
+                    None => {
+                        served
+                            .invoke_warned(&name, args, Self::caller(), ct, observer)
+                            .await
+                    }
+                }
             });
             _abort = Some(AbortOnDrop(task.abort_handle()));
             futures_util::future::Either::Right(async move {
@@ -1212,7 +1243,16 @@ pub fn http_service(
     let restorable = config.session_store.is_some();
     #[cfg(not(feature = "store-redis"))]
     let restorable = false;
-    let sessions = Arc::new(BoundedSessions::new(served.options.max_sessions));
+    let sessions = BoundedSessions::new(served.options.max_sessions);
+    // With a shared store, SSE events are kept there: `Last-Event-ID` replays on any replica.
+    #[cfg(feature = "store-redis")]
+    let sessions = match served.shared() {
+        Some(sh) => {
+            sessions.with_event_store(Arc::new(super::shared::EventsInStore(sh.store.clone())))
+        }
+        None => sessions,
+    };
+    let sessions = Arc::new(sessions);
     let factory = {
         let sessions = sessions.clone();
         move || {
@@ -1376,8 +1416,7 @@ impl McpHttpInner {
     }
 
     async fn pass_rest(&self, req: axum::extract::Request) -> axum::response::Response {
-        // A JSON-RPC batch (an array): none of the served revisions has them (2025-03-26's
-        // were dropped in 2025-06-18, and rmcp reads none).
+        // A JSON-RPC batch (an array): rmcp reads none; see `batch`.
         if req.method() == axum::http::Method::POST {
             let (parts, body) = req.into_parts();
             let bytes = match axum::body::to_bytes(body, self.max_body).await {
@@ -1394,16 +1433,115 @@ impl McpHttpInner {
                 }
             };
             if bytes.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
-                return rpc_error(
-                    axum::http::StatusCode::BAD_REQUEST,
-                    -32600,
-                    "Invalid Request: JSON-RPC batches are not supported (the MCP revisions served, 2025-06-18 and 2025-11-25, have none): send one message per POST",
-                );
+                return self.batch(parts, bytes).await;
             }
             let req = axum::http::Request::from_parts(parts, axum::body::Body::from(bytes));
             return self.rmcp.handle(req).await.map(axum::body::Body::new);
         }
         self.rmcp.handle(req).await.map(axum::body::Body::new)
+    }
+
+    /// A JSON-RPC batch (a POST whose body is an array). Only 2025-03-26 has batches (2025-06-18
+    /// dropped them): a batch of a session on that revision, which this replica holds, is
+    /// answered as one JSON array of the responses to its requests, in their order (its
+    /// notifications and responses go to the session; 202 when it held no request). Any
+    /// other batch is -32600.
+    async fn batch(
+        &self,
+        parts: axum::http::request::Parts,
+        bytes: axum::body::Bytes,
+    ) -> axum::response::Response {
+        use axum::http::StatusCode;
+        let refuse = |why: &str| {
+            rpc_error(
+                StatusCode::BAD_REQUEST,
+                -32600,
+                &format!("Invalid Request: {why}: send one message per POST"),
+            )
+        };
+        let id = parts
+            .headers
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .map(SessionId::from);
+        let Some(id) = id else {
+            return refuse("a JSON-RPC batch cannot begin a session (initialize is never batched)");
+        };
+        let Some((direct, busy)) = self.sessions.direct(&id) else {
+            return refuse("JSON-RPC batches are answered only for a session this server holds and initialized");
+        };
+        let revision = direct
+            .peer
+            .peer_info()
+            .map(|i| i.protocol_version.as_str().to_string())
+            .unwrap_or_default();
+        if revision != "2025-03-26" {
+            return refuse(&format!(
+                "the session's MCP revision, {revision}, has no JSON-RPC batches (only 2025-03-26 has them)"
+            ));
+        }
+        let items = match serde_json::from_slice::<Vec<Value>>(&bytes) {
+            Ok(items) if !items.is_empty() => items,
+            Ok(_) => return refuse("an empty JSON-RPC batch"),
+            Err(e) => {
+                return rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    -32700,
+                    &format!("Parse error: the batch is not a JSON array of messages: {e}"),
+                )
+            }
+        };
+        let mut calls = Vec::new();
+        let mut answers: Vec<Option<Value>> = vec![None; items.len()];
+        for (i, item) in items.into_iter().enumerate() {
+            let item_id = item.get("id").cloned().unwrap_or(Value::Null);
+            let initialize = item.get("method") == Some(&json!("initialize"));
+            match serde_json::from_value::<ClientJsonRpcMessage>(item) {
+                Ok(ClientJsonRpcMessage::Request(_)) if initialize => {
+                    answers[i] = Some(json!({"jsonrpc": "2.0", "id": item_id, "error": {
+                        "code": -32600,
+                        "message": "Invalid Request: initialize must not be part of a JSON-RPC batch"}}));
+                }
+                Ok(ClientJsonRpcMessage::Request(r)) => {
+                    calls.push((i, direct_call(direct.clone(), r, parts.clone())));
+                }
+                Ok(other) => {
+                    if let Err(e) =
+                        rmcp::transport::streamable_http_server::SessionManager::accept_message(
+                            &*self.sessions,
+                            &id,
+                            other,
+                        )
+                        .await
+                    {
+                        tracing::debug!(session = %id, "a batched message was not taken: {e}");
+                    }
+                }
+                Err(e) => {
+                    answers[i] = Some(json!({"jsonrpc": "2.0", "id": item_id, "error": {
+                        "code": -32600,
+                        "message": format!("Invalid Request: not a JSON-RPC message MCP knows: {e}")}}));
+                }
+            }
+        }
+        let (index, futures): (Vec<usize>, Vec<_>) = calls.into_iter().unzip();
+        for (i, answer) in index
+            .into_iter()
+            .zip(futures_util::future::join_all(futures).await)
+        {
+            // `None`: the client cancelled it, so it gets no response.
+            answers[i] = answer.and_then(|a| serde_json::to_value(a).ok());
+        }
+        drop(busy);
+        let answers: Vec<Value> = answers.into_iter().flatten().collect();
+        if answers.is_empty() {
+            return StatusCode::ACCEPTED.into_response();
+        }
+        (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            Value::Array(answers).to_string(),
+        )
+            .into_response()
     }
 
     /// [`Self::pass`] on the heap, so a future that may pass does not hold rmcp's inline.

@@ -18,6 +18,7 @@ pub mod export;
 pub mod http;
 pub mod jobs;
 pub mod mcp;
+pub mod mcp_agents;
 pub mod rest;
 pub mod sessions;
 #[cfg(feature = "store-redis")]

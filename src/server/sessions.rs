@@ -25,7 +25,7 @@ use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError,
 };
 use rmcp::transport::streamable_http_server::session::{
-    RestoreOutcome, ServerSseMessage, SessionId, SessionManager,
+    EventStore, RestoreOutcome, ServerSseMessage, SessionId, SessionManager,
 };
 use rmcp::RoleServer;
 use tokio_util::sync::CancellationToken;
@@ -114,6 +114,13 @@ impl BoundedSessions {
             max: max.max(1),
             meta: Arc::default(),
         }
+    }
+
+    /// Keeps the sessions' SSE events in `store` (for `Last-Event-ID` replay on any
+    /// replica) instead of each session's memory.
+    pub fn with_event_store(mut self, store: Arc<dyn EventStore>) -> Self {
+        self.inner = self.inner.with_event_store(store);
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<SessionId, Meta>> {
@@ -319,6 +326,10 @@ impl SessionManager for BoundedSessions {
             self.lock().insert(id, Meta::new());
         }
         Ok(out)
+    }
+
+    fn event_store(&self) -> Option<Arc<dyn EventStore>> {
+        self.inner.event_store()
     }
 
     async fn resume(

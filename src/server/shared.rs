@@ -17,8 +17,9 @@ use std::time::Duration;
 
 use redis::streams::StreamRangeReply;
 use rmcp::transport::streamable_http_server::session::store::{
-    SessionState, SessionStore, SessionStoreError,
+    EventStore, EventStoreError, EventStream, SessionState, SessionStore, SessionStoreError,
 };
+use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 
 use super::audit_stream::StreamId;
 use super::jobs::redis::RedisJobs;
@@ -70,8 +71,57 @@ pub async fn attach(served: &Arc<Served>, store: RedisStore) -> Result<(), Store
             "this server already has a shared store".into(),
         ));
     }
-    relay_audit(served, store);
+    relay_audit(served, store.clone());
+    watch_world(served, store);
     Ok(())
+}
+
+/// How often a replica looks whether the served world in the store changed.
+pub const WORLD_POLL: Duration = Duration::from_secs(1);
+
+/// The store key of the world served agents share (`tavern:world:home`).
+fn world_key() -> String {
+    format!("tavern:world:{}", crate::agent::SERVED_WORLD)
+}
+
+/// The world served agents share, as `tavern://world` shows it: the store's document, or
+/// the home's `world.json` (`seed`) until something writes one.
+pub async fn served_world_doc(
+    store: &RedisStore,
+    seed: Option<&serde_json::Value>,
+) -> Result<serde_json::Value, StoreError> {
+    use crate::store::KvStore;
+    let doc = store.get(&world_key()).await?;
+    Ok(doc
+        .filter(serde_json::Value::is_object)
+        .or_else(|| seed.filter(|s| s.is_object()).cloned())
+        .unwrap_or_else(|| serde_json::json!({})))
+}
+
+/// Tells MCP subscribers of `tavern://world` when the served world changes in the store,
+/// whoever wrote it (a host sharing the store, any replica): every [`WORLD_POLL`], the
+/// document is compared with the last one read.
+fn watch_world(served: &Arc<Served>, store: RedisStore) {
+    let end = served.streams_end();
+    tokio::spawn(async move {
+        use crate::store::KvStore;
+        let mut last: Option<Option<serde_json::Value>> = None;
+        let poll = async {
+            loop {
+                if let Ok(doc) = store.get(&world_key()).await {
+                    if last.as_ref().is_some_and(|l| *l != doc) {
+                        let _ = crate::tools::resource_updates().send("tavern://world".to_string());
+                    }
+                    last = Some(doc);
+                }
+                tokio::time::sleep(WORLD_POLL).await;
+            }
+        };
+        tokio::select! {
+            () = poll => {}
+            () = end => {}
+        }
+    });
 }
 
 fn relay_audit(served: &Arc<Served>, store: RedisStore) {
@@ -323,5 +373,100 @@ impl SessionStore for SessionsInStore {
             .query_async(&mut c)
             .await?;
         Ok(())
+    }
+}
+
+/// How long the events of an MCP event stream are kept for `Last-Event-ID` replay after
+/// its last event.
+pub const EVENTS_TTL: Duration = Duration::from_secs(3600);
+/// About how many events of one MCP event stream are kept for replay.
+pub const EVENTS_KEEP: usize = 1000;
+
+/// The SSE events of MCP sessions in the store (rmcp's [`EventStore`]): every event of an
+/// event stream is written to the Redis stream `tavern:mcp:events:<stream>` before it is
+/// sent, with the id `<stream>|<entry>`, so a `GET` with `Last-Event-ID` to any replica
+/// replays the events that followed from the store. Each stream keeps about
+/// [`EVENTS_KEEP`] events, for [`EVENTS_TTL`] after its last one.
+#[derive(Debug, Clone)]
+pub struct EventsInStore(pub RedisStore);
+
+fn events_key(stream: &str) -> String {
+    format!("tavern:mcp:events:{stream}")
+}
+
+/// An event as kept: the message (none for a priming event) and the retry hint.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct KeptEvent {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    m: Option<rmcp::model::ServerJsonRpcMessage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    retry_ms: Option<u64>,
+}
+
+#[async_trait::async_trait]
+impl EventStore for EventsInStore {
+    async fn store_event(
+        &self,
+        stream_id: &str,
+        event: &ServerSseMessage,
+    ) -> Result<String, EventStoreError> {
+        let kept = KeptEvent {
+            m: event.message.as_deref().cloned(),
+            retry_ms: event.retry.map(|d| d.as_millis() as u64),
+        };
+        let key = events_key(stream_id);
+        let mut c = self.0.conn();
+        let (entry,): (String,) = redis::pipe()
+            .atomic()
+            .cmd("XADD")
+            .arg(&key)
+            .arg("MAXLEN")
+            .arg("~")
+            .arg(EVENTS_KEEP)
+            .arg("*")
+            .arg("e")
+            .arg(serde_json::to_string(&kept)?)
+            .cmd("PEXPIRE")
+            .arg(&key)
+            .arg(EVENTS_TTL.as_millis() as u64)
+            .ignore()
+            .query_async(&mut c)
+            .await?;
+        Ok(format!("{stream_id}|{entry}"))
+    }
+
+    async fn replay_events_after(
+        &self,
+        last_event_id: &str,
+    ) -> Result<EventStream, EventStoreError> {
+        let Some((stream_id, entry)) = last_event_id.rsplit_once('|') else {
+            return Err(format!(
+                "Last-Event-ID '{last_event_id}' is not an event id this server gave"
+            )
+            .into());
+        };
+        let mut c = self.0.conn();
+        let r: StreamRangeReply = redis::cmd("XRANGE")
+            .arg(events_key(stream_id))
+            .arg(format!("({entry}"))
+            .arg("+")
+            .query_async(&mut c)
+            .await?;
+        let events: Vec<ServerSseMessage> = r
+            .ids
+            .into_iter()
+            .filter_map(|e| {
+                let raw = e.get::<String>("e")?;
+                let kept: KeptEvent = serde_json::from_str(&raw).ok()?;
+                let id = format!("{stream_id}|{}", e.id);
+                let mut ev = match kept.m {
+                    Some(m) => ServerSseMessage::new(id, m),
+                    None => ServerSseMessage::priming(id, Duration::ZERO),
+                };
+                ev.retry = kept.retry_ms.map(Duration::from_millis);
+                Some(ev)
+            })
+            .collect();
+        Ok(Box::pin(futures_util::stream::iter(events)))
     }
 }

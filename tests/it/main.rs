@@ -284,6 +284,13 @@ mod server_limits;
     feature = "llm-http",
     feature = "store-redis"
 ))]
+mod server_mcp_agents;
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
 mod server_mcp_direct;
 #[cfg(all(
     feature = "cli",

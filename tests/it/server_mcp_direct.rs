@@ -189,6 +189,88 @@ async fn a_json_rpc_batch_is_an_invalid_request() {
 }
 
 #[tokio::test]
+async fn a_batch_on_a_2025_03_26_session_is_answered_as_a_batch() {
+    let h = temp_home();
+    let s = Server::start(h.path(), &[]);
+    let c = reqwest::Client::new();
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {},
+        "clientInfo": {"name": "batch-test", "version": "1"}}});
+    let a = mcp_post(&c, &s.base, None, None, &init).await;
+    assert_eq!(a.status, StatusCode::OK);
+    let sid = a.session.expect("a session id");
+    let old = Some("2025-03-26");
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(
+        mcp_post(&c, &s.base, Some(&sid), old, &note).await.status,
+        StatusCode::ACCEPTED
+    );
+    // Once a plain call is answered directly, the session is initialized on this replica.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !mcp_post(
+        &c,
+        &s.base,
+        Some(&sid),
+        old,
+        &call(json!(9), "system:echo", json!({"text": "x"})),
+    )
+    .await
+    .is_json()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the session never took direct calls"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let post = |body: String| {
+        c.post(format!("{}/mcp", s.base))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-session-id", &sid)
+            .header("mcp-protocol-version", "2025-03-26")
+            .body(body)
+            .send()
+    };
+    let batch = json!([
+        call(json!("a"), "system:echo", json!({"text": "first"})),
+        {"jsonrpc": "2.0", "method": "notifications/roots/list_changed"},
+        {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "no_such_tool"}},
+        {"jsonrpc": "2.0", "id": 4, "method": "initialize", "params": {}}
+    ]);
+    let r = post(batch.to_string()).await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let body: Value = r.json().await.unwrap();
+    let answers = body
+        .as_array()
+        .unwrap_or_else(|| panic!("not a batch: {body}"));
+    let ids: Vec<&Value> = answers.iter().map(|a| &a["id"]).collect();
+    assert_eq!(
+        ids,
+        [&json!("a"), &json!(2), &json!(3), &json!(4)],
+        "{body}"
+    );
+    assert_eq!(
+        answers[0]["result"]["content"][0]["text"],
+        json!("first"),
+        "{body}"
+    );
+    assert_eq!(answers[1]["result"], json!({}), "{body}");
+    assert_eq!(answers[2]["error"]["code"], json!(-32602), "{body}");
+    assert_eq!(answers[3]["error"]["code"], json!(-32600), "{body}");
+    // Notifications only: nothing to answer.
+    let r =
+        post(json!([{"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}]).to_string())
+            .await
+            .unwrap();
+    assert_eq!(r.status(), StatusCode::ACCEPTED);
+    // An empty batch is an invalid request.
+    let r = post("[]".into()).await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
 async fn notifications_cancelled_stops_a_call_answered_directly_and_sends_no_response() {
     let h = temp_home();
     let s = Server::start(h.path(), &[]);

@@ -916,3 +916,179 @@ async fn served_agents_share_the_world_state_in_the_store() {
     let solo = Server::start(h.path(), &[]);
     assert_eq!(weather_seen(&c, &solo.base).await, "rain");
 }
+
+/// `(id, data)` of each event of an SSE body (`data` null for an event without one).
+fn sse_events(text: &str) -> Vec<(String, Value)> {
+    text.split("\n\n")
+        .filter_map(|block| {
+            let mut id = None;
+            let mut data = Value::Null;
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("id:") {
+                    id = Some(v.trim().to_string());
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data = serde_json::from_str(v.trim()).unwrap_or(Value::Null);
+                }
+            }
+            Some((id?, data))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn last_event_id_on_another_replica_replays_the_missed_events_from_the_store() {
+    let redis = Redis::start();
+    let h = temp_home();
+    let a = replica(h.path(), &redis, &[]);
+    let b = replica(h.path(), &redis, &[]);
+    let c = reqwest::Client::new();
+    let sid = mcp_session(&c, &a.base).await;
+    // A call with a progress token is answered as an event stream by A.
+    let r = c
+        .post(format!("{}/mcp", a.base))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", &sid)
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+            "name": "workflow_slow_echo", "arguments": {"text": "replayed", "ms": 50},
+            "_meta": {"progressToken": "p7"}}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let events = sse_events(&r.text().await.unwrap());
+    assert!(events.len() >= 2, "a priming event, then more: {events:?}");
+    assert!(
+        events[0].1.is_null(),
+        "the stream opens with a priming event: {events:?}"
+    );
+    assert_eq!(events.last().unwrap().1["id"], json!(7), "{events:?}");
+    // The client lost A after the priming event: B replays everything after it.
+    let r = c
+        .get(format!("{}/mcp", b.base))
+        .header("accept", "text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", &sid)
+        .header("last-event-id", &events[0].0)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let replayed = sse_events(&r.text().await.unwrap());
+    assert_eq!(
+        replayed,
+        events[1..].to_vec(),
+        "the same events with the same ids"
+    );
+    assert!(
+        replayed.last().unwrap().1["result"]
+            .to_string()
+            .contains("replayed"),
+        "{replayed:?}"
+    );
+    // From the middle: only what followed.
+    if events.len() > 2 {
+        let r = c
+            .get(format!("{}/mcp", b.base))
+            .header("accept", "text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .header("mcp-session-id", &sid)
+            .header("last-event-id", &events[1].0)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(sse_events(&r.text().await.unwrap()), events[2..].to_vec());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tavern_world_shows_the_stores_world_and_tells_subscribers_when_it_changes() {
+    use std::io::Write as _;
+    let redis = Redis::start();
+    let h = world_home();
+    let (mut child, mut stdin, rx) =
+        server_support::spawn_mcp_args(h.path(), &["--store", redis.url.as_str()]);
+    let mut send = |v: Value| {
+        writeln!(stdin, "{v}").expect("write");
+        stdin.flush().expect("flush");
+    };
+    let answer = |id: u64, notes: &mut Vec<Value>| loop {
+        let v = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("an answer within 30 s");
+        if v.get("id") == Some(&json!(id)) {
+            return v;
+        }
+        notes.push(v);
+    };
+    let mut notes = Vec::new();
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "world-test", "version": "1"}}}),
+    );
+    answer(0, &mut notes);
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let read = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
+        "params": {"uri": "tavern://world"}});
+    send(read.clone());
+    let r = answer(1, &mut notes);
+    let text = r["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(
+        serde_json::from_str::<Value>(text).ok(),
+        Some(json!({"weather": {"now": "rain"}})),
+        "the store holds no world yet: world.json shows: {r}"
+    );
+    send(
+        json!({"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe",
+        "params": {"uri": "tavern://world"}}),
+    );
+    answer(2, &mut notes);
+    // A host sharing the store changes the world.
+    let store = tavern::internal::store::redis::RedisStore::connect(&redis.url)
+        .await
+        .unwrap();
+    let world = tavern::StoreWorldState::new(
+        std::sync::Arc::new(store),
+        "home",
+        Some(tokio::runtime::Handle::current()),
+    );
+    tokio::task::spawn_blocking(move || {
+        use tavern::WorldState;
+        world.set("weather.now", json!("sun")).unwrap();
+    })
+    .await
+    .unwrap();
+    let updated = loop {
+        let v = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("notifications/resources/updated within 30 s");
+        if v["method"] == json!("notifications/resources/updated") {
+            break v;
+        }
+    };
+    assert_eq!(
+        updated["params"]["uri"],
+        json!("tavern://world"),
+        "{updated}"
+    );
+    let mut read = read;
+    read["id"] = json!(3);
+    send(read);
+    let r = answer(3, &mut notes);
+    let text = r["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert_eq!(
+        serde_json::from_str::<Value>(text).ok(),
+        Some(json!({"weather": {"now": "sun"}})),
+        "{r}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

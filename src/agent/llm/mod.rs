@@ -12,6 +12,9 @@ mod openai;
 mod scripted;
 
 pub use node::{register_nodes, LlmRunContext, CHAT_NODE};
+// For the server's agents over MCP (sampling through the calling client).
+#[cfg(feature = "server")]
+pub(crate) use node::{sampled_text, sampling_request, MCP_CLIENT};
 #[cfg(feature = "llm-http")]
 pub use openai::OpenAiBackend;
 pub use scripted::ScriptedBackend;

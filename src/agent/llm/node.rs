@@ -125,7 +125,7 @@ pub const MCP_CLIENT: &str = "mcp-client";
 
 /// Chat messages as an MCP `sampling/createMessage` request: system messages become the
 /// system prompt, the others text messages; the model name is a hint.
-fn sampling_request(messages: &[Value], settings: &super::ResolvedLlm) -> Value {
+pub(crate) fn sampling_request(messages: &[Value], settings: &super::ResolvedLlm) -> Value {
     let mut system = Vec::new();
     let mut out = Vec::new();
     for m in messages {
@@ -153,6 +153,18 @@ fn sampling_request(messages: &[Value], settings: &super::ResolvedLlm) -> Value 
         req["temperature"] = json!(t);
     }
     req
+}
+
+/// The text of a `sampling/createMessage` result (its text block, or its text blocks joined).
+pub(crate) fn sampled_text(r: &Value) -> String {
+    match &r["content"] {
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        c => c["text"].as_str().unwrap_or_default().to_string(),
+    }
 }
 
 impl NodeExecutor for ChatNode {
@@ -198,16 +210,8 @@ impl NodeExecutor for ChatNode {
                     )),
                 };
                 let r = answer.map_err(NodeError::Failed)?;
-                let text = match &r["content"] {
-                    Value::Array(blocks) => blocks
-                        .iter()
-                        .filter_map(|b| b["text"].as_str())
-                        .collect::<Vec<_>>()
-                        .join(""),
-                    c => c["text"].as_str().unwrap_or_default().to_string(),
-                };
                 let mut out = Map::new();
-                out.insert("text".into(), Value::String(text));
+                out.insert("text".into(), Value::String(sampled_text(&r)));
                 return Ok(out);
             }
             let backend: Arc<dyn ChatBackend> = match (&run.backend, &merged.base_url) {

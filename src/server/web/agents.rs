@@ -190,7 +190,7 @@ fn scripted_models(home: &std::path::Path) -> Vec<String> {
 /// in it (`tavern:world:home`, reading as `<home>/world.json` until first written), so the
 /// agents of every replica share it; `None` (each session's own copy of `world.json`, in
 /// memory) without one.
-fn served_world(
+pub(crate) fn served_world(
     served: &Served,
     engine: &crate::Engine,
 ) -> Option<Arc<dyn crate::agent::WorldState>> {
@@ -305,6 +305,24 @@ pub async fn turn(
                         .suggest(scripted_models(engine.home())))
                     }
                 };
+                // The calling client's model (`llm.base_url = "mcp-client"`): over REST
+                // nobody can answer its sampling requests.
+                if llm.is_none()
+                    && crate::server::mcp_agents::uses_client_model(&engine, &id)
+                        .unwrap_or(false)
+                {
+                    return Err(ApiError::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        crate::script::UNSUPPORTED,
+                        format!(
+                            "agent '{id}' thinks with the model of the MCP client that calls it (llm base_url \"mcp-client\"), and a REST request has no MCP client to ask"
+                        ),
+                    )
+                    .suggest([
+                        format!("call it over MCP as the tool `agent_{id}` from a client that supports sampling"),
+                        "or serve with a model of its own: --llm openai:URL (or pick a scripted model here)".to_string(),
+                    ]));
+                }
                 let world = served_world(&st.served, &engine);
                 let rt = engine
                     .agent(&id)

@@ -136,10 +136,19 @@ impl Drop for Server {
 /// `tavern --home HOME mcp` with piped stdio: the child, its stdin, and a receiver of every
 /// JSON line it prints (a non-JSON line on stdout fails the test: it would break clients).
 pub fn spawn_mcp(home: &Path) -> (Child, ChildStdin, mpsc::Receiver<serde_json::Value>) {
+    spawn_mcp_args(home, &[])
+}
+
+/// [`spawn_mcp`] with flags after `mcp`.
+pub fn spawn_mcp_args(
+    home: &Path,
+    extra: &[&str],
+) -> (Child, ChildStdin, mpsc::Receiver<serde_json::Value>) {
     let mut child = Command::new(tavern())
         .arg("--home")
         .arg(home)
         .arg("mcp")
+        .args(extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
