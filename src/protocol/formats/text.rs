@@ -7,9 +7,12 @@
 //! else is a string. The text keeps its inner newlines, minus one leading and one
 //! trailing newline.
 
+use std::fmt::Write;
+
 use serde_json::{Map, Value};
 
 use super::lit;
+use crate::protocol::args::Args;
 use crate::protocol::types::{Call, Format, RawDiag, Span};
 
 /// The value between its tags: one leading and one trailing line break dropped.
@@ -26,38 +29,68 @@ pub(crate) fn trim_one_newline(v: &str) -> &str {
 /// A value written as text, read with no schema: a JSON literal as its value, anything
 /// else as the string.
 pub(crate) fn typed(t: &str) -> Value {
-    match t.trim_start().as_bytes().first() {
-        Some(b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n') => {
-            serde_json::from_str(t).unwrap_or_else(|_| Value::String(t.to_string()))
-        }
-        _ => Value::String(t.to_string()),
-    }
+    crate::protocol::args::typed(t).unwrap_or_else(|| Value::String(t.to_string()))
 }
 
-/// The arguments of one call whose values are written as text.
+/// The arguments of one call whose values are written as text, kept as one JSON object
+/// of the texts ([`Args::from_texts`]): the call's map, and the texts the ToolManager
+/// converts by a schema, are built from it only when something reads them.
 #[derive(Debug, Default)]
 pub(crate) struct TextArgs {
-    args: Map<String, Value>,
-    texts: Map<String, Value>,
+    /// `{"key":"text",…` without its closing brace; empty for no arguments.
+    json: String,
 }
 
 impl TextArgs {
     /// Adds `key` with its value as written between the tags.
     pub(crate) fn push(&mut self, key: &str, raw: &str) {
         let t = trim_one_newline(raw);
-        let key = key.trim().to_string();
-        self.args.insert(key.clone(), typed(t));
-        self.texts.insert(key, Value::String(t.to_string()));
+        self.json.push(if self.json.is_empty() { '{' } else { ',' });
+        push_json_str(&mut self.json, key.trim());
+        self.json.push(':');
+        push_json_str(&mut self.json, t);
     }
 
     /// The call.
-    pub(crate) fn call(self, tool: String, source: Format, span: Span, block: usize) -> Call {
-        let mut c = lit::call(tool, self.args, source, span, block);
-        if !self.texts.is_empty() {
-            c.texts = Some(Box::new(self.texts));
+    pub(crate) fn call(mut self, tool: String, source: Format, span: Span, block: usize) -> Call {
+        if self.json.is_empty() {
+            return lit::call(tool, Map::new(), source, span, block);
         }
+        self.json.push('}');
+        let args = Args::from_texts(&self.json);
+        let texts = args.texts();
+        let mut c = lit::call(tool, args, source, span, block);
+        c.texts = texts;
         c
     }
+}
+
+/// Appends `s` to `out` as a JSON string, quotes included.
+fn push_json_str(out: &mut String, s: &str) {
+    out.reserve(s.len() + 2);
+    out.push('"');
+    let b = s.as_bytes();
+    let mut run = 0;
+    for (i, &c) in b.iter().enumerate() {
+        let esc: &str = match c {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[run..i]);
+        if esc.is_empty() {
+            let _ = write!(out, "\\u{c:04x}"); // writing to a String cannot fail
+        } else {
+            out.push_str(esc);
+        }
+        run = i + 1;
+    }
+    out.push_str(&s[run..]);
+    out.push('"');
 }
 
 /// The offset of `pat` in `s[from..to]`.
