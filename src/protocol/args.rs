@@ -186,6 +186,17 @@ pub(crate) fn typed(t: &str) -> Option<Value> {
     }
 }
 
+/// True when `t` is a JSON literal [`typed`] reads as a value, checked without building
+/// it (except a string, rare in a bare value).
+pub(crate) fn is_literal(t: &str) -> bool {
+    match t.trim_start().as_bytes().first() {
+        Some(b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n') => {
+            serde_json::from_str::<Check>(t).is_ok()
+        }
+        _ => false,
+    }
+}
+
 /// The map of text [`Args::from_object_text`] or [`Args::from_read_json`] accepted.
 fn build(text: &str) -> Map<String, Value> {
     // Cannot fail: `from_object_text` ran this parser over this text and it read an

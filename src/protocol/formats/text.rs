@@ -9,7 +9,7 @@
 
 use std::fmt::Write;
 
-use serde_json::{Map, Value};
+use serde_json::Map;
 
 use super::lit;
 use crate::protocol::args::Args;
@@ -24,12 +24,6 @@ pub(crate) fn trim_one_newline(v: &str) -> &str {
     v.strip_suffix("\r\n")
         .or_else(|| v.strip_suffix('\n'))
         .unwrap_or(v)
-}
-
-/// A value written as text, read with no schema: a JSON literal as its value, anything
-/// else as the string.
-pub(crate) fn typed(t: &str) -> Value {
-    crate::protocol::args::typed(t).unwrap_or_else(|| Value::String(t.to_string()))
 }
 
 /// The arguments of one call whose values are written as text, kept as one JSON object
@@ -66,7 +60,7 @@ impl TextArgs {
 }
 
 /// Appends `s` to `out` as a JSON string, quotes included.
-fn push_json_str(out: &mut String, s: &str) {
+pub(crate) fn push_json_str(out: &mut String, s: &str) {
     out.reserve(s.len() + 2);
     out.push('"');
     let b = s.as_bytes();
