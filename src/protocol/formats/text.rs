@@ -95,15 +95,38 @@ pub(crate) fn find(s: &[u8], from: usize, to: usize, pat: &[u8]) -> Option<usize
     memchr::memmem::find(&s[from..to], pat).map(|i| from + i)
 }
 
+/// True when `s[at..to]` starts with `pat`, its ASCII letters matched in any case.
+fn tag_at(s: &[u8], at: usize, to: usize, pat: &[u8]) -> bool {
+    at + pat.len() <= to && s[at..at + pat.len()].eq_ignore_ascii_case(pat)
+}
+
+/// The first of two tags (both starting with `<`) in `s[from..to]`, their ASCII letters
+/// matched in any case: `(offset, true)` for `a`, `(offset, false)` for `b`.
+fn find_either_ci(s: &[u8], from: usize, to: usize, a: &[u8], b: &[u8]) -> Option<(usize, bool)> {
+    let mut k = from;
+    while k < to {
+        let p = k + memchr::memchr(b'<', &s[k..to])?;
+        if tag_at(s, p, to, a) {
+            return Some((p, true));
+        }
+        if tag_at(s, p, to, b) {
+            return Some((p, false));
+        }
+        k = p + 1;
+    }
+    None
+}
+
 /// The offset of `pat` in `s[from..to]`, its ASCII letters matched in any case.
 pub(crate) fn find_ci(s: &[u8], from: usize, to: usize, pat: &[u8]) -> Option<usize> {
     let mut k = from;
+    let (lo, up) = (pat[0].to_ascii_lowercase(), pat[0].to_ascii_uppercase());
     while k < to {
-        let i = memchr::memchr2(
-            pat[0].to_ascii_lowercase(),
-            pat[0].to_ascii_uppercase(),
-            &s[k..to],
-        )?;
+        let i = if lo == up {
+            memchr::memchr(lo, &s[k..to])?
+        } else {
+            memchr::memchr2(lo, up, &s[k..to])?
+        };
         let p = k + i;
         if p + pat.len() <= to && s[p..p + pat.len()].eq_ignore_ascii_case(pat) {
             return Some(p);
@@ -167,8 +190,12 @@ pub(crate) fn read_param_calls(
                 (lit::unescape_name(text[n0..gt].trim()), p)
             }
         };
-        let fun_end = find_ci(s, pos, to, b"</function").unwrap_or(to);
-        let next_fun = find_ci(s, pos, fun_end, b"<function=").unwrap_or(fun_end);
+        // The function ends at its `</function` or where the next `<function=` starts.
+        let (fun_end, next_fun) = match find_either_ci(s, pos, to, b"</function", b"<function=") {
+            Some((e, true)) => (e, e),
+            Some((n, false)) => (find_ci(s, n, to, b"</function").unwrap_or(to), n),
+            None => (to, to),
+        };
         let body_end = next_fun.min(fun_end);
         let mut args = TextArgs::default();
         let mut p = pos;
@@ -181,8 +208,14 @@ pub(crate) fn read_param_calls(
             };
             let key = &text[k0..gt];
             let v0 = gt + 1;
-            let next = find_ci(s, v0, body_end, b"<parameter=").unwrap_or(body_end);
-            match find_ci(s, v0, next, b"</parameter") {
+            // The value ends at its `</parameter` or, unclosed, at the next parameter.
+            let (close, next) =
+                match find_either_ci(s, v0, body_end, b"</parameter", b"<parameter=") {
+                    Some((c, true)) => (Some(c), c),
+                    Some((n, false)) => (None, n),
+                    None => (None, body_end),
+                };
+            match close {
                 Some(c) => {
                     args.push(key, &text[v0..c]);
                     p = find(s, c, body_end, b">").map_or(body_end, |g| g + 1);
@@ -264,8 +297,15 @@ pub(crate) fn read_invokes(
             pos = p + 1;
             continue;
         };
-        let inv_end = find_ci(s, body, to, invoke_end.as_bytes()).unwrap_or(to);
-        let next_inv = find_ci(s, body, inv_end, invoke.as_bytes()).unwrap_or(inv_end);
+        let (inv_end, next_inv) =
+            match find_either_ci(s, body, to, invoke_end.as_bytes(), invoke.as_bytes()) {
+                Some((e, true)) => (e, e),
+                Some((n, false)) => (
+                    find_ci(s, n, to, invoke_end.as_bytes()).unwrap_or(to),
+                    n,
+                ),
+                None => (to, to),
+            };
         let body_end = next_inv.min(inv_end);
         let mut args = TextArgs::default();
         let mut q = body;
