@@ -300,10 +300,7 @@ pub(crate) fn read_invokes(
         let (inv_end, next_inv) =
             match find_either_ci(s, body, to, invoke_end.as_bytes(), invoke.as_bytes()) {
                 Some((e, true)) => (e, e),
-                Some((n, false)) => (
-                    find_ci(s, n, to, invoke_end.as_bytes()).unwrap_or(to),
-                    n,
-                ),
+                Some((n, false)) => (find_ci(s, n, to, invoke_end.as_bytes()).unwrap_or(to), n),
                 None => (to, to),
             };
         let body_end = next_inv.min(inv_end);
