@@ -450,6 +450,32 @@ mod tests {
         assert!(Args::read_value(r#"{"a": "#).is_none());
     }
 
+    /// Values written as text: the map reads each JSON literal as its value and anything
+    /// else as the string; the texts stay as written; a change drops both the text and
+    /// the texts.
+    #[test]
+    fn values_as_text_are_typed_when_read() {
+        let a = Args::from_texts(
+            r#"{"n":"42","b":"true","s":"iron","q":"\"x\"","l":"[1, 2]","big":"1e400","k":"1","k":"2"}"#,
+        );
+        assert_eq!(a.as_written(), None);
+        assert_eq!(
+            Value::from(a.clone()),
+            json!({"n": 42, "b": true, "s": "iron", "q": "x", "l": [1, 2], "big": "1e400", "k": 2})
+        );
+        let t = a.texts().expect("texts of text values");
+        assert_eq!(
+            Value::from(t.clone()),
+            json!({"n": "42", "b": "true", "s": "iron", "q": "\"x\"", "l": "[1, 2]", "big": "1e400", "k": "2"})
+        );
+        assert_ne!(t, a);
+        assert!(t.texts().is_none());
+        let mut changed = a.clone();
+        changed.insert("z".into(), json!(0));
+        assert!(changed.texts().is_none());
+        assert_eq!(changed.to_map().len(), 8);
+    }
+
     #[test]
     fn a_change_drops_the_text_and_clones_agree() {
         let mut a = Args::from_object_text(r#"{"a": 1, "b": [true]}"#).unwrap();
