@@ -149,11 +149,6 @@ pub(crate) struct Scanner {
     ahead: [Ahead; 2],
     /// True once the leading pass at the start of the answer ran (`lead_first`).
     lead_done: bool,
-    /// Streaming: a marker the text ended inside (`Lt::Partial`) at this offset, and which
-    /// openers (bit `i` for `openers[i]`; the 128th on always) could still match there.
-    /// The others did not match the bytes already there, and more bytes cannot change
-    /// that, so the next run tries only these.
-    partial_at: Option<(usize, u128)>,
 }
 
 fn think_tag(s: &[u8], p: usize, eof: bool, close: bool) -> M {
@@ -248,7 +243,6 @@ impl Scanner {
             spare_pairs: Vec::new(),
             ahead: Default::default(),
             lead_done: false,
-            partial_at: None,
         }
     }
 
@@ -262,25 +256,14 @@ impl Scanner {
         self.recorded.take().unwrap_or_default()
     }
 
-    /// What the trigger byte at `p` opens. `maybe` is which openers may match at `p`
-    /// (all: `u128::MAX`); on `Lt::Partial` it is left holding those still possible.
-    fn classify_lt(&self, s: &[u8], p: usize, eof: bool, maybe: &mut u128) -> Lt {
-        let was = *maybe;
-        *maybe = 0;
-        let bit = |i: usize| 1u128 << i.min(127);
+    fn classify_lt(&self, s: &[u8], p: usize, eof: bool) -> Lt {
         let mut partial = false;
         if s[p] != b'<' {
-            for (i, o) in self.openers.iter().enumerate() {
-                if was & bit(i) == 0 {
-                    continue;
-                }
+            for o in &self.openers {
                 if let Opener::Region(r) = *o {
                     match open_region(s, p, eof, r.open) {
                         M::Yes(e) => return Lt::Region(r, e),
-                        M::Partial => {
-                            partial = true;
-                            *maybe |= bit(i);
-                        }
+                        M::Partial => partial = true,
                         M::No => {}
                     }
                 }
@@ -292,10 +275,7 @@ impl Scanner {
             M::Partial => partial = true,
             M::No => {}
         }
-        for (i, o) in self.openers.iter().enumerate() {
-            if was & bit(i) == 0 {
-                continue;
-            }
+        for o in &self.openers {
             let m = match *o {
                 Opener::Block(kind) => match match_ci(s, p, kind.start(), eof) {
                     M::Yes(e) => return Lt::Block(kind, e),
@@ -306,10 +286,7 @@ impl Scanner {
                     m => m,
                 },
             };
-            if m == M::Partial {
-                partial = true;
-                *maybe |= bit(i);
-            }
+            partial |= m == M::Partial;
         }
         match think_tag(s, p, eof, true) {
             M::Yes(e) => return Lt::ThinkClose(e),
@@ -376,14 +353,9 @@ impl Scanner {
                     }
                     Some(i) => {
                         let p = self.pos + i;
-                        let mut maybe = match self.partial_at.take() {
-                            Some((at, m)) if at == p => m,
-                            _ => u128::MAX,
-                        };
-                        match self.classify_lt(s, p, eof, &mut maybe) {
+                        match self.classify_lt(s, p, eof) {
                             Lt::None => self.pos = p + 1,
                             Lt::Partial => {
-                                self.partial_at = Some((p, maybe));
                                 self.pos = p;
                                 return;
                             }
