@@ -18,7 +18,8 @@
 //! - `native/serde_value_*` and `native/serde_ignored_*`: serde_json alone on the same
 //!   calls: building a `Value`, and only checking the JSON.
 //! - `native/stream_4byte_<format>` vs `native/one_shot_<format>`: 64 KB of native calls
-//!   with prose, streamed in 4-byte chunks vs at once (target ≤ 2×).
+//!   (between sentences where a call stands alone in prose), read with `auto`, streamed in
+//!   4-byte chunks vs at once, for every native format (target ≤ 2×).
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -429,18 +430,27 @@ fn native(c: &mut Criterion<ThreadCpu>) {
             })
         });
     }
-    // Streaming: 64 KB of calls between sentences, in 4-byte chunks vs at once.
-    for &f in &[
-        Format::Hermes,
-        Format::Granite,
-        Format::Pythonic,
-        Format::Qwen3Coder,
-        Format::KimiK2,
-        Format::Gemma4,
-    ] {
+    // Streaming: 64 KB of calls between sentences (the formats whose one call stands
+    // alone in prose; the others' 64 KB of calls as one answer), in 4-byte chunks vs at
+    // once, for every native format.
+    for &f in NATIVE.iter().chain(FAMILIES_2026) {
         let mut text = String::new();
         let mut i = 0;
-        if f == Format::Pythonic {
+        let alone = !matches!(
+            f,
+            Format::Pythonic
+                | Format::Json
+                | Format::LlamaJson
+                | Format::Mistral
+                | Format::DeepSeek
+                | Format::MinimaxM2
+                | Format::Step3
+                | Format::Functools
+                | Format::Gigachat3
+                | Format::CommandR
+                | Format::Apertus
+        );
+        if !alone {
             text = native_text(f, 64 * 1024);
         } else {
             while text.len() < 64 * 1024 {

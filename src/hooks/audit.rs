@@ -146,6 +146,7 @@ impl Hooks {
         tool_id: &str,
         caller: &crate::tools::Caller,
         depth: u32,
+        call_id: Option<&str>,
         error: &crate::tools::ToolError,
     ) {
         if !self.audit.enabled() {
@@ -156,10 +157,13 @@ impl Hooks {
         tracing::info!(target: "tavern::audit", caller = %caller, tool = tool_id, outcome,
             reason = %reason, "call refused");
         if self.audit.recording() {
-            self.audit
-                .record(&json!({"ts": now(), "event": "call", "caller": caller,
+            let mut r = json!({"ts": now(), "event": "call", "caller": caller,
                 "tool": tool_id, "outcome": outcome, "duration_ms": 0.0, "depth": depth,
-                "reason": reason}));
+                "reason": reason});
+            if let Some(id) = call_id {
+                r["call_id"] = json!(id);
+            }
+            self.audit.record(&r);
         }
     }
 

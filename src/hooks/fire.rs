@@ -458,8 +458,15 @@ impl Interceptor for Hooks {
         Box::pin(async move { self.run_call(tool, ctx, args).await })
     }
 
-    fn refused(&self, tool_id: &str, caller: &Caller, depth: u32, error: &ToolError) {
-        self.audit_refused(tool_id, caller, depth, error);
+    fn refused(
+        &self,
+        tool_id: &str,
+        caller: &Caller,
+        depth: u32,
+        call_id: Option<&str>,
+        error: &ToolError,
+    ) {
+        self.audit_refused(tool_id, caller, depth, call_id, error);
     }
 }
 

@@ -29,6 +29,9 @@ pub struct Args {
     /// [`Args::from_object_text`]); `None` for arguments built as a map and once the map
     /// was changed through [`DerefMut`].
     text: Option<Arc<str>>,
+    /// True when `text` is an object of strings each of which is a value written as text
+    /// (see [`Args::from_texts`]): the map reads each one with [`typed`].
+    values_as_text: bool,
     /// The map, built from `text` on first use when there is text. Boxed so a `Call`
     /// stays small to move while readers collect them.
     map: OnceLock<Box<Map<String, Value>>>,
@@ -49,6 +52,7 @@ impl Args {
         match serde_json::from_str::<Check>(text) {
             Ok(Check::Object) => Some(Args {
                 text: Some(Arc::from(text)),
+                values_as_text: false,
                 map: OnceLock::new(),
             }),
             _ => None,
@@ -69,8 +73,34 @@ impl Args {
         }
         Some(Args {
             text: Some(Arc::from(text)),
+            values_as_text: false,
             map: OnceLock::new(),
         })
+    }
+
+    /// The arguments of a call whose values were written as text, kept as `object`: a
+    /// JSON object of strings, each value as written (the caller wrote it, so it builds).
+    /// The map reads each value with no schema ([`typed`]); [`Args::texts`] gives the
+    /// values as written.
+    pub(crate) fn from_texts(object: &str) -> Args {
+        Args {
+            text: Some(Arc::from(object)),
+            values_as_text: true,
+            map: OnceLock::new(),
+        }
+    }
+
+    /// For arguments [`from_texts`](Self::from_texts): the values as written, sharing
+    /// the text; `None` for any other arguments, and once the map was changed.
+    pub(crate) fn texts(&self) -> Option<Args> {
+        match &self.text {
+            Some(t) if self.values_as_text => Some(Args {
+                text: Some(t.clone()),
+                values_as_text: false,
+                map: OnceLock::new(),
+            }),
+            _ => None,
+        }
     }
 
     /// Reads the one JSON value at the start of `s` (text may follow it): `Some` of the
@@ -89,20 +119,42 @@ impl Args {
 
     /// The JSON text the arguments were read from, while they are kept as written.
     pub fn as_written(&self) -> Option<&str> {
-        self.text.as_deref()
+        self.text.as_deref().filter(|_| !self.values_as_text)
     }
 
     /// The arguments as a map.
     pub fn into_map(mut self) -> Map<String, Value> {
         match self.map.take() {
             Some(m) => *m,
-            None => self.text.as_deref().map(build).unwrap_or_default(),
+            None => self.build(),
         }
     }
 
-    /// A copy of the arguments as a map.
+    /// The map of the kept text (empty when there is none).
+    fn build(&self) -> Map<String, Value> {
+        let Some(text) = self.text.as_deref() else {
+            return Map::new();
+        };
+        let mut m = build(text);
+        if self.values_as_text {
+            for v in m.values_mut() {
+                if let Value::String(s) = v {
+                    if let Some(t) = typed(s) {
+                        *v = t;
+                    }
+                }
+            }
+        }
+        m
+    }
+
+    /// A copy of the arguments as a map: the built map's copy when it was built, else
+    /// built from the text (and not kept).
     pub fn to_map(&self) -> Map<String, Value> {
-        self.deref().clone()
+        match self.map.get() {
+            Some(m) => (**m).clone(),
+            None => self.build(),
+        }
     }
 }
 
@@ -122,6 +174,29 @@ fn surely_builds(t: &[u8]) -> bool {
         .any(|i| i > 0 && (t[i - 1].is_ascii_digit() || t[i - 1] == b'.'))
 }
 
+/// A value written as text, read with no schema: `Some` of the JSON literal it is
+/// (number, `true`, `null`, object, array, quoted string), `None` when it is none (it
+/// stays the string).
+pub(crate) fn typed(t: &str) -> Option<Value> {
+    match t.trim_start().as_bytes().first() {
+        Some(b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n') => {
+            serde_json::from_str(t).ok()
+        }
+        _ => None,
+    }
+}
+
+/// True when `t` is a JSON literal [`typed`] reads as a value, checked without building
+/// it (except a string, rare in a bare value).
+pub(crate) fn is_literal(t: &str) -> bool {
+    match t.trim_start().as_bytes().first() {
+        Some(b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n') => {
+            serde_json::from_str::<Check>(t).is_ok()
+        }
+        _ => false,
+    }
+}
+
 /// The map of text [`Args::from_object_text`] or [`Args::from_read_json`] accepted.
 fn build(text: &str) -> Map<String, Value> {
     // Cannot fail: `from_object_text` ran this parser over this text and it read an
@@ -133,8 +208,7 @@ fn build(text: &str) -> Map<String, Value> {
 impl Deref for Args {
     type Target = Map<String, Value>;
     fn deref(&self) -> &Map<String, Value> {
-        self.map
-            .get_or_init(|| Box::new(self.text.as_deref().map(build).unwrap_or_default()))
+        self.map.get_or_init(|| Box::new(self.build()))
     }
 }
 
@@ -144,6 +218,7 @@ impl DerefMut for Args {
         let _: &Map<String, Value> = self;
         // The map is the truth from now on: the text would no longer match it.
         self.text = None;
+        self.values_as_text = false;
         self.map
             .get_mut()
             .expect("the line above filled the map")
@@ -158,10 +233,12 @@ impl Clone for Args {
             // own when it needs one.
             Some(t) => Args {
                 text: Some(t.clone()),
+                values_as_text: self.values_as_text,
                 map: OnceLock::new(),
             },
             None => Args {
                 text: None,
+                values_as_text: false,
                 map: self.map.clone(),
             },
         }
@@ -177,7 +254,7 @@ impl fmt::Debug for Args {
 impl PartialEq for Args {
     fn eq(&self, other: &Args) -> bool {
         match (&self.text, &other.text) {
-            (Some(a), Some(b)) if a == b => true,
+            (Some(a), Some(b)) if a == b && self.values_as_text == other.values_as_text => true,
             _ => self.deref() == other.deref(),
         }
     }
@@ -193,6 +270,7 @@ impl From<Map<String, Value>> for Args {
     fn from(m: Map<String, Value>) -> Args {
         Args {
             text: None,
+            values_as_text: false,
             map: OnceLock::from(Box::new(m)),
         }
     }
@@ -370,6 +448,32 @@ mod tests {
         assert!(matches!(Args::read_value("[1] x"), Some((None, 3))));
         assert!(Args::read_value(r#"{"a": 1e400}"#).is_none());
         assert!(Args::read_value(r#"{"a": "#).is_none());
+    }
+
+    /// Values written as text: the map reads each JSON literal as its value and anything
+    /// else as the string; the texts stay as written; a change drops both the text and
+    /// the texts.
+    #[test]
+    fn values_as_text_are_typed_when_read() {
+        let a = Args::from_texts(
+            r#"{"n":"42","b":"true","s":"iron","q":"\"x\"","l":"[1, 2]","big":"1e400","k":"1","k":"2"}"#,
+        );
+        assert_eq!(a.as_written(), None);
+        assert_eq!(
+            Value::from(a.clone()),
+            json!({"n": 42, "b": true, "s": "iron", "q": "x", "l": [1, 2], "big": "1e400", "k": 2})
+        );
+        let t = a.texts().expect("texts of text values");
+        assert_eq!(
+            Value::from(t.clone()),
+            json!({"n": "42", "b": "true", "s": "iron", "q": "\"x\"", "l": "[1, 2]", "big": "1e400", "k": "2"})
+        );
+        assert_ne!(t, a);
+        assert!(t.texts().is_none());
+        let mut changed = a.clone();
+        changed.insert("z".into(), json!(0));
+        assert!(changed.texts().is_none());
+        assert_eq!(changed.to_map().len(), 8);
     }
 
     #[test]

@@ -963,13 +963,19 @@ fn call_error(at: usize, form: &str) -> RawDiag {
     )
 }
 
+/// A value written as text with no schema, as the fast readers type it: the JSON literal
+/// it is, else the string.
+fn text_value(t: &str) -> Value {
+    crate::protocol::args::typed(t).unwrap_or_else(|| Value::String(t.to_string()))
+}
+
 /// The arguments of a call written as text (key, value between the tags), read as
 /// `formats/text.rs` reads them.
 fn text_args<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> Map<String, Value> {
     pairs
         .map(|(k, raw)| {
             let t = formats::text::trim_one_newline(raw);
-            (k.trim().to_string(), formats::text::typed(t))
+            (k.trim().to_string(), text_value(t))
         })
         .collect()
 }
@@ -1047,7 +1053,7 @@ fn gemma4_value(p: pest::iterators::Pair<'_, N>) -> Value {
                 .collect(),
         ),
         N::g4_list => Value::Array(p.into_inner().map(gemma4_value).collect()),
-        _ => formats::text::typed(p.as_str().trim()),
+        _ => text_value(p.as_str().trim()),
     }
 }
 

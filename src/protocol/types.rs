@@ -196,7 +196,7 @@ pub struct Call {
     /// ToolManager converts these texts by the tool's schema instead, so a string
     /// parameter keeps the text as written.
     #[serde(skip)]
-    pub texts: Option<Box<serde_json::Map<String, serde_json::Value>>>,
+    pub texts: Option<Args>,
 }
 
 impl Call {
@@ -220,13 +220,19 @@ impl Call {
     /// were written as text ([`Call::texts`]), for the schema to convert; else
     /// [`Call::args`].
     pub fn args_for_schema(&self) -> serde_json::Value {
-        let mut v = serde_json::Value::from(self.args.clone());
-        if let (Some(t), serde_json::Value::Object(m)) = (&self.texts, &mut v) {
+        // One copy of the arguments: the texts alone while the arguments are the ones
+        // read from them (same keys), else the map with the texts over it.
+        if let Some(t) = &self.texts {
+            if self.args.texts().is_some() {
+                return serde_json::Value::Object(t.to_map());
+            }
+            let mut m = self.args.to_map();
             for (k, text) in t.iter() {
                 m.insert(k.clone(), text.clone());
             }
+            return serde_json::Value::Object(m);
         }
-        v
+        serde_json::Value::Object(self.args.to_map())
     }
 }
 

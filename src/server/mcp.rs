@@ -380,6 +380,30 @@ pub fn server_config() -> ServerConfig {
     info
 }
 
+/// The id of a `tools/call`: the one its `_meta["tavern/call_id"]` gives (say the id of
+/// the model's call the client is answering), else `call_0`, the id the reader gives a
+/// lone call.
+fn mcp_call_id(context: &RequestContext<RoleServer>) -> String {
+    match context.meta.get("tavern/call_id") {
+        Some(Value::String(s)) => s.clone(),
+        Some(v @ Value::Number(_)) => v.to_string(),
+        _ => "call_0".to_string(),
+    }
+}
+
+/// A `tools/call` result carrying the call's id: as `call_id` in its `structuredContent`
+/// (an object the tool returned, unless it has a `call_id` of its own) and as
+/// `_meta["tavern/call_id"]` (every result, failures included).
+pub fn with_call_id(mut r: CallToolResult, id: &str) -> CallToolResult {
+    if let Some(Value::Object(m)) = &mut r.structured_content {
+        m.entry("call_id").or_insert_with(|| json!(id));
+    }
+    let mut meta = r.meta.take().unwrap_or_default();
+    meta.0.insert("tavern/call_id".into(), json!(id));
+    r.meta = Some(meta);
+    r
+}
+
 /// A result value as MCP content: a value shaped `{"content": [blocks]}` (every block with
 /// an MCP `type`) is sent as those blocks; any other value as one text block (a string bare,
 /// anything else as JSON), objects also as `structuredContent`.
@@ -640,12 +664,15 @@ impl ServerHandler for TavernMcp {
         };
         drop(engine);
         let args = Value::Object(request.arguments.unwrap_or_default());
+        let call_id = mcp_call_id(&context);
         if agent.is_none()
             && context
                 .client_capabilities()
                 .is_some_and(|c| c.supports_tasks())
         {
-            return self.call_as_task(&request.name, args, &context).await;
+            return self
+                .call_as_task(&request.name, args, &context, call_id)
+                .await;
         }
         let ct = context.ct.clone();
         let progress = context.meta.get_progress_token();
@@ -662,25 +689,27 @@ impl ServerHandler for TavernMcp {
         // on until it returns, and this loop must send its progress and logs meanwhile.
         let mut _abort = None;
         let call = if in_place {
-            futures_util::future::Either::Left(self.served.invoke_warned(
+            futures_util::future::Either::Left(self.served.invoke_with_id(
                 &request.name,
                 args,
                 Self::caller(),
                 ct.clone(),
                 observer,
+                Some(call_id.clone()),
             ))
         } else {
             let (served, name, ct) = (self.served.clone(), request.name.to_string(), ct.clone());
             let peer = context.peer.clone();
+            let id = call_id.clone();
             let task = tokio::spawn(async move {
                 match agent {
-                    Some(id) => (
-                        super::mcp_agents::run(served, name, id, args, peer, ct).await,
+                    Some(agent) => (
+                        super::mcp_agents::run(served, name, agent, args, peer, ct).await,
                         Vec::new(),
                     ),
                     None => {
                         served
-                            .invoke_warned(&name, args, Self::caller(), ct, observer)
+                            .invoke_with_id(&name, args, Self::caller(), ct, observer, Some(id))
                             .await
                     }
                 }
@@ -770,7 +799,7 @@ impl ServerHandler for TavernMcp {
             Err(e) => error_result(&e),
         };
         with_warnings(&mut answer, &warnings);
-        Ok(answer.into())
+        Ok(with_call_id(answer, &call_id).into())
     }
 
     /// Requests rmcp could not read as what their method names: a `tools/call` (or another
@@ -949,10 +978,12 @@ impl TavernMcp {
         tool: &str,
         args: Value,
         context: &RequestContext<RoleServer>,
+        call_id: String,
     ) -> Result<CallToolResponse, McpError> {
         let prepared = super::rest::Prepared::call(&self.served, tool, args)
             .map_err(|e| McpError::invalid_params(e.message, Some(json!({"code": e.code}))))?
-            .with_caller(Self::caller());
+            .with_caller(Self::caller())
+            .with_call_id(call_id);
         #[cfg(feature = "store-redis")]
         if let Some(jobs) = self.served.shared_jobs() {
             return self.shared_call_as_task(jobs, prepared, context).await;
@@ -1043,6 +1074,10 @@ impl TavernMcp {
                     })
                     .unwrap_or_default();
                 with_warnings(&mut r, &warnings);
+                let r = match first["call_id"].as_str() {
+                    Some(id) => with_call_id(r, id),
+                    None => r,
+                };
                 match serde_json::to_value(r) {
                     Ok(Value::Object(result)) => TaskPayload::Completed { result },
                     _ => TaskPayload::Failed {

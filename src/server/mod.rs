@@ -313,20 +313,23 @@ impl Served {
         cancel: CancellationToken,
         observer: crate::tools::Observer,
     ) -> Result<Value, ToolError> {
-        self.invoke_warned(tool, args, caller, cancel, observer)
+        self.invoke_with_id(tool, args, caller, cancel, observer, None)
             .await
             .0
     }
 
-    /// [`Served::invoke`] with the call's warnings (each argument read loosely,
-    /// `argument 'guestName' read as 'guest_name'`), for MCP's `tools/call` result.
-    pub async fn invoke_warned(
+    /// [`Served::invoke`], the call carrying `call_id` (the id its caller gave it; the
+    /// audit record shows it) instead of the one the reader gives (`call_0`), answered with
+    /// the call's warnings (each argument read loosely, `argument 'guestName' read as
+    /// 'guest_name'`), for MCP's `tools/call` result.
+    pub async fn invoke_with_id(
         &self,
         tool: &str,
         args: Value,
         caller: Caller,
         cancel: CancellationToken,
         observer: crate::tools::Observer,
+        call_id: Option<String>,
     ) -> (Result<Value, ToolError>, Vec<String>) {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         let _guard = InFlight(&self.in_flight);
@@ -350,8 +353,11 @@ impl Served {
             .caller(caller)
             .cancel(crate::engine::CancelToken::from_token(cancel.clone()))
             .observer(observer);
-        let req = crate::engine::Request::parsed(crate::protocol::input::read_call(tool, args))
-            .options(opts);
+        let mut parsed = crate::protocol::input::read_call(tool, args);
+        if let (Some(id), Some(c)) = (call_id, parsed.calls.first_mut()) {
+            c.id = Some(id);
+        }
+        let req = crate::engine::Request::parsed(parsed).options(opts);
         let call = async {
             let report = crate::engine::run(engine.tools().clone(), req).await;
             match report.outcomes.into_iter().next() {

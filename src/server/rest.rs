@@ -170,6 +170,15 @@ impl Prepared {
         self
     }
 
+    /// The first call carrying `id` (an MCP `tools/call`'s id) instead of the one the
+    /// reader gave it.
+    pub fn with_call_id(mut self, id: String) -> Self {
+        if let Some(c) = self.parsed.calls.first_mut() {
+            c.id = Some(id);
+        }
+        self
+    }
+
     /// How many calls the body holds.
     pub fn call_count(&self) -> usize {
         self.parsed.calls.len()

@@ -22,8 +22,16 @@ pub trait Interceptor: Send + Sync + 'static {
     /// Told of a call refused before it ran (unknown tool, caller policy, depth limit,
     /// invalid arguments, already cancelled or past its deadline), so an audit sees every
     /// call that was asked for, not only those that ran. `tool_id` is the canonical id when
-    /// the tool resolved, else the id as asked. Nothing by default.
-    fn refused(&self, tool_id: &str, caller: &Caller, depth: u32, error: &ToolError) {
-        let _ = (tool_id, caller, depth, error);
+    /// the tool resolved, else the id as asked; `call_id` is the id of the call it came
+    /// from, when it came from a parsed call. Nothing by default.
+    fn refused(
+        &self,
+        tool_id: &str,
+        caller: &Caller,
+        depth: u32,
+        call_id: Option<&str>,
+        error: &ToolError,
+    ) {
+        let _ = (tool_id, caller, depth, call_id, error);
     }
 }

@@ -972,7 +972,7 @@ impl ToolManager {
             Ok((tool, args)) => self.run_admitted(tool, args, inv).await,
             Err((tool_id, e)) => {
                 if let Some(i) = self.interceptor.get() {
-                    i.refused(&tool_id, &inv.caller, inv.depth, &e);
+                    i.refused(&tool_id, &inv.caller, inv.depth, inv.call_id.as_deref(), &e);
                 }
                 Err(e)
             }

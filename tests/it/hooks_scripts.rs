@@ -207,6 +207,27 @@ fn audit_option_writes_every_call_and_veto_as_json_lines() {
     // A call that ran carries the id of the call it was read from (the chain's first step).
     let ran = recs.iter().find(|r| r["outcome"] == "ok").unwrap();
     assert_eq!(ran["call_id"], "call_0", "{ran}");
+    // So does a call refused before it ran (vetoed, invalid arguments, unknown tool).
+    let ids: Vec<(&str, &str)> = recs
+        .iter()
+        .filter(|r| r["event"] == "call")
+        .map(|r| {
+            (
+                r["outcome"].as_str().unwrap(),
+                r["call_id"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        vec![
+            ("ok", "call_0"),
+            ("vetoed", "call_1"),
+            ("invalid_parameters", "call_2"),
+            ("unknown_tool", "call_3"),
+        ],
+        "{trail}"
+    );
     // A refused call says why, under the caller that asked.
     let refused = recs
         .iter()

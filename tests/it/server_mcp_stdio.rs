@@ -151,6 +151,41 @@ fn tool_errors_and_unknown_tools() {
     assert!(text.contains("'b'"), "names the missing parameter: {text}");
 }
 
+/// A `tools/call` result carries its call's id: in `structuredContent` (an object
+/// result) and in `_meta["tavern/call_id"]` (every result, a failure's too); the id the
+/// client gave in the request's `_meta`, else `call_0`.
+#[test]
+fn tools_call_results_carry_the_call_id() {
+    let mut m = Mcp::start();
+    m.initialize("2025-11-25");
+    m.send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "workflow_text_stats", "arguments": {"text": "one two"},
+            "_meta": {"tavern/call_id": "call_abc123"}}}));
+    let r = m.response(&json!(2));
+    let res = &r["result"];
+    assert_eq!(res["structuredContent"]["call_id"], "call_abc123", "{r}");
+    assert_eq!(res["structuredContent"]["stats"]["words"], 2, "{r}");
+    assert_eq!(res["_meta"]["tavern/call_id"], "call_abc123", "{r}");
+    // No id given: the reader's `call_0`.
+    m.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "workflow_text_stats", "arguments": {"text": "x"}}}));
+    let r = m.response(&json!(3));
+    assert_eq!(r["result"]["structuredContent"]["call_id"], "call_0", "{r}");
+    // A string result has no structured content; its id is in `_meta`, as a failure's.
+    m.send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "system_echo", "arguments": {"text": "hi"},
+            "_meta": {"tavern/call_id": "toolu_01"}}}));
+    let r = m.response(&json!(4));
+    assert_eq!(r["result"]["_meta"]["tavern/call_id"], "toolu_01", "{r}");
+    assert!(r["result"].get("structuredContent").is_none(), "{r}");
+    m.send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "RhaiDemo_add", "arguments": {"a": 1},
+            "_meta": {"tavern/call_id": "call_bad"}}}));
+    let r = m.response(&json!(5));
+    assert_eq!(r["result"]["isError"], json!(true), "{r}");
+    assert_eq!(r["result"]["_meta"]["tavern/call_id"], "call_bad", "{r}");
+}
+
 #[test]
 fn cancellation_stops_the_call_and_sends_no_response() {
     let mut m = Mcp::start();

@@ -111,6 +111,12 @@ fn mcp_view(response: &Value) -> Value {
         return json!({"ok": false, "observation": r["content"][0]["text"]});
     }
     let value = match r.get("structuredContent") {
+        // The call's id rides along (`call_id`); the value is the rest.
+        Some(Value::Object(m)) => {
+            let mut m = m.clone();
+            assert!(m.remove("call_id").is_some(), "{response}");
+            Value::Object(m)
+        }
         Some(v) => v.clone(),
         None => {
             let text = r["content"][0]["text"].as_str().unwrap_or_default();

@@ -8,6 +8,7 @@ use super::text;
 use super::{lit, Close, FormatEntry, Open, Reader, RegionSyntax};
 use crate::protocol::types::{Call, Format, RawDiag, Span};
 
+const NOT_ONE_KEY: &str = "an Apertus call is not an object with one key, the tool's name";
 const HINT: &str = "Write <|tools_prefix|>[{\"ToolId\": {…arguments…}}]<|tools_suffix|>.";
 
 /// The row.
@@ -51,6 +52,30 @@ pub(crate) fn read(
     let ended = close >= text.len();
     let mut l = lit::Lit::new(text.as_bytes(), content, close);
     l.ws();
+    // serde reading the list without building it (the arguments kept as their text)
+    // when it can; else the tolerant reader below.
+    let fast = lit::raw_objects(&text[l.pos..close]).and_then(|(objs, _)| {
+        let mut calls = Vec::with_capacity(objs.len());
+        for o in &objs {
+            calls.push(match o {
+                Some(o) if o.len() == 1 => {
+                    let (name, args) = o.entries()[0];
+                    Some((name.to_string(), lit::raw_arguments(Some(args))?))
+                }
+                _ => None,
+            });
+        }
+        Some(calls)
+    });
+    if let Some(calls) = fast {
+        for c in calls {
+            match c {
+                Some((name, args)) => out.push(lit::call(name, args, Format::Apertus, span, block)),
+                None => diags.push(text::bad(content, NOT_ONE_KEY, HINT)),
+            }
+        }
+        return;
+    }
     let items = match l.value() {
         Ok(Value::Array(a)) => a,
         Ok(v @ Value::Object(_)) => vec![v],
@@ -81,11 +106,7 @@ pub(crate) fn read(
                     }
                 }
             }
-            _ => diags.push(text::bad(
-                content,
-                "an Apertus call is not an object with one key, the tool's name",
-                HINT,
-            )),
+            _ => diags.push(text::bad(content, NOT_ONE_KEY, HINT)),
         }
     }
 }

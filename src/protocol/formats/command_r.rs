@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::lead::Lead;
 use super::lit::{self, Lit};
 use super::{FormatEntry, Reader};
+use crate::protocol::args::Args;
 use crate::protocol::types::{Format, RawDiag, Span};
 
 const HINT: &str = "Write Action: ```json [{\"tool_name\": \"ToolId\", \"parameters\": {…}}] ```.";
@@ -63,29 +64,28 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
         return Lead::No;
     }
     let v0 = l.pos;
-    let items = match l.value() {
-        Ok(Value::Array(a)) => a,
-        Ok(_) => return Lead::No,
-        Err(e)
-            if fenced
-                && memchr::memmem::find(&s[v0..to.min(v0 + 200)], b"\"tool_name\"").is_some() =>
-        {
-            return Lead::Error(lit::value_error(
-                e,
-                v0,
-                to >= text.len(),
-                "a command_r call",
-                HINT,
-            ))
+    // Each call's name and arguments: serde reading the list without building it (the
+    // arguments kept as their text) when it can, else the tolerant reader.
+    let fast = lit::raw_objects(&text[v0..to]).and_then(|(objs, n)| {
+        let mut parts = Vec::with_capacity(objs.len());
+        for o in &objs {
+            let o = o.as_ref()?;
+            let name: String = serde_json::from_str(o.get("tool_name")?.get()).ok()?;
+            parts.push((name, lit::raw_arguments(o.get("parameters"))?));
         }
-        Err(_) => return Lead::No,
+        Some((parts, v0 + n))
+    });
+    let parts = match fast {
+        Some((parts, n)) => {
+            l.pos = n;
+            parts
+        }
+        None => match slow_items(&mut l, text, v0, to, fenced) {
+            Ok(parts) => parts,
+            Err(lead) => return lead,
+        },
     };
-    // A list of objects with `tool_name`, or it is not this shape.
-    if items.is_empty()
-        || !items
-            .iter()
-            .all(|i| i.get("tool_name").is_some_and(Value::is_string))
-    {
+    if parts.is_empty() {
         return Lead::No;
     }
     let mut end = l.pos;
@@ -102,22 +102,10 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
         column: 0,
     };
     let mut calls = Vec::new();
-    for (i, item) in items.into_iter().enumerate() {
-        let name = item["tool_name"]
-            .as_str()
-            .unwrap_or_default()
-            .trim()
-            .to_string();
-        match lit::arguments(item.get("parameters")) {
-            Ok(m) if !name.is_empty() => calls.push(lit::call(name, m, Format::CommandR, span, i)),
-            Ok(_) => {}
-            Err(msg) => {
-                return Lead::Error(RawDiag::error(
-                    v0,
-                    format!("the call to '{name}': {msg}; it was not executed"),
-                    HINT.into(),
-                ))
-            }
+    for (i, (name, args)) in parts.into_iter().enumerate() {
+        let name = name.trim();
+        if !name.is_empty() {
+            calls.push(lit::call(name.to_string(), args, Format::CommandR, span, i));
         }
     }
     if calls.is_empty() {
@@ -130,4 +118,57 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
             diags: Vec::new(),
         }
     }
+}
+
+/// The tolerant reader's way: the list at `v0` read into values, each object's
+/// `tool_name` and `parameters`; `Err` of what the leading reader answers when the list
+/// is not this shape or is broken.
+fn slow_items(
+    l: &mut Lit<'_>,
+    text: &str,
+    v0: usize,
+    to: usize,
+    fenced: bool,
+) -> Result<Vec<(String, Args)>, Lead> {
+    let s = text.as_bytes();
+    let items = match l.value() {
+        Ok(Value::Array(a)) => a,
+        Ok(_) => return Err(Lead::No),
+        Err(e)
+            if fenced
+                && memchr::memmem::find(&s[v0..to.min(v0 + 200)], b"\"tool_name\"").is_some() =>
+        {
+            return Err(Lead::Error(lit::value_error(
+                e,
+                v0,
+                to >= text.len(),
+                "a command_r call",
+                HINT,
+            )))
+        }
+        Err(_) => return Err(Lead::No),
+    };
+    // A list of objects with `tool_name`, or it is not this shape.
+    if items.is_empty()
+        || !items
+            .iter()
+            .all(|i| i.get("tool_name").is_some_and(Value::is_string))
+    {
+        return Err(Lead::No);
+    }
+    let mut parts = Vec::with_capacity(items.len());
+    for item in items {
+        let name = item["tool_name"].as_str().unwrap_or_default().to_string();
+        match lit::arguments(item.get("parameters")) {
+            Ok(m) => parts.push((name, m.into())),
+            Err(msg) => {
+                return Err(Lead::Error(RawDiag::error(
+                    v0,
+                    format!("the call to '{}': {msg}; it was not executed", name.trim()),
+                    HINT.into(),
+                )))
+            }
+        }
+    }
+    Ok(parts)
 }

@@ -71,9 +71,17 @@ pub(crate) fn json_after(
     lit::read_json_calls(
         text, start, end, None, source, 0, span, &mut diags, &mut calls,
     );
-    match diags.into_iter().find(|d| d.severity == Severity::Error) {
-        Some(d) if calls.is_empty() => Lead::Error(d),
-        _ if calls.is_empty() => Lead::No,
-        _ => Lead::calls(calls, end),
+    if calls.is_empty() {
+        return match diags.into_iter().find(|d| d.severity == Severity::Error) {
+            Some(d) => Lead::Error(d),
+            None => Lead::No,
+        };
+    }
+    // A broken call among good ones is a diagnostic of its own.
+    Lead::Calls {
+        calls,
+        end,
+        prose: Vec::new(),
+        diags,
     }
 }

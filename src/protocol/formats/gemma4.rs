@@ -3,10 +3,9 @@
 //! nested `{…}` and `[…]`; a bare value that is none of these is kept as its text.
 //! Several `call:` may follow one another in one tag; each is its own call.
 
-use serde_json::{Map, Value};
-
 use super::text;
 use super::{lit, Close, FormatEntry, Open, Reader, RegionSyntax};
+use crate::protocol::args::Args;
 use crate::protocol::types::{Call, Format, RawDiag, Span};
 
 const QUOTE: &str = "<|\"|>";
@@ -69,14 +68,17 @@ impl P<'_> {
     fn miss(&self, why: &'static str) -> Miss {
         (self.pos < self.end).then_some((self.pos, why))
     }
-    fn object(&mut self) -> Result<Map<String, Value>, Miss> {
+    /// Reads the object at `{`, writing it to `out` as JSON.
+    fn object(&mut self, out: &mut String) -> Result<(), Miss> {
         // At `{`.
         self.pos += 1;
         self.depth += 1;
         if self.depth > lit::MAX_DEPTH {
             return Err(self.miss("nested too deep"));
         }
-        let mut m = Map::new();
+        out.push('{');
+        let t = self.t;
+        let mut first = true;
         loop {
             self.ws();
             if self.eat("}") {
@@ -86,22 +88,26 @@ impl P<'_> {
                 let Some(i) = self.rest().find(QUOTE) else {
                     return Err(None);
                 };
-                let k = self.rest()[..i].to_string();
+                let k = &t[self.pos..self.pos + i];
                 self.pos += i + QUOTE.len();
                 k
             } else {
-                let r = self.rest();
+                let r = &t[self.pos..self.end];
                 let n = r.find([':', '}', ',']).unwrap_or(r.len());
-                let k = r[..n].trim().trim_matches('"').to_string();
                 self.pos += n;
-                k
+                r[..n].trim().trim_matches('"')
             };
             self.ws();
             if !self.eat(":") {
                 return Err(self.miss("expected ':' after a key"));
             }
-            let v = self.value()?;
-            m.insert(key, v);
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            text::push_json_str(out, key);
+            out.push(':');
+            self.value(out)?;
             self.ws();
             if self.eat(",") {
                 continue;
@@ -112,34 +118,42 @@ impl P<'_> {
             return Err(self.miss("expected ',' or '}'"));
         }
         self.depth -= 1;
-        Ok(m)
+        out.push('}');
+        Ok(())
     }
-    fn value(&mut self) -> Result<Value, Miss> {
+    /// Reads one value, writing it to `out` as JSON.
+    fn value(&mut self, out: &mut String) -> Result<(), Miss> {
         self.ws();
+        let t = self.t;
         if self.eat(QUOTE) {
             let Some(i) = self.rest().find(QUOTE) else {
                 return Err(None);
             };
-            let v = self.rest()[..i].to_string();
+            text::push_json_str(out, &t[self.pos..self.pos + i]);
             self.pos += i + QUOTE.len();
-            return Ok(Value::String(v));
+            return Ok(());
         }
         match self.rest().as_bytes().first() {
             None => Err(None),
-            Some(b'{') => self.object().map(Value::Object),
+            Some(b'{') => self.object(out),
             Some(b'[') => {
                 self.pos += 1;
                 self.depth += 1;
                 if self.depth > lit::MAX_DEPTH {
                     return Err(self.miss("nested too deep"));
                 }
-                let mut a = Vec::new();
+                out.push('[');
+                let mut first = true;
                 loop {
                     self.ws();
                     if self.eat("]") {
                         break;
                     }
-                    a.push(self.value()?);
+                    if !first {
+                        out.push(',');
+                    }
+                    first = false;
+                    self.value(out)?;
                     self.ws();
                     if self.eat(",") {
                         continue;
@@ -150,17 +164,25 @@ impl P<'_> {
                     return Err(self.miss("expected ',' or ']'"));
                 }
                 self.depth -= 1;
-                Ok(Value::Array(a))
+                out.push(']');
+                Ok(())
             }
             Some(_) => {
-                let r = self.rest();
+                let r = &t[self.pos..self.end];
                 let n = r.find([',', '}', ']']).unwrap_or(r.len());
                 if n == r.len() {
                     return Err(None);
                 }
-                let v = text::typed(r[..n].trim());
+                // A JSON literal as written (it reads as the value it is), anything
+                // else as its text.
+                let v = r[..n].trim();
+                if crate::protocol::args::is_literal(v) {
+                    out.push_str(v);
+                } else {
+                    text::push_json_str(out, v);
+                }
                 self.pos += n;
-                Ok(v)
+                Ok(())
             }
         }
     }
@@ -212,8 +234,20 @@ pub(crate) fn read(
         };
         let name = r[..b].trim().to_string();
         p.pos += b;
-        match p.object() {
-            Ok(args) => out.push(lit::call(name, args, Format::Gemma4, span, block)),
+        let mut json = String::with_capacity((close - p.pos).min(512));
+        match p.object(&mut json) {
+            Ok(()) => match Args::from_read_json(&json) {
+                Some(args) => out.push(lit::call(name, args, Format::Gemma4, span, block)),
+                // Literals nested past serde_json's depth limit.
+                None => {
+                    diags.push(text::bad(
+                        at,
+                        &format!("the arguments of '{name}' could not be read: nested too deep"),
+                        HINT,
+                    ));
+                    return;
+                }
+            },
             Err(None) => {
                 diags.push(text::cut(at, &name, HINT));
                 return;

@@ -990,6 +990,172 @@ impl<'de> serde::Deserialize<'de> for CallItems<'de> {
     }
 }
 
+/// A JSON object's entries as serde read them, nothing built: each key (borrowed when
+/// it has no escape) and its value's text. `None` for a value that is not an object.
+pub(crate) struct RawObj<'a>(Vec<(std::borrow::Cow<'a, str>, &'a serde_json::value::RawValue)>);
+
+impl<'a> RawObj<'a> {
+    /// The value of `key` (its last one, as in a `Map`).
+    pub(crate) fn get(&self, key: &str) -> Option<&'a serde_json::value::RawValue> {
+        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+
+    /// How many keys it has (a key written twice counts once, as in a `Map`).
+    pub(crate) fn len(&self) -> usize {
+        (0..self.0.len())
+            .filter(|&i| !self.0[i + 1..].iter().any(|(k, _)| *k == self.0[i].0))
+            .count()
+    }
+
+    /// The entries, a key written twice only by its last value, in the order of the
+    /// keys' first writing (as a `Map` keeps them).
+    pub(crate) fn entries(&self) -> Vec<(&str, &'a serde_json::value::RawValue)> {
+        let mut out: Vec<(&str, &'a serde_json::value::RawValue)> =
+            Vec::with_capacity(self.0.len());
+        for (k, v) in &self.0 {
+            match out.iter_mut().find(|(o, _)| *o == k.as_ref()) {
+                Some(e) => e.1 = *v,
+                None => out.push((k.as_ref(), *v)),
+            }
+        }
+        out
+    }
+}
+
+/// An object, `Some` of its entries, or another value, `None`.
+struct MaybeRawObj<'a>(Option<RawObj<'a>>);
+
+impl<'de> serde::Deserialize<'de> for MaybeRawObj<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(MaybeRawVisitor)
+    }
+}
+
+/// An object key: borrowed when it has no escape.
+struct KeyText<'a>(std::borrow::Cow<'a, str>);
+impl<'de> serde::Deserialize<'de> for KeyText<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = KeyText<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<KeyText<'de>, E> {
+                Ok(KeyText(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<KeyText<'de>, E> {
+                Ok(KeyText(std::borrow::Cow::Owned(v.to_string())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// Reads a [`MaybeRawObj`].
+struct MaybeRawVisitor;
+
+impl<'de> serde::de::Visitor<'de> for MaybeRawVisitor {
+    type Value = MaybeRawObj<'de>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut m: A,
+    ) -> Result<MaybeRawObj<'de>, A::Error> {
+        let mut e = Vec::new();
+        while let Some(k) = m.next_key::<KeyText<'de>>()? {
+            e.push((k.0, m.next_value::<&'de serde_json::value::RawValue>()?));
+        }
+        Ok(MaybeRawObj(Some(RawObj(e))))
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut s: A,
+    ) -> Result<MaybeRawObj<'de>, A::Error> {
+        while s.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(MaybeRawObj(None))
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<MaybeRawObj<'de>, E> {
+        Ok(MaybeRawObj(None))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<MaybeRawObj<'de>, E> {
+        Ok(MaybeRawObj(None))
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<MaybeRawObj<'de>, E> {
+        Ok(MaybeRawObj(None))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<MaybeRawObj<'de>, E> {
+        Ok(MaybeRawObj(None))
+    }
+    fn visit_str<E>(self, _: &str) -> Result<MaybeRawObj<'de>, E> {
+        Ok(MaybeRawObj(None))
+    }
+    fn visit_unit<E>(self) -> Result<MaybeRawObj<'de>, E> {
+        Ok(MaybeRawObj(None))
+    }
+}
+
+/// The JSON list (or lone object) at the start of `s`, read by serde without building
+/// its values: each element an object's entries or `None`, and where the value ended;
+/// `None` when serde cannot read it (the tolerant reader's case) or it is neither.
+pub(crate) fn raw_objects(s: &str) -> Option<(Vec<Option<RawObj<'_>>>, usize)> {
+    enum Items<'a> {
+        One(RawObj<'a>),
+        Many(Vec<Option<RawObj<'a>>>),
+        Neither,
+    }
+    impl<'de> serde::Deserialize<'de> for Items<'de> {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> serde::de::Visitor<'de> for V {
+                type Value = Items<'de>;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a list or an object")
+                }
+                fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                    self,
+                    mut s: A,
+                ) -> Result<Items<'de>, A::Error> {
+                    let mut v = Vec::new();
+                    while let Some(o) = s.next_element::<MaybeRawObj<'de>>()? {
+                        v.push(o.0);
+                    }
+                    Ok(Items::Many(v))
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    m: A,
+                ) -> Result<Items<'de>, A::Error> {
+                    let MaybeRawObj(o) = serde::de::Visitor::visit_map(MaybeRawVisitor, m)?;
+                    Ok(o.map_or(Items::Neither, Items::One))
+                }
+            }
+            d.deserialize_any(V)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(s).into_iter::<Items>();
+    let items = de.next()?.ok()?;
+    let end = de.byte_offset();
+    match items {
+        Items::One(o) => Some((vec![Some(o)], end)),
+        Items::Many(v) => Some((v, end)),
+        Items::Neither => None,
+    }
+}
+
+/// The arguments of a call whose arguments value is `raw` (`None`: none given), kept as
+/// their text, when they are an object a `Map` holds or `null` or absent; `None` for
+/// anything else (the caller reads that the slow way, with [`arguments`]).
+pub(crate) fn raw_arguments(raw: Option<&serde_json::value::RawValue>) -> Option<Args> {
+    match raw.map(|r| r.get()) {
+        None | Some("null") => Some(Args::new()),
+        Some(t) if t.starts_with('{') => Args::from_read_json(t),
+        Some(_) => None,
+    }
+}
+
 /// Reads the call object (or list of them) at `s[start..end]` (after blanks): serde
 /// straight into the calls' parts first, then the tolerant reader. Returns the objects
 /// and where they ended.
@@ -1007,6 +1173,42 @@ fn call_items(s: &str, start: usize, end: usize) -> Result<(CallItems<'_>, usize
         other => CallItems::One(CallObj::from_value(other)),
     };
     Ok((items, l.pos))
+}
+
+/// Where reading resumes after a syntax break at `from`: the next list element or call
+/// object that starts a call (`{` after `[`, `,`, `;` or a line break, its first key
+/// `name`, `function`, `tool_name` or `type`), or `None`.
+fn next_call_start(s: &[u8], from: usize, to: usize) -> Option<usize> {
+    let mut k = from;
+    while k < to {
+        let p = k + memchr::memchr(b'{', &s[k..to])?;
+        k = p + 1;
+        // An element (after `[`, `,` or `;`) or an object on a line of its own.
+        let blanks = s[..p]
+            .iter()
+            .rev()
+            .take_while(|b| b.is_ascii_whitespace())
+            .count();
+        let new_line = s[p - blanks..p].contains(&b'\n');
+        if !new_line && !matches!(s[..p - blanks].last(), Some(b'[' | b',' | b';')) {
+            continue;
+        }
+        let mut q = p + 1;
+        while q < to && s[q].is_ascii_whitespace() {
+            q += 1;
+        }
+        let rest = &s[q..to];
+        let key = |k: &[u8]| {
+            rest.len() > k.len() + 1
+                && matches!(rest[0], b'"' | b'\'')
+                && rest[1..].starts_with(k)
+                && rest[k.len() + 1] == rest[0]
+        };
+        if key(b"name") || key(b"function") || key(b"tool_name") || key(b"type") {
+            return Some(p);
+        }
+    }
+    None
 }
 
 /// A call's arguments: an object, a JSON text of one, or nothing.
@@ -1172,8 +1374,11 @@ pub(crate) fn value_error(
 /// Reads the JSON-shaped calls in `text[from..to]`: call objects (`{"name",
 /// "arguments"}`, any order, Python-dict-like or not) or lists of them, separated by
 /// blanks, `;` or `,`; with `name_then`, also `name` + that marker + an arguments object
-/// (Mistral's `[ARGS]`). All or nothing: on any error the diagnostic is pushed and no
-/// call is pushed onto `out`. `to == text.len()` means the region was never closed.
+/// (Mistral's `[ARGS]`). A call that is not one (no name, arguments not an object) is a
+/// diagnostic of its own. A syntax break is one too: the list elements before it are
+/// read, and reading resumes at the next call after it (`next_call_start`). When the
+/// text ended inside the calls, or a Mistral `name[ARGS]` call is broken, none is
+/// read. `to == text.len()` means the region was never closed.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn read_json_calls(
     text: &str,
@@ -1192,9 +1397,12 @@ pub(crate) fn read_json_calls(
     let ended = to >= text.len();
     let mut l = Lit::new(text.as_bytes(), from, to);
     let start = out.len();
+    // Reading resumed inside a list after a syntax break: its `]` ends the list.
+    let mut resynced = false;
+    let mut broke = false;
     loop {
         l.ws();
-        while matches!(l.peek(), Some(b';' | b',')) {
+        while matches!(l.peek(), Some(b';' | b',')) || (resynced && l.peek() == Some(b']')) {
             l.pos += 1;
             l.ws();
         }
@@ -1260,40 +1468,84 @@ pub(crate) fn read_json_calls(
             // Prose after the calls (Granite writes no closing tag).
             break;
         }
+        let push_items = |items: CallItems<'_>, out: &mut Vec<Call>, diags: &mut Vec<RawDiag>| {
+            // One object (the common case) without a vector around it.
+            let (one, many) = match items {
+                CallItems::One(c) => (Some(c), Vec::new()),
+                CallItems::Many(v) => (None, v),
+            };
+            for mut item in one.into_iter().chain(many) {
+                let id = item.take_id();
+                match item.into_call() {
+                    Ok((tool, args)) => {
+                        let mut c = call(tool, args, source, span, block);
+                        c.id = id;
+                        out.push(c);
+                    }
+                    // One bad call among good ones is its own diagnostic; its
+                    // neighbours are read.
+                    Err(msg) => diags.push(RawDiag::error(
+                        at,
+                        format!("{}: {msg}; it was not executed", what()),
+                        hint.into(),
+                    )),
+                }
+            }
+        };
         match call_items(text, at, to) {
             Ok((items, e)) => {
                 l.pos = e;
-                // One object (the common case) without a vector around it.
-                let (one, many) = match items {
-                    CallItems::One(c) => (Some(c), Vec::new()),
-                    CallItems::Many(v) => (None, v),
-                };
-                for mut item in one.into_iter().chain(many) {
-                    let id = item.take_id();
-                    match item.into_call() {
-                        Ok((tool, args)) => {
-                            let mut c = call(tool, args, source, span, block);
-                            c.id = id;
-                            out.push(c);
-                        }
-                        // One bad call among good ones is its own diagnostic; its
-                        // neighbours are read.
-                        Err(msg) => diags.push(RawDiag::error(
-                            at,
-                            format!("{}: {msg}; it was not executed", what()),
-                            hint.into(),
-                        )),
-                    }
-                }
+                push_items(items, out, diags);
             }
-            Err(e) => {
-                diags.push(value_error(e, at, ended, &what(), hint));
+            // The text ended inside the calls: none of them runs.
+            Err(LitErr::Cut) => {
+                diags.push(value_error(LitErr::Cut, at, ended, &what(), hint));
                 out.truncate(start);
                 return;
             }
+            // A syntax break: the broken call is a diagnostic of its own, and reading
+            // goes on at the next call after the break; in a list, the elements before
+            // it are read one by one.
+            Err(LitErr::Bad(bad, msg)) => {
+                let mut p = at;
+                if b == b'[' {
+                    p += 1;
+                    loop {
+                        let mut e = Lit::new(text.as_bytes(), p, to);
+                        e.ws();
+                        while matches!(e.peek(), Some(b',')) {
+                            e.pos += 1;
+                            e.ws();
+                        }
+                        if e.peek() != Some(b'{') || e.pos >= bad {
+                            p = e.pos;
+                            break;
+                        }
+                        match call_items(text, e.pos, to) {
+                            Ok((items, end)) if end <= bad => {
+                                push_items(items, out, diags);
+                                p = end;
+                            }
+                            _ => {
+                                p = e.pos;
+                                break;
+                            }
+                        }
+                    }
+                }
+                broke = true;
+                diags.push(value_error(LitErr::Bad(bad, msg), p, ended, &what(), hint));
+                match next_call_start(text.as_bytes(), bad.max(p + 1), to) {
+                    Some(r) => {
+                        l.pos = r;
+                        resynced = true;
+                    }
+                    None => break,
+                }
+            }
         }
     }
-    if out.len() == start {
+    if out.len() == start && !broke {
         let e = if ended {
             LitErr::Cut
         } else {

@@ -7,9 +7,12 @@
 //! else is a string. The text keeps its inner newlines, minus one leading and one
 //! trailing newline.
 
-use serde_json::{Map, Value};
+use std::fmt::Write;
+
+use serde_json::Map;
 
 use super::lit;
+use crate::protocol::args::Args;
 use crate::protocol::types::{Call, Format, RawDiag, Span};
 
 /// The value between its tags: one leading and one trailing line break dropped.
@@ -23,41 +26,65 @@ pub(crate) fn trim_one_newline(v: &str) -> &str {
         .unwrap_or(v)
 }
 
-/// A value written as text, read with no schema: a JSON literal as its value, anything
-/// else as the string.
-pub(crate) fn typed(t: &str) -> Value {
-    match t.trim_start().as_bytes().first() {
-        Some(b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n') => {
-            serde_json::from_str(t).unwrap_or_else(|_| Value::String(t.to_string()))
-        }
-        _ => Value::String(t.to_string()),
-    }
-}
-
-/// The arguments of one call whose values are written as text.
+/// The arguments of one call whose values are written as text, kept as one JSON object
+/// of the texts ([`Args::from_texts`]): the call's map, and the texts the ToolManager
+/// converts by a schema, are built from it only when something reads them.
 #[derive(Debug, Default)]
 pub(crate) struct TextArgs {
-    args: Map<String, Value>,
-    texts: Map<String, Value>,
+    /// `{"key":"text",…` without its closing brace; empty for no arguments.
+    json: String,
 }
 
 impl TextArgs {
     /// Adds `key` with its value as written between the tags.
     pub(crate) fn push(&mut self, key: &str, raw: &str) {
         let t = trim_one_newline(raw);
-        let key = key.trim().to_string();
-        self.args.insert(key.clone(), typed(t));
-        self.texts.insert(key, Value::String(t.to_string()));
+        self.json.push(if self.json.is_empty() { '{' } else { ',' });
+        push_json_str(&mut self.json, key.trim());
+        self.json.push(':');
+        push_json_str(&mut self.json, t);
     }
 
     /// The call.
-    pub(crate) fn call(self, tool: String, source: Format, span: Span, block: usize) -> Call {
-        let mut c = lit::call(tool, self.args, source, span, block);
-        if !self.texts.is_empty() {
-            c.texts = Some(Box::new(self.texts));
+    pub(crate) fn call(mut self, tool: String, source: Format, span: Span, block: usize) -> Call {
+        if self.json.is_empty() {
+            return lit::call(tool, Map::new(), source, span, block);
         }
+        self.json.push('}');
+        let args = Args::from_texts(&self.json);
+        let texts = args.texts();
+        let mut c = lit::call(tool, args, source, span, block);
+        c.texts = texts;
         c
     }
+}
+
+/// Appends `s` to `out` as a JSON string, quotes included.
+pub(crate) fn push_json_str(out: &mut String, s: &str) {
+    out.reserve(s.len() + 2);
+    out.push('"');
+    let b = s.as_bytes();
+    let mut run = 0;
+    for (i, &c) in b.iter().enumerate() {
+        let esc: &str = match c {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[run..i]);
+        if esc.is_empty() {
+            let _ = write!(out, "\\u{c:04x}"); // writing to a String cannot fail
+        } else {
+            out.push_str(esc);
+        }
+        run = i + 1;
+    }
+    out.push_str(&s[run..]);
+    out.push('"');
 }
 
 /// The offset of `pat` in `s[from..to]`.
@@ -68,15 +95,38 @@ pub(crate) fn find(s: &[u8], from: usize, to: usize, pat: &[u8]) -> Option<usize
     memchr::memmem::find(&s[from..to], pat).map(|i| from + i)
 }
 
+/// True when `s[at..to]` starts with `pat`, its ASCII letters matched in any case.
+fn tag_at(s: &[u8], at: usize, to: usize, pat: &[u8]) -> bool {
+    at + pat.len() <= to && s[at..at + pat.len()].eq_ignore_ascii_case(pat)
+}
+
+/// The first of two tags (both starting with `<`) in `s[from..to]`, their ASCII letters
+/// matched in any case: `(offset, true)` for `a`, `(offset, false)` for `b`.
+fn find_either_ci(s: &[u8], from: usize, to: usize, a: &[u8], b: &[u8]) -> Option<(usize, bool)> {
+    let mut k = from;
+    while k < to {
+        let p = k + memchr::memchr(b'<', &s[k..to])?;
+        if tag_at(s, p, to, a) {
+            return Some((p, true));
+        }
+        if tag_at(s, p, to, b) {
+            return Some((p, false));
+        }
+        k = p + 1;
+    }
+    None
+}
+
 /// The offset of `pat` in `s[from..to]`, its ASCII letters matched in any case.
 pub(crate) fn find_ci(s: &[u8], from: usize, to: usize, pat: &[u8]) -> Option<usize> {
     let mut k = from;
+    let (lo, up) = (pat[0].to_ascii_lowercase(), pat[0].to_ascii_uppercase());
     while k < to {
-        let i = memchr::memchr2(
-            pat[0].to_ascii_lowercase(),
-            pat[0].to_ascii_uppercase(),
-            &s[k..to],
-        )?;
+        let i = if lo == up {
+            memchr::memchr(lo, &s[k..to])?
+        } else {
+            memchr::memchr2(lo, up, &s[k..to])?
+        };
         let p = k + i;
         if p + pat.len() <= to && s[p..p + pat.len()].eq_ignore_ascii_case(pat) {
             return Some(p);
@@ -140,8 +190,12 @@ pub(crate) fn read_param_calls(
                 (lit::unescape_name(text[n0..gt].trim()), p)
             }
         };
-        let fun_end = find_ci(s, pos, to, b"</function").unwrap_or(to);
-        let next_fun = find_ci(s, pos, fun_end, b"<function=").unwrap_or(fun_end);
+        // The function ends at its `</function` or where the next `<function=` starts.
+        let (fun_end, next_fun) = match find_either_ci(s, pos, to, b"</function", b"<function=") {
+            Some((e, true)) => (e, e),
+            Some((n, false)) => (find_ci(s, n, to, b"</function").unwrap_or(to), n),
+            None => (to, to),
+        };
         let body_end = next_fun.min(fun_end);
         let mut args = TextArgs::default();
         let mut p = pos;
@@ -154,8 +208,14 @@ pub(crate) fn read_param_calls(
             };
             let key = &text[k0..gt];
             let v0 = gt + 1;
-            let next = find_ci(s, v0, body_end, b"<parameter=").unwrap_or(body_end);
-            match find_ci(s, v0, next, b"</parameter") {
+            // The value ends at its `</parameter` or, unclosed, at the next parameter.
+            let (close, next) =
+                match find_either_ci(s, v0, body_end, b"</parameter", b"<parameter=") {
+                    Some((c, true)) => (Some(c), c),
+                    Some((n, false)) => (None, n),
+                    None => (None, body_end),
+                };
+            match close {
                 Some(c) => {
                     args.push(key, &text[v0..c]);
                     p = find(s, c, body_end, b">").map_or(body_end, |g| g + 1);
@@ -237,8 +297,12 @@ pub(crate) fn read_invokes(
             pos = p + 1;
             continue;
         };
-        let inv_end = find_ci(s, body, to, invoke_end.as_bytes()).unwrap_or(to);
-        let next_inv = find_ci(s, body, inv_end, invoke.as_bytes()).unwrap_or(inv_end);
+        let (inv_end, next_inv) =
+            match find_either_ci(s, body, to, invoke_end.as_bytes(), invoke.as_bytes()) {
+                Some((e, true)) => (e, e),
+                Some((n, false)) => (find_ci(s, n, to, invoke_end.as_bytes()).unwrap_or(to), n),
+                None => (to, to),
+            };
         let body_end = next_inv.min(inv_end);
         let mut args = TextArgs::default();
         let mut q = body;
