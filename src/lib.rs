@@ -54,14 +54,14 @@ mod suggest;
 mod tools;
 mod workflow;
 
-pub use agent::{
-    AgentError, AgentRun, AgentRuntime, AgentRuntimeBuilder, CallFormat, Event, EventBus,
-    ManualStyle, MemoryWorldState, StateError, StopReason, StoreWorldState, Turn, WorldState,
-};
 pub use agent::llm::LlmSettings;
 /// A GGUF model run in this process (the `llm-local` feature).
 #[cfg(feature = "llm-local")]
 pub use agent::llm::LocalBackend;
+pub use agent::{
+    AgentError, AgentRun, AgentRuntime, AgentRuntimeBuilder, CallFormat, Event, EventBus,
+    ManualStyle, MemoryWorldState, StateError, StopReason, StoreWorldState, Turn, WorldState,
+};
 pub use config::SettingError;
 pub use engine::{
     CallOptions, CallReport, CancelToken, EmbedError, Engine, EngineBuilder, EngineError, Input,

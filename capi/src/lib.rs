@@ -510,7 +510,9 @@ pub unsafe extern "C" fn tavern_engine_set_local_model(
                 "the engine is built already: call tavern_engine_set_local_model before tavern_engine_build and before the first call".into(),
             );
         }
-        early.sets.push(format!("llm.base_url=local:{}", full.display()));
+        early
+            .sets
+            .push(format!("llm.base_url=local:{}", full.display()));
         Ok(0)
     })
 }

@@ -136,7 +136,13 @@ fn agent_run_errors_are_clear() {
     {
         let r = tavern(
             root(),
-            &["agent", "run", "innkeeper", "--llm", "local:models/npc.gguf"],
+            &[
+                "agent",
+                "run",
+                "innkeeper",
+                "--llm",
+                "local:models/npc.gguf",
+            ],
             b"",
         );
         r.assert_no_panic();

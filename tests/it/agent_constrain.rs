@@ -520,8 +520,14 @@ fn the_newer_formats_check_arguments_against_the_schema() {
     for (cf, ok, wrong_enum, missing) in cases {
         let (g, _, _) = grammar_of(cf, "call");
         assert!(g.accepts(ok), "{cf}: refused a valid call\n{ok}");
-        assert!(!g.accepts(wrong_enum), "{cf}: admitted ore gold\n{wrong_enum}");
-        assert!(!g.accepts(missing), "{cf}: admitted a call without heat\n{missing}");
+        assert!(
+            !g.accepts(wrong_enum),
+            "{cf}: admitted ore gold\n{wrong_enum}"
+        );
+        assert!(
+            !g.accepts(missing),
+            "{cf}: admitted a call without heat\n{missing}"
+        );
         let other = ok.replace("Forge", "Smelter");
         assert!(!g.accepts(&other), "{cf}: admitted another tool\n{other}");
     }
@@ -546,7 +552,15 @@ fn the_newer_formats_check_arguments_against_the_schema() {
 
 #[test]
 fn call_or_text_admits_a_call_or_prose_but_no_broken_call() {
-    for cf in ["json", "hermes", "pythonic", "action", "qwen3_coder", "gemma4", "harmony"] {
+    for cf in [
+        "json",
+        "hermes",
+        "pythonic",
+        "action",
+        "qwen3_coder",
+        "gemma4",
+        "harmony",
+    ] {
         let (g, c, examples) = grammar_of(cf, "call_or_text");
         assert!(c.json_schema.is_none(), "{cf}: prose has no JSON schema");
         assert!(g.accepts(&examples[0]), "{cf}");

@@ -194,7 +194,11 @@ fn smollm2_in_process_calls_the_tool_and_answers_five_messages_of_five() {
         );
         assert_eq!(turn.results[0].call.tool, "Weather", "{format}");
         assert!(turn.results[0].outcome.result.is_ok(), "{format}");
-        assert!(turn.parsed.diagnostics.is_empty(), "{format}: {:?}", turn.parsed.diagnostics);
+        assert!(
+            turn.parsed.diagnostics.is_empty(),
+            "{format}: {:?}",
+            turn.parsed.diagnostics
+        );
     }
 
     // 4. Unconstrained, the same model answers too (no grammar, no call forced).
@@ -205,7 +209,11 @@ fn smollm2_in_process_calls_the_tool_and_answers_five_messages_of_five() {
         .build()
         .unwrap();
     let turn = rt.block_on(a.turn(Some("Hello!"))).unwrap();
-    assert!(!turn.output.trim().is_empty(), "an answer: {:?}", turn.output);
+    assert!(
+        !turn.output.trim().is_empty(),
+        "an answer: {:?}",
+        turn.output
+    );
 }
 
 #[test]
@@ -233,10 +241,16 @@ fn a_bad_model_file_is_named_with_what_to_do() {
     );
     std::fs::write(h.path().join("notes.gguf"), "not a model").unwrap();
     let e = build("local:notes.gguf");
-    assert!(e.contains("notes.gguf") && e.contains("not a GGUF model"), "{e}");
+    assert!(
+        e.contains("notes.gguf") && e.contains("not a GGUF model"),
+        "{e}"
+    );
     std::fs::write(h.path().join("cut.gguf"), b"GGUF\x03\x00\x00\x00\x00").unwrap();
     let e = build("local:cut.gguf");
-    assert!(e.contains("cut.gguf") && e.contains("cannot load it"), "{e}");
+    assert!(
+        e.contains("cut.gguf") && e.contains("cannot load it"),
+        "{e}"
+    );
 }
 
 /// A home for the binary: the agent `guide` with one Lua tool, `Weather:get`.

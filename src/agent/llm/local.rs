@@ -214,7 +214,11 @@ impl LocalBackend {
     /// Drops the kept context (its memory, and what it holds of the last prompt): the next
     /// request reads its whole prompt in a new one.
     pub fn forget_context(&self) {
-        *self.loaded.session.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *self
+            .loaded
+            .session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = None;
     }
 
     /// What the last generation took.
@@ -394,7 +398,10 @@ fn run(
         })?),
         None => None,
     };
-    let seed = s.seed.map(|v| v as u32).unwrap_or_else(|| fastrand::u32(..));
+    let seed = s
+        .seed
+        .map(|v| v as u32)
+        .unwrap_or_else(|| fastrand::u32(..));
     let mut pick = match s.temperature {
         Some(t) if t <= 0.0 => LlamaSampler::greedy(),
         t => LlamaSampler::chain_simple([
@@ -406,10 +413,7 @@ fn run(
         ]),
     };
     let room = (session.n_ctx as usize).saturating_sub(tokens.len());
-    let max_new = s
-        .max_tokens
-        .map(|m| (m as usize).min(room))
-        .unwrap_or(room);
+    let max_new = s.max_tokens.map(|m| (m as usize).min(room)).unwrap_or(room);
     let stream = if s.stream { sink } else { None };
     let longest_stop = req.stop.iter().map(String::len).max().unwrap_or(0);
     let mut bytes: Vec<u8> = Vec::new();
@@ -597,7 +601,10 @@ mod tests {
         let cut = dir.path().join("cut.gguf");
         std::fs::write(&cut, b"GGUF\x03\x00\x00\x00").unwrap();
         let e = LocalBackend::open(&cut).unwrap_err().to_string();
-        assert!(e.contains("cut.gguf") && e.contains("cannot load it"), "{e}");
+        assert!(
+            e.contains("cut.gguf") && e.contains("cannot load it"),
+            "{e}"
+        );
     }
 
     #[test]
