@@ -17,7 +17,7 @@ apt_install() {
 # llama-cpp-sys-2 crate compiles llama.cpp with cmake and a C++ compiler, and writes its
 # bindings with bindgen, which loads libclang. (.ci/smollm2.sh's llama-server needs cmake too.)
 if ! command -v cmake >/dev/null 2>&1 || ! command -v g++ >/dev/null 2>&1 \
-  || ! { ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/*/libclang*.so* >/dev/null 2>&1; }; then
+  || ! { compgen -G '/usr/lib/llvm-*/lib/libclang.so*' || compgen -G '/usr/lib/*/libclang*.so*'; } >/dev/null; then
   apt_install cmake g++ libclang-dev
 fi
 # The bundled process plugin and its tests run python3 (standard library only).
