@@ -136,12 +136,15 @@ fn load_world(globals: &Globals, file: Option<&PathBuf>) -> Result<Option<Value>
 
 async fn run_agent(globals: &Globals, a: RunArgs) -> u8 {
     // `scripted:FILE` and `local:PATH` are taken from the home, like every relative path in
-    // a flag.
+    // a flag; made absolute, so the agent (which takes relative model paths from the home
+    // too) does not join a relative home twice.
+    let cwd = std::env::current_dir().unwrap_or_default();
     let llm = a.llm.as_deref().map(|l| {
         let l = l.trim();
         for prefix in ["scripted:", "local:"] {
             if let Some(f) = l.strip_prefix(prefix) {
-                return format!("{prefix}{}", globals.path(std::path::Path::new(f.trim())).display());
+                let path = cwd.join(globals.path(std::path::Path::new(f.trim())));
+                return format!("{prefix}{}", path.display());
             }
         }
         l.to_string()
