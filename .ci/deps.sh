@@ -13,6 +13,13 @@ apt_install() {
   $SUDO apt-get update && $SUDO apt-get install -y --no-install-recommends "$@"
 }
 
+# The in-process local model (`--features llm-local`, tests/it/agent_local.rs): the
+# llama-cpp-sys-2 crate compiles llama.cpp with cmake and a C++ compiler, and writes its
+# bindings with bindgen, which loads libclang. (.ci/smollm2.sh's llama-server needs cmake too.)
+if ! command -v cmake >/dev/null 2>&1 || ! command -v g++ >/dev/null 2>&1 \
+  || ! { compgen -G '/usr/lib/llvm-*/lib/libclang.so*' || compgen -G '/usr/lib/*/libclang*.so*'; } >/dev/null; then
+  apt_install cmake g++ libclang-dev
+fi
 # The bundled process plugin and its tests run python3 (standard library only).
 if ! command -v python3 >/dev/null 2>&1; then
   apt_install python3

@@ -123,6 +123,18 @@ int tavern_engine_register_main_thread_tool(struct TavernEngine *engine, const c
 void tavern_engine_set_log_callback(struct TavernEngine *engine, TavernLogCallback callback, void *user_data);
 
 /*
+ Runs the engine's model in this process: every agent and `llm:Chat` node of the engine
+ (unless its own settings name another model) uses the GGUF file at `gguf_path`
+ (borrowed; relative to the home), as `[llm] base_url = "local:PATH"` in `tavern.toml`
+ would. The file is checked now: a missing, unreadable or non-GGUF file fails, and so
+ does a library built without the `llm-local` feature (`cargo build -p tavern-capi
+ --features llm-local`, which compiles llama.cpp). Call it before `tavern_engine_build`
+ (and before the first call, which builds the engine). The model loads on its first
+ use. Returns 0 on success, -1 on failure (see `tavern_last_error`).
+ */
+int tavern_engine_set_local_model(struct TavernEngine *engine, const char *gguf_path);
+
+/*
  Builds the engine now: loads plugins and workflows (with the host tools registered so
  far). Returns the number of load problems (0 when everything loaded; read them with
  `tavern_engine_problems`), or -1 when the engine cannot be built (see

@@ -256,6 +256,9 @@ pub const KNOWN: &[(&str, Kind)] = &[
     ("llm.constrain_shape", Kind::String),
     ("llm.answer_follows_calls", Kind::Bool),
     ("llm.constrain_answer", Kind::String),
+    ("llm.seed", Kind::Integer),
+    ("llm.threads", Kind::Positive),
+    ("llm.context_size", Kind::Positive),
     // Not a model setting: the call format of every agent without its own
     // (`agent::runtime::llm_call_format` reads it).
     ("llm.call_format", Kind::String),
@@ -280,14 +283,17 @@ pub const OPEN_SECTIONS: &[&str] = &["extensions", "scripts"];
 
 impl Settings {
     /// Takes the relative paths among the built-in settings from `home`: `audit.file`, and
-    /// the FILE of `llm.base_url = "scripted:FILE"`.
+    /// the FILE of `llm.base_url = "scripted:FILE"` or `"local:PATH.gguf"`.
     pub fn resolve_paths(&mut self, home: &Path) {
         if let Some(Value::String(f)) = self.values.get_mut("audit.file") {
             *f = home.join(&*f).to_string_lossy().into_owned();
         }
         if let Some(Value::String(u)) = self.values.get_mut("llm.base_url") {
-            if let Some(f) = u.strip_prefix("scripted:") {
-                *u = format!("scripted:{}", home.join(f).display());
+            for prefix in ["scripted:", "local:"] {
+                if let Some(f) = u.strip_prefix(prefix) {
+                    *u = format!("{prefix}{}", home.join(f.trim()).display());
+                    break;
+                }
             }
         }
     }

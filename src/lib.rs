@@ -55,6 +55,10 @@ mod suggest;
 mod tools;
 mod workflow;
 
+pub use agent::llm::LlmSettings;
+/// A GGUF model run in this process (the `llm-local` feature).
+#[cfg(feature = "llm-local")]
+pub use agent::llm::LocalBackend;
 pub use agent::{
     AgentError, AgentRun, AgentRuntime, AgentRuntimeBuilder, CallFormat, Event, EventBus,
     ManualStyle, MemoryWorldState, StateError, StopReason, StoreWorldState, Turn, WorldState,

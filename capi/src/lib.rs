@@ -37,12 +37,14 @@ pub struct TavernEngine {
     unreported: Mutex<std::collections::VecDeque<u64>>,
 }
 
-/// Host tools, main-thread tools and the log callback given before the build.
+/// Host tools, main-thread tools, the log callback and settings given before the build.
 #[derive(Default)]
 struct Early {
     tools: Vec<(ToolDefinition, HostCallback)>,
     main: Vec<(ToolDefinition, HostCallback, ThreadId)>,
     log: Option<LogCallback>,
+    /// `KEY=VALUE` settings over `tavern.toml` (`tavern_engine_set_local_model`).
+    sets: Vec<String>,
 }
 
 impl Early {
@@ -272,6 +274,9 @@ impl TavernEngine {
                 let log = log.boxed();
                 b = b.log_callback(move |r| log(r));
             }
+            for set in early.sets {
+                b = b.set(set);
+            }
             b.build()
                 .map_err(|e| format!("cannot build the engine: {e}"))
         });
@@ -473,6 +478,55 @@ pub unsafe extern "C" fn tavern_engine_set_log_callback(
         }
         Ok(())
     })
+}
+
+/// Runs the engine's model in this process: every agent and `llm:Chat` node of the engine
+/// (unless its own settings name another model) uses the GGUF file at `gguf_path`
+/// (borrowed; relative to the home), as `[llm] base_url = "local:PATH"` in `tavern.toml`
+/// would. The file is checked now: a missing, unreadable or non-GGUF file fails, and so
+/// does a library built without the `llm-local` feature (`cargo build -p tavern-capi
+/// --features llm-local`, which compiles llama.cpp). Call it before `tavern_engine_build`
+/// (and before the first call, which builds the engine). The model loads on its first
+/// use. Returns 0 on success, -1 on failure (see `tavern_last_error`).
+#[no_mangle]
+pub unsafe extern "C" fn tavern_engine_set_local_model(
+    engine: *mut TavernEngine,
+    gguf_path: *const c_char,
+) -> c_int {
+    guard(-1, || {
+        // SAFETY: the caller's contract (a live handle or NULL).
+        let e = unsafe { handle(engine) }?;
+        // SAFETY: the caller's contract (NULL or a NUL-terminated string for the call).
+        let path = unsafe { text(gguf_path, "gguf_path") }?.trim();
+        if path.is_empty() {
+            return Err("gguf_path is empty: give the path of a .gguf model file".into());
+        }
+        let full = e.home.join(path);
+        local_model_usable(&full)?;
+        // Under the lock, so a build running now either takes it or is seen built.
+        let mut early = e.early.lock().unwrap_or_else(|p| p.into_inner());
+        if e.engine.get().is_some() {
+            return Err(
+                "the engine is built already: call tavern_engine_set_local_model before tavern_engine_build and before the first call".into(),
+            );
+        }
+        early
+            .sets
+            .push(format!("llm.base_url=local:{}", full.display()));
+        Ok(0)
+    })
+}
+
+/// Whether this library can run the model file at `path` (checked before the engine is
+/// built, so the host hears of a bad path at once).
+fn local_model_usable(path: &std::path::Path) -> Result<(), String> {
+    #[cfg(feature = "llm-local")]
+    return tavern::internal::agent::llm::check_model_file(path).map_err(|e| e.to_string());
+    #[cfg(not(feature = "llm-local"))]
+    Err(format!(
+        "local model {}: this libtavern_capi runs no model in-process; build it with `cargo build -p tavern-capi --features llm-local` (llama.cpp is compiled: cmake and a C++ compiler)",
+        path.display()
+    ))
 }
 
 /// Builds the engine now: loads plugins and workflows (with the host tools registered so

@@ -31,6 +31,7 @@ fn checked_in_header_is_current() {
         "tavern_engine_register_tool",
         "tavern_engine_register_main_thread_tool",
         "tavern_engine_set_log_callback",
+        "tavern_engine_set_local_model",
         "tavern_engine_build",
         "tavern_engine_problems",
         "tavern_engine_submit_with",

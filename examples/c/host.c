@@ -3,7 +3,8 @@
  * main-thread tool (world:spawn, which only this thread may run) and a log callback, builds
  * the engine and reads its load problems, runs a Lua mod's tools with tavern_engine_call,
  * then through the frame-budgeted submit / pump / take loop (with a per-call timeout, a
- * caller, and a cancel), and checks the error paths (NULL, invalid UTF-8, bad JSON).
+ * caller, and a cancel), and checks the error paths (NULL, invalid UTF-8, bad JSON, a
+ * missing local model).
  * Every exported function is called; every returned string is freed.
  *
  *   cc -I include examples/c/host.c -L target/release -ltavern_capi -o host
@@ -178,6 +179,17 @@ int main(int argc, char **argv) {
     CHECK(tavern_engine_register_main_thread_tool(engine, "{\"id\": \"world:get\"}", world_get,
                                                   &w) == -1,
           "main-thread tool with a taken id");
+
+    /* A model run in-process (the llm-local feature): a missing file is refused at once, and
+     * so is any file when the library was built without llama.cpp. */
+    CHECK(tavern_engine_set_local_model(engine, "models/missing.gguf") == -1,
+          "set_local_model(missing file)");
+    CHECK(tavern_last_error() && strstr(tavern_last_error(), "missing.gguf") &&
+              (strstr(tavern_last_error(), "no such file") ||
+               strstr(tavern_last_error(), "llm-local")),
+          "set_local_model names the file and says what is wrong");
+    CHECK(tavern_engine_set_local_model(engine, NULL) == -1, "set_local_model(NULL path)");
+    CHECK(tavern_engine_set_local_model(NULL, "m.gguf") == -1, "set_local_model(NULL engine)");
 
     /* The log callback first, so the load problems reach it too. */
     tavern_engine_set_log_callback(NULL, on_log, &seen);

@@ -37,7 +37,11 @@ pub struct ToolShape<'a> {
 pub fn stop_sequences(calls: CallFormat) -> Vec<String> {
     let mut stop = vec!["\nObservation:".to_string()];
     match calls.name() {
-        "hermes" => stop.push("<tool_response>".into()),
+        // Qwen's templates give results in `<tool_response>`, GLM-4.5's in an
+        // `<|observation|>` turn, Gemma 3's in a ```` ```tool_output ```` fence.
+        "hermes" | "qwen3_coder" => stop.push("<tool_response>".into()),
+        "glm45" => stop.push("<|observation|>".into()),
+        "gemma3" => stop.push("```tool_output".into()),
         "deepseek" => stop.push("<｜tool▁outputs▁begin｜>".into()),
         "llama_json" => stop.push("<|eom_id|>".into()),
         _ => {}
@@ -150,8 +154,31 @@ enum Syntax {
     Python,
     /// `<ACTION>` child-tag text (`<item>` lists, CDATA objects).
     Xml,
-    /// TAM/VCP text between 「始」 and 「末」.
-    Marked,
+    /// Text between a tag per argument and its closing tag (TAM/VCP's 「始」…「末」,
+    /// `<parameter=k>…</parameter>` …): strings as they are, other values as JSON. The tags
+    /// and the string rule are the grammar's [`TextTags`].
+    Text,
+    /// Gemma 4's values: strings in `<|"|>` quotes, unquoted keys, no spaces.
+    Gemma,
+}
+
+/// How [`Syntax::Text`] writes one argument: `open` with `{k}` for its name, the value,
+/// then `close`; strings match the shared rule `string`.
+#[derive(Clone, Copy)]
+struct TextTags {
+    open: &'static str,
+    close: &'static str,
+    string: &'static str,
+}
+
+impl Default for TextTags {
+    fn default() -> Self {
+        TextTags {
+            open: "{k}:「始」",
+            close: "「末」\n",
+            string: "markedtext",
+        }
+    }
 }
 
 /// A GBNF grammar under construction: named rules, each written once.
@@ -161,8 +188,8 @@ struct Gbnf {
     names: HashSet<String>,
     /// Shared rules already added (`string`, `value` …).
     shared: HashSet<&'static str>,
-    /// What ends a TAM (``) or VCP (`,`) value line before its newline.
-    marked_sep: &'static str,
+    /// How [`Syntax::Text`] arguments are written in the format at hand.
+    tags: TextTags,
 }
 
 /// A GBNF string literal.
@@ -234,6 +261,17 @@ const SHARED: &[(&str, &str)] = &[
     ),
     ("xmltext", "[^<&]*"),
     ("markedtext", "[^「」]*"),
+    ("tagtext", "[^<]*"),
+    ("gemmastring", "\"<|\\\"|>\" [^<]* \"<|\\\"|>\""),
+    (
+        "gemmavalue",
+        "gemmastring | number | boolean | null | gemmalist | gemmaobject",
+    ),
+    ("gemmalist", "\"[\" (gemmavalue (\",\" gemmavalue)*)? \"]\""),
+    (
+        "gemmaobject",
+        "\"{\" ([a-zA-Z_] [a-zA-Z0-9_]* \":\" gemmavalue (\",\" [a-zA-Z_] [a-zA-Z0-9_]* \":\" gemmavalue)*)? \"}\"",
+    ),
 ];
 
 /// The shared rules each shared rule uses.
@@ -248,6 +286,16 @@ fn uses(name: &str) -> &'static [&'static str] {
         "pyvalue" => &["pystring", "number", "pybool", "pylist", "pydict"],
         "pylist" => &["pyvalue"],
         "pydict" => &["pystring", "pyvalue"],
+        "gemmavalue" => &[
+            "gemmastring",
+            "number",
+            "boolean",
+            "null",
+            "gemmalist",
+            "gemmaobject",
+        ],
+        "gemmalist" => &["gemmavalue"],
+        "gemmaobject" => &["gemmavalue"],
         _ => &[],
     }
 }
@@ -293,30 +341,64 @@ impl Gbnf {
         s
     }
 
+    /// `{"<name_key>": "<name>", "<args_key>": {…}}` with the arguments of `params`.
+    fn json_call(&mut self, name_key: &str, name: &str, args_key: &str, params: &Value) -> String {
+        let ws = self.shared("ws");
+        let args = self.object(params, Syntax::Json, name);
+        format!(
+            "\"{{\" {ws} {} {ws} \":\" {ws} {} {ws} \",\" {ws} {} {ws} \":\" {ws} {args} {ws} \"}}\"",
+            lit(&Value::String(name_key.into()).to_string()),
+            lit(&Value::String(name.into()).to_string()),
+            lit(&Value::String(args_key.into()).to_string()),
+        )
+    }
+
+    /// The arguments of `params` in [`Syntax::Text`], each between the tags of `tags`.
+    fn tagged(&mut self, params: &Value, name: &str, tags: TextTags) -> String {
+        self.tags = tags;
+        self.members(params, Syntax::Text, name)
+    }
+
     /// The body of one call of `name` in `calls`, and the first character it writes.
     fn call(&mut self, calls: CallFormat, name: &str, params: &Value) -> Option<(String, char)> {
-        let quoted = Value::String(name.to_string()).to_string();
         let (prefix, body, suffix) = match calls.name() {
-            "json" | "llama_json" | "hermes" | "mistral" | "granite" => {
-                let key = if calls.name() == "llama_json" {
-                    "parameters"
-                } else {
-                    "arguments"
+            "json" | "llama_json" | "hermes" | "mistral" | "granite" | "granite3"
+            | "tool_calls" | "internlm2" | "longcat" | "functools" | "gigachat3" => {
+                let key = match calls.name() {
+                    "llama_json" | "internlm2" => "parameters",
+                    _ => "arguments",
                 };
-                let ws = self.shared("ws");
-                let args = self.object(params, Syntax::Json, name);
-                let obj = format!(
-                    "\"{{\" {ws} \"\\\"name\\\"\" {ws} \":\" {ws} {} {ws} \",\" {ws} {} {ws} \":\" {ws} {args} {ws} \"}}\"",
-                    lit(&quoted),
-                    lit(&format!("\"{key}\"")),
-                );
+                let obj = self.json_call("name", name, key, params);
                 let (pre, post) = match calls.name() {
                     "hermes" => ("<tool_call>\n", "\n</tool_call>"),
                     "mistral" => ("[TOOL_CALLS] [", "]"),
                     "granite" => ("<function_call> ", ""),
+                    "granite3" => ("<|tool_call|>[", "]"),
+                    "tool_calls" => ("<tool_calls>[", "]</tool_calls>"),
+                    "internlm2" => ("<|action_start|><|plugin|>\n", "<|action_end|>"),
+                    "longcat" => ("<longcat_tool_call>", "</longcat_tool_call>"),
+                    "functools" => ("functools[", "]"),
+                    "gigachat3" => ("function call<|role_sep|>\n", ""),
                     _ => ("", ""),
                 };
                 (pre.to_string(), obj, post.to_string())
+            }
+            "command_r" => (
+                "Action: ```json\n[".into(),
+                self.json_call("tool_name", name, "parameters", params),
+                "]\n```".into(),
+            ),
+            "apertus" => {
+                let ws = self.shared("ws");
+                let args = self.object(params, Syntax::Json, name);
+                (
+                    "<|tools_prefix|>[".into(),
+                    format!(
+                        "\"{{\" {ws} {} {ws} \":\" {ws} {args} {ws} \"}}\"",
+                        lit(&Value::String(name.into()).to_string())
+                    ),
+                    "]<|tools_suffix|>".into(),
+                )
             }
             "glm" => (
                 format!("{name}\n"),
@@ -333,11 +415,86 @@ impl Gbnf {
                 self.object(params, Syntax::Json, name),
                 "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>".into(),
             ),
-            "pythonic" => (
-                format!("[{name}("),
-                self.members(params, Syntax::Python, name),
-                ")]".into(),
+            "kimi_k2" => (
+                format!("<|tool_calls_section_begin|><|tool_call_begin|>functions.{name}:0<|tool_call_argument_begin|>"),
+                self.object(params, Syntax::Json, name),
+                "<|tool_call_end|><|tool_calls_section_end|>".into(),
             ),
+            "harmony" => (
+                format!("<|channel|>commentary to=functions.{name} <|constrain|>json<|message|>"),
+                self.object(params, Syntax::Json, name),
+                "<|call|>".into(),
+            ),
+            "qwen3_coder" => (
+                format!("<tool_call>\n<function={name}>\n"),
+                self.tagged(
+                    params,
+                    name,
+                    TextTags {
+                        open: "<parameter={k}>\n",
+                        close: "\n</parameter>\n",
+                        string: "tagtext",
+                    },
+                ),
+                "</function>\n</tool_call>".into(),
+            ),
+            "glm45" => (
+                format!("<tool_call>{name}\n"),
+                self.tagged(
+                    params,
+                    name,
+                    TextTags {
+                        open: "<arg_key>{k}</arg_key>\n<arg_value>",
+                        close: "</arg_value>\n",
+                        string: "tagtext",
+                    },
+                ),
+                "</tool_call>".into(),
+            ),
+            "minimax_m2" => (
+                format!("<minimax:tool_call>\n<invoke name=\"{name}\">\n"),
+                self.tagged(
+                    params,
+                    name,
+                    TextTags {
+                        open: "<parameter name=\"{k}\">",
+                        close: "</parameter>\n",
+                        string: "tagtext",
+                    },
+                ),
+                "</invoke>\n</minimax:tool_call>".into(),
+            ),
+            "step3" => (
+                format!("<｜tool_calls_begin｜><｜tool_call_begin｜>function<｜tool_sep｜><steptml:invoke name=\"{name}\">\n"),
+                self.tagged(
+                    params,
+                    name,
+                    TextTags {
+                        open: "<steptml:parameter name=\"{k}\">",
+                        close: "</steptml:parameter>\n",
+                        string: "tagtext",
+                    },
+                ),
+                "</steptml:invoke><｜tool_call_end｜><｜tool_calls_end｜>".into(),
+            ),
+            "gemma4" => (
+                format!("<|tool_call>call:{name}{{"),
+                self.members(params, Syntax::Gemma, name),
+                "}<tool_call|>".into(),
+            ),
+            "pythonic" | "gemma3" | "lfm2" | "olmo3" => {
+                let (pre, post) = match calls.name() {
+                    "gemma3" => ("```tool_code\n", "\n```"),
+                    "lfm2" => ("<|tool_call_start|>[", "]<|tool_call_end|>"),
+                    "olmo3" => ("<function_calls>\n", "\n</function_calls>"),
+                    _ => ("[", "]"),
+                };
+                (
+                    format!("{pre}{name}("),
+                    self.members(params, Syntax::Python, name),
+                    format!("){post}"),
+                )
+            }
             "action" => (
                 format!("<ACTION>\n    <{name}>\n"),
                 self.members(params, Syntax::Xml, name),
@@ -345,18 +502,19 @@ impl Gbnf {
             ),
             "tam" => (
                 format!("<|[REQUEST_TOOL]|>\ncommand:「始」{name}「末」\n"),
-                {
-                    self.marked_sep = "";
-                    self.members(params, Syntax::Marked, name)
-                },
+                self.tagged(params, name, TextTags::default()),
                 "<|[END_TOOL]|>".into(),
             ),
             "vcp" => (
                 format!("<<<[TOOL_REQUEST]>>>\ntool_name:「始」{name}「末」,\n"),
-                {
-                    self.marked_sep = ",";
-                    self.members(params, Syntax::Marked, name)
-                },
+                self.tagged(
+                    params,
+                    name,
+                    TextTags {
+                        close: "「末」,\n",
+                        ..TextTags::default()
+                    },
+                ),
                 "<<<[END_TOOL_REQUEST]>>>".into(),
             ),
             _ => return None,
@@ -420,15 +578,16 @@ impl Gbnf {
                     lit(&format!("        <{k}>")),
                     lit(&format!("</{k}>\n"))
                 ),
-                Syntax::Marked => format!(
+                Syntax::Text => format!(
                     "{} {v} {}",
-                    lit(&format!("{k}:「始」")),
-                    lit(&format!("「末」{}\n", self.marked_sep))
+                    lit(&self.tags.open.replace("{k}", k)),
+                    lit(self.tags.close)
                 ),
+                Syntax::Gemma => format!("{} {v}", lit(&format!("{k}:"))),
             };
             kvs.push((kv, required.contains(&k.as_str())));
         }
-        if matches!(syntax, Syntax::Xml | Syntax::Marked) {
+        if matches!(syntax, Syntax::Xml | Syntax::Text) {
             // Tags and lines need no separator: each member is there or not.
             return kvs
                 .into_iter()
@@ -436,11 +595,13 @@ impl Gbnf {
                 .collect::<Vec<_>>()
                 .join(" ");
         }
-        let sep = if syntax == Syntax::Json {
-            let ws = self.shared("ws");
-            format!("\",\" {ws}")
-        } else {
-            lit(", ")
+        let sep = match syntax {
+            Syntax::Json => {
+                let ws = self.shared("ws");
+                format!("\",\" {ws}")
+            }
+            Syntax::Gemma => lit(","),
+            _ => lit(", "),
         };
         // after[i]: the members from i on when one is already written (each opens with the
         // separator); first: the members from i on when none is written yet ("" for none).
@@ -478,8 +639,12 @@ impl Gbnf {
             match syntax {
                 Syntax::Json => lit(&v.to_string()),
                 Syntax::Python => lit(&python_literal(v)),
-                Syntax::Xml | Syntax::Marked => lit(&match v {
+                Syntax::Xml | Syntax::Text => lit(&match v {
                     Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                }),
+                Syntax::Gemma => lit(&match v {
+                    Value::String(s) => format!("<|\"|>{s}<|\"|>"),
                     other => other.to_string(),
                 }),
             }
@@ -529,7 +694,8 @@ impl Gbnf {
             Syntax::Json => self.shared("value"),
             Syntax::Python => self.shared("pyvalue"),
             Syntax::Xml => self.shared("xmltext"),
-            Syntax::Marked => self.shared("markedtext"),
+            Syntax::Text => self.shared(self.tags.string),
+            Syntax::Gemma => self.shared("gemmavalue"),
         }
     }
 
@@ -562,7 +728,8 @@ impl Gbnf {
                 Syntax::Json => self.shared("string"),
                 Syntax::Python => self.shared("pystring"),
                 Syntax::Xml => self.shared("xmltext"),
-                Syntax::Marked => self.shared("markedtext"),
+                Syntax::Text => self.shared(self.tags.string),
+                Syntax::Gemma => self.shared("gemmastring"),
             },
             "array" => {
                 let items = schema.get("items").filter(|i| i.is_object());
@@ -584,7 +751,17 @@ impl Gbnf {
                             format!("\"[\" ({item} (\", \" {item})*)? \"]\""),
                         )
                     }
-                    Syntax::Json | Syntax::Marked => {
+                    Syntax::Gemma => {
+                        let item = match items {
+                            Some(i) => self.value(i, Syntax::Gemma, &format!("{base}-item")),
+                            None => self.shared("gemmavalue"),
+                        };
+                        self.rule(
+                            &format!("{base}-list"),
+                            format!("\"[\" ({item} (\",\" {item})*)? \"]\""),
+                        )
+                    }
+                    Syntax::Json | Syntax::Text => {
                         let item = match items {
                             Some(i) => self.value(i, Syntax::Json, &format!("{base}-item")),
                             None => self.shared("value"),
@@ -612,7 +789,15 @@ impl Gbnf {
                         };
                         format!("\"<![CDATA[\" {obj} \"]]>\"")
                     }
-                    Syntax::Json | Syntax::Marked => {
+                    Syntax::Gemma => {
+                        if has_props {
+                            let members = self.members(schema, Syntax::Gemma, base);
+                            self.rule(&format!("{base}-obj"), format!("\"{{\" {members} \"}}\""))
+                        } else {
+                            self.shared("gemmaobject")
+                        }
+                    }
+                    Syntax::Json | Syntax::Text => {
                         if has_props {
                             let body = self.object(schema, Syntax::Json, base);
                             self.rule(&format!("{base}-obj"), body)

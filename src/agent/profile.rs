@@ -256,8 +256,9 @@ fn line_col(text: &str, at: usize) -> (u32, u32) {
 }
 
 /// What a profile names that the engine does not have: every inventory id that names no
-/// tool (with its line and a did-you-mean) and a `scripted:FILE` model whose file is
-/// missing (relative to `home`). `plugin check` reports them; `build_inventory` refuses them.
+/// tool (with its line and a did-you-mean), a `scripted:FILE` model whose file is
+/// missing (relative to `home`), and a `local:PATH.gguf` model that is missing or that
+/// this build cannot run (no `llm-local`). `plugin check` reports them; `build_inventory` refuses them.
 pub fn reference_problems(
     profile: &AgentProfile,
     engine: &ToolManager,
@@ -299,6 +300,40 @@ pub fn reference_problems(
             )
             .hint("scripted:FILE is taken from the home: give the path of a JSON list of replies");
             if let Some(line) = profile.line_of(&format!("scripted:{file}")) {
+                p = p.at(line, None);
+            }
+            problems.push(p);
+        }
+    }
+    if let Some(file) = profile
+        .llm
+        .base_url
+        .as_deref()
+        .and_then(|u| u.trim().strip_prefix(crate::agent::llm::LOCAL))
+    {
+        let why = if !cfg!(feature = "llm-local") {
+            Some((
+                "this build of tavern runs no model in-process",
+                "build tavern with `--features llm-local`, or serve the model with llama-server and use openai:http://…",
+            ))
+        } else if !home.join(file.trim()).is_file() {
+            Some((
+                "which does not exist",
+                "local:PATH.gguf is taken from the home: give the path of a GGUF model file",
+            ))
+        } else {
+            None
+        };
+        if let Some((why, hint)) = why {
+            let mut p = Problem::new(
+                &profile.origin,
+                format!(
+                    "agent '{}': llm.base_url names the local model '{file}', {why}",
+                    profile.id
+                ),
+            )
+            .hint(hint);
+            if let Some(line) = profile.line_of(&format!("local:{file}")) {
                 p = p.at(line, None);
             }
             problems.push(p);

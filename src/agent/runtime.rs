@@ -241,7 +241,8 @@ impl<'e> AgentRuntimeBuilder<'e> {
     }
 
     /// Model settings that win over the node, the profile and `tavern.toml`. A `base_url`
-    /// of `scripted:FILE` selects the scripted backend.
+    /// of `scripted:FILE` selects the scripted backend, `local:PATH.gguf` a model run in
+    /// this process (the `llm-local` feature; PATH relative to the home).
     pub fn llm(mut self, overrides: LlmSettings) -> Self {
         self.llm = overrides;
         self
@@ -313,6 +314,15 @@ impl<'e> AgentRuntimeBuilder<'e> {
                     .map_err(|e| AgentError::Config(e.to_string()))?,
                 ) as Arc<dyn ChatBackend>)
             }
+            // A model run in this process (`llm-local`), loaded once and shared.
+            (None, Some(u)) if u.starts_with(crate::agent::llm::LOCAL) => Some(
+                crate::agent::llm::local_backend(
+                    &engine
+                        .home()
+                        .join(u[crate::agent::llm::LOCAL.len()..].trim()),
+                )
+                .map_err(|e| AgentError::Config(e.to_string()))?,
+            ),
             _ => None,
         };
         let call_format = match self.call_format.or(profile.call_format) {

@@ -32,9 +32,10 @@ struct RunArgs {
     /// Agent id (agents/ID.json) or a profile file (relative to the home).
     agent: String,
     /// The model: openai:BASE_URL (an OpenAI-compatible server, e.g.
-    /// openai:http://127.0.0.1:8080/v1) or scripted:FILE (a JSON list of replies; FILE is
-    /// taken from the home).
-    #[arg(long, value_name = "openai:BASE_URL|scripted:FILE")]
+    /// openai:http://127.0.0.1:8080/v1), scripted:FILE (a JSON list of replies) or
+    /// local:PATH.gguf (a GGUF model run in this process; a build with the llm-local
+    /// feature). FILE and PATH are taken from the home.
+    #[arg(long, value_name = "openai:BASE_URL|scripted:FILE|local:PATH.gguf")]
     llm: Option<String>,
     /// Model name sent to the server.
     #[arg(long)]
@@ -135,10 +136,19 @@ fn load_world(globals: &Globals, file: Option<&PathBuf>) -> Result<Option<Value>
 }
 
 async fn run_agent(globals: &Globals, a: RunArgs) -> u8 {
-    // `scripted:FILE` is taken from the home, like every relative path in a flag.
-    let llm = a.llm.as_deref().map(|l| match l.trim().strip_prefix("scripted:") {
-        Some(f) => format!("scripted:{}", globals.path(std::path::Path::new(f)).display()),
-        None => l.to_string(),
+    // `scripted:FILE` and `local:PATH` are taken from the home, like every relative path in
+    // a flag; made absolute, so the agent (which takes relative model paths from the home
+    // too) does not join a relative home twice.
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let llm = a.llm.as_deref().map(|l| {
+        let l = l.trim();
+        for prefix in ["scripted:", "local:"] {
+            if let Some(f) = l.strip_prefix(prefix) {
+                let path = cwd.join(globals.path(std::path::Path::new(f.trim())));
+                return format!("{prefix}{}", path.display());
+            }
+        }
+        l.to_string()
     });
     let overrides = match LlmSettings::from_flags(llm.as_deref(), a.model.as_deref()) {
         Ok(o) => o,

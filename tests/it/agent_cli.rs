@@ -131,6 +131,30 @@ fn agent_run_errors_are_clear() {
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("neither openai:BASE_URL"), "{}", r.stderr);
 
+    // A local model in a build without `llm-local`: exit 1, how to get the feature.
+    #[cfg(not(feature = "llm-local"))]
+    {
+        let r = tavern(
+            root(),
+            &[
+                "agent",
+                "run",
+                "innkeeper",
+                "--llm",
+                "local:models/npc.gguf",
+            ],
+            b"",
+        );
+        r.assert_no_panic();
+        assert_eq!(r.code, 1, "{}", r.stderr);
+        assert!(
+            r.stderr.contains("models/npc.gguf")
+                && r.stderr.contains("cargo build --features llm-local"),
+            "{}",
+            r.stderr
+        );
+    }
+
     // A dead server: exit 1, the error names the URL, JSON still printed.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -367,25 +367,17 @@ fn grammar_of(cf: &str, constrain: &str) -> (Grammar, Constraint, Vec<String>) {
     (Grammar::parse(&c.gbnf), c, examples)
 }
 
-/// The call formats tavern writes grammars for.
-const FORMATS: [&str; 12] = [
-    "tam",
-    "action",
-    "vcp",
-    "json",
-    "hermes",
-    "pythonic",
-    "llama_json",
-    "mistral",
-    "granite",
-    "glm",
-    "deepseek",
-    "functionary",
-];
+/// The call formats tavern writes grammars for: every call format (the 12 older ones and
+/// issue 33's 18 newer ones).
+fn formats() -> Vec<&'static str> {
+    let all: Vec<&'static str> = CallFormat::all().map(CallFormat::name).collect();
+    assert!(all.len() >= 30, "{all:?}");
+    all
+}
 
 #[test]
 fn the_grammar_admits_each_tools_manual_example_in_every_format() {
-    for cf in FORMATS {
+    for cf in formats() {
         let (g, _, examples) = grammar_of(cf, "call");
         assert_eq!(examples.len(), 3);
         for ex in &examples {
@@ -451,9 +443,124 @@ fn the_grammar_checks_arguments_against_the_schema() {
     ));
 }
 
+/// Issue 33's formats check arguments too: each admits a valid Forge call written as its
+/// model writes one, and refuses a wrong enum member, a missing required argument and a
+/// wrong tool name.
+#[test]
+fn the_newer_formats_check_arguments_against_the_schema() {
+    // (format, a valid call, the same with ore "gold", the same without heat)
+    let cases: &[(&str, &str, &str, &str)] = &[
+        (
+            "qwen3_coder",
+            "<tool_call>\n<function=Forge>\n<parameter=ore>\niron\n</parameter>\n<parameter=heat>\n300\n</parameter>\n</function>\n</tool_call>",
+            "<tool_call>\n<function=Forge>\n<parameter=ore>\ngold\n</parameter>\n<parameter=heat>\n300\n</parameter>\n</function>\n</tool_call>",
+            "<tool_call>\n<function=Forge>\n<parameter=ore>\niron\n</parameter>\n</function>\n</tool_call>",
+        ),
+        (
+            "glm45",
+            "<tool_call>Forge\n<arg_key>ore</arg_key>\n<arg_value>iron</arg_value>\n<arg_key>heat</arg_key>\n<arg_value>300</arg_value>\n</tool_call>",
+            "<tool_call>Forge\n<arg_key>ore</arg_key>\n<arg_value>gold</arg_value>\n<arg_key>heat</arg_key>\n<arg_value>300</arg_value>\n</tool_call>",
+            "<tool_call>Forge\n<arg_key>ore</arg_key>\n<arg_value>iron</arg_value>\n</tool_call>",
+        ),
+        (
+            "harmony",
+            r#"<|channel|>commentary to=functions.Forge <|constrain|>json<|message|>{"ore": "iron", "heat": 300}<|call|>"#,
+            r#"<|channel|>commentary to=functions.Forge <|constrain|>json<|message|>{"ore": "gold", "heat": 300}<|call|>"#,
+            r#"<|channel|>commentary to=functions.Forge <|constrain|>json<|message|>{"ore": "iron"}<|call|>"#,
+        ),
+        (
+            "kimi_k2",
+            r#"<|tool_calls_section_begin|><|tool_call_begin|>functions.Forge:0<|tool_call_argument_begin|>{"ore": "iron", "heat": 300}<|tool_call_end|><|tool_calls_section_end|>"#,
+            r#"<|tool_calls_section_begin|><|tool_call_begin|>functions.Forge:0<|tool_call_argument_begin|>{"ore": "gold", "heat": 300}<|tool_call_end|><|tool_calls_section_end|>"#,
+            r#"<|tool_calls_section_begin|><|tool_call_begin|>functions.Forge:0<|tool_call_argument_begin|>{"ore": "iron"}<|tool_call_end|><|tool_calls_section_end|>"#,
+        ),
+        (
+            "minimax_m2",
+            "<minimax:tool_call>\n<invoke name=\"Forge\">\n<parameter name=\"ore\">iron</parameter>\n<parameter name=\"heat\">300</parameter>\n</invoke>\n</minimax:tool_call>",
+            "<minimax:tool_call>\n<invoke name=\"Forge\">\n<parameter name=\"ore\">gold</parameter>\n<parameter name=\"heat\">300</parameter>\n</invoke>\n</minimax:tool_call>",
+            "<minimax:tool_call>\n<invoke name=\"Forge\">\n<parameter name=\"ore\">iron</parameter>\n</invoke>\n</minimax:tool_call>",
+        ),
+        (
+            "gemma3",
+            "```tool_code\nForge(ore='iron', heat=300, rush=True)\n```",
+            "```tool_code\nForge(ore='gold', heat=300)\n```",
+            "```tool_code\nForge(ore='iron')\n```",
+        ),
+        (
+            "gemma4",
+            "<|tool_call>call:Forge{ore:<|\"|>iron<|\"|>,heat:300,note:<|\"|>sharp<|\"|>}<tool_call|>",
+            "<|tool_call>call:Forge{ore:<|\"|>gold<|\"|>,heat:300}<tool_call|>",
+            "<|tool_call>call:Forge{ore:<|\"|>iron<|\"|>}<tool_call|>",
+        ),
+        (
+            "lfm2",
+            "<|tool_call_start|>[Forge(ore='copper', heat=120)]<|tool_call_end|>",
+            "<|tool_call_start|>[Forge(ore='gold', heat=120)]<|tool_call_end|>",
+            "<|tool_call_start|>[Forge(ore='copper')]<|tool_call_end|>",
+        ),
+        (
+            "command_r",
+            "Action: ```json\n[{\"tool_name\": \"Forge\", \"parameters\": {\"ore\": \"iron\", \"heat\": 300}}]\n```",
+            "Action: ```json\n[{\"tool_name\": \"Forge\", \"parameters\": {\"ore\": \"gold\", \"heat\": 300}}]\n```",
+            "Action: ```json\n[{\"tool_name\": \"Forge\", \"parameters\": {\"ore\": \"iron\"}}]\n```",
+        ),
+        (
+            "apertus",
+            r#"<|tools_prefix|>[{"Forge": {"ore": "iron", "heat": 300}}]<|tools_suffix|>"#,
+            r#"<|tools_prefix|>[{"Forge": {"ore": "gold", "heat": 300}}]<|tools_suffix|>"#,
+            r#"<|tools_prefix|>[{"Forge": {"ore": "iron"}}]<|tools_suffix|>"#,
+        ),
+        (
+            "internlm2",
+            "<|action_start|><|plugin|>\n{\"name\": \"Forge\", \"parameters\": {\"ore\": \"iron\", \"heat\": 300}}<|action_end|>",
+            "<|action_start|><|plugin|>\n{\"name\": \"Forge\", \"parameters\": {\"ore\": \"gold\", \"heat\": 300}}<|action_end|>",
+            "<|action_start|><|plugin|>\n{\"name\": \"Forge\", \"parameters\": {\"ore\": \"iron\"}}<|action_end|>",
+        ),
+    ];
+    for (cf, ok, wrong_enum, missing) in cases {
+        let (g, _, _) = grammar_of(cf, "call");
+        assert!(g.accepts(ok), "{cf}: refused a valid call\n{ok}");
+        assert!(
+            !g.accepts(wrong_enum),
+            "{cf}: admitted ore gold\n{wrong_enum}"
+        );
+        assert!(
+            !g.accepts(missing),
+            "{cf}: admitted a call without heat\n{missing}"
+        );
+        let other = ok.replace("Forge", "Smelter");
+        assert!(!g.accepts(&other), "{cf}: admitted another tool\n{other}");
+    }
+    // Their stop sequences: where the model would start to invent the result.
+    for (cf, stop) in [
+        ("qwen3_coder", "<tool_response>"),
+        ("glm45", "<|observation|>"),
+        ("gemma3", "```tool_output"),
+    ] {
+        let (_h, engine) = forge_engine(json!({
+            "id": "npc", "tool_ids_inventory": INVENTORY, "call_format": cf,
+            "llm": {"constrain": "call"}
+        }));
+        let rt = engine.agent("npc").unwrap().build().unwrap();
+        assert!(
+            rt.stop_sequences().iter().any(|s| s == stop),
+            "{cf}: {:?}",
+            rt.stop_sequences()
+        );
+    }
+}
+
 #[test]
 fn call_or_text_admits_a_call_or_prose_but_no_broken_call() {
-    for cf in ["json", "hermes", "pythonic", "action"] {
+    for cf in [
+        "json",
+        "hermes",
+        "pythonic",
+        "action",
+        "qwen3_coder",
+        "gemma4",
+        "harmony",
+    ] {
         let (g, c, examples) = grammar_of(cf, "call_or_text");
         assert!(c.json_schema.is_none(), "{cf}: prose has no JSON schema");
         assert!(g.accepts(&examples[0]), "{cf}");

@@ -44,6 +44,8 @@ mod agent_constrain;
 #[cfg(all(feature = "server", feature = "llm-http"))]
 mod agent_e2e;
 mod agent_formats;
+#[cfg(feature = "llm-local")]
+mod agent_local;
 mod agent_profile_strict;
 #[cfg(feature = "llm-http")]
 mod agent_real_model;

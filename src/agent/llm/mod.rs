@@ -6,11 +6,15 @@
 //! agent profile's `llm`, the node's `configValues`, then the run's overrides (`--llm`,
 //! `--model`, or [`AgentRuntimeBuilder::llm`](crate::agent::AgentRuntimeBuilder::llm)).
 
+#[cfg(feature = "llm-local")]
+mod local;
 mod node;
 #[cfg(feature = "llm-http")]
 mod openai;
 mod scripted;
 
+#[cfg(feature = "llm-local")]
+pub use local::{check_model_file, LocalBackend, LocalTimings};
 pub use node::{register_nodes, LlmRunContext, CHAT_NODE};
 // For the server's agents over MCP (sampling through the calling client).
 #[cfg(feature = "server")]
@@ -34,7 +38,8 @@ use crate::config::Settings;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LlmSettings {
     /// `http(s)://host/v1` of an OpenAI-compatible server (default
-    /// `https://api.openai.com/v1`), or `scripted:FILE`.
+    /// `https://api.openai.com/v1`), `scripted:FILE`, or `local:PATH.gguf` (a model run in
+    /// this process; the `llm-local` feature).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
     /// Model name (default `gpt-4o-mini`).
@@ -84,6 +89,16 @@ pub struct LlmSettings {
     /// `cache_prompt`, `top_k`, `repeat_penalty` …); they win over tavern's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extra_body: Option<Map<String, Value>>,
+    /// The sampler's seed (sent as `seed`; the local model's sampler), for repeatable runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Threads a `local:` model computes on (default: the machine's cores, at most 8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
+    /// Tokens of context a `local:` model keeps: prompt and answer together (default 4096,
+    /// at most what the model was trained on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_size: Option<u32>,
 }
 
 /// What an agent's model may write on a turn that should call a tool (issue 38).
@@ -143,7 +158,7 @@ pub enum LlmSettingsError {
     Invalid(String),
     /// `--llm` names no backend tavern knows.
     #[error(
-        "'{0}' is neither openai:BASE_URL (e.g. openai:http://127.0.0.1:8080/v1) nor scripted:FILE"
+        "'{0}' is neither openai:BASE_URL (e.g. openai:http://127.0.0.1:8080/v1) nor scripted:FILE nor local:PATH.gguf"
     )]
     Backend(String),
     /// The `[llm]` section of `tavern.toml` (or `--set llm.*`) is invalid.
@@ -181,6 +196,9 @@ impl LlmSettings {
                 }
                 (a, b) => b.clone().or_else(|| a.clone()),
             },
+            seed: over.seed.or(self.seed),
+            threads: over.threads.or(self.threads),
+            context_size: over.context_size.or(self.context_size),
         }
     }
 
@@ -203,6 +221,9 @@ impl LlmSettings {
             "answer_follows_calls",
             "constrain_answer",
             "extra_body",
+            "seed",
+            "threads",
+            "context_size",
         ];
         let picked: Map<String, Value> = m
             .iter()
@@ -213,15 +234,15 @@ impl LlmSettings {
             .map_err(|e| LlmSettingsError::Invalid(e.to_string()))
     }
 
-    /// Overrides from the command line: `--llm openai:BASE_URL | scripted:FILE | http(s)://…`
-    /// and `--model M`.
+    /// Overrides from the command line: `--llm openai:BASE_URL | scripted:FILE |
+    /// local:PATH.gguf | http(s)://…` and `--model M`.
     pub fn from_flags(
         llm: Option<&str>,
         model: Option<&str>,
     ) -> Result<LlmSettings, LlmSettingsError> {
         let base_url = match llm.map(str::trim) {
             None | Some("") => None,
-            Some(s) if s.starts_with("scripted:") => Some(s.to_string()),
+            Some(s) if s.starts_with("scripted:") || s.starts_with(LOCAL) => Some(s.to_string()),
             Some(s) if s.starts_with("openai:") => Some(s["openai:".len()..].to_string()),
             Some(s) if s.starts_with("http://") || s.starts_with("https://") => Some(s.to_string()),
             Some(s) => return Err(LlmSettingsError::Backend(s.to_string())),
@@ -291,6 +312,11 @@ impl LlmSettings {
             backoff: Duration::from_millis(self.retry_backoff_ms.unwrap_or(500)),
             constrain_shape: self.constrain_shape.unwrap_or_default(),
             extra_body: self.extra_body.clone().unwrap_or_default(),
+            seed: self.seed,
+            threads: self.threads.filter(|&t| t > 0).unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(4, |n| n.get().min(8) as u32)
+            }),
+            context_size: self.context_size.filter(|&c| c > 0).unwrap_or(4096),
         })
     }
 }
@@ -322,6 +348,12 @@ pub struct ResolvedLlm {
     pub constrain_shape: ConstrainShape,
     /// Fields added to the request body.
     pub extra_body: Map<String, Value>,
+    /// The sampler's seed, if one is set.
+    pub seed: Option<u64>,
+    /// Threads of a `local:` model.
+    pub threads: u32,
+    /// Context of a `local:` model, in tokens.
+    pub context_size: u32,
 }
 
 impl std::fmt::Debug for ResolvedLlm {
@@ -368,15 +400,35 @@ pub trait ChatBackend: Send + Sync + 'static {
     ) -> ChatFuture<'a>;
 }
 
-/// Picks the backend for a base URL: `scripted:FILE` or an HTTP server (with the
+/// Picks the backend for a base URL: `scripted:FILE`, `local:PATH.gguf` (with the
+/// `llm-local` feature; without it, an error saying so) or an HTTP server (with the
 /// `llm-http` feature; without it, an error saying the host must supply a backend).
 pub fn backend_for(base_url: &str) -> Result<Arc<dyn ChatBackend>, LlmError> {
-    match base_url.strip_prefix("scripted:") {
-        Some(file) => Ok(Arc::new(ScriptedBackend::from_file(std::path::Path::new(
+    if let Some(file) = base_url.strip_prefix("scripted:") {
+        return Ok(Arc::new(ScriptedBackend::from_file(std::path::Path::new(
             file,
-        ))?)),
-        None => http_backend(),
+        ))?));
     }
+    if let Some(path) = base_url.strip_prefix(LOCAL) {
+        return local_backend(std::path::Path::new(path.trim()));
+    }
+    http_backend()
+}
+
+/// The `base_url` prefix of a model run in this process: `local:PATH.gguf`.
+pub const LOCAL: &str = "local:";
+
+/// The in-process model at `path` (the `llm-local` feature): loaded once per process and
+/// shared; a missing, unreadable or non-GGUF file is an error naming it. Without the
+/// feature, an error saying how to get it.
+pub fn local_backend(path: &std::path::Path) -> Result<Arc<dyn ChatBackend>, LlmError> {
+    #[cfg(feature = "llm-local")]
+    return Ok(Arc::new(LocalBackend::open(path)?));
+    #[cfg(not(feature = "llm-local"))]
+    Err(LlmError::Config(format!(
+        "local:{}: this build of tavern runs no model in-process (the `llm-local` feature); build it with `cargo build --features llm-local` (llama.cpp is compiled: cmake and a C++ compiler), or serve the model with llama.cpp's llama-server and use openai:http://127.0.0.1:8080/v1",
+        path.display()
+    )))
 }
 
 /// The built-in HTTP backend, when this build has one.
@@ -452,6 +504,29 @@ pub enum LlmError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `local:PATH` is read from `--llm`; without `llm-local` it is an error saying how to
+    /// get the feature, with it a missing file is named.
+    #[test]
+    fn local_models_follow_the_feature() {
+        let flags = LlmSettings::from_flags(Some("local:models/npc.gguf"), None).unwrap();
+        assert_eq!(flags.base_url.as_deref(), Some("local:models/npc.gguf"));
+        let e = LlmSettings::from_flags(Some("lokal:x.gguf"), None).unwrap_err();
+        assert!(e.to_string().contains("local:PATH.gguf"), "{e}");
+        let e = match backend_for("local:/nonexistent/tavern/npc.gguf") {
+            Err(LlmError::Config(m)) => m,
+            Err(e) => panic!("wrong error: {e}"),
+            Ok(_) => panic!("no such model"),
+        };
+        assert!(e.contains("/nonexistent/tavern/npc.gguf"), "{e}");
+        #[cfg(feature = "llm-local")]
+        assert!(e.contains("no such file"), "{e}");
+        #[cfg(not(feature = "llm-local"))]
+        assert!(
+            e.contains("`llm-local` feature") && e.contains("cargo build --features llm-local"),
+            "{e}"
+        );
+    }
 
     /// Without `llm-http` an HTTP base URL is a configuration error that tells the host what
     /// to do; with it, the OpenAI client answers.

@@ -216,7 +216,7 @@ impl NodeExecutor for ChatNode {
             }
             let backend: Arc<dyn ChatBackend> = match (&run.backend, &merged.base_url) {
                 (Some(b), _) => b.clone(),
-                (None, Some(u)) if u.starts_with("scripted:") => {
+                (None, Some(u)) if u.starts_with("scripted:") || u.starts_with(super::LOCAL) => {
                     backend_for(u).map_err(|e| NodeError::Failed(e.to_string()))?
                 }
                 _ => http.map_err(|e| NodeError::Failed(e.to_string()))?,

@@ -62,6 +62,9 @@ fn body_json(req: &ChatRequest, s: &ResolvedLlm) -> Value {
         b.insert("tools".into(), Value::Array(req.tools.clone()));
     }
     b.insert("stream".into(), json!(s.stream));
+    if let Some(seed) = s.seed {
+        b.insert("seed".into(), json!(seed));
+    }
     if !req.stop.is_empty() {
         b.insert("stop".into(), json!(req.stop));
     }
