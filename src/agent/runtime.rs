@@ -317,9 +317,7 @@ impl<'e> AgentRuntimeBuilder<'e> {
             // A model run in this process (`llm-local`), loaded once and shared.
             (None, Some(u)) if u.starts_with(crate::agent::llm::LOCAL) => Some(
                 crate::agent::llm::local_backend(
-                    &engine
-                        .home()
-                        .join(u[crate::agent::llm::LOCAL.len()..].trim()),
+                    &engine.home.join(u[crate::agent::llm::LOCAL.len()..].trim()),
                 )
                 .map_err(|e| AgentError::Config(e.to_string()))?,
             ),
