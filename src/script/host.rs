@@ -755,14 +755,7 @@ impl HostCore {
             params["temperature"] = Value::from(t);
         }
         let r = self.client_request(WHAT, "sampling/createMessage", params)?;
-        let text = match &r["content"] {
-            Value::Array(blocks) => blocks
-                .iter()
-                .filter_map(|b| b["text"].as_str())
-                .collect::<Vec<_>>()
-                .join(""),
-            c => c["text"].as_str().unwrap_or_default().to_string(),
-        };
+        let text = sampled_text(&r);
         Ok(serde_json::json!({
             "text": text,
             "model": r["model"],
@@ -970,6 +963,19 @@ pub(crate) fn check_description(id: &str, d: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The text of a `sampling/createMessage` result (its text block, or its text blocks
+/// joined): what `api.llm.chat` returns, and what the `llm:Chat` node and served agents read.
+pub(crate) fn sampled_text(r: &Value) -> String {
+    match &r["content"] {
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        c => c["text"].as_str().unwrap_or_default().to_string(),
+    }
 }
 
 #[cfg(test)]

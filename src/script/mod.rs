@@ -33,7 +33,7 @@ use std::path::Path;
 
 pub use api::luals_definitions;
 pub use error::ScriptError;
-pub(crate) use host::in_script_thread;
+pub(crate) use host::{in_script_thread, sampled_text};
 pub use host::{CallInfo, ScriptEnv, UNSUPPORTED};
 pub use limits::{Limits, PartialLimits};
 pub use permissions::{FsAccess, Permissions};

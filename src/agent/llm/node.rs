@@ -155,17 +155,8 @@ pub(crate) fn sampling_request(messages: &[Value], settings: &super::ResolvedLlm
     req
 }
 
-/// The text of a `sampling/createMessage` result (its text block, or its text blocks joined).
-pub(crate) fn sampled_text(r: &Value) -> String {
-    match &r["content"] {
-        Value::Array(blocks) => blocks
-            .iter()
-            .filter_map(|b| b["text"].as_str())
-            .collect::<Vec<_>>()
-            .join(""),
-        c => c["text"].as_str().unwrap_or_default().to_string(),
-    }
-}
+/// The text of a `sampling/createMessage` result, read the one way scripts read it.
+pub(crate) use crate::script::sampled_text;
 
 impl NodeExecutor for ChatNode {
     fn execute(
