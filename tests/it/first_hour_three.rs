@@ -1111,7 +1111,9 @@ fn loose_names_are_warnings_in_mcp_and_the_agent_loop() {
 #[test]
 fn the_time_limit_says_where_it_stopped() {
     let h = home();
-    let limits = "limits:\n  instructions: 1000000000000\n  wallMs: 300\n";
+    // The time limit must come first: 20 ms is far less than the host's 50,000,000
+    // instructions take on any machine, loaded or quiet.
+    let limits = "limits:\n  instructions: 1000000000000\n  wallMs: 20\n";
     write(
         h.path(),
         &[
@@ -1136,7 +1138,7 @@ fn the_time_limit_says_where_it_stopped() {
     assert_eq!(l["code"], "timeout", "{l}");
     let m = l["message"].as_str().unwrap();
     assert!(
-        m.contains("timed out after 300 ms (stopped at plugins/L/main.lua:")
+        m.contains("timed out after 20 ms (stopped at plugins/L/main.lua:")
             && ["3)", "4)"].iter().any(|e| m.ends_with(e)),
         "{m}"
     );
@@ -1144,7 +1146,7 @@ fn the_time_limit_says_where_it_stopped() {
     assert_eq!(r["code"], "timeout", "{r}");
     assert!(
         r["message"].as_str().unwrap().ends_with(
-            "timed out after 300 ms (stopped at plugins/R/main.rhai:5, the loop in spin)"
+            "timed out after 20 ms (stopped at plugins/R/main.rhai:5, the loop in spin)"
         ),
         "{r}"
     );

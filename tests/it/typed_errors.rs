@@ -104,7 +104,7 @@ fn llm_settings_errors_keep_their_messages() {
     assert_eq!(e, LlmSettingsError::Backend("ftp://x".into()));
     assert_eq!(
         e.to_string(),
-        "'ftp://x' is neither openai:BASE_URL (e.g. openai:http://127.0.0.1:8080/v1) nor scripted:FILE"
+        "'ftp://x' is neither openai:BASE_URL (e.g. openai:http://127.0.0.1:8080/v1) nor scripted:FILE nor local:PATH.gguf"
     );
     let m = json!({"temperature": "hot"});
     let e = LlmSettings::from_map(m.as_object().unwrap()).unwrap_err();

@@ -205,7 +205,7 @@ async fn the_mcp_view_shows_the_json_rpc_messages_and_notifications_of_a_call() 
         .await;
     assert_eq!(
         answer["result"]["structuredContent"],
-        json!({"title": "Cellar", "lines": 2}),
+        json!({"title": "Cellar", "lines": 2, "call_id": "call_0"}),
         "{answer}"
     );
     c.shot("mcp").await;
