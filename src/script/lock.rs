@@ -345,10 +345,16 @@ impl PluginLock {
     /// Whether waiting from thread `me` for `start` would close a cycle: every holder of
     /// `start` is `me`, or waits (transitively) for a lock all of whose holders lead back
     /// to `me`.
+    /// When it would, `me` leaves the wait-for graph before the graph's lock is let go:
+    /// two threads of one cycle checking at once must not both see it and both give up.
     fn would_deadlock(start: &Arc<PluginLock>, me: u64) -> bool {
-        let w = waits().lock().unwrap_or_else(|p| p.into_inner());
+        let mut w = waits().lock().unwrap_or_else(|p| p.into_inner());
         let mut seen: Vec<*const PluginLock> = Vec::new();
-        Self::blocked_by(start, me, &w, &mut seen)
+        let stuck = Self::blocked_by(start, me, &w, &mut seen);
+        if stuck {
+            w.remove(&me);
+        }
+        stuck
     }
 
     fn blocked_by(
