@@ -351,7 +351,7 @@ impl Hooks {
                 Ok(_) => {}
                 Err(e) => {
                     if audit {
-                        self.audit_call(&ctx, "vetoed", started, None);
+                        self.audit_call(&ctx, "vetoed".into(), started, None);
                     }
                     return Err(e);
                 }
@@ -395,8 +395,8 @@ impl Hooks {
         }
         if audit {
             let outcome = match &result {
-                Ok(_) => "ok",
-                Err(e) => e.code(),
+                Ok(_) => "ok".into(),
+                Err(e) => e.code().to_string().into(),
             };
             self.audit_call(&ctx, outcome, started, by.as_deref());
         }

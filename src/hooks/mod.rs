@@ -30,7 +30,7 @@ use arc_swap::ArcSwap;
 
 use serde_json::{Map, Value};
 
-pub use audit::{AuditSink, AuditTap};
+pub use audit::{AuditRecord, AuditSink, AuditTap};
 pub(crate) use fire::{fire_blocking, take_map};
 pub use overrides::{Next, OverrideHandler, OverrideInfo};
 pub use points::{point, PointSpec, POINTS};

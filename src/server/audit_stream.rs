@@ -11,12 +11,14 @@
 //! calls skip the audit work (unless an `--audit` file or a log subscriber wants it).
 //!
 //! Besides, the hub keeps the last records it was handed ([`RECENT`] by default,
-//! `--audit-recent N`; one short `VecDeque` of shared strings), so the page opened after a
+//! `--audit-recent N`; one short `VecDeque` of typed records), so the page opened after a
 //! call still shows it: `?recent=N` replays up to N of them, oldest first, before the live
 //! records (taken under the same lock as the subscription, so none is missed or shown
-//! twice). To have them, a hub that keeps records always wants them: every call served
-//! builds its audit record (about a microsecond or two); with `--audit-recent 0` it keeps
-//! none and wants records only while a client follows, as the paragraph above says.
+//! twice). To have them, a hub that keeps records always wants them: every call served is
+//! timed and its record kept, but a record becomes JSON only when a client is sent it, so
+//! with nobody following a call costs a clock read and a copy of its names; with
+//! `--audit-recent 0` it keeps none and wants records only while a client follows, as the
+//! paragraph above says.
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -29,13 +31,14 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::routing::get;
 use axum::{Extension, Router};
 use futures_util::{Stream, StreamExt};
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::conn::ConnHandle;
 use super::rest::ApiError;
 use super::Served;
+use crate::hooks::AuditRecord;
 
 /// Records a client may fall behind before it is dropped.
 pub const BUFFER: usize = 1024;
@@ -92,7 +95,7 @@ pub struct AuditHub {
     /// With a shared store: run before a client is subscribed ([`Opener`]).
     opener: std::sync::OnceLock<Opener>,
     /// The last [`RECENT`] records this server made, oldest first.
-    recent: Mutex<VecDeque<Arc<str>>>,
+    recent: Mutex<VecDeque<AuditRecord>>,
 }
 
 impl std::fmt::Debug for AuditHub {
@@ -114,27 +117,31 @@ impl crate::hooks::AuditTap for AuditHub {
             }
     }
 
-    fn record(&self, record: &Value) {
-        let text: Arc<str> = Arc::from(record.to_string());
+    fn record(&self, record: &AuditRecord) {
         match self.forward.get() {
             // Full (the store is away or slow): the record is dropped, never waited for.
             Some((f, any)) => {
-                self.remember(text.clone());
+                self.remember(record);
                 if any.load(Ordering::Relaxed) {
-                    let _ = f.try_send(text);
+                    let _ = f.try_send(text(record));
                 }
             }
             None => {
                 // Kept under the clients' lock, so a subscriber's replay and its live
                 // records neither overlap nor leave a gap.
                 let mut clients = self.lock();
-                self.remember(text.clone());
+                self.remember(record);
                 if !clients.is_empty() {
-                    self.send_to(&mut clients, None, text);
+                    self.send_to(&mut clients, None, text(record));
                 }
             }
         }
     }
+}
+
+/// A record as the SSE `data:` line and the shared store carry it.
+fn text(record: &AuditRecord) -> Arc<str> {
+    Arc::from(record.to_json().to_string())
 }
 
 impl AuditHub {
@@ -187,7 +194,7 @@ impl AuditHub {
         }
     }
 
-    fn remember(&self, text: Arc<str>) {
+    fn remember(&self, record: &AuditRecord) {
         if self.keep == 0 {
             return;
         }
@@ -195,16 +202,17 @@ impl AuditHub {
         if recent.len() >= self.keep {
             recent.pop_front();
         }
-        recent.push_back(text);
+        recent.push_back(record.clone());
     }
 
-    /// The last `n` (at most as many as it keeps) records this server made, oldest first.
+    /// The last `n` (at most as many as it keeps) records this server made, oldest first,
+    /// as JSON text.
     pub fn recent(&self, n: usize) -> Vec<Arc<str>> {
         let recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         recent
             .iter()
             .skip(recent.len().saturating_sub(n))
-            .cloned()
+            .map(text)
             .collect()
     }
 
@@ -355,6 +363,23 @@ mod tests {
     use super::*;
     use crate::hooks::AuditTap;
     use futures_util::StreamExt;
+    use serde_json::Value;
+
+    /// A call record of tool `t<n>`.
+    fn rec(n: usize) -> AuditRecord {
+        AuditRecord {
+            ts: chrono::Utc::now(),
+            event: "call",
+            caller: crate::tools::Caller::Cli,
+            tool: Arc::from(format!("t{n}")),
+            outcome: "ok".into(),
+            duration_ms: Some(0.5),
+            depth: Some(0),
+            reason: None,
+            overridden_by: None,
+            call_id: None,
+        }
+    }
 
     #[tokio::test]
     async fn a_client_that_falls_behind_is_told_and_dropped_and_no_sender_waits() {
@@ -363,7 +388,7 @@ mod tests {
         let rx = hub.subscribe();
         // Far more records than the buffer, with nobody reading: sending never waits.
         for i in 0..(BUFFER + 10) {
-            hub.record(&json!({"event": "call", "n": i}));
+            hub.record(&rec(i));
         }
         let events: Vec<_> = stream(rx, Vec::new()).collect().await;
         assert_eq!(events.len(), 1, "one `dropped` event, then the stream ends");
@@ -373,8 +398,8 @@ mod tests {
     async fn records_arrive_in_order_as_audit_events() {
         let hub = AuditHub::default();
         let rx = hub.subscribe();
-        hub.record(&json!({"event": "call", "n": 1}));
-        hub.record(&json!({"event": "decision", "n": 2}));
+        hub.record(&rec(1));
+        hub.record(&rec(2));
         drop(hub);
         let events: Vec<_> = stream(rx, Vec::new()).collect().await;
         assert_eq!(events.len(), 2);
@@ -385,18 +410,19 @@ mod tests {
         let hub = AuditHub::keeping(RECENT);
         assert!(hub.wanted(), "recent records are kept with no client");
         for i in 0..(RECENT + 5) {
-            hub.record(&json!({"event": "call", "n": i}));
+            hub.record(&rec(i));
         }
         let (_sub, replay) = hub.subscribe_with_recent(None, None, 3);
         let n: Vec<Value> = replay
             .iter()
-            .map(|r| serde_json::from_str::<Value>(r).unwrap()["n"].clone())
+            .map(|r| serde_json::from_str::<Value>(r).unwrap()["tool"].clone())
             .collect();
-        assert_eq!(n, [json!(RECENT + 2), json!(RECENT + 3), json!(RECENT + 4)]);
+        let tool = |n: usize| json!(format!("t{n}"));
+        assert_eq!(n, [tool(RECENT + 2), tool(RECENT + 3), tool(RECENT + 4)]);
         assert_eq!(hub.recent(10_000).len(), RECENT, "at most RECENT are kept");
         let none = AuditHub::keeping(0);
         assert!(!none.wanted(), "keeping none: wanted only with a client");
-        none.record(&json!({"event": "call"}));
+        none.record(&rec(0));
         assert!(none.recent(10).is_empty());
     }
 }
