@@ -172,29 +172,49 @@ impl Audit {
     }
 }
 
+/// What a call's audit record needs of its context, taken before the context moves into
+/// the call (so auditing never clones the whole context).
+pub(super) struct Audited {
+    caller: Caller,
+    tool: Arc<str>,
+    depth: u32,
+    call_id: Option<Arc<str>>,
+}
+
+impl Audited {
+    pub(super) fn of(ctx: &CallContext) -> Audited {
+        Audited {
+            caller: ctx.caller.clone(),
+            tool: ctx.tool_id.clone(),
+            depth: ctx.depth,
+            call_id: ctx.call_id.clone(),
+        }
+    }
+}
+
 impl Hooks {
     pub(super) fn audit_call(
         &self,
-        ctx: &CallContext,
+        call: Audited,
         outcome: Cow<'static, str>,
         started: Option<Instant>,
         overridden_by: Option<&str>,
     ) {
         let ms = started.map_or(0.0, |t| t.elapsed().as_secs_f64() * 1000.0);
-        tracing::info!(target: "tavern::audit", caller = %ctx.caller, tool = %ctx.tool_id,
+        tracing::info!(target: "tavern::audit", caller = %call.caller, tool = %call.tool,
             outcome = &*outcome, duration_ms = ms, overridden_by, "call");
         if self.audit.recording() {
             self.audit.record(&AuditRecord {
                 ts: chrono::Utc::now(),
                 event: "call",
-                caller: ctx.caller.clone(),
-                tool: ctx.tool_id.clone(),
+                caller: call.caller,
+                tool: call.tool,
                 outcome,
                 duration_ms: Some(ms),
-                depth: Some(ctx.depth),
+                depth: Some(call.depth),
                 reason: None,
                 overridden_by: overridden_by.map(str::to_string),
-                call_id: ctx.call_id.clone(),
+                call_id: call.call_id,
             });
         }
     }

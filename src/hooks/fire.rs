@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
+use super::audit::Audited;
 use super::points::{PointSpec, ToolAfter, ToolBefore, POINTS, TOOL_AFTER_IX, TOOL_BEFORE_IX};
 use super::{event, vetoed, Handlers, HookError, HookHandle, HookReturn, Hooks, MAX_HOOK_DEPTH};
 use crate::tools::{CallContext, Caller, Interceptor, KeyMatching, Tool, ToolError, ToolFuture};
@@ -351,7 +352,7 @@ impl Hooks {
                 Ok(_) => {}
                 Err(e) => {
                     if audit {
-                        self.audit_call(&ctx, "vetoed".into(), started, None);
+                        self.audit_call(Audited::of(&ctx), "vetoed".into(), started, None);
                     }
                     return Err(e);
                 }
@@ -362,45 +363,56 @@ impl Hooks {
             return self.overrides.run(&tool, ctx, args).await;
         }
         let by = self.overrides.top_owner(tool.id());
-        // The after event needs the arguments the tool got: keep a copy only then.
-        let kept = after.then(|| args.clone());
-        let mut result = self.overrides.run(&tool, ctx.clone(), args).await;
-        if let Some(args) = kept {
-            let ok = result.is_ok();
-            // The result moves into the event and back out.
-            let (res, error) = match &mut result {
-                Ok(v) => (Some(std::mem::take(v)), None),
-                Err(e) => (
-                    None,
-                    Some(json!({"code": e.code(), "message": e.to_string()})),
-                ),
-            };
-            let elapsed = started.map_or(0.0, |t| t.elapsed().as_secs_f64() * 1000.0);
-            let mut ev = ToolAfter {
-                tool: tool.id(),
-                args,
-                caller: &ctx.caller,
-                ok: Value::Bool(ok),
-                result: res,
-                error,
-                elapsed_ms: json!(elapsed),
-            };
-            // An after point never fails the call: a failing handler was skipped.
-            let _ = ev.fire(self, &ctx).await;
-            // The result of a call that succeeded, or a result a handler set (also for a
-            // failed call: `result` is in the event only then), wins.
-            if let Some(v) = ev.result {
-                result = Ok(v);
+        let audited = audit.then(|| Audited::of(&ctx));
+        if !after {
+            // Only the audit reads the call afterwards: the context moves in.
+            let result = self.overrides.run(&tool, ctx, args).await;
+            if let Some(a) = audited {
+                self.audit_call(a, outcome(&result), started, by.as_deref());
             }
+            return result;
         }
-        if audit {
-            let outcome = match &result {
-                Ok(_) => "ok".into(),
-                Err(e) => e.code().to_string().into(),
-            };
-            self.audit_call(&ctx, outcome, started, by.as_deref());
+        // The after event needs the arguments the tool got and the context: copies of both.
+        let kept = args.clone();
+        let mut result = self.overrides.run(&tool, ctx.clone(), args).await;
+        let ok = result.is_ok();
+        // The result moves into the event and back out.
+        let (res, error) = match &mut result {
+            Ok(v) => (Some(std::mem::take(v)), None),
+            Err(e) => (
+                None,
+                Some(json!({"code": e.code(), "message": e.to_string()})),
+            ),
+        };
+        let elapsed = started.map_or(0.0, |t| t.elapsed().as_secs_f64() * 1000.0);
+        let mut ev = ToolAfter {
+            tool: tool.id(),
+            args: kept,
+            caller: &ctx.caller,
+            ok: Value::Bool(ok),
+            result: res,
+            error,
+            elapsed_ms: json!(elapsed),
+        };
+        // An after point never fails the call: a failing handler was skipped.
+        let _ = ev.fire(self, &ctx).await;
+        // The result of a call that succeeded, or a result a handler set (also for a
+        // failed call: `result` is in the event only then), wins.
+        if let Some(v) = ev.result {
+            result = Ok(v);
+        }
+        if let Some(a) = audited {
+            self.audit_call(a, outcome(&result), started, by.as_deref());
         }
         result
+    }
+}
+
+/// A call's outcome as its audit record says it: `ok` or the error's code.
+fn outcome(result: &Result<Value, ToolError>) -> std::borrow::Cow<'static, str> {
+    match result {
+        Ok(_) => "ok".into(),
+        Err(e) => e.code().to_string().into(),
     }
 }
 
