@@ -171,6 +171,9 @@ pub struct PermissionsSpec {
     /// Host environment variables passed to its process tools (besides `PATH` and its
     /// config values).
     pub env: Vec<String>,
+    /// What `api.world` may do with the engine's live world: `read` or `write`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub world: Option<crate::script::WorldAccess>,
 }
 
 /// `permissions.services`.
