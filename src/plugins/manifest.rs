@@ -172,7 +172,6 @@ pub struct PermissionsSpec {
     /// config values).
     pub env: Vec<String>,
     /// What `api.world` may do with the engine's live world: `read` or `write`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub world: Option<crate::script::WorldAccess>,
 }
 
