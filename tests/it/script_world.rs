@@ -47,7 +47,10 @@ fn home() -> tempfile::TempDir {
             &t.path().join(format!("plugins/{name}/plugin.yaml")),
             &format!("name: {name}\n{perms}"),
         );
-        write(&t.path().join(format!("plugins/{name}/main.lua")), LUA_TOOLS);
+        write(
+            &t.path().join(format!("plugins/{name}/main.lua")),
+            LUA_TOOLS,
+        );
     }
     write(
         &t.path().join("plugins/X/plugin.yaml"),

@@ -24,7 +24,10 @@ fn write(p: &Path, text: &str) {
 /// changes the weather.
 fn home() -> tempfile::TempDir {
     let t = tempfile::tempdir().unwrap();
-    write(&t.path().join("world.json"), r#"{"weather": {"now": "rain"}}"#);
+    write(
+        &t.path().join("world.json"),
+        r#"{"weather": {"now": "rain"}}"#,
+    );
     write(
         &t.path().join("plugins/Weather/plugin.yaml"),
         "name: Weather\npermissions:\n  world: write\n",
@@ -154,7 +157,11 @@ async fn a_lua_tools_world_change_reaches_subscribed_sessions_and_reads() {
         "{r}"
     );
     let updated = events.next("notifications/resources/updated").await;
-    assert_eq!(updated["params"]["uri"], json!("tavern://world"), "{updated}");
+    assert_eq!(
+        updated["params"]["uri"],
+        json!("tavern://world"),
+        "{updated}"
+    );
     assert_eq!(
         read_world(&c, &s.base, &sid).await,
         json!({"weather": {"now": "sun"}})
@@ -212,7 +219,11 @@ async fn a_hosts_set_through_the_engine_reaches_subscribed_sessions() {
     let world = served.engine().world_state();
     world.set("weather.now", json!("storm")).expect("set");
     let updated = events.next("notifications/resources/updated").await;
-    assert_eq!(updated["params"]["uri"], json!("tavern://world"), "{updated}");
+    assert_eq!(
+        updated["params"]["uri"],
+        json!("tavern://world"),
+        "{updated}"
+    );
     assert_eq!(
         read_world(&c, &base, &sid).await,
         json!({"weather": {"now": "storm"}})
@@ -343,4 +354,44 @@ fn a_misspelled_or_wrong_world_permission_is_a_problem_at_its_line() {
             "{yaml}: {text}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_reload_keeps_the_live_world_unless_world_json_changed() {
+    let t = home();
+    let s = Server::start(t.path(), &["--watch"]);
+    let c = reqwest::Client::new();
+    let sid = open(&c, &s.base).await;
+    let mut events = Events::open(&c, &s.base, &sid).await;
+    subscribe(&c, &s.base, &sid).await;
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "Weather_set", "arguments": {"now": "sun"}}});
+    let a = mcp_post(&c, &s.base, Some(&sid), V, &call).await;
+    assert_eq!(
+        a.answer()["result"]["isError"],
+        json!(false),
+        "{:?}",
+        a.msgs
+    );
+    events.next("notifications/resources/updated").await;
+    // A plugin edit reloads the engine; the world a script changed stays.
+    let main = t.path().join("plugins/Weather/main.lua");
+    let text = std::fs::read_to_string(&main).unwrap();
+    std::fs::write(&main, format!("{text}\n-- edited\n")).unwrap();
+    events.next("notifications/tools/list_changed").await;
+    assert_eq!(
+        read_world(&c, &s.base, &sid).await,
+        json!({"weather": {"now": "sun"}})
+    );
+    // A new world.json starts the world anew from it.
+    std::fs::write(
+        t.path().join("world.json"),
+        r#"{"weather": {"now": "fog"}}"#,
+    )
+    .unwrap();
+    events.next("notifications/tools/list_changed").await;
+    assert_eq!(
+        read_world(&c, &s.base, &sid).await,
+        json!({"weather": {"now": "fog"}})
+    );
 }
