@@ -61,7 +61,7 @@ pub use agent::llm::LlmSettings;
 pub use agent::llm::LocalBackend;
 pub use agent::{
     AgentError, AgentRun, AgentRuntime, AgentRuntimeBuilder, CallFormat, Event, EventBus,
-    ManualStyle, MemoryWorldState, StateError, StopReason, StoreWorldState, Turn, WorldState,
+    ManualStyle, StopReason, Turn,
 };
 pub use config::SettingError;
 pub use engine::{
@@ -76,7 +76,10 @@ pub use problem::Problem;
 pub use protocol::{parse, Args, Call, Diagnostic, Format, OnError, Parsed, Severity, Span};
 pub use sandbox::confine::ProcessLimits;
 pub use script::{Limits, ScriptError};
-pub use store::{KvStore, MemoryStore, StoreError, StoreFuture};
+pub use store::{
+    KvStore, MemoryStore, MemoryWorldState, StateError, StoreError, StoreFuture, StoreWorldState,
+    WorldState,
+};
 pub use tools::{
     CallContext, CallOutcome, Caller, CallerPolicy, Implementation, LogCallback, LogLevel,
     LogRecord, ToolDefinition, ToolError, ToolFuture, ToolHandler,

@@ -224,3 +224,18 @@ api.resources = {}
 ---Tells MCP clients subscribed to `uri` that it changed (`notifications/resources/updated`). Does nothing when no server runs.
 ---@param uri string The resource that changed (`tavern://world`, one of the plugin's `resources:`)
 function api.resources.notify(uri) end
+
+---@class tavern.api.world
+api.world = {}
+
+---Returns the value at `path` in the engine's live world (the world state its agents read: `world.json`, the host's, or with `tavern serve --store` the one every replica shares), or nil when there is none. An empty path gives the whole world.
+---Needs permission `world: read` in plugin.yaml (or `world: write`).
+---@param path string Dotted path (`weather.now`, `party.0.name`: list items by index), as the agent tools use
+---@return any
+function api.world.get(path) end
+
+---Sets the value at `path` in the engine's live world, creating objects on the way, and tells MCP clients subscribed to `tavern://world` that it changed. Fails when a part on the way is a value that is not an object (or a list without that index).
+---Needs permission `world: write` in plugin.yaml.
+---@param path string Dotted path (`weather.now`, `party.0.name`: list items by index), as the agent tools use
+---@param value any Any JSON value
+function api.world.set(path, value) end

@@ -21,7 +21,6 @@ mod manual;
 mod profile;
 mod runtime;
 mod state;
-mod store_world;
 mod tools;
 
 pub use call_format::CallFormat;
@@ -37,8 +36,12 @@ pub(crate) use runtime::EngineParts;
 pub use runtime::{
     hook_seam, AgentRun, AgentRuntime, AgentRuntimeBuilder, CallRecord, Limits, StopReason, Turn,
 };
-pub use state::{get_path, set_path, MemoryWorldState, PrivateState, StateError, WorldState};
-pub use store_world::{StoreWorldState, SERVED_WORLD};
+pub use state::PrivateState;
+// The world state lives in `store` (below `script`, which reaches it for `api.world`); these
+// keep the agent's paths.
+pub use crate::store::{
+    get_path, set_path, MemoryWorldState, StateError, StoreWorldState, WorldState, SERVED_WORLD,
+};
 pub use tools::{agent_tool_definition, AgentTools, AGENT_TOOLS};
 
 use crate::problem::Problem;

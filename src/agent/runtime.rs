@@ -18,10 +18,11 @@ use super::llm::{
 };
 use super::manual::{example, how_to_call, render_teaching, tool_json, ManualStyle, RESULTS_NOTE};
 use super::profile::{build_inventory, AgentProfile, Inventory};
-use super::state::{MemoryWorldState, PrivateState, WorldState};
+use super::state::PrivateState;
 use super::tools::AgentTools;
 use super::AgentError;
 use crate::protocol::{self, Call, Diagnostic, Format, OnError, Parsed, Severity, StreamReader};
+use crate::store::{MemoryWorldState, WorldState};
 use crate::tools::{CallOutcome, Caller, ToolError, ToolManager};
 use crate::workflow::{CompiledWorkflow, RunOptions, Workflow, Workflows};
 

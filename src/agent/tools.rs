@@ -8,7 +8,8 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::events::{Event, EventBus};
-use super::state::{PrivateState, WorldState};
+use super::state::PrivateState;
+use crate::store::WorldState;
 use crate::tools::{CallContext, ToolDefinition, ToolError, ToolFuture, ToolHandler, ToolManager};
 
 /// `ReadPrivateStateTool`.

@@ -1,7 +1,6 @@
 //! `tavern agent run|manual|list`: run an agent's deliberation loop, print its manual.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use serde_json::{json, Value};
 use tavern::internal::agent::llm::LlmSettings;
@@ -161,7 +160,11 @@ async fn run_agent(globals: &Globals, a: RunArgs) -> u8 {
         Ok(w) => w,
         Err(code) => return code,
     };
-    let engine = match globals.engine() {
+    // `--world FILE` is the engine's live world (scripts' `api.world` see it too).
+    let engine = match globals.engine_with(|b| match world {
+        Some(w) => b.world_state(MemoryWorldState::new(w)),
+        None => b,
+    }) {
         Ok(e) => e,
         Err(code) => return code,
     };
@@ -171,9 +174,6 @@ async fn run_agent(globals: &Globals, a: RunArgs) -> u8 {
     };
     if let Some(n) = a.max_turns {
         b = b.max_turns(n);
-    }
-    if let Some(w) = world {
-        b = b.world_state(MemoryWorldState::new(w) as Arc<dyn tavern::internal::agent::WorldState>);
     }
     let mut rt = match b.build() {
         Ok(rt) => rt,

@@ -192,19 +192,17 @@ impl Globals {
     /// Builds the engine for `--home` and `--set`. Load problems are printed to stderr as
     /// warnings; a build failure is printed and returned as the exit status.
     pub fn engine(&self) -> Result<Engine, u8> {
-        self.engine_with(None)
+        self.engine_with(|b| b)
     }
 
-    /// [`Globals::engine`] with scripts' `api.store` kept in `kv` (a served home's store).
+    /// [`Globals::engine`] with more of the builder set by `configure` (a served home's
+    /// store, an agent run's `--world`).
     pub fn engine_with(
         &self,
-        kv: Option<std::sync::Arc<dyn tavern::KvStore>>,
+        configure: impl FnOnce(tavern::EngineBuilder) -> tavern::EngineBuilder,
     ) -> Result<Engine, u8> {
         // Mods' log lines stay `tracing` events (filtered by `TAVERN_LOG`).
-        let mut b = Engine::builder().home(&self.home).log_to_stderr(false);
-        if let Some(kv) = kv {
-            b = b.kv_store(kv);
-        }
+        let mut b = configure(Engine::builder().home(&self.home).log_to_stderr(false));
         // The CLI's runtime runs the engine's async work too (no second runtime).
         if let Ok(h) = tokio::runtime::Handle::try_current() {
             b = b.runtime(h);

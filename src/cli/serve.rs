@@ -75,7 +75,8 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let engine = match globals.engine_with(Some(store.kv.clone())) {
+    let shared_world = store.redis.is_some();
+    let engine = match globals.engine_with(|b| store.configure(b)) {
         Ok(e) => e,
         Err(code) => return code,
     };
@@ -119,7 +120,7 @@ pub async fn run(globals: &Globals, args: Args) -> u8 {
             return FAILED;
         }
     }
-    let _watch = start_watch(globals, &args.common, &served, store.kv);
+    let _watch = start_watch(globals, &args.common, &served, store.kv, shared_world);
     let app = app(served.clone(), &addr);
     eprintln!(
         "tavern: serving MCP at http://{addr}/mcp and REST at http://{addr}/api/tools; web explorer at http://{addr}/"

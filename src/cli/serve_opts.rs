@@ -65,13 +65,27 @@ impl BodyFlags {
     }
 }
 
-/// Where a served engine keeps shared state: the Redis store when one is set, and what
-/// scripts' `api.store` uses (that store, or one memory store every reload shares).
+/// Where a served engine keeps shared state: the Redis store when one is set (then the
+/// live world is kept there too), and what scripts' `api.store` uses (that store, or one
+/// memory store every reload shares).
 pub struct Store {
     /// The Redis store (`--store`, `TAVERN_STORE` or the setting `store.url`).
     pub redis: Option<tavern::internal::store::redis::RedisStore>,
     /// What `api.store` keeps.
     pub kv: Arc<dyn tavern::KvStore>,
+}
+
+impl Store {
+    /// `b` keeping scripts' `api.store` here, and with a Redis store the live world too
+    /// (`tavern:world:home`, shared by every replica).
+    pub fn configure(&self, b: tavern::EngineBuilder) -> tavern::EngineBuilder {
+        let b = b.kv_store(self.kv.clone());
+        if self.redis.is_some() {
+            b.world_in_store(tavern::internal::store::SERVED_WORLD)
+        } else {
+            b
+        }
+    }
 }
 
 impl Common {
@@ -156,19 +170,26 @@ impl Common {
     }
 }
 
-/// Builds engines for `--home`/`--set` without printing (reloads report through the log).
+/// Builds engines for `--home`/`--set` without printing (reloads report through the log),
+/// each keeping the live world of the engine it replaces unless `world.json` changed; with
+/// a shared store (`shared_world`) the world is the store's.
 pub fn factory(
     globals: &Globals,
     kv: Arc<dyn tavern::KvStore>,
-) -> impl Fn() -> Result<Engine, String> + Send + Sync + 'static {
+    shared_world: bool,
+) -> impl Fn(&Engine) -> Result<Engine, String> + Send + Sync + 'static {
     let home: PathBuf = globals.home.clone();
     let sets = globals.sets.clone();
-    move || {
+    move |previous: &Engine| {
         // Mods' log lines stay `tracing` events (the server's log, `TAVERN_LOG`).
         let mut b = Engine::builder()
             .home(&home)
             .kv_store(kv.clone())
-            .log_to_stderr(false);
+            .log_to_stderr(false)
+            .keep_world_of(previous);
+        if shared_world {
+            b = b.world_in_store(tavern::internal::store::SERVED_WORLD);
+        }
         for s in &sets {
             b = b.set(s.clone());
         }
@@ -182,11 +203,16 @@ pub fn start_watch(
     common: &Common,
     served: &Arc<Served>,
     kv: Arc<dyn tavern::KvStore>,
+    shared_world: bool,
 ) -> Option<WatchHandle> {
     if !common.watch {
         return None;
     }
-    match watch(served.clone(), &globals.home, factory(globals, kv)) {
+    match watch(
+        served.clone(),
+        &globals.home,
+        factory(globals, kv, shared_world),
+    ) {
         Ok(h) => Some(h),
         Err(e) => {
             eprintln!("tavern: cannot watch {}: {e}", globals.home.display());

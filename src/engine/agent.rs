@@ -4,7 +4,6 @@
 
 use crate::agent::{
     AgentError, AgentProfile, AgentRuntime, AgentRuntimeBuilder, EngineParts, ManualStyle,
-    MemoryWorldState, WorldState,
 };
 use crate::Engine;
 
@@ -30,14 +29,8 @@ impl Engine {
     /// Starts an agent from `<home>/agents/<target>.json` or a profile file.
     pub fn agent(&self, target: &str) -> Result<AgentRuntimeBuilder<'_>, AgentError> {
         let profile = AgentProfile::load(self.home(), target)?;
-        let b = AgentRuntime::builder(self, profile);
-        // The home's world.json (read by the engine), unless the caller sets another.
-        Ok(match self.world() {
-            Some(w) => {
-                b.world_state(MemoryWorldState::new(w.clone()) as std::sync::Arc<dyn WorldState>)
-            }
-            None => b,
-        })
+        // The engine's live world, unless the caller sets another.
+        Ok(AgentRuntime::builder(self, profile).world_state(self.world_state()))
     }
 
     /// The manual of an agent's inventory in `style`.

@@ -101,6 +101,22 @@ pub struct EngineBuilder {
     log_to_stderr: bool,
     /// What scripts' `api.store` keeps (default: a memory store of the engine's own).
     kv_store: Option<Arc<dyn crate::store::KvStore>>,
+    /// Where the live world comes from (default: `world.json` in memory).
+    world: WorldSource,
+    /// A previous engine's world, kept when `world.json` did not change (reloads).
+    keep_world: Option<(Option<serde_json::Value>, Arc<dyn crate::store::WorldState>)>,
+}
+
+/// Where an engine's live world comes from.
+#[derive(Default)]
+enum WorldSource {
+    /// `<home>/world.json`, in memory.
+    #[default]
+    Home,
+    /// The host's own.
+    Host(Arc<dyn crate::store::WorldState>),
+    /// A document in the engine's `KvStore`, named so (read as `world.json` until written).
+    Store(String),
 }
 
 /// The namespace a host tool's id reserves (`world` for `world:set`, the id itself for a
@@ -133,6 +149,8 @@ impl Default for EngineBuilder {
             log: None,
             log_to_stderr: true,
             kv_store: None,
+            world: WorldSource::Home,
+            keep_world: None,
         }
     }
 }
@@ -476,6 +494,50 @@ impl EngineBuilder {
         self
     }
 
+    /// Makes `world` the engine's live world instead of one in memory made from
+    /// `<home>/world.json`: the world the engine's agents read, scripts change with
+    /// `api.world.set` (plugins that declare `permissions.world`) and the host reaches
+    /// through [`Engine::world_state`]. The engine does not write `world.json` into it.
+    ///
+    /// ```
+    /// use tavern::{MemoryWorldState, WorldState};
+    /// # let home = tempfile::tempdir().unwrap();
+    /// let world = MemoryWorldState::new(serde_json::json!({"weather": "rain"}));
+    /// let engine = tavern::Engine::builder()
+    ///     .home(home.path())
+    ///     .world_state(world.clone())
+    ///     .build()
+    ///     .unwrap();
+    /// engine.world_state().set("weather", "sun".into()).unwrap();
+    /// assert_eq!(world.get("weather"), Some("sun".into()));
+    /// ```
+    pub fn world_state(mut self, world: Arc<dyn crate::store::WorldState>) -> Self {
+        self.world = WorldSource::Host(world);
+        self
+    }
+
+    /// Keeps the engine's live world in its [`kv_store`](EngineBuilder::kv_store) as one
+    /// document (key `tavern:world:<name>`, a [`crate::StoreWorldState`]), which reads as
+    /// `<home>/world.json` until something first writes it: every engine (or replica of a
+    /// served home) on the same store shares the world. `tavern serve --store` uses the name
+    /// `home`.
+    pub fn world_in_store(mut self, name: impl Into<String>) -> Self {
+        self.world = WorldSource::Store(name.into());
+        self
+    }
+
+    /// Keeps `previous`'s live world when this home's `world.json` is what `previous` read
+    /// (a reload that changed plugins, not the world); otherwise the world starts anew from
+    /// the file. A world the host gives ([`EngineBuilder::world_state`]) wins.
+    #[doc(hidden)]
+    pub fn keep_world_of(mut self, previous: &Engine) -> Self {
+        self.keep_world = Some((
+            previous.world().cloned(),
+            previous.tools().world_state().inner().clone(),
+        ));
+        self
+    }
+
     /// Whether to load the power-user hook scripts `<home>/scripts/*.lua|*.rhai` (default yes).
     pub fn user_scripts(mut self, yes: bool) -> Self {
         self.user_scripts = yes;
@@ -556,7 +618,7 @@ impl EngineBuilder {
         if let Some(t) = self.pump_thread {
             pump.set_pump_thread(t);
         }
-        if let Some(h) = self.runtime {
+        if let Some(h) = self.runtime.clone() {
             tools.set_runtime(h);
         }
         tools.set_interceptor(self.hooks.clone());
@@ -612,6 +674,31 @@ impl EngineBuilder {
         // A built-in setting of the wrong type or an unknown one (`[llm] modle`) is a
         // problem where it was written, as `plugin check` reports it.
         let mut problems = settings.check_known();
+        // The live world, before anything loads (scripts may read it at load).
+        let world = read_world(&self.home, &mut problems);
+        let live: Arc<dyn crate::store::WorldState> = match (self.world, self.keep_world) {
+            (WorldSource::Host(w), _) => w,
+            (_, Some((seed, w))) if seed == world => w,
+            (WorldSource::Store(name), _) => {
+                // The store's I/O runs where the store was made: the host's runtime, the
+                // one building (a server's reload), else the engine's own.
+                let runtime = self
+                    .runtime
+                    .clone()
+                    .or_else(|| tokio::runtime::Handle::try_current().ok())
+                    .or_else(|| tools.runtime_handle().ok());
+                crate::store::StoreWorldState::seeded(
+                    tools.kv_store().clone(),
+                    &name,
+                    world.clone(),
+                    runtime,
+                )
+            }
+            (WorldSource::Home, _) => crate::store::MemoryWorldState::new(
+                world.clone().unwrap_or_else(|| serde_json::json!({})),
+            ),
+        };
+        tools.set_world_state(live);
         // The node registry exists before plugins load, so plugins can add node types.
         let registry = NodeRegistry::with_builtins();
         crate::agent::register_nodes(&registry, &settings);
@@ -705,7 +792,6 @@ impl EngineBuilder {
             };
             let _ = fire_blocking(ENGINE_READY, ev.fire(&self.hooks, &ctx));
         }
-        let world = read_world(&self.home, &mut problems);
         // Every problem names its file relative to the home (no absolute path reaches a
         // model or a client).
         let problems: Vec<_> = problems

@@ -55,10 +55,30 @@ const _: () = {
 };
 
 impl Engine {
-    /// The world state the home's agents start from: `<home>/world.json`, read when the
-    /// engine was built (a file that is not a JSON object is in [`Engine::problems`]).
+    /// `<home>/world.json` as it was read when the engine was built (a file that is not a
+    /// JSON object is in [`Engine::problems`]): what the live world
+    /// ([`Engine::world_state`]) started from.
     pub fn world(&self) -> Option<&serde_json::Value> {
         self.world.as_ref()
+    }
+
+    /// The engine's live world: the one its agents read, scripts change with `api.world.set`
+    /// and a host reads and changes here. It is `<home>/world.json` in memory unless the
+    /// builder was given another ([`EngineBuilder::world_state`],
+    /// [`EngineBuilder::world_in_store`]). Every successful `set` through it is announced
+    /// to MCP clients subscribed to `tavern://world` when the engine is served.
+    ///
+    /// ```
+    /// # let home = tempfile::tempdir().unwrap();
+    /// std::fs::write(home.path().join("world.json"), r#"{"weather": {"now": "rain"}}"#).unwrap();
+    /// let engine = tavern::Engine::builder().home(home.path()).build().unwrap();
+    /// let world = engine.world_state();
+    /// assert_eq!(world.get("weather.now"), Some("rain".into()));
+    /// world.set("weather.now", "sun".into()).unwrap();
+    /// assert_eq!(world.get("weather.now"), Some("sun".into()));
+    /// ```
+    pub fn world_state(&self) -> Arc<dyn crate::store::WorldState> {
+        self.tools.world_state().clone()
     }
 
     /// Starts configuring an engine (see [`EngineBuilder`] for the options).

@@ -171,6 +171,8 @@ pub struct PermissionsSpec {
     /// Host environment variables passed to its process tools (besides `PATH` and its
     /// config values).
     pub env: Vec<String>,
+    /// What `api.world` may do with the engine's live world: `read` or `write`.
+    pub world: Option<crate::script::WorldAccess>,
 }
 
 /// `permissions.services`.

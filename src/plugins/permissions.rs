@@ -151,6 +151,7 @@ pub fn resolve(
         tools: spec.tools.clone(),
         network: spec.network,
         env: spec.env.clone(),
+        world: spec.world,
     })
 }
 

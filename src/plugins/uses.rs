@@ -18,7 +18,7 @@ use crate::tools::ToolManager;
 /// One use found in a script.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Use {
-    /// `hooks`, `services.override`, `tools`, `fs.read` or `fs.write`.
+    /// `hooks`, `services.override`, `tools`, `fs.read`, `fs.write` or `world`.
     pub kind: &'static str,
     /// The point, tool id or function (`api.fs.write`) used.
     pub target: String,
@@ -28,7 +28,8 @@ pub struct Use {
     pub line: u32,
 }
 
-/// The `api.fs` functions used (a name is enough: the roots are the manifest's). Hooks,
+/// The `api.fs` and `api.world` functions used (a name is enough: the roots and the world
+/// access are the manifest's). Hooks,
 /// overrides and tool calls are found from tokens ([`api_calls`]), whatever the call form.
 fn patterns() -> &'static [(&'static str, Regex)] {
     static P: OnceLock<Vec<(&'static str, Regex)>> = OnceLock::new();
@@ -41,6 +42,10 @@ fn patterns() -> &'static [(&'static str, Regex)] {
             (
                 "fs.read",
                 r"(api(?:\.|::)fs(?:\.|::)(?:read|list|exists))\b".to_string(),
+            ),
+            (
+                "world",
+                r"(api(?:\.|::)world(?:\.|::)(?:get|set))\b".to_string(),
             ),
         ]
         .into_iter()
@@ -359,7 +364,17 @@ pub fn declared(u: &Use, plugin: &str, perms: &Permissions, tools: &ToolManager)
         "tools" => perms.may_call(plugin, &canonical()),
         "fs.write" => !perms.fs_write.is_empty(),
         "fs.read" => !perms.fs_read.is_empty() || !perms.fs_write.is_empty(),
+        "world" => perms.world(world_need(&u.target)).is_ok(),
         _ => true,
+    }
+}
+
+/// What an `api.world` function (`api.world.set`, `api::world::get`) needs.
+fn world_need(function: &str) -> crate::script::WorldAccess {
+    if function.ends_with("set") {
+        crate::script::WorldAccess::Write
+    } else {
+        crate::script::WorldAccess::Read
     }
 }
 
@@ -367,11 +382,12 @@ pub fn declared(u: &Use, plugin: &str, perms: &Permissions, tools: &ToolManager)
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct PermissionRow {
     /// The permission as written in plugin.yaml (`hooks`, `services.override`, `tools`,
-    /// `fs.read`, `fs.write`).
+    /// `fs.read`, `fs.write`, `world`).
     pub permission: &'static str,
-    /// What the manifest declares (roots as resolved paths).
+    /// What the manifest declares (roots as resolved paths; `read` or `write` for `world`).
     pub declared: Vec<String>,
-    /// What the scripts use (points, tool ids, `api.fs` functions), in file order.
+    /// What the scripts use (points, tool ids, `api.fs` and `api.world` functions), in file
+    /// order.
     pub used: Vec<String>,
 }
 
@@ -488,6 +504,13 @@ pub fn report(plugin: &Plugin, tools: &ToolManager) -> (PermissionReport, Vec<Pr
         ("tools", perms.tools.clone()),
         ("fs.read", paths(&perms.fs_read)),
         ("fs.write", paths(&perms.fs_write)),
+        (
+            "world",
+            perms
+                .world
+                .map(|w| vec![w.as_str().to_string()])
+                .unwrap_or_default(),
+        ),
     ]
     .into_iter()
     .map(|(permission, declared)| PermissionRow {
@@ -502,6 +525,11 @@ pub fn report(plugin: &Plugin, tools: &ToolManager) -> (PermissionReport, Vec<Pr
         if !declared(u, plugin.name(), &perms, tools) {
             let what = match u.kind {
                 "fs.read" | "fs.write" => format!("{} needs permission `{}`", u.target, u.kind),
+                "world" => format!(
+                    "{} needs permission `{}`",
+                    u.target,
+                    world_need(&u.target).permission()
+                ),
                 k => format!(
                     "uses {k} '{}' but `permissions.{k}` does not list it",
                     u.target
@@ -510,10 +538,13 @@ pub fn report(plugin: &Plugin, tools: &ToolManager) -> (PermissionReport, Vec<Pr
             problems.push(
                 Problem::new(&u.file, format!("plugin '{}' {what}", plugin.name()))
                     .at(u.line, None)
-                    .hint(format!(
-                        "add it under `permissions.{}` in plugin.yaml",
-                        u.kind
-                    )),
+                    .hint(match u.kind {
+                        "world" => format!(
+                            "add `{}` under `permissions` in plugin.yaml",
+                            world_need(&u.target).permission()
+                        ),
+                        k => format!("add it under `permissions.{k}` in plugin.yaml"),
+                    }),
             );
             undeclared.push(Undeclared {
                 permission: u.kind,
@@ -587,16 +618,16 @@ mod tests {
 
     #[test]
     fn every_pattern_compiles_and_finds_its_use() {
-        assert_eq!(patterns().len(), 2);
+        assert_eq!(patterns().len(), 3);
         let d = tempfile::tempdir().unwrap();
         std::fs::write(
             d.path().join("main.lua"),
-            "api.hooks.on('tool:before-invoke', f)\napi.tools.call(\"FileOperator:WriteFile\", {})\napi.fs.write('a', 'b')\n",
+            "api.hooks.on('tool:before-invoke', f)\napi.tools.call(\"FileOperator:WriteFile\", {})\napi.fs.write('a', 'b')\nlocal w = api.world.get('weather')\n",
         )
         .unwrap();
         std::fs::write(
             d.path().join("x.rhai"),
-            "api::services::override(\"A:b\", |a, c| 1);\napi::tools::invoke(\"B:c\", #{});\n",
+            "api::services::override(\"A:b\", |a, c| 1);\napi::tools::invoke(\"B:c\", #{});\napi::world::set(\"a.b\", 1);\n",
         )
         .unwrap();
         let u = scan(d.path());
@@ -610,8 +641,10 @@ mod tests {
                 ("hooks", "tool:before-invoke", 1),
                 ("tools", "FileOperator:WriteFile", 2),
                 ("fs.write", "api.fs.write", 3),
+                ("world", "api.world.get", 4),
                 ("services.override", "A:b", 1),
                 ("tools", "B:c", 2),
+                ("world", "api::world::set", 3),
             ]
         );
     }

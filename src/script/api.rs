@@ -49,6 +49,8 @@ pub enum ApiOp {
     ClientAsk,
     LlmChat,
     ResourcesNotify,
+    WorldGet,
+    WorldSet,
 }
 
 /// One function of the `api` table.
@@ -64,7 +66,7 @@ pub struct ApiFunction {
     pub returns: &'static str,
     /// What it does (first line is the summary).
     pub doc: &'static str,
-    /// Permission the plugin must declare (`fs.read`, `fs.write`), if any.
+    /// Permission the plugin must declare (`fs.read`, `fs.write`, `world: read`), if any.
     pub permission: Option<&'static str>,
     /// The implementation.
     pub op: ApiOp,
@@ -106,6 +108,11 @@ const STORE_KEY: ApiParam = p(
     "key",
     "string",
     "Key (1 to 512 bytes), private to this plugin or script",
+);
+const WORLD_PATH: ApiParam = p(
+    "path",
+    "string",
+    "Dotted path (`weather.now`, `party.0.name`: list items by index), as the agent tools use",
 );
 const MSG: &[ApiParam] = &[p(
     "message",
@@ -407,6 +414,26 @@ pub const API: &[ApiFunction] = &[
         op: ApiOp::ResourcesNotify,
         rhai_name: None,
     },
+    ApiFunction {
+        namespace: "world",
+        name: "get",
+        params: &[WORLD_PATH],
+        returns: "any",
+        doc: "Returns the value at `path` in the engine's live world (the world state its agents read: `world.json`, the host's, or with `tavern serve --store` the one every replica shares), or nil when there is none. An empty path gives the whole world.",
+        permission: Some("world: read"),
+        op: ApiOp::WorldGet,
+        rhai_name: None,
+    },
+    ApiFunction {
+        namespace: "world",
+        name: "set",
+        params: &[WORLD_PATH, p("value", "any", "Any JSON value")],
+        returns: "nil",
+        doc: "Sets the value at `path` in the engine's live world, creating objects on the way, and tells MCP clients subscribed to `tavern://world` that it changed. Fails when a part on the way is a value that is not an object (or a list without that index).",
+        permission: Some("world: write"),
+        op: ApiOp::WorldSet,
+        rhai_name: None,
+    },
 ];
 
 /// Namespaces in the order they appear in [`API`].
@@ -477,10 +504,10 @@ pub fn luals_definitions() -> String {
             if let Some(perm) = f.permission {
                 out.push_str(&format!(
                     "---Needs permission `{perm}` in plugin.yaml{}.\n",
-                    if perm == "fs.read" {
-                        " (or `fs.write`)"
-                    } else {
-                        ""
+                    match perm {
+                        "fs.read" => " (or `fs.write`)",
+                        "world: read" => " (or `world: write`)",
+                        _ => "",
                     }
                 ));
             }

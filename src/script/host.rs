@@ -466,6 +466,36 @@ impl HostCore {
         }
     }
 
+    /// `api.world.get` / `api.world.set` on the engine's live world, as
+    /// `permissions.world` allows.
+    fn world(&self, op: ApiOp, args: &[Value]) -> Result<Value, ScriptError> {
+        use super::permissions::WorldAccess;
+        use crate::store::WorldState as _;
+        let (fname, need) = match op {
+            ApiOp::WorldSet => ("api.world.set", WorldAccess::Write),
+            _ => ("api.world.get", WorldAccess::Read),
+        };
+        self.env.permissions.world(need)?;
+        let path = str_arg(args, 0, fname, "path")?;
+        let manager = self
+            .env
+            .tools
+            .as_ref()
+            .and_then(Weak::upgrade)
+            .or_else(|| current_call().and_then(|(info, _, _)| info.manager))
+            .ok_or_else(|| {
+                ScriptError::runtime(format!("{fname}: no engine is attached to this script"))
+            })?;
+        let world = manager.world_state();
+        if op == ApiOp::WorldSet {
+            world
+                .set(path, arg(args, 1).clone())
+                .map_err(|e| ScriptError::runtime(format!("{fname}: {e}")))?;
+            return Ok(Value::Null);
+        }
+        Ok(world.get(path).unwrap_or(Value::Null))
+    }
+
     /// Runs a language-neutral api function. `ToolsRegister` is handled by each host.
     pub fn invoke(&self, op: ApiOp, args: &[Value]) -> Result<Value, ScriptError> {
         use ApiOp::*;
@@ -585,6 +615,7 @@ impl HostCore {
             StoreGet | StoreSet | StoreIncr | StoreDelete => {
                 super::store_api::invoke(self, op, args)
             }
+            WorldGet | WorldSet => self.world(op, args),
             ToolsRegister | HooksOn | ServicesOverride => Err(ScriptError::Internal(format!(
                 "{op:?} is handled by the language host"
             ))),

@@ -36,7 +36,7 @@ pub use error::ScriptError;
 pub(crate) use host::{in_script_thread, sampled_text};
 pub use host::{CallInfo, ScriptEnv, UNSUPPORTED};
 pub use limits::{Limits, PartialLimits};
-pub use permissions::{FsAccess, Permissions};
+pub use permissions::{FsAccess, Permissions, WorldAccess};
 pub use plugin::{ExecMode, PluginScripts, ScriptSource, ScriptToolHandler};
 pub use rhai_docs::rhai_api_markdown;
 pub use snippet::{run_snippet, SnippetOutput};

@@ -28,6 +28,38 @@ pub struct Permissions {
     pub network: bool,
     /// Host environment variables its process tools receive.
     pub env: Vec<String>,
+    /// What `api.world` may do with the engine's live world (`permissions.world`).
+    pub world: Option<WorldAccess>,
+}
+
+/// `permissions.world`: what a plugin may do with the engine's live world.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum WorldAccess {
+    /// `api.world.get`.
+    Read,
+    /// `api.world.get` and `api.world.set`.
+    Write,
+}
+
+impl WorldAccess {
+    /// The permission as written in plugin.yaml and in error messages (`world: read`).
+    pub fn permission(self) -> &'static str {
+        match self {
+            WorldAccess::Read => "world: read",
+            WorldAccess::Write => "world: write",
+        }
+    }
+
+    /// The value as written after `world:` (`read`, `write`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorldAccess::Read => "read",
+            WorldAccess::Write => "write",
+        }
+    }
 }
 
 /// Which kind of file access an `api.fs` function needs.
@@ -73,6 +105,17 @@ impl Permissions {
         root.ok_or_else(|| ScriptError::PermissionDenied {
             permission: access.permission().into(),
         })
+    }
+
+    /// Whether `api.world` may do what `need` allows (`write` includes `read`), or the
+    /// permission error naming what to declare.
+    pub fn world(&self, need: WorldAccess) -> Result<(), ScriptError> {
+        match self.world {
+            Some(have) if have >= need => Ok(()),
+            _ => Err(ScriptError::PermissionDenied {
+                permission: need.permission().into(),
+            }),
+        }
     }
 
     /// Whether a hook point was declared, in either written form (`workflow:before-execute`

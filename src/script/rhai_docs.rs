@@ -158,6 +158,7 @@ fn in_rhai_words(doc: &str) -> String {
         ("(tables, strings, numbers, booleans, api.json.null)", "(maps, arrays, strings, numbers, bools, ())"),
         ("or nil when unset", "or () when unset"),
         ("or nil (also for a kept JSON null)", "or () (also for a kept JSON null)"),
+        ("or nil when there is none", "or () when there is none"),
         ("or a table of fields to replace", "or a map of fields to replace"),
         ("`false[, why]` or `{veto = why}`", "`false` or `#{veto: why}`"),
     ];

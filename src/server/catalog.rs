@@ -3,7 +3,8 @@
 //! The MCP handler (`mcp.rs`) and the REST routes (`rest.rs`) answer from here.
 //!
 //! Built-in resources (the `tavern://` scheme):
-//! - `tavern://world`: the home's `world.json` (when it has one);
+//! - `tavern://world`: the engine's live world (`Engine::world_state`: `world.json` as
+//!   scripts, the host and reloads changed it; with `--store`, the store's);
 //! - `tavern://workflows/{id}`: each workflow's definition;
 //! - `tavern://agents/{id}/manual`: each agent's generated manual;
 //! - `tavern://plugins/{name}/readme`: each plugin's `README.md` (where it has one);
@@ -16,7 +17,7 @@
 use serde_json::{json, Map, Value};
 
 use super::Served;
-use crate::tools::Caller;
+use crate::tools::{Caller, WORLD_URI};
 
 /// Why a catalog request failed.
 #[derive(Debug)]
@@ -79,19 +80,15 @@ pub fn list_resources(served: &Served) -> Vec<Value> {
     let shared = served.shared().is_some();
     #[cfg(not(feature = "store-redis"))]
     let shared = false;
-    if shared {
-        out.push(
-            json!({"uri": "tavern://world", "name": "world", "title": "World state",
-            "description": "The world state the served agents of every replica share in the store (the home's world.json until something writes it)",
-            "mimeType": "application/json"}),
-        );
-    } else if engine.world().is_some() {
-        out.push(
-            json!({"uri": "tavern://world", "name": "world", "title": "World state",
-            "description": "The home's world.json (the world state scripts and agents read)",
-            "mimeType": "application/json"}),
-        );
-    }
+    let description = if shared {
+        "The live world state the served agents and scripts of every replica share in the store (the home's world.json until something writes it)"
+    } else {
+        "The engine's live world state: the home's world.json as scripts (api.world), the host and reloads have changed it"
+    };
+    out.push(
+        json!({"uri": WORLD_URI, "name": "world", "title": "World state",
+        "description": description, "mimeType": "application/json"}),
+    );
     for id in engine.workflows().ids() {
         out.push(json!({"uri": format!("tavern://workflows/{id}"), "name": format!("workflow {id}"),
             "description": format!("The definition of workflow '{id}'"), "mimeType": "application/json"}));
@@ -170,15 +167,17 @@ pub async fn read_resource(served: &Served, uri: &str) -> Result<Vec<Value>, Cat
         let parts: Vec<&str> = path.split('/').collect();
         return match parts.as_slice() {
             ["world"] => {
-                // With a shared store: the world served agents share there.
-                #[cfg(feature = "store-redis")]
-                if let Some(sh) = served.shared() {
-                    let w = super::shared::served_world_doc(&sh.store, engine.world())
-                        .await
-                        .map_err(|e| CatalogError::Failed(e.to_string()))?;
-                    return Ok(text(uri, "application/json", w.to_string()));
-                }
-                let w = engine.world().ok_or_else(not_found)?;
+                // The live world; a host's or the store's may block on I/O.
+                let world = engine.world_state();
+                let w = tokio::task::spawn_blocking(move || world.snapshot())
+                    .await
+                    .map_err(|e| CatalogError::Failed(format!("reading the world failed: {e}")))?
+                    .ok_or_else(|| {
+                        CatalogError::Failed(
+                            "the world state cannot be read whole (its store does not list it)"
+                                .into(),
+                        )
+                    })?;
                 Ok(text(uri, "application/json", w.to_string()))
             }
             ["workflows", id] => {

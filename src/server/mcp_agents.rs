@@ -167,10 +167,8 @@ pub async fn run(
     }
     let engine = served.engine();
     let failed = |e: &dyn std::fmt::Display| ToolError::failed(&name, e.to_string());
+    // The engine's live world (with `--store`, the one every replica shares).
     let mut b = engine.agent(&id).map_err(|e| failed(&e))?;
-    if let Some(world) = super::web::agents::served_world(&served, &engine) {
-        b = b.world_state(world);
-    }
     if let Some(n) = max_turns {
         b = b.max_turns(n);
     }

@@ -233,8 +233,8 @@ impl Served {
         if !dead.is_empty() {
             self.lock_peers().retain(|p| !p.is_transport_closed());
         }
-        // The world state is read from the home on load: subscribers re-read it.
-        let _ = crate::tools::resource_updates().send("tavern://world".to_string());
+        // A reload may bring a new world (world.json changed): subscribers re-read it.
+        let _ = crate::tools::resource_updates().send(crate::tools::WORLD_URI.to_string());
     }
 
     /// Records the outcome of a reload attempt: a refusal is kept (for the web explorer)

@@ -84,37 +84,36 @@ fn world_key() -> String {
     format!("tavern:world:{}", crate::agent::SERVED_WORLD)
 }
 
-/// The world served agents share, as `tavern://world` shows it: the store's document, or
-/// the home's `world.json` (`seed`) until something writes one.
-pub async fn served_world_doc(
-    store: &RedisStore,
-    seed: Option<&serde_json::Value>,
-) -> Result<serde_json::Value, StoreError> {
-    use crate::store::KvStore;
-    let doc = store.get(&world_key()).await?;
-    Ok(doc
-        .filter(serde_json::Value::is_object)
-        .or_else(|| seed.filter(|s| s.is_object()).cloned())
-        .unwrap_or_else(|| serde_json::json!({})))
-}
-
 /// Tells MCP subscribers of `tavern://world` when the served world changes in the store,
-/// whoever wrote it (a host sharing the store, any replica): every [`WORLD_POLL`], the
-/// document is compared with the last one read.
+/// whoever wrote it (a host sharing the store, another replica): every [`WORLD_POLL`], the
+/// document is compared with the last one read. A change this process announced itself
+/// (a script's `api.world.set`, a host's set through the engine) is read at once, so the
+/// poll does not announce it a second time.
 fn watch_world(served: &Arc<Served>, store: RedisStore) {
     let end = served.streams_end();
+    let mut told = crate::tools::resource_updates().subscribe();
     tokio::spawn(async move {
         use crate::store::KvStore;
+        let world = crate::tools::WORLD_URI;
         let mut last: Option<Option<serde_json::Value>> = None;
         let poll = async {
+            let mut tick = tokio::time::interval(WORLD_POLL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
+                let announced = tokio::select! {
+                    _ = tick.tick() => false,
+                    r = told.recv() => match r {
+                        Ok(uri) if uri == world => true,
+                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(_) => false,
+                    },
+                };
                 if let Ok(doc) = store.get(&world_key()).await {
-                    if last.as_ref().is_some_and(|l| *l != doc) {
-                        let _ = crate::tools::resource_updates().send("tavern://world".to_string());
+                    if !announced && last.as_ref().is_some_and(|l| *l != doc) {
+                        let _ = crate::tools::resource_updates().send(world.to_string());
                     }
                     last = Some(doc);
                 }
-                tokio::time::sleep(WORLD_POLL).await;
             }
         };
         tokio::select! {

@@ -105,10 +105,11 @@ fn relevant(kind: &EventKind) -> bool {
 }
 
 /// Starts watching `home`; every settled burst of changes runs [`reload`] and logs the
-/// outcome to stderr.
+/// outcome to stderr. `build` gets the engine in service (to keep its live world,
+/// `EngineBuilder::keep_world_of`).
 pub fn watch<F>(served: Arc<Served>, home: &Path, build: F) -> notify::Result<WatchHandle>
 where
-    F: Fn() -> Result<Engine, String> + Send + Sync + 'static,
+    F: Fn(&Engine) -> Result<Engine, String> + Send + Sync + 'static,
 {
     // Paths compared against the home must be spelled alike.
     let home = home.canonicalize()?;
@@ -159,7 +160,8 @@ where
                 }
             }
             let b = build.clone();
-            let built = tokio::task::spawn_blocking(move || b())
+            let previous = served.engine();
+            let built = tokio::task::spawn_blocking(move || b(&previous))
                 .await
                 .unwrap_or_else(|e| Err(format!("the rebuild panicked: {e}")));
             let outcome = reload(&served, built).await;

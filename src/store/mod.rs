@@ -1,5 +1,5 @@
-//! Shared key-value state: what scripts' `api.store` and a stored agent world state
-//! (`agent::StoreWorldState`) keep.
+//! Shared key-value state: what scripts' `api.store` keeps, and the world state
+//! ([`WorldState`], `world.rs`: in memory, or [`StoreWorldState`] in a store).
 //!
 //! [`KvStore`] is the seam: [`MemoryStore`] (the default, one process) lives here in the lean
 //! library; the Redis one (`redis.rs`, the `store-redis` feature) shares the state between
@@ -12,6 +12,11 @@
 
 #[cfg(feature = "store-redis")]
 pub mod redis;
+mod world;
+
+pub use world::{
+    get_path, set_path, MemoryWorldState, StateError, StoreWorldState, WorldState, SERVED_WORLD,
+};
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -39,6 +39,7 @@ pub(crate) mod runtime;
 mod schema;
 mod unavailable;
 pub mod vcp;
+mod world;
 
 pub use definition::{empty_object_schema, tool_shape, Implementation, ToolDefinition};
 pub use error::ToolError;
@@ -51,6 +52,7 @@ pub use observe::{
 };
 pub use policy::CallerPolicy;
 pub use schema::{normalize_key, KeyMatching};
+pub use world::{LiveWorld, WORLD_URI};
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -510,6 +512,9 @@ pub struct ToolManager {
     list_nodes: std::sync::atomic::AtomicBool,
     /// What scripts' `api.store` keeps (the host's, or a memory store made on first use).
     kv: OnceLock<Arc<dyn crate::store::KvStore>>,
+    /// The engine's live world (`api.world`; set by the engine's build, else an empty
+    /// memory world made on first use).
+    world: OnceLock<Arc<LiveWorld>>,
 }
 
 impl Default for ToolManager {
@@ -522,6 +527,7 @@ impl Default for ToolManager {
             log: LogSink::default(),
             list_nodes: std::sync::atomic::AtomicBool::new(false),
             kv: OnceLock::new(),
+            world: OnceLock::new(),
         }
     }
 }
@@ -750,6 +756,23 @@ impl ToolManager {
     pub fn kv_store(&self) -> &Arc<dyn crate::store::KvStore> {
         self.kv
             .get_or_init(|| Arc::new(crate::store::MemoryStore::new()))
+    }
+
+    /// Makes `world` this manager's live world (set once, before any script uses it; false
+    /// when one is already in use). Changes made through [`ToolManager::world_state`] are
+    /// announced as [`WORLD_URI`].
+    pub fn set_world_state(&self, world: Arc<dyn crate::store::WorldState>) -> bool {
+        self.world.set(LiveWorld::new(world)).is_ok()
+    }
+
+    /// The live world scripts' `api.world` reads and changes: the one set, else an empty
+    /// memory world of this manager's own.
+    pub fn world_state(&self) -> &Arc<LiveWorld> {
+        self.world.get_or_init(|| {
+            LiveWorld::new(crate::store::MemoryWorldState::new(Value::Object(
+                Map::new(),
+            )))
+        })
     }
 
     /// The installed interceptor, if any.

@@ -245,6 +245,7 @@ mod script_api;
 mod script_error_values;
 mod script_luals;
 mod script_store;
+mod script_world;
 #[cfg(all(
     feature = "cli",
     feature = "server",
@@ -322,6 +323,13 @@ mod server_mcp_tasks;
     feature = "store-redis"
 ))]
 mod server_rest;
+#[cfg(all(
+    feature = "cli",
+    feature = "server",
+    feature = "llm-http",
+    feature = "store-redis"
+))]
+mod server_world;
 #[cfg(all(
     feature = "cli",
     feature = "server",

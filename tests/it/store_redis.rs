@@ -912,9 +912,60 @@ async fn served_agents_share_the_world_state_in_the_store() {
     // … and the agents of both replicas see it.
     assert_eq!(weather_seen(&c, &b.base).await, "sun");
     assert_eq!(weather_seen(&c, &a.base).await, "sun");
-    // Without a store, each replica's agents keep their own world (world.json).
+    // Without a store, a server's world is its own (world.json).
     let solo = Server::start(h.path(), &[]);
     assert_eq!(weather_seen(&c, &solo.base).await, "rain");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_scripts_api_world_set_on_one_replica_is_the_world_of_every_replica() {
+    let redis = Redis::start();
+    let h = world_home();
+    let p = h.path().join("plugins/Weather");
+    std::fs::create_dir_all(&p).unwrap();
+    std::fs::write(
+        p.join("plugin.yaml"),
+        "name: Weather\npermissions:\n  world: write\n",
+    )
+    .unwrap();
+    std::fs::write(
+        p.join("main.lua"),
+        r#"api.tools.register{ id = "set", description = "Sets the weather.",
+  handler = function(args) api.world.set("weather.now", args.now) return api.world.get("weather") end }"#,
+    )
+    .unwrap();
+    let a = replica(h.path(), &redis, &[]);
+    let b = replica(h.path(), &redis, &[]);
+    let c = reqwest::Client::new();
+    assert_eq!(weather_seen(&c, &b.base).await, "rain");
+    // A script on replica A changes the world …
+    let r: Value = c
+        .post(format!("{}/api/invoke", a.base))
+        .json(&json!({"tool": "Weather:set", "args": {"now": "hail"}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["results"][0]["ok"], json!(true), "{r}");
+    // … B's agents read it, and so does a host on the same store.
+    assert_eq!(weather_seen(&c, &b.base).await, "hail");
+    let store = tavern::internal::store::redis::RedisStore::connect(&redis.url)
+        .await
+        .unwrap();
+    let world = tavern::StoreWorldState::new(
+        std::sync::Arc::new(store),
+        "home",
+        Some(tokio::runtime::Handle::current()),
+    );
+    let seen = tokio::task::spawn_blocking(move || {
+        use tavern::WorldState;
+        world.get("weather.now")
+    })
+    .await
+    .unwrap();
+    assert_eq!(seen, Some(json!("hail")));
 }
 
 /// `(id, data)` of each event of an SSE body (`data` null for an event without one).

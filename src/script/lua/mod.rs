@@ -408,7 +408,9 @@ fn install_api(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<()> {
                             let out = sh.core.invoke(op, &json).map_err(script_error)?;
                             // A missing key or unset setting is nil (not api.json.null), so
                             // `if v == nil` and `api.config.get(k) or default` read.
-                            if matches!(op, ApiOp::StoreGet | ApiOp::ConfigGet) && out.is_null() {
+                            if matches!(op, ApiOp::StoreGet | ApiOp::ConfigGet | ApiOp::WorldGet)
+                                && out.is_null()
+                            {
                                 return Ok(LuaValue::Nil);
                             }
                             if op == ApiOp::JsonEncode || op == ApiOp::FsRead {

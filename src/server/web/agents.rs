@@ -186,28 +186,6 @@ fn scripted_models(home: &std::path::Path) -> Vec<String> {
     out
 }
 
-/// The world a served agent sees: with a shared store (`--store`), the home's one world
-/// in it (`tavern:world:home`, reading as `<home>/world.json` until first written), so the
-/// agents of every replica share it; `None` (each session's own copy of `world.json`, in
-/// memory) without one.
-pub(crate) fn served_world(
-    served: &Served,
-    engine: &crate::Engine,
-) -> Option<Arc<dyn crate::agent::WorldState>> {
-    #[cfg(feature = "store-redis")]
-    if let Some(shared) = served.shared() {
-        let store: Arc<dyn crate::store::KvStore> = Arc::new(shared.store.clone());
-        return Some(crate::agent::StoreWorldState::seeded(
-            store,
-            crate::agent::SERVED_WORLD,
-            engine.world().cloned(),
-            tokio::runtime::Handle::try_current().ok(),
-        ));
-    }
-    let _ = (served, engine);
-    None
-}
-
 fn new_session_id() -> String {
     uuid::Uuid::new_v4().simple().to_string()
 }
@@ -323,15 +301,10 @@ pub async fn turn(
                         "or serve with a model of its own: --llm openai:URL (or pick a scripted model here)".to_string(),
                     ]));
                 }
-                let world = served_world(&st.served, &engine);
                 let rt = engine
                     .agent(&id)
                     .map(|b| match llm {
                         Some(l) => b.llm(l),
-                        None => b,
-                    })
-                    .map(|b| match world {
-                        Some(w) => b.world_state(w),
                         None => b,
                     })
                     .and_then(|b| b.build())
