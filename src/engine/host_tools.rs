@@ -64,6 +64,10 @@ impl ToolHandler for BlockingFn {
             }
         })
     }
+
+    fn is_blocking(&self) -> bool {
+        true
+    }
 }
 
 /// A handler for a sync host tool: it runs on the blocking pool, so a slow one never

@@ -325,7 +325,9 @@ impl PluginLock {
         }
     }
 
-    fn enqueue(&self, want: Want, wake: Wake) -> Queued<'_> {
+    /// Queues a waiter: at the back, or at the front for a call taking back the state it
+    /// gave up mid-call ([`PluginLock::retake`]).
+    fn enqueue(&self, want: Want, wake: Wake, front: bool) -> Queued<'_> {
         let waiter = Arc::new(Waiter {
             want,
             granted: AtomicUsize::new(0),
@@ -333,7 +335,11 @@ impl PluginLock {
         });
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
         self.waiters.fetch_add(1, Ordering::SeqCst);
-        q.push_back(waiter.clone());
+        if front {
+            q.push_front(waiter.clone());
+        } else {
+            q.push_back(waiter.clone());
+        }
         self.dispatch(&mut q);
         Queued {
             lock: self,
@@ -394,6 +400,55 @@ impl PluginLock {
         deadline: Instant,
         allowed_ms: u64,
     ) -> Result<LockGuard<'_>, ScriptError> {
+        self.acquire_queued(plugin, want, deadline, allowed_ms, false)
+    }
+
+    /// Gives slot `slot`, which this thread holds, up entirely (every level it took) while
+    /// its call waits outside the script state (a Lua call handing a sync host tool over,
+    /// suspended as a coroutine); other calls can use the state meanwhile. Returns how many
+    /// levels were held, for [`PluginLock::retake`].
+    pub fn suspend(&self, slot: usize) -> usize {
+        let s = &self.slots[slot];
+        if s.owner.load(Ordering::Relaxed) != this_thread() {
+            // Not ours (cannot happen: only the holder suspends): give nothing up.
+            return 0;
+        }
+        let count = s.count.load(Ordering::Relaxed);
+        s.count.store(0, Ordering::Relaxed);
+        self.release(slot);
+        count
+    }
+
+    /// Takes slot `slot` back after [`PluginLock::suspend`], with the levels it held, ahead
+    /// of calls that have not started yet (the call already runs; finishing it first frees
+    /// its state soonest). Waits like [`PluginLock::acquire`]: a cycle is
+    /// [`ScriptError::Busy`], `deadline` a [`ScriptError::Timeout`].
+    pub fn retake(
+        self: &Arc<Self>,
+        plugin: &str,
+        slot: usize,
+        levels: usize,
+        deadline: Instant,
+        allowed_ms: u64,
+    ) -> Result<(), ScriptError> {
+        if levels == 0 {
+            return Ok(());
+        }
+        let guard = self.acquire_queued(plugin, Want::Slot(slot), deadline, allowed_ms, true)?;
+        self.slots[slot].count.store(levels, Ordering::Relaxed);
+        // The levels are given back by the guards of the frames that took them.
+        std::mem::forget(guard);
+        Ok(())
+    }
+
+    fn acquire_queued(
+        self: &Arc<Self>,
+        plugin: &str,
+        want: Want,
+        deadline: Instant,
+        allowed_ms: u64,
+        front: bool,
+    ) -> Result<LockGuard<'_>, ScriptError> {
         let me = this_thread();
         if let Some(slot) = self
             .take_again(me, want)
@@ -406,7 +461,7 @@ impl PluginLock {
             }
             return Ok(LockGuard { lock: self, slot });
         }
-        let mut queued = self.enqueue(want, Wake::Thread(std::thread::current()));
+        let mut queued = self.enqueue(want, Wake::Thread(std::thread::current()), front);
         waits()
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -461,7 +516,7 @@ impl PluginLock {
                 slot,
             });
         }
-        let mut queued = self.enqueue(want, Wake::Task(Mutex::new(None)));
+        let mut queued = self.enqueue(want, Wake::Task(Mutex::new(None)), false);
         let granted = std::future::poll_fn(|cx| {
             if let Some(slot) = queued.waiter.granted() {
                 return std::task::Poll::Ready(slot);

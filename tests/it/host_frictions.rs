@@ -559,3 +559,107 @@ fn a_sync_host_tool_from_text_takes_one_hop() {
     let t = engine.submit(&text).unwrap();
     check(pump_until(&engine, t));
 }
+
+/// A mod (one Lua instance) calls a sync host tool that sleeps 150 ms; meanwhile a second
+/// call to the same mod (another of its tools) runs on the same Lua state and finishes
+/// before the host tool returns: the mod's state is given up while the tool runs, and the
+/// first call then goes on where it was (it sees what the second call did to the state).
+#[test]
+fn a_sync_host_tool_called_from_a_mod_does_not_hold_the_mod() {
+    let home = tempfile::tempdir().unwrap();
+    lua_mod(
+        home.path(),
+        "holder",
+        r#"
+local served = 0
+api.tools.register({id = 'wait', description = 'calls the slow host tool',
+  handler = function()
+    local before = served
+    local r = api.tools.call('world:slow', {})
+    return {slow = r, before = before, after = served}
+  end})
+api.tools.register({id = 'quick', description = 'answers at once',
+  handler = function() served = served + 1 return 'quick' end})
+-- A mod's own coroutine calls the tool in place (it is not the host's to yield), and the
+-- host's coroutine is not the mod's to yield from either.
+api.tools.register({id = 'own', description = 'its own coroutine',
+  handler = function()
+    local top = coroutine.isyieldable()
+    local ok, e = pcall(coroutine.yield, 1)
+    local co = coroutine.wrap(function() return api.tools.call('world:fast', {}) end)
+    return {top = top, yield_ok = ok, yield_error = tostring(e), inner = co()}
+  end})
+-- A failing host tool's error reaches the script as it did, catchable, with its code.
+api.tools.register({id = 'fails', description = 'calls a failing tool',
+  handler = function()
+    local ok, e = pcall(api.tools.call, 'world:broken', {})
+    return {ok = ok, code = e.code}
+  end})
+"#,
+    );
+    let entered = Arc::new(Mutex::new(None::<Instant>));
+    let returned = Arc::new(Mutex::new(None::<Instant>));
+    let (e2, r2) = (entered.clone(), returned.clone());
+    let engine = Engine::builder()
+        .home(home.path())
+        .host_tool(def("world:slow"), move |_ctx, _args| {
+            *e2.lock().unwrap() = Some(Instant::now());
+            std::thread::sleep(Duration::from_millis(150));
+            *r2.lock().unwrap() = Some(Instant::now());
+            Ok(json!("slow"))
+        })
+        .host_tool(def("world:fast"), |_ctx, _args| Ok(json!("fast")))
+        .host_tool(def("world:broken"), |_ctx, _args| {
+            Err(tavern::ToolError::failed("world:broken", "it broke"))
+        })
+        .build()
+        .unwrap();
+    assert!(engine.problems().is_empty(), "{:?}", engine.problems());
+    let engine = Arc::new(engine);
+    let first = {
+        let engine = engine.clone();
+        std::thread::spawn(move || {
+            engine
+                .call_blocking(&tam("holder:wait"), CallOptions::new())
+                .unwrap()
+        })
+    };
+    let end = Instant::now() + Duration::from_secs(30);
+    while entered.lock().unwrap().is_none() {
+        assert!(Instant::now() < end, "the host tool never ran");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let second = engine
+        .call_blocking(&tam("holder:quick"), CallOptions::new())
+        .unwrap();
+    let second_done = Instant::now();
+    assert_eq!(second.outcomes[0].result, Ok(json!("quick")));
+    let first = first.join().unwrap();
+    let slow_returned = returned.lock().unwrap().expect("the host tool returned");
+    assert!(
+        second_done < slow_returned,
+        "the second call waited for the host tool: it ended {:?} after the tool returned",
+        second_done - slow_returned
+    );
+    assert_eq!(
+        first.outcomes[0].result,
+        Ok(json!({"slow": "slow", "before": 0, "after": 1})),
+        "the first call goes on in the same state, after the second call's change"
+    );
+
+    let own = engine
+        .call_blocking(&tam("holder:own"), CallOptions::new())
+        .unwrap();
+    assert_eq!(
+        own.outcomes[0].result,
+        Ok(json!({"top": false, "yield_ok": false,
+            "yield_error": "attempt to yield from outside a coroutine", "inner": "fast"}))
+    );
+    let fails = engine
+        .call_blocking(&tam("holder:fails"), CallOptions::new())
+        .unwrap();
+    assert_eq!(
+        fails.outcomes[0].result,
+        Ok(json!({"ok": false, "code": "execution_failed"}))
+    );
+}
