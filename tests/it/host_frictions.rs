@@ -560,10 +560,46 @@ fn a_sync_host_tool_from_text_takes_one_hop() {
     check(pump_until(&engine, t));
 }
 
+/// Runs `wait` (which calls the 150 ms host tool) on a thread and, once the tool has
+/// started, `quick` here; returns both results after checking that `quick` ended before the
+/// host tool returned.
+fn quick_while_the_host_tool_sleeps(
+    engine: &Arc<Engine>,
+    entered: &Mutex<Option<Instant>>,
+    returned: &Mutex<Option<Instant>>,
+    wait: &str,
+    quick: &str,
+) -> (tavern::CallReport, tavern::CallReport) {
+    *entered.lock().unwrap() = None;
+    *returned.lock().unwrap() = None;
+    let first = {
+        let (engine, wait) = (engine.clone(), tam(wait));
+        std::thread::spawn(move || engine.call_blocking(&wait, CallOptions::new()).unwrap())
+    };
+    let end = Instant::now() + Duration::from_secs(30);
+    while entered.lock().unwrap().is_none() {
+        assert!(Instant::now() < end, "the host tool never ran");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let second = engine
+        .call_blocking(&tam(quick), CallOptions::new())
+        .unwrap();
+    let second_done = Instant::now();
+    let first = first.join().unwrap();
+    let slow_returned = returned.lock().unwrap().expect("the host tool returned");
+    assert!(
+        second_done < slow_returned,
+        "{quick} waited for the host tool {wait} called: it ended {:?} after the tool returned",
+        second_done - slow_returned
+    );
+    (first, second)
+}
+
 /// A mod (one Lua instance) calls a sync host tool that sleeps 150 ms; meanwhile a second
 /// call to the same mod (another of its tools) runs on the same Lua state and finishes
 /// before the host tool returns: the mod's state is given up while the tool runs, and the
 /// first call then goes on where it was (it sees what the second call did to the state).
+/// A Rhai mod holds no state between calls, and its calls run side by side already.
 #[test]
 fn a_sync_host_tool_called_from_a_mod_does_not_hold_the_mod() {
     let home = tempfile::tempdir().unwrap();
@@ -597,6 +633,24 @@ api.tools.register({id = 'fails', description = 'calls a failing tool',
   end})
 "#,
     );
+    let rhai = home.path().join("plugins/rhaiholder");
+    write(
+        &rhai.join("plugin.yaml"),
+        "name: rhaiholder\nversion: 1.0.0\npermissions:\n  tools: [\"world:*\"]\n",
+    );
+    write(
+        &rhai.join("main.rhai"),
+        "fn wait(args) { api::tools::invoke(\"world:slow\", #{}) }\nfn quick(args) { \"quick\" }\n",
+    );
+    for name in ["wait", "quick"] {
+        write(
+            &rhai.join(format!("tools/{name}.tool.json")),
+            &format!(
+                r#"{{"id": "{name}", "description": "A test tool.", "parameters": {{"type": "object"}},
+                    "implementation": {{"type": "service", "script": "main.rhai", "function": "{name}"}}}}"#
+            ),
+        );
+    }
     let entered = Arc::new(Mutex::new(None::<Instant>));
     let returned = Arc::new(Mutex::new(None::<Instant>));
     let (e2, r2) = (entered.clone(), returned.clone());
@@ -616,36 +670,30 @@ api.tools.register({id = 'fails', description = 'calls a failing tool',
         .unwrap();
     assert!(engine.problems().is_empty(), "{:?}", engine.problems());
     let engine = Arc::new(engine);
-    let first = {
-        let engine = engine.clone();
-        std::thread::spawn(move || {
-            engine
-                .call_blocking(&tam("holder:wait"), CallOptions::new())
-                .unwrap()
-        })
-    };
-    let end = Instant::now() + Duration::from_secs(30);
-    while entered.lock().unwrap().is_none() {
-        assert!(Instant::now() < end, "the host tool never ran");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    let second = engine
-        .call_blocking(&tam("holder:quick"), CallOptions::new())
-        .unwrap();
-    let second_done = Instant::now();
-    assert_eq!(second.outcomes[0].result, Ok(json!("quick")));
-    let first = first.join().unwrap();
-    let slow_returned = returned.lock().unwrap().expect("the host tool returned");
-    assert!(
-        second_done < slow_returned,
-        "the second call waited for the host tool: it ended {:?} after the tool returned",
-        second_done - slow_returned
+
+    let (first, second) = quick_while_the_host_tool_sleeps(
+        &engine,
+        &entered,
+        &returned,
+        "holder:wait",
+        "holder:quick",
     );
+    assert_eq!(second.outcomes[0].result, Ok(json!("quick")));
     assert_eq!(
         first.outcomes[0].result,
         Ok(json!({"slow": "slow", "before": 0, "after": 1})),
         "the first call goes on in the same state, after the second call's change"
     );
+
+    let (first, second) = quick_while_the_host_tool_sleeps(
+        &engine,
+        &entered,
+        &returned,
+        "rhaiholder:wait",
+        "rhaiholder:quick",
+    );
+    assert_eq!(second.outcomes[0].result, Ok(json!("quick")));
+    assert_eq!(first.outcomes[0].result, Ok(json!("slow")));
 
     let own = engine
         .call_blocking(&tam("holder:own"), CallOptions::new())
