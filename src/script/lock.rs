@@ -676,6 +676,66 @@ mod tests {
     }
 
     #[test]
+    fn a_suspended_slot_serves_a_waiter_and_is_taken_back_ahead_of_the_queue() {
+        let lock = Arc::new(PluginLock::default());
+        let outer = take(&lock, later(10)).expect("free");
+        let inner = take(&lock, later(10)).expect("re-entrant");
+        let levels = lock.suspend(inner.slot());
+        assert_eq!(levels, 2, "every level this thread held");
+        assert_eq!(owner(&lock), None, "given up entirely");
+        // A waiter gets it meanwhile, and holds it while this thread asks for it back and a
+        // later waiter queues behind that.
+        let (got, go) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+        let first = {
+            let (lock, got, go) = (lock.clone(), got.clone(), go.clone());
+            std::thread::spawn(move || {
+                let g = take(&lock, later(10)).expect("the suspended slot");
+                got.wait();
+                go.wait();
+                drop(g);
+            })
+        };
+        got.wait();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let later_waiter = {
+            let (lock, order) = (lock.clone(), order.clone());
+            std::thread::spawn(move || {
+                let _g = take(&lock, later(10)).expect("its turn");
+                order.lock().unwrap().push("later waiter");
+            })
+        };
+        while lock.waiters.load(Ordering::SeqCst) < 1 {
+            std::thread::yield_now();
+        }
+        let back = {
+            let (lock, order) = (lock.clone(), order.clone());
+            std::thread::spawn(move || {
+                // Taken back by another thread here only to watch the order; the levels are
+                // what matters.
+                lock.retake("p", 0, 2, later(10), 10_000).expect("back");
+                order.lock().unwrap().push("retake");
+                let s = &lock.slots[0];
+                assert_eq!(s.count.load(Ordering::Relaxed), 2);
+                s.count.store(0, Ordering::Relaxed);
+                lock.release(0);
+            })
+        };
+        while lock.waiters.load(Ordering::SeqCst) < 2 {
+            std::thread::yield_now();
+        }
+        go.wait();
+        for t in [first, back, later_waiter] {
+            t.join().expect("no thread failed");
+        }
+        assert_eq!(*order.lock().unwrap(), ["retake", "later waiter"]);
+        // The guards of this thread were given up with the slot: forget them (their levels
+        // were accounted for above).
+        std::mem::forget(inner);
+        std::mem::forget(outer);
+        assert_eq!(owner(&lock), None);
+    }
+
+    #[test]
     fn reservations_wait_without_a_thread_and_time_out_at_their_deadline() {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
