@@ -15,6 +15,10 @@
 //! waiting calls cost a thousand queue entries, not a thousand threads; calls made from a
 //! script thread wait on that thread ([`PluginLock::acquire`]).
 //!
+//! A Lua call that hands a sync host tool over gives its slot up entirely while the tool
+//! runs ([`PluginLock::suspend`]) and takes it back ahead of the calls waiting in the queue
+//! ([`PluginLock::retake`]: the call has started, finishing it frees its state soonest).
+//!
 //! Every script call and hook takes this lock, so taking a free slot with nobody waiting is
 //! a single atomic compare-exchange and giving it back an atomic store and load; only
 //! waiters touch the queue's mutex.
