@@ -711,3 +711,78 @@ api.tools.register({id = 'fails', description = 'calls a failing tool',
         Ok(json!({"ok": false, "code": "execution_failed"}))
     );
 }
+
+/// A call that handed a sync host tool over takes its state back only by its deadline: when
+/// another call holds the state past it (a loop), the first ends with `timeout` (its
+/// coroutine is left to the next call to drop), and the mod serves its next call.
+#[test]
+fn a_call_that_cannot_take_its_state_back_by_its_deadline_times_out() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("plugins/taker");
+    write(
+        &dir.join("plugin.yaml"),
+        "name: taker\nversion: 1.0.0\npermissions:\n  tools: [\"world:*\"]\nlimits:\n  wallMs: 60000\n  instructions: 100000000000\n",
+    );
+    write(
+        &dir.join("main.lua"),
+        r#"
+api.tools.register({id = 'wait', description = 'calls the slow host tool',
+  handler = function() return api.tools.call('world:slow', {}) end})
+api.tools.register({id = 'spin', description = 'loops', handler = function() while true do end end})
+api.tools.register({id = 'quick', description = 'answers', handler = function() return 'quick' end})
+"#,
+    );
+    let entered = Arc::new(Mutex::new(None::<Instant>));
+    let e2 = entered.clone();
+    let engine = Engine::builder()
+        .home(home.path())
+        .script_limits(tavern::Limits {
+            wall_ms: 60_000,
+            instructions: 100_000_000_000,
+            ..tavern::Limits::engine_default()
+        })
+        .host_tool(def("world:slow"), move |_ctx, _args| {
+            *e2.lock().unwrap() = Some(Instant::now());
+            std::thread::sleep(Duration::from_millis(300));
+            Ok(json!("slow"))
+        })
+        .build()
+        .unwrap();
+    assert!(engine.problems().is_empty(), "{:?}", engine.problems());
+    let engine = Arc::new(engine);
+    let first = {
+        let engine = engine.clone();
+        std::thread::spawn(move || {
+            let opts = CallOptions::new().timeout(Duration::from_secs(1));
+            engine.call_blocking(&tam("taker:wait"), opts).unwrap()
+        })
+    };
+    let end = Instant::now() + Duration::from_secs(30);
+    while entered.lock().unwrap().is_none() {
+        assert!(Instant::now() < end, "the host tool never ran");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Takes the state while the tool sleeps, and loops until its own deadline (2.5 s).
+    let spin = {
+        let engine = engine.clone();
+        std::thread::spawn(move || {
+            let opts = CallOptions::new().timeout(Duration::from_millis(2500));
+            engine.call_blocking(&tam("taker:spin"), opts).unwrap()
+        })
+    };
+    let first = first.join().unwrap();
+    let code = first.outcomes[0].result.as_ref().map_err(|e| e.code());
+    assert_eq!(code, Err("timeout"), "{:?}", first.outcomes[0].result);
+    let spin = spin.join().unwrap();
+    let code = spin.outcomes[0].result.as_ref().map_err(|e| e.code());
+    assert_eq!(code, Err("timeout"), "{:?}", spin.outcomes[0].result);
+    let quick = engine
+        .call_blocking(&tam("taker:quick"), CallOptions::new())
+        .unwrap();
+    assert_eq!(quick.outcomes[0].result, Ok(json!("quick")));
+    // The state still runs calls that hand tools over.
+    let again = engine
+        .call_blocking(&tam("taker:wait"), CallOptions::new())
+        .unwrap();
+    assert_eq!(again.outcomes[0].result, Ok(json!("slow")));
+}
