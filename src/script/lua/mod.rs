@@ -89,8 +89,8 @@ pub(crate) struct Shared {
     pub engine_co: AtomicUsize,
     /// The tool call `api.tools.call` handed over (id, arguments), for the host to run.
     pub pending: Mutex<Option<(String, Value)>>,
-    /// Its result, for the script once it goes on.
-    pub handed_back: Mutex<Option<Result<Value, ScriptError>>>,
+    /// Its error, for the script to raise once it goes on.
+    pub handed_back: Mutex<Option<ScriptError>>,
 }
 
 /// What the `api.tools.call` wrapper yields to the host when it hands a call over (the
@@ -127,6 +127,9 @@ pub(crate) struct LuaHost {
     /// Coroutines of calls that could not take the state back after handing a tool over
     /// (their deadline passed meanwhile): dropped by the next call, which holds the state.
     orphans: Mutex<Vec<mlua::Thread>>,
+    /// The coroutine of the last call that ended, reused by the next one (a reset is
+    /// cheaper than a new Lua thread).
+    spare: Mutex<Option<mlua::Thread>>,
 }
 
 pub(crate) fn abort_error(a: Abort) -> mlua::Error {
@@ -207,6 +210,7 @@ impl LuaHost {
             depth: AtomicU64::new(0),
             handles,
             orphans: Mutex::new(Vec::new()),
+            spare: Mutex::new(None),
         };
         host.lua
             .set_memory_limit(limits.memory_bytes)
@@ -362,8 +366,9 @@ fn api_name(i: usize) -> &'static str {
 
 /// `api.tools.call`, in Lua over the Rust functions: a sync host tool called from the
 /// coroutine the host runs a call in is handed over (the script yields `mark`; the host
-/// lets the state go, runs the tool, takes the state back and resumes it) and its result
-/// is read back with `finish`; every other call runs in place. `coroutine.yield` and
+/// lets the state go, runs the tool, takes the state back and resumes it with `true` and the
+/// result, or `false` when the call failed: `finish` then raises the error as `raw` would
+/// have); every other call runs in place. `coroutine.yield` and
 /// `coroutine.isyieldable` keep what they did before calls ran as coroutines: the host's
 /// coroutine is not the script's to yield from.
 const TOOLS_CALL: &str = r#"
@@ -380,7 +385,8 @@ end
 return function(...)
   local handed, v = raw(isyieldable(), ...)
   if not handed then return v end
-  yield(mark)
+  local ok, r = yield(mark)
+  if ok then return r end
   return finish()
 end
 "#;
@@ -418,20 +424,22 @@ fn tools_call_fn(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Function> {
             Ok((false, from_json(lua, &out).map_err(script_error)?))
         },
     )?;
-    let finish = guarded(lua, shared, "api.tools.call", |lua, sh, ()| {
-        let out = sh
-            .handed_back
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .unwrap_or_else(|| {
-                Err(ScriptError::Internal(
-                    "api.tools.call: the host handed no result back".into(),
-                ))
-            })
-            .map_err(script_error)?;
-        from_json(lua, &out).map_err(script_error)
-    })?;
+    let finish = guarded(
+        lua,
+        shared,
+        "api.tools.call",
+        |_lua, sh, ()| -> mlua::Result<()> {
+            let e = sh
+                .handed_back
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+                .unwrap_or_else(|| {
+                    ScriptError::Internal("api.tools.call: the host handed no result back".into())
+                });
+            Err(script_error(e))
+        },
+    )?;
     let host_co = guarded(lua, shared, "coroutine.yield", |lua, sh, ()| {
         Ok(on_host_co(lua, sh))
     })?;
@@ -680,25 +688,47 @@ impl LuaHost {
         // This thread holds the state: coroutines left by calls that lost it go now.
         let orphans = std::mem::take(&mut *self.orphans.lock().unwrap_or_else(|p| p.into_inner()));
         drop(orphans);
-        let co = self
-            .lua
-            .create_thread(self.handles.trampoline.clone())
-            .map_err(|e| ScriptError::Internal(format!("creating a Lua coroutine: {e}")))?;
+        let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let trampoline = self.handles.trampoline.clone();
+        let co = match spare {
+            Some(co) => co.reset(trampoline).map(|()| co),
+            None => self.lua.create_thread(trampoline),
+        }
+        .map_err(|e| ScriptError::Internal(format!("creating a Lua coroutine: {e}")))?;
         let mut first = Some(f);
         let mut saved = None;
+        let mut handed: Option<Result<Value, ScriptError>> = None;
         loop {
             let step = self.run_from(saved.take(), || {
-                let input = match first.take() {
-                    Some(f) => {
+                let input = match (first.take(), handed.take()) {
+                    (Some(f), _) => {
                         let a = from_json(&self.lua, args).map_err(script_error)?;
                         (f, a, tool_id, caller).into_lua_multi(&self.lua)?
                     }
-                    None => mlua::MultiValue::new(),
+                    // The script goes on with `true, result`, or `false` and raises the
+                    // error (as the call made in place would have).
+                    (None, Some(out)) => match out.and_then(|v| from_json(&self.lua, &v)) {
+                        Ok(v) => (true, v).into_lua_multi(&self.lua)?,
+                        Err(e) => {
+                            *self
+                                .shared
+                                .handed_back
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner()) = Some(e);
+                            false.into_lua_multi(&self.lua)?
+                        }
+                    },
+                    (None, None) => mlua::MultiValue::new(),
                 };
                 self.resume(&co, input)
             })?;
             let (id, tool_args) = match step {
-                Step::Done(v) => return Ok(v),
+                Step::Done(v) => {
+                    if co.status() == mlua::thread::ThreadStatus::Finished {
+                        *self.spare.lock().unwrap_or_else(|p| p.into_inner()) = Some(co);
+                    }
+                    return Ok(v);
+                }
                 Step::HandOver(id, a) => (id, a),
             };
             saved = Some(self.shared.budget.save());
@@ -718,11 +748,7 @@ impl LuaHost {
                     .push(co);
                 return Err(e);
             }
-            *self
-                .shared
-                .handed_back
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()) = Some(out.unwrap_or_else(|| {
+            handed = Some(out.unwrap_or_else(|| {
                 Err(ScriptError::Internal(
                     "api.tools.call: the handed-over call did not run".into(),
                 ))
