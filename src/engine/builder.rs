@@ -201,10 +201,11 @@ impl EngineBuilder {
     /// a slow one never delays another call. Called from a Lua mod (`api.tools.call`), it
     /// runs with the mod's script state given up (the mod's call is suspended as a
     /// coroutine and goes on once the tool returns), so other calls to the mod are served
-    /// meanwhile. Where the script cannot yield (from the mod's own coroutines, or below a
-    /// Rust function such as a `string.gsub` callback) the tool runs holding the state; a
-    /// mod doing that with a slow tool can be given `instances: N` in plugin.yaml (N script
-    /// states, each serving one call). A Rhai mod's calls run side by side already. Async
+    /// meanwhile. Where the script cannot yield (from the mod's own coroutines, below a
+    /// Rust function such as a `string.gsub` callback, in a hook handler) the tool runs
+    /// holding the state; a mod doing that with a slow tool can be given `instances: N` in
+    /// plugin.yaml (N script states, each serving one call). A Rhai mod's calls run side
+    /// by side already. Async
     /// and main-thread tools called from a Lua mod hold its state while the mod waits for
     /// them (docs/embedding.md, "Where host tools run"). It must be `Send + Sync`; for a
     /// handler that must run on the game's thread, see [`EngineBuilder::main_thread_tool`];

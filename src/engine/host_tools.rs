@@ -7,8 +7,8 @@
 //!   thread, with the mod's Lua state given up while it runs (the call yields as a
 //!   coroutine; see `script::lua`), so other calls to the mod are served meanwhile. Only
 //!   where the script cannot yield (inside its own coroutines, below a Rust function such
-//!   as a `string.gsub` callback, or a nested call into a mod already running on this
-//!   thread) does the tool run holding the state. A Rhai mod keeps no state between calls:
+//!   as a `string.gsub` callback, in a hook handler, or a nested call into a mod already
+//!   running on this thread) does the tool run holding the state. A Rhai mod keeps no state between calls:
 //!   its calls run side by side, and a tool it calls holds nothing;
 //!   from anywhere else (an async `call` on a runtime worker), on the runtime's blocking
 //!   pool (`spawn_blocking`), so a slow one never holds a worker other calls need.

@@ -16,7 +16,7 @@
 //! - `setmetatable` refuses `__gc` (finalizers run with hooks off) and `__close`;
 //! - Rust callbacks catch panics, log them and raise a plain error.
 //!
-//! A tool call from the host runs as a coroutine of the host's (the instruction hook reaches
+//! A tool call from the host (not a hook handler) runs as a coroutine of the host's (the instruction hook reaches
 //! it as any other). When its script calls a sync host tool (`api.tools.call`) right from
 //! that coroutine, it yields to the host, which lets the state go while the tool runs (other
 //! calls to the plugin use it meanwhile), takes it back and resumes the call with its own
