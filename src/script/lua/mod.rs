@@ -771,15 +771,20 @@ impl LuaHost {
             .unwrap_or_else(|p| p.into_inner())
             .take();
         let values = r?;
-        if co.status() == mlua::thread::ThreadStatus::Resumable {
-            let marked = matches!(values.front(), Some(LuaValue::LightUserData(m)) if *m == hand_over_mark());
-            return match (marked, pending) {
-                (true, Some((id, a))) => Ok(Step::HandOver(id, a)),
-                // Only the `api.tools.call` wrapper yields the host's coroutine.
-                _ => Err(mlua::Error::runtime(
+        let marked =
+            matches!(values.front(), Some(LuaValue::LightUserData(m)) if *m == hand_over_mark());
+        match (marked, pending) {
+            // Only the wrapper can yield the mark (a script can neither make nor reach it),
+            // and it yields right after `raw` left the call in `pending`.
+            (true, Some((id, a))) => return Ok(Step::HandOver(id, a)),
+            // Any other yield of the host's coroutine: the script's own yields at a
+            // handler's top level fail before they get here.
+            _ if co.status() == mlua::thread::ThreadStatus::Resumable => {
+                return Err(mlua::Error::runtime(
                     "attempt to yield from outside a coroutine",
-                )),
-            };
+                ))
+            }
+            _ => {}
         }
         let v = values.front().unwrap_or(&LuaValue::Nil);
         Ok(Step::Done(self.result_json(v)?))
