@@ -216,13 +216,18 @@ impl EngineBuilder {
     /// The closure may block: it runs where blocking is allowed, with at most one thread
     /// hop — on the blocking-pool thread already driving a submitted or blocking call, on
     /// the script's own thread when a mod calls it, else on the runtime's blocking pool — so
-    /// a slow one never delays another call. Called from a mod, it holds that instance of
-    /// the mod (its script state) while it runs: to keep a mod serving other calls during
-    /// a slow host tool, give it `instances: N` in plugin.yaml (N script states, each
-    /// serving one call). It must be `Send + Sync`;
-    /// for a handler that must run on the game's
-    /// thread, see [`EngineBuilder::main_thread_tool`]; async ones are
-    /// [`EngineBuilder::host_tool_async`].
+    /// a slow one never delays another call. Called from a Lua mod (`api.tools.call`), it
+    /// runs with the mod's script state given up (the mod's call is suspended as a
+    /// coroutine and goes on once the tool returns), so other calls to the mod are served
+    /// meanwhile. Where the script cannot yield (from the mod's own coroutines, below a
+    /// Rust function such as a `string.gsub` callback, in a hook handler) the tool runs
+    /// holding the state; a mod doing that with a slow tool can be given `instances: N` in
+    /// plugin.yaml (N script states, each serving one call). A Rhai mod's calls run side
+    /// by side already. Async
+    /// and main-thread tools called from a Lua mod hold its state while the mod waits for
+    /// them (docs/embedding.md, "Where host tools run"). It must be `Send + Sync`; for a
+    /// handler that must run on the game's thread, see [`EngineBuilder::main_thread_tool`];
+    /// async ones are [`EngineBuilder::host_tool_async`].
     ///
     /// ```
     /// use serde_json::json;

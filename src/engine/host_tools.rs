@@ -4,8 +4,12 @@
 //!   C callbacks): where blocking is allowed, with at most one hop. Called from model text
 //!   (`submit`, `call_blocking`), on the blocking-pool thread that already drives that
 //!   request; called from a mod's script (`api.tools.call`), inline on the script's
-//!   thread — the mod's instance (its Lua state) waits meanwhile, so a slow tool holds it
-//!   (give the mod `instances: N` to serve other calls at once, or keep such tools quick);
+//!   thread, with the mod's Lua state given up while it runs (the call yields as a
+//!   coroutine; see `script::lua`), so other calls to the mod are served meanwhile. Only
+//!   where the script cannot yield (inside its own coroutines, below a Rust function such
+//!   as a `string.gsub` callback, in a hook handler, or a nested call into a mod already
+//!   running on this thread) does the tool run holding the state. A Rhai mod keeps no state between calls:
+//!   its calls run side by side, and a tool it calls holds nothing;
 //!   from anywhere else (an async `call` on a runtime worker), on the runtime's blocking
 //!   pool (`spawn_blocking`), so a slow one never holds a worker other calls need.
 //! - **Async host tools** ([`EngineBuilder::host_tool_async`](crate::EngineBuilder::host_tool_async)):
@@ -63,6 +67,10 @@ impl ToolHandler for BlockingFn {
                 }),
             }
         })
+    }
+
+    fn is_blocking(&self) -> bool {
+        true
     }
 }
 

@@ -18,6 +18,16 @@ pub(crate) enum Abort {
     Cancelled,
 }
 
+/// A call's budget while the call is away from its script state ([`Budget::save`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Saved {
+    used: u64,
+    limit: u64,
+    deadline_ns: u64,
+    wall_ms: u64,
+    abort: u8,
+}
+
 /// Budget of the current (outermost) call on one script state.
 #[derive(Debug)]
 pub(crate) struct Budget {
@@ -54,6 +64,28 @@ impl Budget {
         let d = deadline.saturating_duration_since(self.epoch).as_nanos() as u64;
         self.deadline_ns.store(d, Ordering::Relaxed);
         self.abort.store(0, Ordering::Relaxed);
+    }
+
+    /// The state of the current call's budget, for a call that gives its script state up
+    /// while it waits (another call then starts a budget of its own) and takes it back later.
+    pub fn save(&self) -> Saved {
+        Saved {
+            used: self.used.load(Ordering::Relaxed),
+            limit: self.limit.load(Ordering::Relaxed),
+            deadline_ns: self.deadline_ns.load(Ordering::Relaxed),
+            wall_ms: self.wall_ms.load(Ordering::Relaxed),
+            abort: self.abort.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Goes on with a budget [`Budget::save`] kept: the same instructions used, the same
+    /// deadline (time spent away counts).
+    pub fn restore(&self, s: Saved) {
+        self.used.store(s.used, Ordering::Relaxed);
+        self.limit.store(s.limit, Ordering::Relaxed);
+        self.deadline_ns.store(s.deadline_ns, Ordering::Relaxed);
+        self.wall_ms.store(s.wall_ms, Ordering::Relaxed);
+        self.abort.store(s.abort, Ordering::Relaxed);
     }
 
     /// The wall-clock allowance (ms) the current call started with.

@@ -228,6 +228,13 @@ impl Given<'_> {
         }
     }
 
+    fn manager(&self) -> Option<&Arc<ToolManager>> {
+        match self {
+            Given::Info(i) => i.manager.as_ref(),
+            Given::Context(c) => Some(&c.manager),
+        }
+    }
+
     fn observer(&self) -> &crate::tools::Observer {
         match self {
             Given::Info(i) => &i.observer,
@@ -416,6 +423,16 @@ fn str_arg<'a>(
     })
 }
 
+/// The tool id and the arguments object of an `api.tools.call(id, args)`.
+pub(crate) fn tools_call_args(args: &[Value]) -> Result<(String, Value), ScriptError> {
+    let id = str_arg(args, 0, "api.tools.call", "id")?.to_string();
+    let a = match arg(args, 1) {
+        Value::Null => Value::Object(Map::new()),
+        v => v.clone(),
+    };
+    Ok((id, a))
+}
+
 fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "nil",
@@ -597,11 +614,7 @@ impl HostCore {
                 Ok(Value::Null)
             }
             ToolsCall => {
-                let id = str_arg(args, 0, "api.tools.call", "id")?.to_string();
-                let a = match arg(args, 1) {
-                    Value::Null => Value::Object(Map::new()),
-                    v => v.clone(),
-                };
+                let (id, a) = tools_call_args(args)?;
                 self.call_tool(&id, a)
             }
             HooksOff => {
@@ -620,6 +633,19 @@ impl HostCore {
                 "{op:?} is handled by the language host"
             ))),
         }
+    }
+
+    /// Whether `api.tools.call(id)` from a Lua call may run with the script state given up
+    /// (see `LuaHost::call`): `id` is a sync host tool ([`crate::tools::ToolHandler::is_blocking`])
+    /// the script may call. Every other tool runs holding the state, as before.
+    pub fn hands_over(&self, id: &str) -> bool {
+        let manager = ACTIVE
+            .with(|a| a.borrow().last().and_then(|c| c.given.manager().cloned()))
+            .or_else(|| self.env.tools.as_ref().and_then(Weak::upgrade));
+        manager.and_then(|m| m.get(id).ok()).is_some_and(|tool| {
+            tool.handler().is_blocking()
+                && self.env.permissions.may_call(&self.env.plugin, tool.id())
+        })
     }
 
     /// `api.tools.call`: runs a tool through the manager, one level deeper, blocking this

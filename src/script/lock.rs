@@ -15,6 +15,10 @@
 //! waiting calls cost a thousand queue entries, not a thousand threads; calls made from a
 //! script thread wait on that thread ([`PluginLock::acquire`]).
 //!
+//! A Lua call that hands a sync host tool over gives its slot up entirely while the tool
+//! runs ([`PluginLock::suspend`]) and takes it back ahead of the calls waiting in the queue
+//! ([`PluginLock::retake`]: the call has started, finishing it frees its state soonest).
+//!
 //! Every script call and hook takes this lock, so taking a free slot with nobody waiting is
 //! a single atomic compare-exchange and giving it back an atomic store and load; only
 //! waiters touch the queue's mutex.
@@ -325,7 +329,9 @@ impl PluginLock {
         }
     }
 
-    fn enqueue(&self, want: Want, wake: Wake) -> Queued<'_> {
+    /// Queues a waiter: at the back, or at the front for a call taking back the state it
+    /// gave up mid-call ([`PluginLock::retake`]).
+    fn enqueue(&self, want: Want, wake: Wake, front: bool) -> Queued<'_> {
         let waiter = Arc::new(Waiter {
             want,
             granted: AtomicUsize::new(0),
@@ -333,7 +339,11 @@ impl PluginLock {
         });
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
         self.waiters.fetch_add(1, Ordering::SeqCst);
-        q.push_back(waiter.clone());
+        if front {
+            q.push_front(waiter.clone());
+        } else {
+            q.push_back(waiter.clone());
+        }
         self.dispatch(&mut q);
         Queued {
             lock: self,
@@ -394,6 +404,55 @@ impl PluginLock {
         deadline: Instant,
         allowed_ms: u64,
     ) -> Result<LockGuard<'_>, ScriptError> {
+        self.acquire_queued(plugin, want, deadline, allowed_ms, false)
+    }
+
+    /// Gives slot `slot`, which this thread holds, up entirely (every level it took) while
+    /// its call waits outside the script state (a Lua call handing a sync host tool over,
+    /// suspended as a coroutine); other calls can use the state meanwhile. Returns how many
+    /// levels were held, for [`PluginLock::retake`].
+    pub fn suspend(&self, slot: usize) -> usize {
+        let s = &self.slots[slot];
+        if s.owner.load(Ordering::Relaxed) != this_thread() {
+            // Not ours (cannot happen: only the holder suspends): give nothing up.
+            return 0;
+        }
+        let count = s.count.load(Ordering::Relaxed);
+        s.count.store(0, Ordering::Relaxed);
+        self.release(slot);
+        count
+    }
+
+    /// Takes slot `slot` back after [`PluginLock::suspend`], with the levels it held, ahead
+    /// of calls that have not started yet (the call already runs; finishing it first frees
+    /// its state soonest). Waits like [`PluginLock::acquire`]: a cycle is
+    /// [`ScriptError::Busy`], `deadline` a [`ScriptError::Timeout`].
+    pub fn retake(
+        self: &Arc<Self>,
+        plugin: &str,
+        slot: usize,
+        levels: usize,
+        deadline: Instant,
+        allowed_ms: u64,
+    ) -> Result<(), ScriptError> {
+        if levels == 0 {
+            return Ok(());
+        }
+        let guard = self.acquire_queued(plugin, Want::Slot(slot), deadline, allowed_ms, true)?;
+        self.slots[slot].count.store(levels, Ordering::Relaxed);
+        // The levels are given back by the guards of the frames that took them.
+        std::mem::forget(guard);
+        Ok(())
+    }
+
+    fn acquire_queued(
+        self: &Arc<Self>,
+        plugin: &str,
+        want: Want,
+        deadline: Instant,
+        allowed_ms: u64,
+        front: bool,
+    ) -> Result<LockGuard<'_>, ScriptError> {
         let me = this_thread();
         if let Some(slot) = self
             .take_again(me, want)
@@ -406,7 +465,7 @@ impl PluginLock {
             }
             return Ok(LockGuard { lock: self, slot });
         }
-        let mut queued = self.enqueue(want, Wake::Thread(std::thread::current()));
+        let mut queued = self.enqueue(want, Wake::Thread(std::thread::current()), front);
         waits()
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -461,7 +520,7 @@ impl PluginLock {
                 slot,
             });
         }
-        let mut queued = self.enqueue(want, Wake::Task(Mutex::new(None)));
+        let mut queued = self.enqueue(want, Wake::Task(Mutex::new(None)), false);
         let granted = std::future::poll_fn(|cx| {
             if let Some(slot) = queued.waiter.granted() {
                 return std::task::Poll::Ready(slot);
@@ -618,6 +677,66 @@ mod tests {
             t.join().expect("no thread failed");
         }
         assert_eq!(*order.lock().unwrap(), (0..6).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_suspended_slot_serves_a_waiter_and_is_taken_back_ahead_of_the_queue() {
+        let lock = Arc::new(PluginLock::default());
+        let outer = take(&lock, later(10)).expect("free");
+        let inner = take(&lock, later(10)).expect("re-entrant");
+        let levels = lock.suspend(inner.slot());
+        assert_eq!(levels, 2, "every level this thread held");
+        assert_eq!(owner(&lock), None, "given up entirely");
+        // A waiter gets it meanwhile, and holds it while this thread asks for it back and a
+        // later waiter queues behind that.
+        let (got, go) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+        let first = {
+            let (lock, got, go) = (lock.clone(), got.clone(), go.clone());
+            std::thread::spawn(move || {
+                let g = take(&lock, later(10)).expect("the suspended slot");
+                got.wait();
+                go.wait();
+                drop(g);
+            })
+        };
+        got.wait();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let later_waiter = {
+            let (lock, order) = (lock.clone(), order.clone());
+            std::thread::spawn(move || {
+                let _g = take(&lock, later(10)).expect("its turn");
+                order.lock().unwrap().push("later waiter");
+            })
+        };
+        while lock.waiters.load(Ordering::SeqCst) < 1 {
+            std::thread::yield_now();
+        }
+        let back = {
+            let (lock, order) = (lock.clone(), order.clone());
+            std::thread::spawn(move || {
+                // Taken back by another thread here only to watch the order; the levels are
+                // what matters.
+                lock.retake("p", 0, 2, later(10), 10_000).expect("back");
+                order.lock().unwrap().push("retake");
+                let s = &lock.slots[0];
+                assert_eq!(s.count.load(Ordering::Relaxed), 2);
+                s.count.store(0, Ordering::Relaxed);
+                lock.release(0);
+            })
+        };
+        while lock.waiters.load(Ordering::SeqCst) < 2 {
+            std::thread::yield_now();
+        }
+        go.wait();
+        for t in [first, back, later_waiter] {
+            t.join().expect("no thread failed");
+        }
+        assert_eq!(*order.lock().unwrap(), ["retake", "later waiter"]);
+        // The guards of this thread were given up with the slot: forget them (their levels
+        // were accounted for above).
+        std::mem::forget(inner);
+        std::mem::forget(outer);
+        assert_eq!(owner(&lock), None);
     }
 
     #[test]

@@ -339,7 +339,23 @@ impl PluginScripts {
                     "a lock slot without a Lua state".into(),
                 ));
             };
-            match active.run(|| lua.call(function, &args, &ctx.tool_id, &caller)) {
+            // A sync host tool the script calls runs with the state given up: every level
+            // of the slot this thread holds (the claimed turn and this guard) is let go
+            // while it runs, and taken back, ahead of calls not started yet, before the
+            // script goes on (see `LuaHost::call`).
+            let slot = guard.slot();
+            let gate = |run: &mut dyn FnMut()| {
+                let levels = inner.lock.suspend(slot);
+                run();
+                inner.lock.retake(
+                    &inner.env.plugin,
+                    slot,
+                    levels,
+                    active.deadline,
+                    active.allowed_ms,
+                )
+            };
+            match active.run(|| lua.call(function, &args, &ctx.tool_id, &caller, Some(&gate))) {
                 Err(ScriptError::UnknownFunction { .. }) if inner.rhai.is_some() => drop(guard),
                 other => return other,
             }

@@ -200,6 +200,13 @@ pub trait ToolHandler: Send + Sync + 'static {
     fn describe_sandbox(&self) -> Option<Value> {
         None
     }
+
+    /// Whether the handler runs synchronously on the calling thread and may block it (a
+    /// sync host tool). A Lua mod calling such a tool through `api.tools.call` gives its
+    /// script state up while the tool runs, so other calls to the mod can use it.
+    fn is_blocking(&self) -> bool {
+        false
+    }
 }
 
 struct SyncFn<F>(F);

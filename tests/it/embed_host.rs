@@ -255,23 +255,28 @@ api.tools.register({id = "ping", description = "answers", handler = function() r
     );
     assert!(started.elapsed() < Duration::from_secs(60));
 
-    // While it loops, another call into the same plugin waits at most its own deadline.
+    // While it loops, another call into the same plugin is served between its host calls:
+    // the mod's state is given up while a sync host tool runs (issue 37, item 5). (A call
+    // to a plugin that is busy running script waits at most its own deadline:
+    // plugin_turns.rs.)
     let spin = engine
         .submit_with(
             &tam("loop:spin", &[]),
-            CallOptions::new().timeout(Duration::from_secs(2)),
+            CallOptions::new().timeout(Duration::from_secs(3)),
         )
         .unwrap();
     std::thread::sleep(Duration::from_millis(100));
-    let err = one(
-        &engine,
-        &tam("loop:ping", &[]),
-        CallOptions::new().timeout(Duration::from_millis(100)),
-    )
-    .unwrap_err();
+    assert_eq!(
+        one(
+            &engine,
+            &tam("loop:ping", &[]),
+            CallOptions::new().timeout(Duration::from_secs(2)),
+        ),
+        Ok(json!("pong"))
+    );
     assert!(
-        matches!(err.code(), "timeout" | "execution_failed"),
-        "{err}"
+        engine.take(spin).is_none(),
+        "the looping call still runs (it ends at its 3 s deadline)"
     );
     // Once the looping call ended, the plugin answers again.
     while engine.take(spin).is_none() {

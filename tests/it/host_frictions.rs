@@ -559,3 +559,230 @@ fn a_sync_host_tool_from_text_takes_one_hop() {
     let t = engine.submit(&text).unwrap();
     check(pump_until(&engine, t));
 }
+
+/// Runs `wait` (which calls the 150 ms host tool) on a thread and, once the tool has
+/// started, `quick` here; returns both results after checking that `quick` ended before the
+/// host tool returned.
+fn quick_while_the_host_tool_sleeps(
+    engine: &Arc<Engine>,
+    entered: &Mutex<Option<Instant>>,
+    returned: &Mutex<Option<Instant>>,
+    wait: &str,
+    quick: &str,
+) -> (tavern::CallReport, tavern::CallReport) {
+    *entered.lock().unwrap() = None;
+    *returned.lock().unwrap() = None;
+    let first = {
+        let (engine, wait) = (engine.clone(), tam(wait));
+        std::thread::spawn(move || engine.call_blocking(&wait, CallOptions::new()).unwrap())
+    };
+    let end = Instant::now() + Duration::from_secs(30);
+    while entered.lock().unwrap().is_none() {
+        assert!(Instant::now() < end, "the host tool never ran");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let second = engine
+        .call_blocking(&tam(quick), CallOptions::new())
+        .unwrap();
+    let second_done = Instant::now();
+    let first = first.join().unwrap();
+    let slow_returned = returned.lock().unwrap().expect("the host tool returned");
+    assert!(
+        second_done < slow_returned,
+        "{quick} waited for the host tool {wait} called: it ended {:?} after the tool returned",
+        second_done - slow_returned
+    );
+    (first, second)
+}
+
+/// A mod (one Lua instance) calls a sync host tool that sleeps 150 ms; meanwhile a second
+/// call to the same mod (another of its tools) runs on the same Lua state and finishes
+/// before the host tool returns: the mod's state is given up while the tool runs, and the
+/// first call then goes on where it was (it sees what the second call did to the state).
+/// A Rhai mod holds no state between calls, and its calls run side by side already.
+#[test]
+fn a_sync_host_tool_called_from_a_mod_does_not_hold_the_mod() {
+    let home = tempfile::tempdir().unwrap();
+    lua_mod(
+        home.path(),
+        "holder",
+        r#"
+local served = 0
+api.tools.register({id = 'wait', description = 'calls the slow host tool',
+  handler = function()
+    local before = served
+    local r = api.tools.call('world:slow', {})
+    return {slow = r, before = before, after = served}
+  end})
+api.tools.register({id = 'quick', description = 'answers at once',
+  handler = function() served = served + 1 return 'quick' end})
+-- A mod's own coroutine calls the tool in place (it is not the host's to yield), and the
+-- host's coroutine is not the mod's to yield from either.
+api.tools.register({id = 'own', description = 'its own coroutine',
+  handler = function()
+    local top = coroutine.isyieldable()
+    local ok, e = pcall(coroutine.yield, 1)
+    local co = coroutine.wrap(function() return api.tools.call('world:fast', {}) end)
+    return {top = top, yield_ok = ok, yield_error = tostring(e), inner = co()}
+  end})
+-- A failing host tool's error reaches the script as it did, catchable, with its code.
+api.tools.register({id = 'fails', description = 'calls a failing tool',
+  handler = function()
+    local ok, e = pcall(api.tools.call, 'world:broken', {})
+    return {ok = ok, code = e.code}
+  end})
+"#,
+    );
+    let rhai = home.path().join("plugins/rhaiholder");
+    write(
+        &rhai.join("plugin.yaml"),
+        "name: rhaiholder\nversion: 1.0.0\npermissions:\n  tools: [\"world:*\"]\n",
+    );
+    write(
+        &rhai.join("main.rhai"),
+        "fn wait(args) { api::tools::invoke(\"world:slow\", #{}) }\nfn quick(args) { \"quick\" }\n",
+    );
+    for name in ["wait", "quick"] {
+        write(
+            &rhai.join(format!("tools/{name}.tool.json")),
+            &format!(
+                r#"{{"id": "{name}", "description": "A test tool.", "parameters": {{"type": "object"}},
+                    "implementation": {{"type": "service", "script": "main.rhai", "function": "{name}"}}}}"#
+            ),
+        );
+    }
+    let entered = Arc::new(Mutex::new(None::<Instant>));
+    let returned = Arc::new(Mutex::new(None::<Instant>));
+    let (e2, r2) = (entered.clone(), returned.clone());
+    let engine = Engine::builder()
+        .home(home.path())
+        .host_tool(def("world:slow"), move |_ctx, _args| {
+            *e2.lock().unwrap() = Some(Instant::now());
+            std::thread::sleep(Duration::from_millis(150));
+            *r2.lock().unwrap() = Some(Instant::now());
+            Ok(json!("slow"))
+        })
+        .host_tool(def("world:fast"), |_ctx, _args| Ok(json!("fast")))
+        .host_tool(def("world:broken"), |_ctx, _args| {
+            Err(tavern::ToolError::failed("world:broken", "it broke"))
+        })
+        .build()
+        .unwrap();
+    assert!(engine.problems().is_empty(), "{:?}", engine.problems());
+    let engine = Arc::new(engine);
+
+    let (first, second) = quick_while_the_host_tool_sleeps(
+        &engine,
+        &entered,
+        &returned,
+        "holder:wait",
+        "holder:quick",
+    );
+    assert_eq!(second.outcomes[0].result, Ok(json!("quick")));
+    assert_eq!(
+        first.outcomes[0].result,
+        Ok(json!({"slow": "slow", "before": 0, "after": 1})),
+        "the first call goes on in the same state, after the second call's change"
+    );
+
+    let (first, second) = quick_while_the_host_tool_sleeps(
+        &engine,
+        &entered,
+        &returned,
+        "rhaiholder:wait",
+        "rhaiholder:quick",
+    );
+    assert_eq!(second.outcomes[0].result, Ok(json!("quick")));
+    assert_eq!(first.outcomes[0].result, Ok(json!("slow")));
+
+    let own = engine
+        .call_blocking(&tam("holder:own"), CallOptions::new())
+        .unwrap();
+    assert_eq!(
+        own.outcomes[0].result,
+        Ok(json!({"top": false, "yield_ok": false,
+            "yield_error": "attempt to yield from outside a coroutine", "inner": "fast"}))
+    );
+    let fails = engine
+        .call_blocking(&tam("holder:fails"), CallOptions::new())
+        .unwrap();
+    assert_eq!(
+        fails.outcomes[0].result,
+        Ok(json!({"ok": false, "code": "execution_failed"}))
+    );
+}
+
+/// A call that handed a sync host tool over takes its state back only by its deadline: when
+/// another call holds the state past it (a loop), the first ends with `timeout` (its
+/// coroutine is left to the next call to drop), and the mod serves its next call.
+#[test]
+fn a_call_that_cannot_take_its_state_back_by_its_deadline_times_out() {
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join("plugins/taker");
+    write(
+        &dir.join("plugin.yaml"),
+        "name: taker\nversion: 1.0.0\npermissions:\n  tools: [\"world:*\"]\nlimits:\n  wallMs: 60000\n  instructions: 100000000000\n",
+    );
+    write(
+        &dir.join("main.lua"),
+        r#"
+api.tools.register({id = 'wait', description = 'calls the slow host tool',
+  handler = function() return api.tools.call('world:slow', {}) end})
+api.tools.register({id = 'spin', description = 'loops', handler = function() while true do end end})
+api.tools.register({id = 'quick', description = 'answers', handler = function() return 'quick' end})
+"#,
+    );
+    let entered = Arc::new(Mutex::new(None::<Instant>));
+    let e2 = entered.clone();
+    let engine = Engine::builder()
+        .home(home.path())
+        .script_limits(tavern::Limits {
+            wall_ms: 60_000,
+            instructions: 100_000_000_000,
+            ..tavern::Limits::engine_default()
+        })
+        .host_tool(def("world:slow"), move |_ctx, _args| {
+            *e2.lock().unwrap() = Some(Instant::now());
+            std::thread::sleep(Duration::from_millis(300));
+            Ok(json!("slow"))
+        })
+        .build()
+        .unwrap();
+    assert!(engine.problems().is_empty(), "{:?}", engine.problems());
+    let engine = Arc::new(engine);
+    let first = {
+        let engine = engine.clone();
+        std::thread::spawn(move || {
+            let opts = CallOptions::new().timeout(Duration::from_secs(1));
+            engine.call_blocking(&tam("taker:wait"), opts).unwrap()
+        })
+    };
+    let end = Instant::now() + Duration::from_secs(30);
+    while entered.lock().unwrap().is_none() {
+        assert!(Instant::now() < end, "the host tool never ran");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Takes the state while the tool sleeps, and loops until its own deadline (2.5 s).
+    let spin = {
+        let engine = engine.clone();
+        std::thread::spawn(move || {
+            let opts = CallOptions::new().timeout(Duration::from_millis(2500));
+            engine.call_blocking(&tam("taker:spin"), opts).unwrap()
+        })
+    };
+    let first = first.join().unwrap();
+    let code = first.outcomes[0].result.as_ref().map_err(|e| e.code());
+    assert_eq!(code, Err("timeout"), "{:?}", first.outcomes[0].result);
+    let spin = spin.join().unwrap();
+    let code = spin.outcomes[0].result.as_ref().map_err(|e| e.code());
+    assert_eq!(code, Err("timeout"), "{:?}", spin.outcomes[0].result);
+    let quick = engine
+        .call_blocking(&tam("taker:quick"), CallOptions::new())
+        .unwrap();
+    assert_eq!(quick.outcomes[0].result, Ok(json!("quick")));
+    // The state still runs calls that hand tools over.
+    let again = engine
+        .call_blocking(&tam("taker:wait"), CallOptions::new())
+        .unwrap();
+    assert_eq!(again.outcomes[0].result, Ok(json!("slow")));
+}

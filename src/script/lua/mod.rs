@@ -15,17 +15,27 @@
 //!   `string.rep` checks the result size before allocating;
 //! - `setmetatable` refuses `__gc` (finalizers run with hooks off) and `__close`;
 //! - Rust callbacks catch panics, log them and raise a plain error.
+//!
+//! A tool call from the host (not a hook handler) runs as a coroutine of the host's (the instruction hook reaches
+//! it as any other). When its script calls a sync host tool (`api.tools.call`) right from
+//! that coroutine, it yields to the host, which lets the state go while the tool runs (other
+//! calls to the plugin use it meanwhile), takes it back and resumes the call with its own
+//! budget. The script sees none of this: `coroutine.yield` and `coroutine.isyieldable` at a
+//! handler's top level behave as outside any coroutine, and inside the script's own
+//! coroutines (or below a Rust function) the tool runs in place, holding the state.
 
 mod convert;
 pub(crate) mod patterns;
 mod stdlib;
 
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use mlua::chunk::ChunkMode;
-use mlua::{Function, HookTriggers, Lua, LuaOptions, StdLib, Table, Value as LuaValue};
+use mlua::{
+    Function, HookTriggers, IntoLuaMulti, Lua, LuaOptions, StdLib, Table, Value as LuaValue,
+};
 use serde_json::Value;
 
 use super::api::{ApiOp, API};
@@ -74,6 +84,21 @@ pub(crate) struct Shared {
     pub limits: Limits,
     /// Rust callbacks currently on the stack (gsub → Lua → gsub … recursion).
     pub rust_depth: AtomicU64,
+    /// The coroutine (its address) the host resumed for the outermost call running on the
+    /// state, 0 when none: `api.tools.call` hands a sync host tool over only from it.
+    pub engine_co: AtomicUsize,
+    /// The tool call `api.tools.call` handed over (id, arguments), for the host to run.
+    pub pending: Mutex<Option<(String, Value)>>,
+    /// Its error, for the script to raise once it goes on.
+    pub handed_back: Mutex<Option<ScriptError>>,
+}
+
+/// What the `api.tools.call` wrapper yields to the host when it hands a call over (the
+/// address of a static: a script can neither make nor see it).
+static HAND_OVER: u8 = 0;
+
+fn hand_over_mark() -> mlua::LightUserData {
+    mlua::LightUserData(std::ptr::addr_of!(HAND_OVER) as *mut std::ffi::c_void)
 }
 
 /// Rust callbacks that may be nested inside each other (through Lua functions they call).
@@ -99,6 +124,12 @@ pub(crate) struct LuaHost {
     /// orders one holder's writes before the next's, so it is read and written plainly.
     depth: AtomicU64,
     handles: Handles,
+    /// Coroutines of calls that could not take the state back after handing a tool over
+    /// (their deadline passed meanwhile): dropped by the next call, which holds the state.
+    orphans: Mutex<Vec<mlua::Thread>>,
+    /// The coroutine of the last call that ended, reused by the next one (a reset is
+    /// cheaper than a new Lua thread).
+    spare: Mutex<Option<mlua::Thread>>,
 }
 
 pub(crate) fn abort_error(a: Abort) -> mlua::Error {
@@ -167,6 +198,9 @@ impl LuaHost {
             registered: Mutex::new(Vec::new()),
             limits,
             rust_depth: AtomicU64::new(0),
+            engine_co: AtomicUsize::new(0),
+            pending: Mutex::new(None),
+            handed_back: Mutex::new(None),
         });
         let handles = setup(&lua, &shared)
             .map_err(|e| ScriptError::Internal(format!("setting up the Lua sandbox: {e}")))?;
@@ -175,12 +209,28 @@ impl LuaHost {
             shared,
             depth: AtomicU64::new(0),
             handles,
+            orphans: Mutex::new(Vec::new()),
+            spare: Mutex::new(None),
         };
         host.lua
             .set_memory_limit(limits.memory_bytes)
             .map_err(|e| ScriptError::Internal(format!("setting the memory limit: {e}")))?;
         Ok(host)
     }
+}
+
+/// How a call that hands a sync host tool over gives its state up and takes it back:
+/// `gate(run)` lets the state go, calls `run` (which runs the tool) and takes the state back;
+/// an error (the deadline passed, a cycle of waits) ends the call, and the state is not
+/// touched again by it.
+pub(crate) type Gate<'a> = &'a dyn Fn(&mut dyn FnMut()) -> Result<(), ScriptError>;
+
+/// One leg of a call run as a coroutine.
+enum Step {
+    /// It returned (the result, converted).
+    Done(Value),
+    /// It handed `api.tools.call(id, args)` over.
+    HandOver(String, Value),
 }
 
 /// Lua values the host uses on every call, kept as handles (no lookups by name).
@@ -314,6 +364,93 @@ fn api_name(i: usize) -> &'static str {
         .as_str()
 }
 
+/// `api.tools.call`, in Lua over the Rust functions: a sync host tool called from the
+/// coroutine the host runs a call in is handed over (the script yields `mark`; the host
+/// lets the state go, runs the tool, takes the state back and resumes it with `true` and the
+/// result, or `false` when the call failed: `finish` then raises the error as `raw` would
+/// have); every other call runs in place. `coroutine.yield` and
+/// `coroutine.isyieldable` keep what they did before calls ran as coroutines: the host's
+/// coroutine is not the script's to yield from.
+const TOOLS_CALL: &str = r#"
+local raw, finish, host_co, mark = ...
+local co = coroutine
+local isyieldable, yield, error = co.isyieldable, co.yield, error
+co.yield = function(...)
+  if host_co() then error("attempt to yield from outside a coroutine", 0) end
+  return yield(...)
+end
+co.isyieldable = function()
+  return isyieldable() and not host_co()
+end
+return function(...)
+  local handed, v = raw(isyieldable(), ...)
+  if not handed then return v end
+  local ok, r = yield(mark)
+  if ok then return r end
+  return finish()
+end
+"#;
+
+/// Whether the running Lua thread is the coroutine the host resumed for the outermost call.
+fn on_host_co(lua: &Lua, sh: &Shared) -> bool {
+    let co = sh.engine_co.load(Ordering::Relaxed);
+    co != 0 && lua.current_thread().to_pointer() as usize == co
+}
+
+fn tools_call_fn(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<Function> {
+    let raw = guarded(
+        lua,
+        shared,
+        "api.tools.call",
+        |lua, sh, (yieldable, args): (bool, mlua::Variadic<LuaValue>)| {
+            let mut json = Vec::with_capacity(args.len());
+            for a in args.iter() {
+                json.push(to_json(lua, a, convert_limits(sh)).map_err(script_error)?);
+            }
+            let (id, a) = super::host::tools_call_args(&json).map_err(script_error)?;
+            // Handed over only when the yield reaches the host: from its own coroutine, with
+            // no C call (a Rust function, a metamethod run from C) in between, and no other
+            // Rust function of this state on the stack.
+            if yieldable
+                && sh.rust_depth.load(Ordering::Relaxed) == 1
+                && sh.budget.aborted().is_none()
+                && on_host_co(lua, sh)
+                && sh.core.hands_over(&id)
+            {
+                *sh.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some((id, a));
+                return Ok((true, LuaValue::Nil));
+            }
+            let out = sh.core.call_tool(&id, a).map_err(script_error)?;
+            Ok((false, from_json(lua, &out).map_err(script_error)?))
+        },
+    )?;
+    let finish = guarded(
+        lua,
+        shared,
+        "api.tools.call",
+        |_lua, sh, ()| -> mlua::Result<()> {
+            let e = sh
+                .handed_back
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+                .unwrap_or_else(|| {
+                    ScriptError::Internal("api.tools.call: the host handed no result back".into())
+                });
+            Err(script_error(e))
+        },
+    )?;
+    let host_co = guarded(lua, shared, "coroutine.yield", |lua, sh, ()| {
+        Ok(on_host_co(lua, sh))
+    })?;
+    lua.load(TOOLS_CALL).set_name("=tavern-tools-call").call((
+        raw,
+        finish,
+        host_co,
+        LuaValue::LightUserData(hand_over_mark()),
+    ))
+}
+
 /// `error_value(e)`: an error a Rust function raised into the script (mlua's error userdata)
 /// as the `{code, message}` table the script catches ([`ScriptError::to_value`], remembered
 /// so raising it again fails with the same error); any other value as it is. The prelude
@@ -387,6 +524,7 @@ fn install_api(lua: &Lua, shared: &Arc<Shared>) -> mlua::Result<()> {
             let func = match f.op {
                 ApiOp::ToolsRegister => guarded(lua, shared, "api.tools.register", register_tool)?,
                 ApiOp::HooksOn => guarded(lua, shared, "api.hooks.on", hooks_on)?,
+                ApiOp::ToolsCall => tools_call_fn(lua, shared)?,
                 ApiOp::ServicesOverride => {
                     guarded(lua, shared, "api.services.override", services_override)?
                 }
@@ -503,12 +641,20 @@ impl LuaHost {
     }
 
     /// Calls a registered handler (by tool id) or a global function with `(args, ctx)`.
+    ///
+    /// With a `gate`, an outermost call runs as a coroutine of the host's: when its script
+    /// calls a sync host tool (`api.tools.call`), the coroutine yields, `gate` lets the
+    /// state go while the tool runs (other calls may use it meanwhile) and takes it back,
+    /// and the call goes on with its own budget: the instructions it used so far and its
+    /// deadline (time away counts). Its frames stay on this thread: the call stack of
+    /// script calls ([`super::host::ActiveCall`]) is the one it left.
     pub fn call(
         &self,
         function: &str,
         args: &Value,
         tool_id: &str,
         caller: &str,
+        gate: Option<Gate<'_>>,
     ) -> Result<Value, ScriptError> {
         let f = match self.lookup(function) {
             Ok(Some(f)) => f,
@@ -519,12 +665,131 @@ impl LuaHost {
             }
             Err(e) => return Err(ScriptError::Internal(e.to_string())),
         };
-        self.run(|| {
-            let lua = &self.lua;
-            let a = from_json(lua, args).map_err(script_error)?;
-            let v: LuaValue = self.handles.trampoline.call((f, a, tool_id, caller))?;
-            self.result_json(&v)
-        })
+        match gate {
+            Some(gate) if self.depth.load(Ordering::Relaxed) == 0 => {
+                self.call_as_coroutine(f, args, tool_id, caller, gate)
+            }
+            _ => self.run_from(None, || {
+                let lua = &self.lua;
+                let a = from_json(lua, args).map_err(script_error)?;
+                let v: LuaValue = self.handles.trampoline.call((f, a, tool_id, caller))?;
+                self.result_json(&v)
+            }),
+        }
+    }
+
+    /// [`LuaHost::call`] as a coroutine that hands sync host tools over through `gate`.
+    fn call_as_coroutine(
+        &self,
+        f: Function,
+        args: &Value,
+        tool_id: &str,
+        caller: &str,
+        gate: Gate<'_>,
+    ) -> Result<Value, ScriptError> {
+        // This thread holds the state: coroutines left by calls that lost it go now.
+        let orphans = std::mem::take(&mut *self.orphans.lock().unwrap_or_else(|p| p.into_inner()));
+        drop(orphans);
+        let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let trampoline = self.handles.trampoline.clone();
+        let co = match spare {
+            Some(co) => co.reset(trampoline).map(|()| co),
+            None => self.lua.create_thread(trampoline),
+        }
+        .map_err(|e| ScriptError::Internal(format!("creating a Lua coroutine: {e}")))?;
+        let mut first = Some(f);
+        let mut saved = None;
+        let mut handed: Option<Result<Value, ScriptError>> = None;
+        loop {
+            let step = self.run_from(saved.take(), || {
+                let input = match (first.take(), handed.take()) {
+                    (Some(f), _) => {
+                        let a = from_json(&self.lua, args).map_err(script_error)?;
+                        (f, a, tool_id, caller).into_lua_multi(&self.lua)?
+                    }
+                    // The script goes on with `true, result`, or `false` and raises the
+                    // error (as the call made in place would have).
+                    (None, Some(out)) => match out.and_then(|v| from_json(&self.lua, &v)) {
+                        Ok(v) => (true, v).into_lua_multi(&self.lua)?,
+                        Err(e) => {
+                            *self
+                                .shared
+                                .handed_back
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner()) = Some(e);
+                            false.into_lua_multi(&self.lua)?
+                        }
+                    },
+                    (None, None) => mlua::MultiValue::new(),
+                };
+                self.resume(&co, input)
+            })?;
+            let (id, tool_args) = match step {
+                Step::Done(v) => {
+                    if co.status() == mlua::thread::ThreadStatus::Finished {
+                        *self.spare.lock().unwrap_or_else(|p| p.into_inner()) = Some(co);
+                    }
+                    return Ok(v);
+                }
+                Step::HandOver(id, a) => (id, a),
+            };
+            saved = Some(self.shared.budget.save());
+            let core = &self.shared.core;
+            let mut tool_args = Some(tool_args);
+            let mut out = None;
+            let back = gate(&mut || {
+                if let Some(a) = tool_args.take() {
+                    out = Some(core.call_tool(&id, a));
+                }
+            });
+            if let Err(e) = back {
+                // The state belongs to another call now: leave the coroutine untouched.
+                self.orphans
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(co);
+                return Err(e);
+            }
+            handed = Some(out.unwrap_or_else(|| {
+                Err(ScriptError::Internal(
+                    "api.tools.call: the handed-over call did not run".into(),
+                ))
+            }));
+        }
+    }
+
+    /// Resumes the call's coroutine once: to its end, or to a sync host tool it hands over.
+    fn resume(&self, co: &mlua::Thread, input: mlua::MultiValue) -> mlua::Result<Step> {
+        let prev = self
+            .shared
+            .engine_co
+            .swap(co.to_pointer() as usize, Ordering::Relaxed);
+        let r = co.resume::<mlua::MultiValue>(input);
+        self.shared.engine_co.store(prev, Ordering::Relaxed);
+        let pending = self
+            .shared
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        let values = r?;
+        let marked =
+            matches!(values.front(), Some(LuaValue::LightUserData(m)) if *m == hand_over_mark());
+        match (marked, pending) {
+            // Only the wrapper can yield the mark (a script can neither make nor reach it),
+            // and it yields right after `raw` left the call in `pending`.
+            (true, Some((id, a))) => return Ok(Step::HandOver(id, a)),
+            // Any other yield of the host's coroutine: the script's own yields at a
+            // handler's top level fail before they get here.
+            _ if co.status() == mlua::thread::ThreadStatus::Resumable => {
+                return Err(mlua::Error::runtime(
+                    "attempt to yield from outside a coroutine",
+                ))
+            }
+            _ => {}
+        }
+        let v = values.front().unwrap_or(&LuaValue::Nil);
+        Ok(Step::Done(self.result_json(v)?))
     }
 
     /// The hook function stored under `key` (`hook#<n>`), if this state has it, and whether
@@ -631,10 +896,22 @@ impl LuaHost {
     /// this thread), maps every failure to a [`ScriptError`], and collects garbage after a
     /// memory error so the next call starts clean.
     fn run<T>(&self, f: impl FnOnce() -> mlua::Result<T>) -> Result<T, ScriptError> {
+        self.run_from(None, f)
+    }
+
+    /// [`LuaHost::run`], going on with a `saved` budget instead of a fresh one when given
+    /// (a call taking its state back after handing a tool over).
+    fn run_from<T>(
+        &self,
+        saved: Option<super::budget::Saved>,
+        f: impl FnOnce() -> mlua::Result<T>,
+    ) -> Result<T, ScriptError> {
         let depth = self.depth.load(Ordering::Relaxed);
         self.depth.store(depth + 1, Ordering::Relaxed);
         let outer = depth == 0;
-        if outer {
+        if let (true, Some(s)) = (outer, saved) {
+            self.shared.budget.restore(s);
+        } else if outer {
             let l = &self.shared.limits;
             // The active call's deadline already folds in the per-call deadline, the
             // enclosing call's and the plugin's own `wall_ms`: when it was capped with a
