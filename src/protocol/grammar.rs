@@ -889,6 +889,13 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                                 other => objects.push((at, other, None)),
                             }
                         }
+                        // A syntax break among the calls: one error; the calls around
+                        // it are read.
+                        N::json_break => raw.push(RawDiag::error(
+                            part.as_span().start(),
+                            format!("a {form} call could not be read (its JSON is broken)"),
+                            "write {\"name\": \"tool\", \"arguments\": {…}}".into(),
+                        )),
                         N::mistral_one => {
                             let id = part
                                 .clone()

@@ -149,7 +149,18 @@ pub(crate) struct Scanner {
     ahead: [Ahead; 2],
     /// True once the leading pass at the start of the answer ran (`lead_first`).
     lead_done: bool,
+    /// Streaming: a marker the text ended inside (`Lt::Partial`) at this offset, and what
+    /// could still match there (see [`Scanner::classify_lt`]'s mask). The rest did not
+    /// match the bytes already there, which more bytes cannot change, so the next run
+    /// re-tries only these.
+    stalled: Option<(usize, u64)>,
 }
+
+/// Bits of [`Scanner::classify_lt`]'s mask: one per opener (up to 62, else the
+/// stream re-tries every one), then the two reasoning tags.
+const THINK_OPEN: u64 = 1 << 62;
+const THINK_CLOSE: u64 = 1 << 63;
+const MAX_MASKED: usize = 62;
 
 fn think_tag(s: &[u8], p: usize, eof: bool, close: bool) -> M {
     let pat: &[u8] = if close { b"</think" } else { b"<think" };
@@ -243,6 +254,7 @@ impl Scanner {
             spare_pairs: Vec::new(),
             ahead: Default::default(),
             lead_done: false,
+            stalled: None,
         }
     }
 
@@ -256,48 +268,92 @@ impl Scanner {
         self.recorded.take().unwrap_or_default()
     }
 
-    fn classify_lt(&self, s: &[u8], p: usize, eof: bool) -> Lt {
-        let mut partial = false;
+    /// What the trigger byte at `p` opens. `STREAM` builds the streaming version: it
+    /// tries only what `maybe` allows (bit `i` for `openers[i]`, and [`THINK_OPEN`] and
+    /// [`THINK_CLOSE`]) and, on `Lt::Partial`, returns what is still possible (else 0).
+    /// The one-shot version (`false`, what `parse` runs) does neither.
+    #[inline(always)]
+    fn classify_lt<const STREAM: bool>(
+        &self,
+        s: &[u8],
+        p: usize,
+        eof: bool,
+        maybe: u64,
+    ) -> (Lt, u64) {
+        let bit = |i: usize| if i < MAX_MASKED { 1u64 << i } else { !0 };
+        let skip = |b: u64| STREAM && maybe & b == 0;
+        let mut partial = 0u64;
         if s[p] != b'<' {
-            for o in &self.openers {
+            for (i, o) in self.openers.iter().enumerate() {
+                if skip(bit(i)) {
+                    continue;
+                }
                 if let Opener::Region(r) = *o {
                     match open_region(s, p, eof, r.open) {
-                        M::Yes(e) => return Lt::Region(r, e),
-                        M::Partial => partial = true,
+                        M::Yes(e) => return (Lt::Region(r, e), 0),
+                        M::Partial => partial |= bit(i),
                         M::No => {}
                     }
                 }
             }
-            return if partial { Lt::Partial } else { Lt::None };
+            return if partial != 0 {
+                (Lt::Partial, partial)
+            } else {
+                (Lt::None, 0)
+            };
         }
-        match think_tag(s, p, eof, false) {
-            M::Yes(e) => return Lt::ThinkOpen(e),
-            M::Partial => partial = true,
-            M::No => {}
+        if !skip(THINK_OPEN) {
+            match think_tag(s, p, eof, false) {
+                M::Yes(e) => return (Lt::ThinkOpen(e), 0),
+                M::Partial => partial |= THINK_OPEN,
+                M::No => {}
+            }
         }
-        for o in &self.openers {
+        for (i, o) in self.openers.iter().enumerate() {
+            if skip(bit(i)) {
+                continue;
+            }
             let m = match *o {
                 Opener::Block(kind) => match match_ci(s, p, kind.start(), eof) {
-                    M::Yes(e) => return Lt::Block(kind, e),
+                    M::Yes(e) => return (Lt::Block(kind, e), 0),
                     m => m,
                 },
                 Opener::Region(r) => match open_region(s, p, eof, r.open) {
-                    M::Yes(e) => return Lt::Region(r, e),
+                    M::Yes(e) => return (Lt::Region(r, e), 0),
                     m => m,
                 },
             };
-            partial |= m == M::Partial;
+            if m == M::Partial {
+                partial |= bit(i);
+            }
         }
-        match think_tag(s, p, eof, true) {
-            M::Yes(e) => return Lt::ThinkClose(e),
-            M::Partial => partial = true,
-            M::No => {}
+        if !skip(THINK_CLOSE) {
+            match think_tag(s, p, eof, true) {
+                M::Yes(e) => return (Lt::ThinkClose(e), 0),
+                M::Partial => partial |= THINK_CLOSE,
+                M::No => {}
+            }
         }
-        if partial {
-            Lt::Partial
+        if partial != 0 {
+            (Lt::Partial, partial)
         } else {
-            Lt::None
+            (Lt::None, 0)
         }
+    }
+
+    /// [`classify_lt`](Self::classify_lt) for a stream's run (`eof` false): at the
+    /// marker the last run stopped inside, only what was still possible there.
+    #[inline(never)]
+    fn classify_streamed(&mut self, s: &[u8], p: usize, eof: bool) -> Lt {
+        let maybe = match self.stalled.take() {
+            Some((at, m)) if at == p => m,
+            _ => !0,
+        };
+        let (lt, still) = self.classify_lt::<true>(s, p, eof, maybe);
+        if let Lt::Partial = lt {
+            self.stalled = Some((p, still));
+        }
+        lt
     }
 
     fn end_piece(&mut self, end: usize, before_block: bool) {
@@ -353,7 +409,12 @@ impl Scanner {
                     }
                     Some(i) => {
                         let p = self.pos + i;
-                        match self.classify_lt(s, p, eof) {
+                        let lt = if eof {
+                            self.classify_lt::<false>(s, p, eof, !0).0
+                        } else {
+                            self.classify_streamed(s, p, eof)
+                        };
+                        match lt {
                             Lt::None => self.pos = p + 1,
                             Lt::Partial => {
                                 self.pos = p;

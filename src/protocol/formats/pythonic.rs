@@ -40,29 +40,48 @@ fn one_call(l: &mut Lit<'_>) -> Result<(String, Args, usize), Miss> {
         };
         return Err(miss(e, false));
     }
-    // The arguments are written as the JSON object they are and kept as that text.
-    let mut args = Vec::with_capacity(128);
+    // The arguments are written as the JSON object they are and kept as that text,
+    // written into one buffer the thread keeps (a call's arguments allocate only the
+    // text they are kept as).
+    ARGS.with_borrow_mut(|args| {
+        args.clear();
+        let r = call_args(l, &name, args);
+        if args.capacity() > 1 << 16 {
+            *args = Vec::new();
+        }
+        r.map(|args| (name, args, at)).map_err(|err| Miss {
+            err,
+            at,
+            begun: true,
+        })
+    })
+}
+
+thread_local! {
+    static ARGS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The arguments of the call to `name`, the cursor past its `(`, written to `args` as a
+/// JSON object and kept as that text; or why not.
+fn call_args(l: &mut Lit<'_>, name: &str, args: &mut Vec<u8>) -> Result<Args, LitErr> {
     args.push(b'{');
     loop {
         l.ws();
         match l.peek() {
-            None => return Err(miss(LitErr::Cut, true)),
+            None => return Err(LitErr::Cut),
             Some(b')') => {
                 l.pos += 1;
                 if args.len() > 1 {
                     args.pop();
                 }
                 args.push(b'}');
-                let args = std::str::from_utf8(&args)
-                    .ok()
-                    .and_then(Args::from_read_json)
-                    .ok_or_else(|| {
-                        miss(
-                            LitErr::Bad(at, "the arguments could not be read".into()),
-                            true,
-                        )
-                    })?;
-                return Ok((name, args, at));
+                // The literal writer wrote this object: valid JSON (its pieces are text
+                // cut next to ASCII bytes or whole decoded characters) that a map holds
+                // (nested at most `MAX_DEPTH` deep, finite numbers, no lone surrogate).
+                return Ok(match std::str::from_utf8(args) {
+                    Ok(t) => Args::from_written_json(t),
+                    Err(_) => Args::from_written_json(&String::from_utf8_lossy(args)),
+                });
             }
             _ => {}
         }
@@ -71,12 +90,9 @@ fn one_call(l: &mut Lit<'_>) -> Result<(String, Args, usize), Miss> {
             .skip_name()
             .filter(|&(s, e, _)| !l.s[s..e].iter().any(|b| matches!(b, b'.' | b':' | b'-')));
         let Some((ks, ke, escaped)) = key else {
-            return Err(miss(
-                LitErr::Bad(
-                    key_at,
-                    format!("positional argument in the call to '{name}'"),
-                ),
-                true,
+            return Err(LitErr::Bad(
+                key_at,
+                format!("positional argument in the call to '{name}'"),
             ));
         };
         l.blanks();
@@ -89,24 +105,24 @@ fn one_call(l: &mut Lit<'_>) -> Result<(String, Args, usize), Miss> {
                     format!("positional argument in the call to '{name}'"),
                 )
             };
-            return Err(miss(e, true));
+            return Err(e);
         }
         l.pos += 1;
-        let key = lit::text_of(&l.s[ks..ke]);
         if escaped {
-            lit::write_json(&mut args, &lit::unescape_name(&key));
+            let key = lit::text_of(&l.s[ks..ke]);
+            lit::write_json(args, &lit::unescape_name(&key));
         } else {
-            lit::write_json(&mut args, &*key);
+            lit::write_json_str(args, &l.s[ks..ke]);
         }
         args.push(b':');
-        l.write_arg(&mut args).map_err(|e| miss(e, true))?;
+        l.write_arg(args)?;
         args.push(b',');
         l.ws();
         match l.peek() {
-            None => return Err(miss(LitErr::Cut, true)),
+            None => return Err(LitErr::Cut),
             Some(b',') => l.pos += 1,
             Some(b')') => {}
-            Some(_) => return Err(miss(LitErr::Bad(l.pos, "expected ',' or ')'".into()), true)),
+            Some(_) => return Err(LitErr::Bad(l.pos, "expected ',' or ')'".into())),
         }
     }
 }
