@@ -154,6 +154,9 @@ pub(crate) struct Scanner {
     /// match the bytes already there, which more bytes cannot change, so the next run
     /// re-tries only these.
     stalled: Option<(usize, u64)>,
+    /// The fewest bytes anything a trigger may open takes whole (`<think>`, a marker):
+    /// with fewer after a trigger, a stream's run waits for more without trying any.
+    min_open: usize,
 }
 
 /// Bits of [`Scanner::classify_lt`]'s mask: one per opener (up to 62, else the
@@ -229,8 +232,22 @@ impl Scanner {
                 }
             }
         }
+        let min_open = openers
+            .iter()
+            .map(|o| match *o {
+                Opener::Block(kind) => kind.start().len(),
+                Opener::Region(r) => match r.open {
+                    Open::Exact(p) => p.len(),
+                    Open::Tag(p) => p.len() + 1,
+                    Open::Named(p) => p.len() + 2,
+                },
+            })
+            .chain(std::iter::once(b"<think>".len()))
+            .min()
+            .unwrap_or(1);
         Scanner {
             format,
+            min_open,
             other_trigger,
             starts: openers
                 .iter()
@@ -345,6 +362,11 @@ impl Scanner {
     /// marker the last run stopped inside, only what was still possible there.
     #[inline(never)]
     fn classify_streamed(&mut self, s: &[u8], p: usize, eof: bool) -> Lt {
+        if s.len() - p < self.min_open {
+            // Nothing can open here yet (a chunk ended just after the trigger).
+            self.stalled = None;
+            return Lt::Partial;
+        }
         let maybe = match self.stalled.take() {
             Some((at, m)) if at == p => m,
             _ => !0,

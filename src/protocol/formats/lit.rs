@@ -1786,7 +1786,12 @@ mod tests {
             }
         }
         // The fast path is taken where it should be.
-        for (t, plain) in [("0.25", true), ("42", true), ("0.05", false), ("1e3", false)] {
+        for (t, plain) in [
+            ("0.25", true),
+            ("42", true),
+            ("0.05", false),
+            ("1e3", false),
+        ] {
             let taken = Lit::new(t.as_bytes(), 0, t.len()).plain_number().is_some();
             assert_eq!(taken, plain, "{t}");
         }
