@@ -150,7 +150,7 @@ pub(crate) struct Scanner {
     /// True once the leading pass at the start of the answer ran (`lead_first`).
     lead_done: bool,
     /// Streaming: a marker the text ended inside (`Lt::Partial`) at this offset, and what
-    /// could still match there (see [`Scanner::classify_lt`]'s mask). The rest did not
+    /// could still match there (see [`Scanner::classify_masked`]'s mask). The rest did not
     /// match the bytes already there, which more bytes cannot change, so the next run
     /// re-tries only these.
     stalled: Option<(usize, u64)>,
@@ -159,7 +159,7 @@ pub(crate) struct Scanner {
     min_open: usize,
 }
 
-/// Bits of [`Scanner::classify_lt`]'s mask: one per opener (up to 62, else the
+/// Bits of [`Scanner::classify_masked`]'s mask: one per opener (up to 62, else the
 /// stream re-tries every one), then the two reasoning tags.
 const THINK_OPEN: u64 = 1 << 62;
 const THINK_CLOSE: u64 = 1 << 63;
@@ -285,20 +285,58 @@ impl Scanner {
         self.recorded.take().unwrap_or_default()
     }
 
-    /// What the trigger byte at `p` opens. `STREAM` builds the streaming version: it
-    /// tries only what `maybe` allows (bit `i` for `openers[i]`, and [`THINK_OPEN`] and
-    /// [`THINK_CLOSE`]) and, on `Lt::Partial`, returns what is still possible (else 0).
-    /// The one-shot version (`false`, what `parse` runs) does neither.
-    #[inline(always)]
-    fn classify_lt<const STREAM: bool>(
-        &self,
-        s: &[u8],
-        p: usize,
-        eof: bool,
-        maybe: u64,
-    ) -> (Lt, u64) {
+    /// What the trigger byte at `p` opens.
+    fn classify_lt(&self, s: &[u8], p: usize, eof: bool) -> Lt {
+        let mut partial = false;
+        if s[p] != b'<' {
+            for o in &self.openers {
+                if let Opener::Region(r) = *o {
+                    match open_region(s, p, eof, r.open) {
+                        M::Yes(e) => return Lt::Region(r, e),
+                        M::Partial => partial = true,
+                        M::No => {}
+                    }
+                }
+            }
+            return if partial { Lt::Partial } else { Lt::None };
+        }
+        match think_tag(s, p, eof, false) {
+            M::Yes(e) => return Lt::ThinkOpen(e),
+            M::Partial => partial = true,
+            M::No => {}
+        }
+        for o in &self.openers {
+            let m = match *o {
+                Opener::Block(kind) => match match_ci(s, p, kind.start(), eof) {
+                    M::Yes(e) => return Lt::Block(kind, e),
+                    m => m,
+                },
+                Opener::Region(r) => match open_region(s, p, eof, r.open) {
+                    M::Yes(e) => return Lt::Region(r, e),
+                    m => m,
+                },
+            };
+            partial |= m == M::Partial;
+        }
+        match think_tag(s, p, eof, true) {
+            M::Yes(e) => return Lt::ThinkClose(e),
+            M::Partial => partial = true,
+            M::No => {}
+        }
+        if partial {
+            Lt::Partial
+        } else {
+            Lt::None
+        }
+    }
+
+    /// [`classify_lt`](Self::classify_lt) trying only what `maybe` allows (bit `i` for
+    /// `openers[i]`, and [`THINK_OPEN`] and [`THINK_CLOSE`]); on `Lt::Partial` it also
+    /// returns what is still possible (else 0). A separate copy, so the one-shot read
+    /// (`parse`, the hot loop over prose) runs the plain version unchanged.
+    fn classify_masked(&self, s: &[u8], p: usize, eof: bool, maybe: u64) -> (Lt, u64) {
         let bit = |i: usize| if i < MAX_MASKED { 1u64 << i } else { !0 };
-        let skip = |b: u64| STREAM && maybe & b == 0;
+        let skip = |b: u64| maybe & b == 0;
         let mut partial = 0u64;
         if s[p] != b'<' {
             for (i, o) in self.openers.iter().enumerate() {
@@ -371,7 +409,7 @@ impl Scanner {
             Some((at, m)) if at == p => m,
             _ => !0,
         };
-        let (lt, still) = self.classify_lt::<true>(s, p, eof, maybe);
+        let (lt, still) = self.classify_masked(s, p, eof, maybe);
         if let Lt::Partial = lt {
             self.stalled = Some((p, still));
         }
@@ -432,7 +470,7 @@ impl Scanner {
                     Some(i) => {
                         let p = self.pos + i;
                         let lt = if eof {
-                            self.classify_lt::<false>(s, p, eof, !0).0
+                            self.classify_lt(s, p, eof)
                         } else {
                             self.classify_streamed(s, p, eof)
                         };
