@@ -78,6 +78,21 @@ impl Args {
         })
     }
 
+    /// Arguments kept as `text`, a JSON object this crate's literal writer (the
+    /// pythonic reader's) wrote: valid JSON a `Map` holds by construction (nested at
+    /// most 101 deep, finite numbers, no lone surrogate), so nothing is checked again.
+    pub(crate) fn from_written_json(text: &str) -> Args {
+        debug_assert!(
+            matches!(serde_json::from_str::<Check>(text), Ok(Check::Object)),
+            "the literal writer wrote an object a map holds: {text}"
+        );
+        Args {
+            text: Some(Arc::from(text)),
+            values_as_text: false,
+            map: OnceLock::new(),
+        }
+    }
+
     /// The arguments of a call whose values were written as text, kept as `object`: a
     /// JSON object of strings, each value as written (the caller wrote it, so it builds).
     /// The map reads each value with no schema ([`typed`]); [`Args::texts`] gives the

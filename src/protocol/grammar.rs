@@ -816,6 +816,10 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
             }
             N::gemma4 => {
                 for c in p.into_inner() {
+                    if c.as_rule() == N::gemma4_call_broken {
+                        raw.push(call_error(c.as_span().start(), form));
+                        continue;
+                    }
                     let mut parts = c.into_inner();
                     if let (Some(name), Some(args)) = (parts.next(), parts.next()) {
                         if let Value::Object(a) = gemma4_value(args) {
@@ -862,14 +866,30 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                         }
                     }
                 }
-                for item in items {
-                    let name = item
-                        .get("tool_name")
-                        .and_then(Value::as_str)
-                        .map(|n| n.trim().to_string());
-                    match (name, formats::lit::arguments(item.get("parameters"))) {
-                        (Some(name), Ok(a)) if !name.is_empty() => push(name, a, own, &mut calls),
-                        _ => raw.push(call_error(start, form)),
+                // A list of objects with a `tool_name` each, or it is not this shape and
+                // stays prose (as the fast reader reads it).
+                let shaped = !items.is_empty()
+                    && items
+                        .iter()
+                        .all(|i| i.get("tool_name").is_some_and(Value::is_string));
+                let parts: Result<Vec<_>, _> = items
+                    .iter()
+                    .filter(|_| shaped)
+                    .map(|item| {
+                        let name = item["tool_name"].as_str().unwrap_or_default().trim();
+                        formats::lit::arguments(item.get("parameters")).map(|a| (name, a))
+                    })
+                    .collect();
+                match parts {
+                    // One call whose parameters are not an object: none runs.
+                    Err(_) => raw.push(call_error(start, form)),
+                    Ok(parts) if parts.iter().all(|(name, _)| name.is_empty()) => {
+                        cut.pop();
+                    }
+                    Ok(parts) => {
+                        for (name, a) in parts.into_iter().filter(|(n, _)| !n.is_empty()) {
+                            push(name.to_string(), a, own, &mut calls);
+                        }
                     }
                 }
             }
@@ -889,6 +909,13 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                                 other => objects.push((at, other, None)),
                             }
                         }
+                        // A syntax break among the calls: one error; the calls around
+                        // it are read.
+                        N::json_break => raw.push(RawDiag::error(
+                            part.as_span().start(),
+                            format!("a {form} call could not be read (its JSON is broken)"),
+                            "write {\"name\": \"tool\", \"arguments\": {…}}".into(),
+                        )),
                         N::mistral_one => {
                             let id = part
                                 .clone()
@@ -1057,18 +1084,25 @@ fn gemma4_value(p: pest::iterators::Pair<'_, N>) -> Value {
     }
 }
 
-/// The tool and arguments of a JSON call object: `name` and `arguments` (or
-/// `parameters`), the arguments an object or a JSON text of one.
+/// The tool and arguments of a JSON call object, as the fast reader takes them: `name`
+/// (trimmed, not empty) and `arguments` (or `parameters`, or `input`), the arguments an
+/// object or a JSON text of one; an OpenAI `{"function": {…}}` wrapper around them.
 fn call_object(o: Value) -> Result<(String, Map<String, Value>), &'static str> {
     let Value::Object(mut o) = o else {
         return Err("is not a JSON object");
     };
-    let Some(Value::String(name)) = o.remove("name") else {
-        return Err("has no \"name\"");
+    // OpenAI's `{"type": "function", "function": {…}}`: the call is the inner object.
+    if let Some(Value::Object(f)) = o.remove("function") {
+        o = f;
+    }
+    let name = match o.remove("name") {
+        Some(Value::String(n)) if !n.trim().is_empty() => n.trim().to_string(),
+        _ => return Err("has no \"name\""),
     };
     let args = o
         .remove("arguments")
         .or_else(|| o.remove("parameters"))
+        .or_else(|| o.remove("input"))
         .unwrap_or(Value::Object(Map::new()));
     let args = match args {
         Value::String(s) if s.trim().is_empty() => Value::Object(Map::new()),

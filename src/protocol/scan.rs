@@ -149,7 +149,21 @@ pub(crate) struct Scanner {
     ahead: [Ahead; 2],
     /// True once the leading pass at the start of the answer ran (`lead_first`).
     lead_done: bool,
+    /// Streaming: a marker the text ended inside (`Lt::Partial`) at this offset, and what
+    /// could still match there (see [`Scanner::classify_masked`]'s mask). The rest did not
+    /// match the bytes already there, which more bytes cannot change, so the next run
+    /// re-tries only these.
+    stalled: Option<(usize, u64)>,
+    /// The fewest bytes anything a trigger may open takes whole (`<think>`, a marker):
+    /// with fewer after a trigger, a stream's run waits for more without trying any.
+    min_open: usize,
 }
+
+/// Bits of [`Scanner::classify_masked`]'s mask: one per opener (up to 62, else the
+/// stream re-tries every one), then the two reasoning tags.
+const THINK_OPEN: u64 = 1 << 62;
+const THINK_CLOSE: u64 = 1 << 63;
+const MAX_MASKED: usize = 62;
 
 fn think_tag(s: &[u8], p: usize, eof: bool, close: bool) -> M {
     let pat: &[u8] = if close { b"</think" } else { b"<think" };
@@ -218,8 +232,22 @@ impl Scanner {
                 }
             }
         }
+        let min_open = openers
+            .iter()
+            .map(|o| match *o {
+                Opener::Block(kind) => kind.start().len(),
+                Opener::Region(r) => match r.open {
+                    Open::Exact(p) => p.len(),
+                    Open::Tag(p) => p.len() + 1,
+                    Open::Named(p) => p.len() + 2,
+                },
+            })
+            .chain(std::iter::once(b"<think>".len()))
+            .min()
+            .unwrap_or(1);
         Scanner {
             format,
+            min_open,
             other_trigger,
             starts: openers
                 .iter()
@@ -243,6 +271,7 @@ impl Scanner {
             spare_pairs: Vec::new(),
             ahead: Default::default(),
             lead_done: false,
+            stalled: None,
         }
     }
 
@@ -256,6 +285,7 @@ impl Scanner {
         self.recorded.take().unwrap_or_default()
     }
 
+    /// What the trigger byte at `p` opens.
     fn classify_lt(&self, s: &[u8], p: usize, eof: bool) -> Lt {
         let mut partial = false;
         if s[p] != b'<' {
@@ -298,6 +328,92 @@ impl Scanner {
         } else {
             Lt::None
         }
+    }
+
+    /// [`classify_lt`](Self::classify_lt) trying only what `maybe` allows (bit `i` for
+    /// `openers[i]`, and [`THINK_OPEN`] and [`THINK_CLOSE`]); on `Lt::Partial` it also
+    /// returns what is still possible (else 0). A separate copy, so the one-shot read
+    /// (`parse`, the hot loop over prose) runs the plain version unchanged.
+    fn classify_masked(&self, s: &[u8], p: usize, eof: bool, maybe: u64) -> (Lt, u64) {
+        let bit = |i: usize| if i < MAX_MASKED { 1u64 << i } else { !0 };
+        let skip = |b: u64| maybe & b == 0;
+        let mut partial = 0u64;
+        if s[p] != b'<' {
+            for (i, o) in self.openers.iter().enumerate() {
+                if skip(bit(i)) {
+                    continue;
+                }
+                if let Opener::Region(r) = *o {
+                    match open_region(s, p, eof, r.open) {
+                        M::Yes(e) => return (Lt::Region(r, e), 0),
+                        M::Partial => partial |= bit(i),
+                        M::No => {}
+                    }
+                }
+            }
+            return if partial != 0 {
+                (Lt::Partial, partial)
+            } else {
+                (Lt::None, 0)
+            };
+        }
+        if !skip(THINK_OPEN) {
+            match think_tag(s, p, eof, false) {
+                M::Yes(e) => return (Lt::ThinkOpen(e), 0),
+                M::Partial => partial |= THINK_OPEN,
+                M::No => {}
+            }
+        }
+        for (i, o) in self.openers.iter().enumerate() {
+            if skip(bit(i)) {
+                continue;
+            }
+            let m = match *o {
+                Opener::Block(kind) => match match_ci(s, p, kind.start(), eof) {
+                    M::Yes(e) => return (Lt::Block(kind, e), 0),
+                    m => m,
+                },
+                Opener::Region(r) => match open_region(s, p, eof, r.open) {
+                    M::Yes(e) => return (Lt::Region(r, e), 0),
+                    m => m,
+                },
+            };
+            if m == M::Partial {
+                partial |= bit(i);
+            }
+        }
+        if !skip(THINK_CLOSE) {
+            match think_tag(s, p, eof, true) {
+                M::Yes(e) => return (Lt::ThinkClose(e), 0),
+                M::Partial => partial |= THINK_CLOSE,
+                M::No => {}
+            }
+        }
+        if partial != 0 {
+            (Lt::Partial, partial)
+        } else {
+            (Lt::None, 0)
+        }
+    }
+
+    /// [`classify_lt`](Self::classify_lt) for a stream's run (`eof` false): at the
+    /// marker the last run stopped inside, only what was still possible there.
+    #[inline(never)]
+    fn classify_streamed(&mut self, s: &[u8], p: usize, eof: bool) -> Lt {
+        if s.len() - p < self.min_open {
+            // Nothing can open here yet (a chunk ended just after the trigger).
+            self.stalled = None;
+            return Lt::Partial;
+        }
+        let maybe = match self.stalled.take() {
+            Some((at, m)) if at == p => m,
+            _ => !0,
+        };
+        let (lt, still) = self.classify_masked(s, p, eof, maybe);
+        if let Lt::Partial = lt {
+            self.stalled = Some((p, still));
+        }
+        lt
     }
 
     fn end_piece(&mut self, end: usize, before_block: bool) {
@@ -353,7 +469,12 @@ impl Scanner {
                     }
                     Some(i) => {
                         let p = self.pos + i;
-                        match self.classify_lt(s, p, eof) {
+                        let lt = if eof {
+                            self.classify_lt(s, p, eof)
+                        } else {
+                            self.classify_streamed(s, p, eof)
+                        };
+                        match lt {
                             Lt::None => self.pos = p + 1,
                             Lt::Partial => {
                                 self.pos = p;

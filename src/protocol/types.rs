@@ -241,9 +241,28 @@ impl Call {
 pub(crate) fn give_ids(calls: &mut [Call], from: usize) {
     for (i, c) in calls.iter_mut().enumerate().skip(from) {
         if c.id.is_none() {
-            c.id = Some(format!("call_{i}"));
+            c.id = Some(call_id(i));
         }
     }
+}
+
+/// `call_N`, written without the formatting machinery (it runs once per call read).
+fn call_id(n: usize) -> String {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut id = String::with_capacity(5 + digits.len() - at);
+    id.push_str("call_");
+    id.extend(digits[at..].iter().map(|&d| char::from(d)));
+    id
 }
 
 /// Everything read from one model output.
@@ -303,4 +322,14 @@ pub struct RawPair {
     pub value: (usize, usize),
     /// True when the value had no proper closing `「末」` and was cut (rule 6).
     pub recovered: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn call_ids_are_call_and_the_index() {
+        for n in [0, 7, 10, 99, 1234, usize::MAX] {
+            assert_eq!(super::call_id(n), format!("call_{n}"));
+        }
+    }
 }

@@ -131,11 +131,6 @@ fn the_grammar_and_the_fast_reader_agree_on_native_cases() {
             if named.is_some_and(|f| f.parse::<Format>().is_ok() && !forms.contains(&f)) {
                 continue;
             }
-            // A call list whose syntax breaks is read on after the break by the fast
-            // reader only (`docs/formats.md`, "Siblings survive"); the grammar stops there.
-            if case["grammar"] == Value::Bool(false) {
-                continue;
-            }
             let name = case["name"].as_str().unwrap();
             let input = case["input"].as_str().unwrap();
             let own = named.and_then(|f| forms.iter().copied().find(|g| *g == f));

@@ -2,7 +2,8 @@
 //! `functions.NAME:INDEX` `<|tool_call_argument_begin|>` `{…}` `<|tool_call_end|>`, then
 //! `<|tool_calls_section_end|>` (some servers write `tool_call_section`, singular). The
 //! id `functions.NAME:INDEX` is the call's id; each call is read on its own, a broken
-//! one a diagnostic of its own.
+//! one (its arguments not an object, or no `<|tool_call_argument_begin|>` before its
+//! `<|tool_call_end|>`) a diagnostic of its own.
 
 use super::text;
 use super::{lit, Close, FormatEntry, Open, Reader, RegionSyntax};
@@ -68,7 +69,19 @@ pub(crate) fn read(
     while let Some(b) = text::find(s, pos, close, CALL_BEGIN) {
         any = true;
         let id0 = b + CALL_BEGIN.len();
-        let Some(a) = text::find(s, id0, close, ARG_BEGIN) else {
+        // A call's arguments begin before its end: one without is an error of its own,
+        // and the calls after its `<|tool_call_end|>` are read.
+        let call_end = text::find(s, id0, close, CALL_END);
+        let Some(a) = text::find(s, id0, call_end.unwrap_or(close), ARG_BEGIN) else {
+            if let Some(e) = call_end {
+                diags.push(text::bad(
+                    b,
+                    "a Kimi call has no <|tool_call_argument_begin|>",
+                    HINT,
+                ));
+                pos = e + CALL_END.len();
+                continue;
+            }
             diags.push(if ended {
                 text::cut(b, text[id0..close].trim(), HINT)
             } else {

@@ -39,8 +39,26 @@ pub(crate) struct Lit<'a> {
 
 /// True for the bytes an identifier continues with (ASCII letters, digits, `_`, and
 /// anything non-ASCII, so names in any script read whole).
+#[inline]
 pub(crate) fn is_ident_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80
+    IDENT[usize::from(b)]
+}
+
+/// [`is_ident_byte`] as a table (names are scanned a byte at a time).
+static IDENT: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric() || b == b'_' || b >= 0x80;
+        i += 1;
+    }
+    t
+};
+
+/// True for the bytes a number is read over (see `Lit::number`).
+fn is_number_byte(b: u8) -> bool {
+    b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E' | b'_')
 }
 
 fn is_ident_start(b: u8) -> bool {
@@ -122,33 +140,36 @@ impl<'a> Lit<'a> {
     /// it holds a markdown-escaped underscore. `None` (cursor unmoved) when no identifier
     /// starts here.
     pub(crate) fn skip_name(&mut self) -> Option<(usize, usize, bool)> {
+        let s = &self.s[..self.end];
         let start = self.pos;
+        let mut p = start;
         let mut escaped = false;
         loop {
-            let part_start = self.pos;
+            let part_start = p;
             loop {
-                match self.peek() {
-                    Some(b) if is_ident_byte(b) => self.pos += 1,
-                    Some(b'\\') if self.peek_at(1) == Some(b'_') => {
-                        self.pos += 2;
-                        escaped = true;
-                    }
-                    _ => break,
+                while p < s.len() && is_ident_byte(s[p]) {
+                    p += 1;
                 }
+                if s.get(p) == Some(&b'\\') && s.get(p + 1) == Some(&b'_') {
+                    p += 2;
+                    escaped = true;
+                    continue;
+                }
+                break;
             }
-            if self.pos == part_start || self.s[part_start].is_ascii_digit() {
-                self.pos = start;
+            if p == part_start || s[part_start].is_ascii_digit() {
                 return None;
             }
             // A separator counts only when a name part follows it.
-            match (self.peek(), self.peek_at(1)) {
-                (Some(b'.' | b':' | b'-'), Some(n)) if is_ident_start(n) || n == b'\\' => {
-                    self.pos += 1;
+            match (s.get(p), s.get(p + 1)) {
+                (Some(b'.' | b':' | b'-'), Some(&n)) if is_ident_start(n) || n == b'\\' => {
+                    p += 1;
                 }
                 _ => break,
             }
         }
-        Some((start, self.pos, escaped))
+        self.pos = p;
+        Some((start, p, escaped))
     }
 
     /// A quoted string (`'…'`, `"…"`, triple quotes, an `r`/`u`/`b`/`f` prefix), its
@@ -179,7 +200,17 @@ impl<'a> Lit<'a> {
         if !triple {
             // Most strings hold no escape: taken whole, up to the closing quote.
             let rest = &self.s[self.pos..self.end];
-            if let Some(i) = memchr::memchr2(q, b'\\', rest) {
+            // Short strings (most values) end within a few bytes: a plain loop finds
+            // the quote sooner than a vector search is set up.
+            let near = &rest[..rest.len().min(24)];
+            let found = match near.iter().position(|&b| b == q || b == b'\\') {
+                Some(i) => Some(i),
+                None if near.len() < rest.len() => {
+                    memchr::memchr2(q, b'\\', &rest[near.len()..]).map(|i| i + near.len())
+                }
+                None => None,
+            };
+            if let Some(i) = found {
                 let body = &rest[..i];
                 if rest[i] == q && (q != b'\'' || memchr::memchr2(b'\n', b'\r', body).is_none()) {
                     self.pos += i + 1;
@@ -259,10 +290,60 @@ impl<'a> Lit<'a> {
         Ok(v)
     }
 
+    /// A number at the cursor written as serde_json writes the number it reads as,
+    /// taken as it is; `None` (cursor unmoved) for any other number, which
+    /// [`number`](Self::number) reads and writes. Plain here is `0` or an optional `-`
+    /// and up to 18 digits with no leading zero (an `i64`); or a decimal under 10⁷, at
+    /// least 0.1 (or `0.0`), of at most 15 significant digits and no trailing zero but
+    /// in `N.0`: such a decimal is the shortest text of the `f64` it reads as, which is
+    /// what serde_json writes (`fast_paths_write_what_serde_writes` checks the forms).
+    fn plain_number(&mut self) -> Option<&'a [u8]> {
+        let s = &self.s[self.pos..self.end];
+        let digits_at = |i: usize| {
+            s[i.min(s.len())..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .count()
+        };
+        let neg = usize::from(s.first() == Some(&b'-'));
+        let int = digits_at(neg);
+        let mut end = neg + int;
+        let zero = s.get(neg) == Some(&b'0');
+        if int == 0 || (zero && int > 1) {
+            return None;
+        }
+        if s.get(end) == Some(&b'.') {
+            let frac = digits_at(end + 1);
+            let f = &s[end + 1..end + 1 + frac];
+            let plain = match f {
+                [] => false,
+                [b'0'] => true,
+                [.., last] => {
+                    *last != b'0'
+                        && int <= 7
+                        && (!zero || f[0] != b'0')
+                        && frac + if zero { 0 } else { int } <= 15
+                }
+            };
+            if !plain {
+                return None;
+            }
+            end += 1 + frac;
+        } else if int > 18 || (zero && neg == 1) {
+            return None;
+        }
+        // What `number` would read on (an exponent, `_`, a second `.`) makes it not plain.
+        if s.get(end).is_some_and(|&b| is_number_byte(b)) {
+            return None;
+        }
+        self.pos += end;
+        Some(&s[..end])
+    }
+
     fn number(&mut self) -> Result<Number, LitErr> {
         let start = self.pos;
         while let Some(b) = self.peek() {
-            if b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E' | b'_') {
+            if is_number_byte(b) {
                 self.pos += 1;
             } else {
                 break;
@@ -313,15 +394,20 @@ impl<'a> Lit<'a> {
             b'[' => self.nested(out, |l, out| l.seq(b']', out).map(|_| ())),
             b'(' => self.nested(out, |l, out| l.tuple(out)),
             b'-' | b'+' | b'.' | b'0'..=b'9' => {
+                if let Some(t) = self.plain_number() {
+                    out.extend_from_slice(t);
+                    return Ok(());
+                }
                 let n = self.number()?;
                 write_json(out, &n);
                 Ok(())
             }
             _ if is_ident_start(b) => {
                 let start = self.pos;
-                while self.peek().is_some_and(is_ident_byte) {
-                    self.pos += 1;
-                }
+                self.pos += self.s[start..self.end]
+                    .iter()
+                    .position(|&b| !is_ident_byte(b))
+                    .unwrap_or(self.end - start);
                 let word = &self.s[start..self.pos];
                 // A string prefix: r'…', b"…".
                 if word.len() <= 2
@@ -350,7 +436,7 @@ impl<'a> Lit<'a> {
     /// A quoted string at the cursor, written as a JSON string.
     fn write_string(&mut self, out: &mut Vec<u8>) -> Result<(), LitErr> {
         let b = self.string_bytes()?;
-        write_json(out, &*text_of(&b));
+        write_json_str(out, &b);
         Ok(())
     }
 
@@ -440,8 +526,9 @@ impl<'a> Lit<'a> {
             first = false;
             match self.peek() {
                 Some(b'"' | b'\'') => self.write_string(out)?,
-                Some(b) if is_ident_start(b) => match self.name() {
-                    Some(n) => write_json(out, &n),
+                Some(b) if is_ident_start(b) => match self.skip_name() {
+                    Some((s, e, false)) => write_json_str(out, &self.s[s..e]),
+                    Some((s, e, true)) => write_json(out, &unescape_name(&text_of(&self.s[s..e]))),
                     None => return self.bad("expected a key"),
                 },
                 _ => {
@@ -525,6 +612,55 @@ pub(crate) fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T)
     // Cannot fail: strings and numbers always serialize, and a Vec takes any write.
     serde_json::to_writer(out, v).expect("a string or number serializes into a Vec");
 }
+
+/// Writes `b`, UTF-8 text, as a JSON string exactly as serde_json writes a `str`
+/// (`"`, `\\` and the control characters escaped, the short forms where JSON has
+/// them, `\u00xx` for the others; everything else as it is), without checking it is
+/// UTF-8 again: the readers' strings are cut from the text next to ASCII bytes, or
+/// decoded escapes written as whole characters.
+pub(crate) fn write_json_str(out: &mut Vec<u8>, b: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(b.len() + 2);
+    out.push(b'"');
+    let mut from = 0;
+    for (i, &c) in b.iter().enumerate() {
+        if !ESCAPED[usize::from(c)] {
+            continue;
+        }
+        out.extend_from_slice(&b[from..i]);
+        from = i + 1;
+        match c {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            8 => out.extend_from_slice(b"\\b"),
+            12 => out.extend_from_slice(b"\\f"),
+            _ => out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(c >> 4)],
+                HEX[usize::from(c & 15)],
+            ]),
+        }
+    }
+    out.extend_from_slice(&b[from..]);
+    out.push(b'"');
+}
+
+/// The bytes a JSON string escapes.
+static ESCAPED: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = i < 0x20 || i == b'"' as usize || i == b'\\' as usize;
+        i += 1;
+    }
+    t
+};
 
 /// A tool name as written with its markdown-escaped underscores (`\\_`) read as `_`.
 pub(crate) fn unescape_name(t: &str) -> String {
@@ -1562,6 +1698,108 @@ mod tests {
 
     fn val(t: &str) -> Result<Value, LitErr> {
         Lit::new(t.as_bytes(), 0, t.len()).value()
+    }
+
+    /// The writer's fast paths write what serde_json writes: strings with every
+    /// escape, integers as the `i64` they read as (anything else goes the long way).
+    #[test]
+    fn fast_paths_write_what_serde_writes() {
+        let mut all: String = (0u8..0x80).map(char::from).collect();
+        all.push_str("é✓😀\u{7f}");
+        for t in [
+            all.as_str(),
+            "",
+            "plain",
+            "a\"b\\c",
+            "\u{1}\u{1f}\u{8}\u{c}",
+        ] {
+            let mut out = Vec::new();
+            write_json_str(&mut out, t.as_bytes());
+            assert_eq!(
+                String::from_utf8(out).unwrap(),
+                serde_json::to_string(t).unwrap()
+            );
+        }
+        let fixed = [
+            "0",
+            "-1",
+            "7",
+            "42",
+            "-0",
+            "007",
+            "+5",
+            "1_000",
+            "1.5",
+            "1e3",
+            "-",
+            "00",
+            "123456789012345678",
+            "1234567890123456789",
+            "-999999999999999999",
+            "18446744073709551615",
+            "99999999999999999999",
+            "0.25",
+            "0.0",
+            "-0.0",
+            "1.0",
+            "10.0",
+            "1.50",
+            "0.05",
+            "0.1",
+            "9999999.5",
+            "10000000.5",
+            "1.",
+            ".5",
+            "1.5e3",
+            "0.123456789012345",
+            "0.1234567890123456",
+            "1234567.12345678",
+            "-3.14",
+            "2.5_0",
+            "1.2.3",
+        ];
+        // Decimals of every length and place a reader meets.
+        let made = (0..4000u64).flat_map(|i| {
+            let d = i.wrapping_mul(2654435761) % 10_000_000_000;
+            let t = d.to_string();
+            let (a, b) = t.split_at(t.len().saturating_sub((i % 12) as usize));
+            let a = if a.is_empty() { "0" } else { a };
+            let b0 = if b.is_empty() { "0" } else { b };
+            [
+                format!("{a}.{b0}"),
+                format!("-0.{b}7"),
+                format!("{}.{b}3", i % 9_999_999),
+            ]
+        });
+        for t in fixed.into_iter().map(String::from).chain(made) {
+            let t = t.as_str();
+            let mut fast = Vec::new();
+            Lit::new(t.as_bytes(), 0, t.len())
+                .write_value(&mut fast)
+                .ok();
+            let slow = Lit::new(t.as_bytes(), 0, t.len())
+                .number()
+                .map(|n| serde_json::to_vec(&n).unwrap());
+            match slow {
+                Ok(slow) => assert_eq!(fast, slow, "{t}"),
+                Err(_) => assert!(fast.is_empty(), "{t}"),
+            }
+        }
+        // The fast path is taken where it should be.
+        for (t, plain) in [
+            ("0.25", true),
+            ("42", true),
+            ("0.05", false),
+            ("1e3", false),
+        ] {
+            let taken = Lit::new(t.as_bytes(), 0, t.len()).plain_number().is_some();
+            assert_eq!(taken, plain, "{t}");
+        }
+        // The cursor stops where the number stops, fast path or not.
+        let mut l = Lit::new(b"12, x", 0, 5);
+        let mut out = Vec::new();
+        l.write_value(&mut out).unwrap();
+        assert_eq!((l.pos, out.as_slice()), (2, b"12".as_slice()));
     }
 
     #[test]

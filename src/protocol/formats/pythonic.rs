@@ -40,29 +40,48 @@ fn one_call(l: &mut Lit<'_>) -> Result<(String, Args, usize), Miss> {
         };
         return Err(miss(e, false));
     }
-    // The arguments are written as the JSON object they are and kept as that text.
-    let mut args = Vec::with_capacity(128);
+    // The arguments are written as the JSON object they are and kept as that text,
+    // written into one buffer the thread keeps (a call's arguments allocate only the
+    // text they are kept as).
+    ARGS.with_borrow_mut(|args| {
+        args.clear();
+        let r = call_args(l, &name, args);
+        if args.capacity() > 1 << 16 {
+            *args = Vec::new();
+        }
+        r.map(|args| (name, args, at)).map_err(|err| Miss {
+            err,
+            at,
+            begun: true,
+        })
+    })
+}
+
+thread_local! {
+    static ARGS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The arguments of the call to `name`, the cursor past its `(`, written to `args` as a
+/// JSON object and kept as that text; or why not.
+fn call_args(l: &mut Lit<'_>, name: &str, args: &mut Vec<u8>) -> Result<Args, LitErr> {
     args.push(b'{');
     loop {
         l.ws();
         match l.peek() {
-            None => return Err(miss(LitErr::Cut, true)),
+            None => return Err(LitErr::Cut),
             Some(b')') => {
                 l.pos += 1;
                 if args.len() > 1 {
                     args.pop();
                 }
                 args.push(b'}');
-                let args = std::str::from_utf8(&args)
-                    .ok()
-                    .and_then(Args::from_read_json)
-                    .ok_or_else(|| {
-                        miss(
-                            LitErr::Bad(at, "the arguments could not be read".into()),
-                            true,
-                        )
-                    })?;
-                return Ok((name, args, at));
+                // The literal writer wrote this object: valid JSON (its pieces are text
+                // cut next to ASCII bytes or whole decoded characters) that a map holds
+                // (nested at most `MAX_DEPTH` deep, finite numbers, no lone surrogate).
+                return Ok(match std::str::from_utf8(args) {
+                    Ok(t) => Args::from_written_json(t),
+                    Err(_) => Args::from_written_json(&String::from_utf8_lossy(args)),
+                });
             }
             _ => {}
         }
@@ -71,12 +90,9 @@ fn one_call(l: &mut Lit<'_>) -> Result<(String, Args, usize), Miss> {
             .skip_name()
             .filter(|&(s, e, _)| !l.s[s..e].iter().any(|b| matches!(b, b'.' | b':' | b'-')));
         let Some((ks, ke, escaped)) = key else {
-            return Err(miss(
-                LitErr::Bad(
-                    key_at,
-                    format!("positional argument in the call to '{name}'"),
-                ),
-                true,
+            return Err(LitErr::Bad(
+                key_at,
+                format!("positional argument in the call to '{name}'"),
             ));
         };
         l.blanks();
@@ -89,24 +105,24 @@ fn one_call(l: &mut Lit<'_>) -> Result<(String, Args, usize), Miss> {
                     format!("positional argument in the call to '{name}'"),
                 )
             };
-            return Err(miss(e, true));
+            return Err(e);
         }
         l.pos += 1;
-        let key = lit::text_of(&l.s[ks..ke]);
         if escaped {
-            lit::write_json(&mut args, &lit::unescape_name(&key));
+            let key = lit::text_of(&l.s[ks..ke]);
+            lit::write_json(args, &lit::unescape_name(&key));
         } else {
-            lit::write_json(&mut args, &*key);
+            lit::write_json_str(args, &l.s[ks..ke]);
         }
         args.push(b':');
-        l.write_arg(&mut args).map_err(|e| miss(e, true))?;
+        l.write_arg(args)?;
         args.push(b',');
         l.ws();
         match l.peek() {
-            None => return Err(miss(LitErr::Cut, true)),
+            None => return Err(LitErr::Cut),
             Some(b',') => l.pos += 1,
             Some(b')') => {}
-            Some(_) => return Err(miss(LitErr::Bad(l.pos, "expected ',' or ')'".into()), true)),
+            Some(_) => return Err(LitErr::Bad(l.pos, "expected ',' or ')'".into())),
         }
     }
 }
@@ -155,11 +171,37 @@ fn call_starts(l: &Lit<'_>, in_list: bool) -> bool {
 
 /// The format table's leading reader.
 pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
+    let mut calls = Vec::new();
+    match lead_into(text, from, to, &mut calls) {
+        Lead::Calls {
+            end, prose, diags, ..
+        } => Lead::Calls {
+            calls,
+            end,
+            prose,
+            diags,
+        },
+        other => other,
+    }
+}
+
+/// [`lead`], its calls pushed onto `calls` (a region's reader gives the scanner's own
+/// list, so no list is built per region); `Lead::Calls` holds none of them. Nothing is
+/// added unless it answers `Lead::Calls`.
+fn lead_into(text: &str, from: usize, to: usize, calls: &mut Vec<Call>) -> Lead {
+    let base = calls.len();
+    let read = read_lead(text, from, to, calls, base);
+    if !matches!(read, Lead::Calls { .. }) {
+        calls.truncate(base);
+    }
+    read
+}
+
+fn read_lead(text: &str, from: usize, to: usize, calls: &mut Vec<Call>, base: usize) -> Lead {
     let s = text.as_bytes();
     let mut l = Lit::new(s, from, to);
     l.ws();
     let bracketed = l.peek() == Some(b'[');
-    let mut calls: Vec<Call> = Vec::new();
     let push = |(tool, args, at): (String, Args, usize), end: usize, calls: &mut Vec<Call>| {
         let span = Span {
             start: at,
@@ -167,7 +209,7 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
             line: 0,
             column: 0,
         };
-        let block = calls.len();
+        let block = calls.len() - base;
         if calls.len() == calls.capacity() && end > from {
             // Grow once by the calls the rest of the text likely holds (calls so far,
             // scaled to its length) instead of doubling, which copies every call.
@@ -177,7 +219,7 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
         calls.push(lit::call(tool, args, Format::Pythonic, span, block));
     };
     let fail = |m: Miss, calls: &[Call]| -> Lead {
-        let begun = m.begun || !calls.is_empty();
+        let begun = m.begun || calls.len() > base;
         match m.err {
             LitErr::Cut if begun => Lead::Error(lit::value_error(
                 LitErr::Cut,
@@ -220,7 +262,7 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
                                 at: l.pos,
                                 begun: true,
                             },
-                            &calls,
+                            calls,
                         )
                     }
                     Some(b']') => {
@@ -235,7 +277,7 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
                     one_call(&mut l)
                 };
                 match r {
-                    Ok(c) => push(c, l.pos, &mut calls),
+                    Ok(c) => push(c, l.pos, calls),
                     // One malformed call in a list is its own error; its neighbours are
                     // read (a cut-off one still ends the list: nothing after it is there).
                     Err(m) if matches!(m.err, LitErr::Bad(..)) => match skip_item(&mut l) {
@@ -246,9 +288,9 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
                             "a pythonic call",
                             HINT,
                         )),
-                        false => return fail(m, &calls),
+                        false => return fail(m, calls),
                     },
-                    Err(m) => return fail(m, &calls),
+                    Err(m) => return fail(m, calls),
                 }
                 l.ws();
                 match l.peek() {
@@ -261,7 +303,7 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
                                 at: l.pos,
                                 begun: true,
                             },
-                            &calls,
+                            calls,
                         )
                     }
                     Some(_) => {
@@ -272,7 +314,7 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
                                 at,
                                 begun: true,
                             },
-                            &calls,
+                            calls,
                         );
                     }
                 }
@@ -282,8 +324,8 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
                 break;
             }
             match one_call(&mut l) {
-                Ok(c) => push(c, l.pos, &mut calls),
-                Err(m) => return fail(m, &calls),
+                Ok(c) => push(c, l.pos, calls),
+                Err(m) => return fail(m, calls),
             }
         }
         end = l.pos;
@@ -307,29 +349,29 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
             l = next;
             continue;
         }
-        if calls.is_empty() {
+        if calls.len() == base {
             return match bad.into_iter().next() {
                 Some(d) => Lead::Error(d),
                 None => Lead::No,
             };
         }
         return Lead::Calls {
-            calls,
+            calls: Vec::new(),
             end,
             prose: Vec::new(),
             diags: bad,
         };
     }
-    if calls.is_empty() {
+    if calls.len() == base {
         match bad.into_iter().next() {
             Some(d) => Lead::Error(d),
             None => Lead::No,
         }
     } else {
         // A list opener with no call in it after the calls: they end before it.
-        let end = calls.last().map_or(from, |c| c.span.end);
+        let end = calls[base..].last().map_or(from, |c| c.span.end);
         Lead::Calls {
-            calls,
+            calls: Vec::new(),
             end,
             prose: Vec::new(),
             diags: bad,
@@ -350,17 +392,15 @@ pub(crate) fn read_region(
     diags: &mut Vec<RawDiag>,
     out: &mut Vec<Call>,
 ) {
-    match lead(text, from, to) {
-        Lead::Calls {
-            calls, diags: d, ..
-        } => {
+    let base = out.len();
+    match lead_into(text, from, to, out) {
+        Lead::Calls { diags: d, .. } => {
             diags.extend(d);
-            out.extend(calls.into_iter().map(|mut c| {
+            for c in &mut out[base..] {
                 c.source = source;
                 c.span = span;
                 c.block = block;
-                c
-            }))
+            }
         }
         Lead::Error(d) => diags.push(d),
         Lead::No => diags.push(lit::value_error(
