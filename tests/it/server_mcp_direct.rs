@@ -13,21 +13,6 @@ use server_support::{mcp_post, temp_home, McpAnswer, Server};
 
 const V: Option<&str> = Some("2025-11-25");
 
-async fn open(c: &reqwest::Client, base: &str) -> String {
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "direct-test", "version": "1"}}});
-    let a = mcp_post(c, base, None, None, &init).await;
-    assert_eq!(a.status, StatusCode::OK);
-    let sid = a.session.expect("a session id");
-    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    assert_eq!(
-        mcp_post(c, base, Some(&sid), V, &note).await.status,
-        StatusCode::ACCEPTED
-    );
-    sid
-}
-
 fn call(id: Value, name: &str, args: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": {"name": name, "arguments": args}})
@@ -57,7 +42,7 @@ async fn a_plain_tools_call_is_answered_as_json_with_the_result_rmcp_gives() {
     let h = temp_home();
     let s = Server::start(h.path(), &[]);
     let c = reqwest::Client::new();
-    let sid = open(&c, &s.base).await;
+    let sid = server_support::mcp_open(&c, &s.base).await;
     let cases = [
         // A text result, a string id echoed as a string.
         call(json!("a"), "system_echo", json!({"text": "ping"})),
@@ -105,7 +90,7 @@ async fn requests_the_direct_path_does_not_take_keep_rmcps_answers() {
     let h = temp_home();
     let s = Server::start(h.path(), &[]);
     let c = reqwest::Client::new();
-    let sid = open(&c, &s.base).await;
+    let sid = server_support::mcp_open(&c, &s.base).await;
     let msg = call(json!(1), "system_echo", json!({"text": "ping"}));
     let ok = direct(&c, &s.base, &sid, &msg).await;
     assert!(ok.is_json(), "{}", ok.content_type);
@@ -165,7 +150,7 @@ async fn a_json_rpc_batch_is_an_invalid_request() {
     let h = temp_home();
     let s = Server::start(h.path(), &[]);
     let c = reqwest::Client::new();
-    let sid = open(&c, &s.base).await;
+    let sid = server_support::mcp_open(&c, &s.base).await;
     let r = c
         .post(format!("{}/mcp", s.base))
         .header("accept", "application/json, text/event-stream")
@@ -275,7 +260,7 @@ async fn notifications_cancelled_stops_a_call_answered_directly_and_sends_no_res
     let h = temp_home();
     let s = Server::start(h.path(), &[]);
     let c = reqwest::Client::new();
-    let sid = open(&c, &s.base).await;
+    let sid = server_support::mcp_open(&c, &s.base).await;
     // Joined the direct path.
     let ping = call(json!(1), "system_echo", json!({"text": "ping"}));
     assert!(direct(&c, &s.base, &sid, &ping).await.is_json());
@@ -317,7 +302,7 @@ async fn progress_reaches_the_event_stream_while_the_script_runs() {
     let home = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/conformance/home");
     let s = Server::start(&home, &[]);
     let c = reqwest::Client::new();
-    let sid = open(&c, &s.base).await;
+    let sid = server_support::mcp_open(&c, &s.base).await;
     let msg = with_progress(call(json!(1), "test_tool_with_progress", json!({})));
     let mut r = c
         .post(format!("{}/mcp", s.base))

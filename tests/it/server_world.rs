@@ -47,22 +47,6 @@ api.tools.register{ id = "set", description = "Sets the weather.",
     t
 }
 
-/// Opens an MCP session (initialize, initialized) and returns its id.
-async fn open(c: &reqwest::Client, base: &str) -> String {
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "world-test", "version": "1"}}});
-    let a = mcp_post(c, base, None, None, &init).await;
-    assert_eq!(a.status, StatusCode::OK);
-    let sid = a.session.expect("a session id");
-    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    assert_eq!(
-        mcp_post(c, base, Some(&sid), V, &note).await.status,
-        StatusCode::ACCEPTED
-    );
-    sid
-}
-
 /// The session's event stream (`GET /mcp`), where server notifications arrive.
 struct Events {
     resp: reqwest::Response,
@@ -136,7 +120,7 @@ async fn a_lua_tools_world_change_reaches_subscribed_sessions_and_reads() {
     let t = home();
     let s = Server::start(t.path(), &[]);
     let c = reqwest::Client::new();
-    let sid = open(&c, &s.base).await;
+    let sid = server_support::mcp_open(&c, &s.base).await;
     let mut events = Events::open(&c, &s.base, &sid).await;
     subscribe(&c, &s.base, &sid).await;
     assert_eq!(
@@ -144,7 +128,7 @@ async fn a_lua_tools_world_change_reaches_subscribed_sessions_and_reads() {
         json!({"weather": {"now": "rain"}})
     );
     // The change comes from another session's call.
-    let other = open(&c, &s.base).await;
+    let other = server_support::mcp_open(&c, &s.base).await;
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "Weather_set", "arguments": {"now": "sun"}}});
     let a = mcp_post(&c, &s.base, Some(&other), V, &call).await;
@@ -212,7 +196,7 @@ async fn a_hosts_set_through_the_engine_reaches_subscribed_sessions() {
     }));
     let base = format!("http://{addr}");
     let c = reqwest::Client::new();
-    let sid = open(&c, &base).await;
+    let sid = server_support::mcp_open(&c, &base).await;
     let mut events = Events::open(&c, &base, &sid).await;
     subscribe(&c, &base, &sid).await;
     // The host's game loop changes the world through the engine it serves.
@@ -361,7 +345,7 @@ async fn a_reload_keeps_the_live_world_unless_world_json_changed() {
     let t = home();
     let s = Server::start(t.path(), &["--watch"]);
     let c = reqwest::Client::new();
-    let sid = open(&c, &s.base).await;
+    let sid = server_support::mcp_open(&c, &s.base).await;
     let mut events = Events::open(&c, &s.base, &sid).await;
     subscribe(&c, &s.base, &sid).await;
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",

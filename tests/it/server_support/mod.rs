@@ -275,3 +275,22 @@ pub async fn mcp_post(
         msgs,
     }
 }
+
+/// Opens an MCP session over Streamable HTTP (`initialize`, then `notifications/initialized`
+/// at revision `2025-11-25`) and returns its id.
+pub async fn mcp_open(c: &reqwest::Client, base: &str) -> String {
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "tavern-tests", "version": "1"}}});
+    let a = mcp_post(c, base, None, None, &init).await;
+    assert_eq!(a.status, reqwest::StatusCode::OK);
+    let sid = a.session.expect("a session id");
+    let note = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(
+        mcp_post(c, base, Some(&sid), Some("2025-11-25"), &note)
+            .await
+            .status,
+        reqwest::StatusCode::ACCEPTED
+    );
+    sid
+}
