@@ -429,6 +429,19 @@ impl Scanner {
     /// True when only a `>` can end what the scanner is inside (a block, a reasoning
     /// region, a region closed by a tag or marker), so the streaming reader need not
     /// run it for a chunk without one: the bytes are read on the next run all the same.
+    /// In a region that only an exact tag ending in `>` closes: that tag. A run there
+    /// can only end the region (or yield anything) once the text holds the whole tag, so
+    /// a stream need not run at a `>` the tag does not end with.
+    pub(crate) fn exact_gt_close(&self) -> Option<&'static [u8]> {
+        match &self.mode {
+            Mode::Region { syntax, .. } => match syntax.close {
+                Close::Exact(t) if t.last() == Some(&b'>') => Some(t),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     pub(crate) fn waits_for_gt(&self) -> bool {
         match &self.mode {
             Mode::Block(_) | Mode::Think { .. } => true,

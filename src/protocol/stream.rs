@@ -49,7 +49,8 @@ fn checked_prefix(buf: &[u8], valid: usize) -> &str {
 /// `>` (`<|[END_TOOL]|>`, `</ACTION>`, `</tool_call>`, or the next start marker) or
 /// with the `}` or `]` of its JSON value (`<function_call> {…}`, `[TOOL_CALLS] […]`),
 /// so a chunk without one cannot complete a call: it is only appended (and its UTF-8
-/// checked later, once). Shapes read only at the start of the answer (a pythonic call
+/// checked later, once); inside a region that an exact tag ending in `>` closes
+/// (DeepSeek's, Kimi K2's sections), only a `>` that ends that tag can. Shapes read only at the start of the answer (a pythonic call
 /// list) come with the first block that closes after them, ahead of its calls, or with
 /// [`finish`](Self::finish); those of a whole fenced block come with `finish`. The calls
 /// yielded are always the first calls of the one-shot result, in its order.
@@ -152,7 +153,12 @@ impl StreamReader {
             }
             Mode::Text => {
                 // These are ASCII, so never part of a multi-byte sequence.
-                let closed = if self.scanner.waits_for_gt() {
+                let closed = if let Some(tag) = self.scanner.exact_gt_close() {
+                    // The chunk is the buffer's tail; the region can only close at a
+                    // `>` that ends its tag (the tag may have begun in earlier chunks).
+                    let from = self.buf.len() - chunk.len();
+                    memchr::memchr_iter(b'>', chunk).any(|i| self.buf[..=from + i].ends_with(tag))
+                } else if self.scanner.waits_for_gt() {
                     memchr::memchr(b'>', chunk).is_some()
                 } else if chunk.len() < 16 {
                     chunk.iter().any(|&b| closes(b))

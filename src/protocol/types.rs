@@ -261,7 +261,9 @@ fn call_id(n: usize) -> String {
     }
     let mut id = String::with_capacity(5 + digits.len() - at);
     id.push_str("call_");
-    id.extend(digits[at..].iter().map(|&d| char::from(d)));
+    // ASCII digits: never an error, and checking a few ASCII bytes is one pass with no
+    // per-character encoding.
+    id.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
     id
 }
 

@@ -188,3 +188,56 @@ fn leading_shapes_come_with_finish() {
         assert_eq!(parse(t, Format::Auto).calls.len(), n, "{t}");
     }
 }
+
+#[test]
+fn exact_region_tags_split_across_byte_chunks_yield_at_their_last_byte() {
+    // A region closed by an exact tag ending in `>` runs only when a chunk's `>` ends
+    // that tag; the tag here is cut inside its multi-byte characters, and the other
+    // markers' `>` (which end in the same `｜>`) yield nothing.
+    let ds = "Sure.\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>A\n```json\n{\"s\": \"a>b\"}\n```<｜tool▁call▁end｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>B\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜> then <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>C\n```json\n{}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+    let kimi = "<|tool_calls_section_begin|><|tool_call_begin|>functions.A:0<|tool_call_argument_begin|>{\"x\": \">\"}<|tool_call_end|><|tool_calls_section_end|> and <|tool_calls_section_begin|><|tool_call_begin|>functions.B:1<|tool_call_argument_begin|>{}<|tool_call_end|><|tool_calls_section_end|>";
+    for (text, format, close, want) in [
+        (
+            ds,
+            Format::DeepSeek,
+            "<｜tool▁calls▁end｜>",
+            [&["A", "B"][..], &["C"][..]],
+        ),
+        (
+            kimi,
+            Format::KimiK2,
+            "<|tool_calls_section_end|>",
+            [&["A"][..], &["B"][..]],
+        ),
+    ] {
+        let ends = [end_of(text, close, 0), end_of(text, close, 1)];
+        for size in 1..=7 {
+            for format in [format, Format::Auto] {
+                let mut r = StreamReader::new(format);
+                let mut got: Vec<(usize, Vec<String>)> = Vec::new();
+                let mut at = 0;
+                for chunk in text.as_bytes().chunks(size) {
+                    at += chunk.len();
+                    let calls = r.push_bytes(chunk);
+                    if !calls.is_empty() {
+                        got.push((at, calls.into_iter().map(|c| c.tool).collect()));
+                    }
+                }
+                let want: Vec<(usize, Vec<String>)> = ends
+                    .iter()
+                    .zip(want)
+                    .map(|(e, t)| {
+                        // The chunk holding the tag's last byte.
+                        let at = e.div_ceil(size) * size;
+                        (
+                            at.min(text.len()),
+                            t.iter().map(|s| s.to_string()).collect(),
+                        )
+                    })
+                    .collect();
+                assert_eq!(got, want, "{format}, {size}-byte chunks: {text:?}");
+                assert_eq!(r.finish(), parse(text, format));
+            }
+        }
+    }
+}
