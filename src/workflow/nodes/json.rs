@@ -142,21 +142,10 @@ pub(super) fn register(r: &NodeRegistry) -> Vec<Result<(), WorkflowError>> {
     ]
 }
 
-/// Reads `path` (dotted or JSON pointer) from `root`.
+/// Reads `path` (a JSON pointer, or dotted as the world state's paths are) from `root`.
 pub(crate) fn get_path<'a>(root: &'a Value, path: &str) -> Option<&'a Value> {
-    if path.is_empty() {
-        return Some(root);
-    }
     if path.starts_with('/') {
         return root.pointer(path);
     }
-    let mut cur = root;
-    for part in path.split('.') {
-        cur = match cur {
-            Value::Object(m) => m.get(part)?,
-            Value::Array(a) => a.get(part.parse::<usize>().ok()?)?,
-            _ => return None,
-        };
-    }
-    Some(cur)
+    crate::store::get_path(root, path)
 }
