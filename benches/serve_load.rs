@@ -440,23 +440,7 @@ async fn replicas(home: &Path, dur: f64, figures: &mut BTreeMap<String, String>)
     let (a, base_a) = start_tavern_with(home, false, &store);
     let (b, base_b) = start_tavern_with(home, false, &store);
     let both = [base_a.clone(), base_b.clone()];
-    let mut row = |id: &str, c: &Cell, unit: &str| {
-        println!(
-            "serve_load/{id}: {:.0} {unit}/s, p50 {:.2} ms, p99 {:.2} ms, {} failed",
-            c.rate(),
-            c.pct(0.5),
-            c.pct(0.99),
-            c.failed
-        );
-        figures.insert(
-            format!("serve_load/{id}_throughput"),
-            format!("{:.0} {unit}/s", c.rate()),
-        );
-        figures.insert(
-            format!("serve_load/{id}_p99"),
-            format!("{:.2} ms", c.pct(0.99)),
-        );
-    };
+    let mut row = |id: &str, c: &Cell, unit: &str| report(figures, id, unit, c);
     let one = jobs_load(&both[..1], "system:echo", 16, dur).await;
     row("store_jobs_1replica_c16", &one, "jobs");
     let two = jobs_load(&both, "system:echo", 16, dur).await;
@@ -490,6 +474,30 @@ fn rss_kib(pid: u32) -> Option<u64> {
         .nth(1)?
         .parse()
         .ok()
+}
+
+/// Prints one cell (`serve_load/<id>: … <unit>/s, p50, p99, failed`) and records its
+/// throughput, p50 and p99 figures.
+fn report(figures: &mut BTreeMap<String, String>, id: &str, unit: &str, c: &Cell) {
+    println!(
+        "serve_load/{id}: {:.0} {unit}/s, p50 {:.2} ms, p99 {:.2} ms, {} failed",
+        c.rate(),
+        c.pct(0.5),
+        c.pct(0.99),
+        c.failed
+    );
+    figures.insert(
+        format!("serve_load/{id}_throughput"),
+        format!("{:.0} {unit}/s", c.rate()),
+    );
+    figures.insert(
+        format!("serve_load/{id}_p50"),
+        format!("{:.2} ms", c.pct(0.5)),
+    );
+    figures.insert(
+        format!("serve_load/{id}_p99"),
+        format!("{:.2} ms", c.pct(0.99)),
+    );
 }
 
 fn main() {
@@ -529,20 +537,7 @@ async fn run() {
         }
         for (name, b, target, tool) in rows {
             let c = load(&b, target, tool, conc, dur, None).await;
-            let id = format!("serve_load/{name}_c{conc}");
-            println!(
-                "{id}: {:.0} calls/s, p50 {:.2} ms, p99 {:.2} ms, {} failed",
-                c.rate(),
-                c.pct(0.5),
-                c.pct(0.99),
-                c.failed
-            );
-            figures.insert(
-                format!("{id}_throughput"),
-                format!("{:.0} calls/s", c.rate()),
-            );
-            figures.insert(format!("{id}_p50"), format!("{:.2} ms", c.pct(0.5)));
-            figures.insert(format!("{id}_p99"), format!("{:.2} ms", c.pct(0.99)));
+            report(&mut figures, &format!("{name}_c{conc}"), "calls", &c);
             rates.insert(format!("{name}_c{conc}"), c.rate());
         }
     }
@@ -560,20 +555,7 @@ async fn run() {
                 ("tavern_prompt_get", Target::Prompt, "test_simple_prompt"),
             ] {
                 let c = load(&cbase, target, what, conc, dur, None).await;
-                let id = format!("serve_load/{name}_c{conc}");
-                println!(
-                    "{id}: {:.0} requests/s, p50 {:.2} ms, p99 {:.2} ms, {} failed",
-                    c.rate(),
-                    c.pct(0.5),
-                    c.pct(0.99),
-                    c.failed
-                );
-                figures.insert(
-                    format!("{id}_throughput"),
-                    format!("{:.0} requests/s", c.rate()),
-                );
-                figures.insert(format!("{id}_p50"), format!("{:.2} ms", c.pct(0.5)));
-                figures.insert(format!("{id}_p99"), format!("{:.2} ms", c.pct(0.99)));
+                report(&mut figures, &format!("{name}_c{conc}"), "requests", &c);
             }
         }
     }
@@ -588,17 +570,7 @@ async fn run() {
         drop(fast.take());
         if let Some((_p, fb)) = start_fastmcp(true) {
             let c = load(&fb, Target::Mcp, "echo", 16, dur, None).await;
-            println!(
-                "serve_load/fastmcp_json_mcp_c16: {:.0} calls/s, p50 {:.2} ms, p99 {:.2} ms, {} failed",
-                c.rate(),
-                c.pct(0.5),
-                c.pct(0.99),
-                c.failed
-            );
-            figures.insert(
-                "serve_load/fastmcp_json_mcp_c16_throughput".into(),
-                format!("{:.0} calls/s", c.rate()),
-            );
+            report(&mut figures, "fastmcp_json_mcp_c16", "calls", &c);
             if let Some(t) = rates.get("tavern_mcp_c16") {
                 let ratio = t / c.rate();
                 println!("serve_load/mcp_speedup_c16_vs_json: {ratio:.1}x");
