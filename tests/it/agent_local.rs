@@ -14,8 +14,8 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use tavern::internal::agent::llm::{Constrain, ConstrainAnswer, LlmSettings, LocalBackend};
 use tavern::internal::agent::{AgentRuntime, CallFormat, StopReason};
-use tavern::internal::tools::ToolDefinition;
-use tavern::Engine;
+
+use crate::weather_home::{weather_home, WEATHER_INSTRUCTIONS};
 
 fn model() -> PathBuf {
     let p = match std::env::var_os("TAVERN_SMOLLM2") {
@@ -31,48 +31,6 @@ fn model() -> PathBuf {
         p.display()
     );
     p
-}
-
-const PROFILE_INSTRUCTIONS: &str =
-    "Use the Weather tool to look up the weather, then tell the user what it is in one sentence.";
-
-/// An engine whose home has the agent `guide` with one tool, `Weather`, a host tool.
-fn weather_home() -> (tempfile::TempDir, Engine) {
-    let h = tempfile::tempdir().unwrap();
-    std::fs::create_dir(h.path().join("agents")).unwrap();
-    let profile = json!({
-        "id": "guide",
-        "description": "You are a helpful assistant.",
-        "instructions": PROFILE_INSTRUCTIONS,
-        "tool_ids_inventory": ["Weather"],
-        "call_format": "json",
-        "manual_style": "short",
-        "max_turns": 4
-    });
-    std::fs::write(h.path().join("agents/guide.json"), profile.to_string()).unwrap();
-    let engine = Engine::builder()
-        .home(h.path())
-        .plugins(false)
-        .workflows(false)
-        .build()
-        .unwrap();
-    engine
-        .tools()
-        .register_fn(
-            ToolDefinition::host(
-                "Weather",
-                "Returns the weather in a city.",
-                json!({"type": "object", "properties": {
-                    "city": {"type": "string", "description": "The city.", "examples": ["Paris"]}
-                }, "required": ["city"]}),
-            ),
-            |_, args: Value| {
-                let city = args["city"].as_str().unwrap_or("there");
-                Ok(json!(format!("In {city} it is rainy and 12 degrees.")))
-            },
-        )
-        .unwrap();
-    (h, engine)
 }
 
 fn settings(base_url: &str, constrain: Constrain, seed: u64) -> LlmSettings {
@@ -293,7 +251,7 @@ fn served_home() -> tempfile::TempDir {
         json!({
             "id": "guide",
             "description": "You are a helpful assistant.",
-            "instructions": PROFILE_INSTRUCTIONS,
+            "instructions": WEATHER_INSTRUCTIONS,
             "tool_ids_inventory": ["Weather:get"],
             "call_format": "json",
             "manual_style": "short",

@@ -19,8 +19,9 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use tavern::internal::agent::llm::{Constrain, ConstrainAnswer, LlmSettings};
 use tavern::internal::agent::{AgentRuntime, StopReason};
-use tavern::internal::tools::ToolDefinition;
 use tavern::Engine;
+
+use crate::weather_home::weather_home;
 
 fn cached(env: &str, file: &str) -> PathBuf {
     let p = match std::env::var_os(env) {
@@ -120,45 +121,6 @@ impl LlamaServer {
     fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}/v1", self.port)
     }
-}
-
-/// An engine whose home has the agent `guide` with one tool, `Weather`.
-fn weather_home() -> (tempfile::TempDir, Engine) {
-    let h = tempfile::tempdir().unwrap();
-    std::fs::create_dir(h.path().join("agents")).unwrap();
-    let profile = json!({
-        "id": "guide",
-        "description": "You are a helpful assistant.",
-        "instructions": "Use the Weather tool to look up the weather, then tell the user what it is in one sentence.",
-        "tool_ids_inventory": ["Weather"],
-        "call_format": "json",
-        "manual_style": "short",
-        "max_turns": 4
-    });
-    std::fs::write(h.path().join("agents/guide.json"), profile.to_string()).unwrap();
-    let engine = Engine::builder()
-        .home(h.path())
-        .plugins(false)
-        .workflows(false)
-        .build()
-        .unwrap();
-    engine
-        .tools()
-        .register_fn(
-            ToolDefinition::host(
-                "Weather",
-                "Returns the weather in a city.",
-                json!({"type": "object", "properties": {
-                    "city": {"type": "string", "description": "The city.", "examples": ["Paris"]}
-                }, "required": ["city"]}),
-            ),
-            |_, args: Value| {
-                let city = args["city"].as_str().unwrap_or("there");
-                Ok(json!(format!("In {city} it is rainy and 12 degrees.")))
-            },
-        )
-        .unwrap();
-    (h, engine)
 }
 
 fn agent(

@@ -25,6 +25,8 @@ mod plugin_support;
     feature = "store-redis"
 ))]
 mod server_support;
+#[cfg(any(feature = "llm-local", feature = "llm-http"))]
+mod weather_home;
 #[cfg(all(
     feature = "cli",
     feature = "server",
