@@ -494,15 +494,9 @@ impl HostCore {
         };
         self.env.permissions.world(need)?;
         let path = str_arg(args, 0, fname, "path")?;
-        let manager = self
-            .env
-            .tools
-            .as_ref()
-            .and_then(Weak::upgrade)
-            .or_else(|| current_call().and_then(|(info, _, _)| info.manager))
-            .ok_or_else(|| {
-                ScriptError::runtime(format!("{fname}: no engine is attached to this script"))
-            })?;
+        let manager = self.manager().ok_or_else(|| {
+            ScriptError::runtime(format!("{fname}: no engine is attached to this script"))
+        })?;
         let world = manager.world_state();
         if op == ApiOp::WorldSet {
             world
@@ -635,17 +629,24 @@ impl HostCore {
         }
     }
 
+    /// The tool manager a script's call reaches: the running call's, else the one the
+    /// script was loaded with.
+    fn manager(&self) -> Option<Arc<ToolManager>> {
+        ACTIVE
+            .with(|a| a.borrow().last().and_then(|c| c.given.manager().cloned()))
+            .or_else(|| self.env.tools.as_ref().and_then(Weak::upgrade))
+    }
+
     /// Whether `api.tools.call(id)` from a Lua call may run with the script state given up
     /// (see `LuaHost::call`): `id` is a sync host tool ([`crate::tools::ToolHandler::is_blocking`])
     /// the script may call. Every other tool runs holding the state, as before.
     pub fn hands_over(&self, id: &str) -> bool {
-        let manager = ACTIVE
-            .with(|a| a.borrow().last().and_then(|c| c.given.manager().cloned()))
-            .or_else(|| self.env.tools.as_ref().and_then(Weak::upgrade));
-        manager.and_then(|m| m.get(id).ok()).is_some_and(|tool| {
-            tool.handler().is_blocking()
-                && self.env.permissions.may_call(&self.env.plugin, tool.id())
-        })
+        self.manager()
+            .and_then(|m| m.get(id).ok())
+            .is_some_and(|tool| {
+                tool.handler().is_blocking()
+                    && self.env.permissions.may_call(&self.env.plugin, tool.id())
+            })
     }
 
     /// `api.tools.call`: runs a tool through the manager, one level deeper, blocking this
