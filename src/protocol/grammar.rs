@@ -462,7 +462,8 @@ fn form_of(r: N) -> Option<(&'static str, bool)> {
         N::gemma4_broken => ("gemma4", true),
         N::functools => ("functools", false),
         N::gigachat3 => ("gigachat3", false),
-        N::command_r => ("command_r", false),
+        N::command_r | N::cr_fenced => ("command_r", false),
+        N::command_r_broken | N::cr_fenced_broken => ("command_r", true),
         N::apertus => ("apertus", false),
         N::apertus_broken => ("apertus", true),
         _ => return None,
@@ -850,7 +851,7 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                     }
                 }
             }
-            N::command_r => {
+            N::command_r | N::cr_fenced => {
                 let mut items = Vec::new();
                 for part in p.into_inner() {
                     match part.as_rule() {

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::lead::Lead;
+use super::lead::{self, Lead};
 use super::lit::{self, Lit};
 use super::{FormatEntry, Reader};
 use crate::protocol::args::Args;
@@ -43,12 +43,24 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
     // Command R+ plans first (`Plan: …`): the lines before the `Action:` line stay
     // response text.
     let mut prose = Vec::new();
+    // A fence the action fills (```` ``` ```` then `Action: ```json …`): its lines go
+    // with the call (`lead::fences` says how the two fences nest).
+    let mut outer = false;
     if !text[l.pos..to].starts_with("Action:") {
         let Some(i) = text[l.pos..to].find("\nAction:") else {
             return Lead::No;
         };
-        prose.push((l.pos, l.pos + i));
+        let plan = (l.pos, l.pos + i);
         l.pos += i + 1;
+        match lead::open_fence_before(s, plan.0, l.pos) {
+            Some(o) => {
+                outer = true;
+                if o > plan.0 {
+                    prose.push((plan.0, o));
+                }
+            }
+            None => prose.push(plan),
+        }
     }
     let at = l.pos;
     let action = l.eat(b"Action:");
@@ -93,6 +105,19 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
         l.ws();
         if l.eat(b"```") {
             end = l.pos;
+        }
+    }
+    if outer {
+        // The outer fence's close: the next fence line (only blanks before it); when
+        // none follows, the action's own close closed both.
+        let mut m = Lit::new(s, end, to);
+        m.ws();
+        if m.eat(b"```") {
+            let e = m.pos;
+            m.blanks();
+            if matches!(m.peek(), None | Some(b'\n' | b'\r')) {
+                end = e;
+            }
         }
     }
     let span = Span {
