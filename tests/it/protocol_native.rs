@@ -166,3 +166,33 @@ fn arguments_are_kept_as_json_text() {
         assert_eq!(p.calls[0].args["n"], arg, "{arg}");
     }
 }
+
+/// A Command R list that does not read, in its own fence inside an outer one after a
+/// lead-in, is one error of its own; a call elsewhere in the answer is still read, by the
+/// fast reader and the grammar alike (with `auto`; `--format command_r` reads only the
+/// error).
+#[test]
+fn a_broken_command_r_fence_leaves_calls_elsewhere() {
+    use tavern::internal::protocol::grammar::parse_reference;
+    let text = "Sure:\n```\nAction: ```json\n[{\"tool_name\": \"a_b\", \"parameters\": {\"x\": 1}}, {\"tool_name\": \"c_d\", \"parameters\": {\"y\": }}]\n```\n```\n<tool_call>{\"name\": \"e_f\", \"arguments\": {\"z\": 3}}</tool_call>";
+    let fast = parse(text, Format::Auto);
+    let grammar = parse_reference(text, Format::Auto).unwrap();
+    for p in [&fast, &grammar] {
+        let tools: Vec<&str> = p.calls.iter().map(|c| c.tool.as_str()).collect();
+        assert_eq!(tools, ["e_f"], "{p:?}");
+        assert_eq!(p.calls[0].source, Format::Hermes);
+        assert!(p.has_errors(), "{p:?}");
+        assert!(
+            p.diagnostics
+                .iter()
+                .any(|d| d.message.contains("command_r")),
+            "{p:?}"
+        );
+    }
+    for p in [
+        parse(text, Format::CommandR),
+        parse_reference(text, Format::CommandR).unwrap(),
+    ] {
+        assert!(p.calls.is_empty() && p.has_errors(), "{p:?}");
+    }
+}
