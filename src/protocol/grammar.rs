@@ -853,6 +853,8 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
             }
             N::command_r | N::cr_fenced => {
                 let mut items = Vec::new();
+                // Where the list's JSON breaks (each an error; the calls around it read).
+                let mut breaks = Vec::new();
                 for part in p.into_inner() {
                     match part.as_rule() {
                         // The plan stays response text.
@@ -860,12 +862,19 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                             cut.pop();
                             cut.push((part.as_span().end(), end));
                         }
+                        N::json_break => breaks.push(part.as_span().start()),
+                        N::dict => items.push(value_of(part)),
                         _ => {
                             if let Value::Array(a) = value_of(part) {
                                 items = a;
                             }
                         }
                     }
+                }
+                // Every element broken: one error, nothing runs.
+                if items.is_empty() && !breaks.is_empty() {
+                    raw.push(call_error(breaks[0], form));
+                    continue;
                 }
                 // A list of objects with a `tool_name` each, or it is not this shape and
                 // stays prose (as the fast reader reads it).
@@ -891,6 +900,7 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                         for (name, a) in parts.into_iter().filter(|(n, _)| !n.is_empty()) {
                             push(name.to_string(), a, own, &mut calls);
                         }
+                        raw.extend(breaks.into_iter().map(|at| call_error(at, form)));
                     }
                 }
             }

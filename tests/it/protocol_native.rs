@@ -167,14 +167,14 @@ fn arguments_are_kept_as_json_text() {
     }
 }
 
-/// A Command R list that does not read, in its own fence inside an outer one after a
-/// lead-in, is one error of its own; a call elsewhere in the answer is still read, by the
+/// A Command R list none of whose calls reads, in its own fence inside an outer one after
+/// a lead-in, is one error of its own; a call elsewhere in the answer is still read, by the
 /// fast reader and the grammar alike (with `auto`; `--format command_r` reads only the
 /// error).
 #[test]
 fn a_broken_command_r_fence_leaves_calls_elsewhere() {
     use tavern::internal::protocol::grammar::parse_reference;
-    let text = "Sure:\n```\nAction: ```json\n[{\"tool_name\": \"a_b\", \"parameters\": {\"x\": 1}}, {\"tool_name\": \"c_d\", \"parameters\": {\"y\": }}]\n```\n```\n<tool_call>{\"name\": \"e_f\", \"arguments\": {\"z\": 3}}</tool_call>";
+    let text = "Sure:\n```\nAction: ```json\n[{\"tool_name\": \"c_d\", \"parameters\": {\"y\": }}]\n```\n```\n<tool_call>{\"name\": \"e_f\", \"arguments\": {\"z\": 3}}</tool_call>";
     let fast = parse(text, Format::Auto);
     let grammar = parse_reference(text, Format::Auto).unwrap();
     for p in [&fast, &grammar] {

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::lead::{self, Lead};
-use super::lit::{self, Lit};
+use super::lit::{self, Lit, LitErr};
 use super::{FormatEntry, Reader};
 use crate::protocol::args::Args;
 use crate::protocol::types::{Format, RawDiag, Span};
@@ -87,13 +87,13 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
         }
         Some((parts, v0 + n))
     });
-    let parts = match fast {
+    let (parts, diags) = match fast {
         Some((parts, n)) => {
             l.pos = n;
-            parts
+            (parts, Vec::new())
         }
         None => match slow_items(&mut l, text, v0, to, fenced) {
-            Ok(parts) => parts,
+            Ok(read) => read,
             Err(lead) => return lead,
         },
     };
@@ -140,22 +140,24 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
             calls,
             end,
             prose,
-            diags: Vec::new(),
+            diags,
         }
     }
 }
 
 /// The tolerant reader's way: the list at `v0` read into values, each object's
-/// `tool_name` and `parameters`; `Err` of what the leading reader answers when the list
-/// is not this shape or is broken.
+/// `tool_name` and `parameters`, and an error for each element whose JSON breaks; `Err`
+/// of what the leading reader answers when the list is not this shape, is cut off or
+/// has a call whose parameters are not an object.
 fn slow_items(
     l: &mut Lit<'_>,
     text: &str,
     v0: usize,
     to: usize,
     fenced: bool,
-) -> Result<Vec<(String, Args)>, Lead> {
+) -> Result<(Vec<(String, Args)>, Vec<RawDiag>), Lead> {
     let s = text.as_bytes();
+    let mut diags = Vec::new();
     let items = match l.value() {
         Ok(Value::Array(a)) => a,
         Ok(_) => return Err(Lead::No),
@@ -163,13 +165,24 @@ fn slow_items(
             if fenced
                 && memchr::memmem::find(&s[v0..to.min(v0 + 200)], b"\"tool_name\"").is_some() =>
         {
-            return Err(Lead::Error(lit::value_error(
-                e,
-                v0,
-                to >= text.len(),
-                "a command_r call",
-                HINT,
-            )))
+            // Its brackets close: a syntax break, read around (siblings survive).
+            let mut pos = v0;
+            let Some(close) = lit::ValueEnd::default().feed(&s[..to], &mut pos) else {
+                return Err(Lead::Error(lit::value_error(
+                    e,
+                    v0,
+                    to >= text.len(),
+                    "a command_r call",
+                    HINT,
+                )));
+            };
+            l.pos = close;
+            let items = around_breaks(s, v0 + 1, close - 1, &mut diags);
+            if items.is_empty() {
+                // Every element broken: one error (the first), nothing runs.
+                return Err(Lead::Error(diags.swap_remove(0)));
+            }
+            items
         }
         Err(_) => return Err(Lead::No),
     };
@@ -195,5 +208,49 @@ fn slow_items(
             }
         }
     }
-    Ok(parts)
+    Ok((parts, diags))
+}
+
+/// The elements of a list whose JSON breaks (`s[from..close]`, inside its brackets): each
+/// element that reads, and for each break an error in `diags`; reading resumes at the
+/// next call object after the break (`lit::next_call_start`), as the other JSON lists
+/// read (`lit::read_json_calls`).
+fn around_breaks(s: &[u8], from: usize, close: usize, diags: &mut Vec<RawDiag>) -> Vec<Value> {
+    let mut items = Vec::new();
+    let mut p = from;
+    loop {
+        let mut e = Lit::new(s, p, close);
+        e.ws();
+        while matches!(e.peek(), Some(b',' | b';')) {
+            e.pos += 1;
+            e.ws();
+        }
+        if e.at_end() {
+            break;
+        }
+        let at = e.pos;
+        let bad = match e.value() {
+            Ok(v) => {
+                let mut f = Lit::new(s, e.pos, close);
+                f.ws();
+                if f.at_end() || matches!(f.peek(), Some(b',' | b';')) {
+                    items.push(v);
+                    p = e.pos;
+                    continue;
+                }
+                LitErr::Bad(f.pos, "expected `,` or `]` after a call".into())
+            }
+            Err(err) => err,
+        };
+        let b = match &bad {
+            LitErr::Bad(b, _) => *b,
+            LitErr::Cut => close,
+        };
+        diags.push(lit::value_error(bad, at, false, "a command_r call", HINT));
+        match lit::next_call_start(s, b.max(at + 1), close) {
+            Some(r) => p = r,
+            None => break,
+        }
+    }
+    items
 }
