@@ -2,6 +2,12 @@
 //! `[{"tool_name": …, "parameters": {…}}]`. `auto` takes it at the start of the answer
 //! (`Action:` and the fence, or the list alone) or as a whole fenced block after a
 //! lead-in (`Plan: …`), as the other shapes that could be prose (`lead.rs`).
+//!
+//! Its fence nests in an outer one: when `Action:` is the first line of a fence, its own
+//! fence closes at the first ```` ``` ```` after the list and the outer one at the next
+//! (or the first closed both); the outer fence's lines go with the call (`lead::fences`).
+//! In its fenced list, a call whose JSON breaks is an error of its own and the calls
+//! around it are read.
 
 use serde_json::Value;
 

@@ -244,3 +244,62 @@ pub(crate) fn in_fences(text: &str, from: usize, to: usize, readers: &[LeadRead]
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The content of each fenced block `fences` finds.
+    fn contents(t: &str) -> Vec<&str> {
+        fences(t.as_bytes(), 0, t.len())
+            .into_iter()
+            .map(|(_, c, close, _)| &t[c.min(close)..close])
+            .collect()
+    }
+
+    /// Command R's own fence nests in a fence whose first line is its `Action:`; every
+    /// other fence follows CommonMark (no nesting).
+    #[test]
+    fn command_r_fence_nests_and_nothing_else_does() {
+        let list = "[{\"tool_name\": \"a\", \"parameters\": {}}]";
+        // Nested, on the same line and on the next; the outer closes after the inner.
+        let t = format!("Lead:\n```\nAction: ```json\n{list}\n```\n```\nafter\n```\nx\n```");
+        assert_eq!(
+            contents(&t),
+            [format!("Action: ```json\n{list}\n```\n").as_str(), "x\n"]
+        );
+        let t = format!("```text\n\nAction:\n```json\n{list}\n```\n\n```\n");
+        assert_eq!(
+            contents(&t),
+            [format!("\nAction:\n```json\n{list}\n```\n\n").as_str()]
+        );
+        // No second close: the first closed both.
+        let t = format!("```\nAction: ```json\n{list}\n```\ntext");
+        assert_eq!(
+            contents(&t),
+            [format!("Action: ```json\n{list}\n").as_str()]
+        );
+        // `Action:` not first in the fence, or another info string: CommonMark.
+        let t = format!("```\nsee\nAction: ```json\n{list}\n```\n```\n");
+        assert_eq!(
+            contents(&t),
+            [format!("see\nAction: ```json\n{list}\n").as_str(), ""]
+        );
+        let t = "```markdown\n```json\n[1]\n```\n```\n";
+        assert_eq!(contents(t), ["```json\n[1]\n", ""]);
+    }
+
+    /// A fence opened at the end of a plan is the action's; one closed there is not.
+    #[test]
+    fn the_fence_opened_before_an_action() {
+        let t = "Lead:\n```\nAction:";
+        let at = t.find("Action:").unwrap();
+        assert_eq!(open_fence_before(t.as_bytes(), 0, at), Some(6));
+        let t = "Code:\n```py\nx\n```\nAction:";
+        let at = t.find("Action:").unwrap();
+        assert_eq!(open_fence_before(t.as_bytes(), 0, at), None);
+        let t = "Just a plan.\nAction:";
+        let at = t.find("Action:").unwrap();
+        assert_eq!(open_fence_before(t.as_bytes(), 0, at), None);
+    }
+}
