@@ -151,6 +151,10 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
     }
 }
 
+/// The calls of a list (each its name and arguments) and the errors of the calls around
+/// which they were read.
+type Items = (Vec<(String, Args)>, Vec<RawDiag>);
+
 /// The tolerant reader's way: the list at `v0` read into values, each object's
 /// `tool_name` and `parameters`, and an error for each element whose JSON breaks; `Err`
 /// of what the leading reader answers when the list is not this shape, is cut off or
@@ -161,7 +165,7 @@ fn slow_items(
     v0: usize,
     to: usize,
     fenced: bool,
-) -> Result<(Vec<(String, Args)>, Vec<RawDiag>), Lead> {
+) -> Result<Items, Lead> {
     let s = text.as_bytes();
     let mut diags = Vec::new();
     let items = match l.value() {
