@@ -628,6 +628,9 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
         last_end = end;
         cut.push((start, end));
         if broken {
+            if let Some(plan) = p.clone().into_inner().find(|c| c.as_rule() == N::cr_plan) {
+                plan_cut(plan, end, &mut cut);
+            }
             raw.push(RawDiag::error(
                 start,
                 format!("a {form} call that is cut off or not a call: the output ends or the tag holds no complete call"),
@@ -857,11 +860,7 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                 let mut breaks = Vec::new();
                 for part in p.into_inner() {
                     match part.as_rule() {
-                        // The plan stays response text.
-                        N::cr_plan => {
-                            cut.pop();
-                            cut.push((part.as_span().end(), end));
-                        }
+                        N::cr_plan => plan_cut(part, end, &mut cut),
                         N::json_break => breaks.push(part.as_span().start()),
                         N::dict => items.push(value_of(part)),
                         _ => {
@@ -982,6 +981,19 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
         calls,
         diagnostics: locate_diags(text, raw),
     })
+}
+
+/// Command R's plan (`cr_plan`) before its action, which ends at `end`: response text, but
+/// for reasoning in it; the action is cut (the last range of `cut` was the whole node).
+fn plan_cut(plan: pest::iterators::Pair<'_, N>, end: usize, cut: &mut Vec<(usize, usize)>) {
+    cut.pop();
+    let plan_end = plan.as_span().end();
+    cut.extend(
+        plan.into_inner()
+            .filter(|t| t.as_rule() == N::think)
+            .map(|t| (t.as_span().start(), t.as_span().end())),
+    );
+    cut.push((plan_end, end));
 }
 
 /// Gives the last call the id its input wrote (Mistral's `[CALL_ID]`, Kimi's

@@ -196,3 +196,26 @@ fn a_broken_command_r_fence_leaves_calls_elsewhere() {
         assert!(p.calls.is_empty() && p.has_errors(), "{p:?}");
     }
 }
+
+/// Command R's cases (`native_cases_2026.jsonl`) read to the same response text with the
+/// grammar as with the fast reader, with `auto` and `--format command_r`: the plan and the
+/// lead-in stay, the action and the fence it fills go, errors included.
+#[test]
+fn command_r_cases_give_the_grammar_s_response_text() {
+    use tavern::internal::protocol::grammar::parse_reference;
+    let mut n = 0;
+    for line in include_str!("../data/native_cases_2026.jsonl").lines() {
+        let case: Value = serde_json::from_str(line).expect("case line is JSON");
+        if case["native"] != "command_r" {
+            continue;
+        }
+        let input = case["input"].as_str().unwrap();
+        for f in [Format::Auto, Format::CommandR] {
+            let fast = parse(input, f).response_text;
+            let grammar = parse_reference(input, f).unwrap().response_text;
+            assert_eq!(fast, grammar, "{} ({f})", case["name"]);
+            n += 1;
+        }
+    }
+    assert!(n >= 30, "only {n} readings");
+}

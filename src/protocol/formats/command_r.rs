@@ -100,10 +100,19 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
         }
         None => match slow_items(&mut l, text, v0, to, fenced) {
             Ok(read) => read,
+            // Cut off: the call runs to the end; the plan stays response text.
+            Err(Lead::Error(d)) => {
+                return Lead::Calls {
+                    calls: Vec::new(),
+                    end: to,
+                    prose,
+                    diags: vec![d],
+                }
+            }
             Err(lead) => return lead,
         },
     };
-    if parts.is_empty() {
+    if parts.is_empty() && diags.is_empty() {
         return Lead::No;
     }
     let mut end = l.pos;
@@ -132,6 +141,7 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
         line: 0,
         column: 0,
     };
+    let parts_empty = parts.is_empty();
     let mut calls = Vec::new();
     for (i, (name, args)) in parts.into_iter().enumerate() {
         let name = name.trim();
@@ -139,7 +149,8 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
             calls.push(lit::call(name.to_string(), args, Format::CommandR, span, i));
         }
     }
-    if calls.is_empty() {
+    // Calls whose names are all empty: no call list (an error in it is no call's either).
+    if calls.is_empty() && (diags.is_empty() || !parts_empty) {
         Lead::No
     } else {
         Lead::Calls {
@@ -156,9 +167,10 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
 type Items = (Vec<(String, Args)>, Vec<RawDiag>);
 
 /// The tolerant reader's way: the list at `v0` read into values, each object's
-/// `tool_name` and `parameters`, and an error for each element whose JSON breaks; `Err`
-/// of what the leading reader answers when the list is not this shape, is cut off or
-/// has a call whose parameters are not an object.
+/// `tool_name` and `parameters`, and an error for each element whose JSON breaks (no
+/// calls and one error when none reads, or when a call's parameters are not an object);
+/// `Err` of what the leading reader answers when the list is not this shape or is cut
+/// off.
 fn slow_items(
     l: &mut Lit<'_>,
     text: &str,
@@ -190,7 +202,8 @@ fn slow_items(
             let items = around_breaks(s, v0 + 1, close - 1, &mut diags);
             if items.is_empty() {
                 // Every element broken: one error (the first), nothing runs.
-                return Err(Lead::Error(diags.swap_remove(0)));
+                diags.truncate(1);
+                return Ok((Vec::new(), diags));
             }
             items
         }
@@ -209,12 +222,14 @@ fn slow_items(
         let name = item["tool_name"].as_str().unwrap_or_default().to_string();
         match lit::arguments(item.get("parameters")) {
             Ok(m) => parts.push((name, m.into())),
+            // None of the list runs.
             Err(msg) => {
-                return Err(Lead::Error(RawDiag::error(
+                let d = RawDiag::error(
                     v0,
                     format!("the call to '{}': {msg}; it was not executed", name.trim()),
                     HINT.into(),
-                )))
+                );
+                return Ok((Vec::new(), vec![d]));
             }
         }
     }
