@@ -462,7 +462,8 @@ fn form_of(r: N) -> Option<(&'static str, bool)> {
         N::gemma4_broken => ("gemma4", true),
         N::functools => ("functools", false),
         N::gigachat3 => ("gigachat3", false),
-        N::command_r => ("command_r", false),
+        N::command_r | N::cr_fenced => ("command_r", false),
+        N::command_r_broken | N::cr_fenced_broken => ("command_r", true),
         N::apertus => ("apertus", false),
         N::apertus_broken => ("apertus", true),
         _ => return None,
@@ -627,6 +628,9 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
         last_end = end;
         cut.push((start, end));
         if broken {
+            if let Some(plan) = p.clone().into_inner().find(|c| c.as_rule() == N::cr_plan) {
+                plan_cut(plan, end, &mut cut);
+            }
             raw.push(RawDiag::error(
                 start,
                 format!("a {form} call that is cut off or not a call: the output ends or the tag holds no complete call"),
@@ -850,21 +854,26 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                     }
                 }
             }
-            N::command_r => {
+            N::command_r | N::cr_fenced => {
                 let mut items = Vec::new();
+                // Where the list's JSON breaks (each an error; the calls around it read).
+                let mut breaks = Vec::new();
                 for part in p.into_inner() {
                     match part.as_rule() {
-                        // The plan stays response text.
-                        N::cr_plan => {
-                            cut.pop();
-                            cut.push((part.as_span().end(), end));
-                        }
+                        N::cr_plan => plan_cut(part, end, &mut cut),
+                        N::json_break => breaks.push(part.as_span().start()),
+                        N::dict => items.push(value_of(part)),
                         _ => {
                             if let Value::Array(a) = value_of(part) {
                                 items = a;
                             }
                         }
                     }
+                }
+                // Every element broken: one error, nothing runs.
+                if items.is_empty() && !breaks.is_empty() {
+                    raw.push(call_error(breaks[0], form));
+                    continue;
                 }
                 // A list of objects with a `tool_name` each, or it is not this shape and
                 // stays prose (as the fast reader reads it).
@@ -890,6 +899,7 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                         for (name, a) in parts.into_iter().filter(|(n, _)| !n.is_empty()) {
                             push(name.to_string(), a, own, &mut calls);
                         }
+                        raw.extend(breaks.into_iter().map(|at| call_error(at, form)));
                     }
                 }
             }
@@ -971,6 +981,19 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
         calls,
         diagnostics: locate_diags(text, raw),
     })
+}
+
+/// Command R's plan (`cr_plan`) before its action, which ends at `end`: response text, but
+/// for reasoning in it; the action is cut (the last range of `cut` was the whole node).
+fn plan_cut(plan: pest::iterators::Pair<'_, N>, end: usize, cut: &mut Vec<(usize, usize)>) {
+    cut.pop();
+    let plan_end = plan.as_span().end();
+    cut.extend(
+        plan.into_inner()
+            .filter(|t| t.as_rule() == N::think)
+            .map(|t| (t.as_span().start(), t.as_span().end())),
+    );
+    cut.push((plan_end, end));
 }
 
 /// Gives the last call the id its input wrote (Mistral's `[CALL_ID]`, Kimi's

@@ -166,3 +166,56 @@ fn arguments_are_kept_as_json_text() {
         assert_eq!(p.calls[0].args["n"], arg, "{arg}");
     }
 }
+
+/// A Command R list none of whose calls reads, in its own fence inside an outer one after
+/// a lead-in, is one error of its own; a call elsewhere in the answer is still read, by the
+/// fast reader and the grammar alike (with `auto`; `--format command_r` reads only the
+/// error).
+#[test]
+fn a_broken_command_r_fence_leaves_calls_elsewhere() {
+    use tavern::internal::protocol::grammar::parse_reference;
+    let text = "Sure:\n```\nAction: ```json\n[{\"tool_name\": \"c_d\", \"parameters\": {\"y\": }}]\n```\n```\n<tool_call>{\"name\": \"e_f\", \"arguments\": {\"z\": 3}}</tool_call>";
+    let fast = parse(text, Format::Auto);
+    let grammar = parse_reference(text, Format::Auto).unwrap();
+    for p in [&fast, &grammar] {
+        let tools: Vec<&str> = p.calls.iter().map(|c| c.tool.as_str()).collect();
+        assert_eq!(tools, ["e_f"], "{p:?}");
+        assert_eq!(p.calls[0].source, Format::Hermes);
+        assert!(p.has_errors(), "{p:?}");
+        assert!(
+            p.diagnostics
+                .iter()
+                .any(|d| d.message.contains("command_r")),
+            "{p:?}"
+        );
+    }
+    for p in [
+        parse(text, Format::CommandR),
+        parse_reference(text, Format::CommandR).unwrap(),
+    ] {
+        assert!(p.calls.is_empty() && p.has_errors(), "{p:?}");
+    }
+}
+
+/// Command R's cases (`native_cases_2026.jsonl`) read to the same response text with the
+/// grammar as with the fast reader, with `auto` and `--format command_r`: the plan and the
+/// lead-in stay, the action and the fence it fills go, errors included.
+#[test]
+fn command_r_cases_give_the_grammar_s_response_text() {
+    use tavern::internal::protocol::grammar::parse_reference;
+    let mut n = 0;
+    for line in include_str!("../data/native_cases_2026.jsonl").lines() {
+        let case: Value = serde_json::from_str(line).expect("case line is JSON");
+        if case["native"] != "command_r" {
+            continue;
+        }
+        let input = case["input"].as_str().unwrap();
+        for f in [Format::Auto, Format::CommandR] {
+            let fast = parse(input, f).response_text;
+            let grammar = parse_reference(input, f).unwrap().response_text;
+            assert_eq!(fast, grammar, "{} ({f})", case["name"]);
+            n += 1;
+        }
+    }
+    assert!(n >= 30, "only {n} readings");
+}

@@ -2,11 +2,17 @@
 //! `[{"tool_name": …, "parameters": {…}}]`. `auto` takes it at the start of the answer
 //! (`Action:` and the fence, or the list alone) or as a whole fenced block after a
 //! lead-in (`Plan: …`), as the other shapes that could be prose (`lead.rs`).
+//!
+//! Its fence nests in an outer one: when `Action:` is the first line of a fence, its own
+//! fence closes at the first ```` ``` ```` after the list and the outer one at the next
+//! (or the first closed both); the outer fence's lines go with the call (`lead::fences`).
+//! In its fenced list, a call whose JSON breaks is an error of its own and the calls
+//! around it are read.
 
 use serde_json::Value;
 
-use super::lead::Lead;
-use super::lit::{self, Lit};
+use super::lead::{self, Lead};
+use super::lit::{self, Lit, LitErr};
 use super::{FormatEntry, Reader};
 use crate::protocol::args::Args;
 use crate::protocol::types::{Format, RawDiag, Span};
@@ -43,12 +49,24 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
     // Command R+ plans first (`Plan: …`): the lines before the `Action:` line stay
     // response text.
     let mut prose = Vec::new();
+    // A fence the action fills (```` ``` ```` then `Action: ```json …`): its lines go
+    // with the call (`lead::fences` says how the two fences nest).
+    let mut outer = false;
     if !text[l.pos..to].starts_with("Action:") {
         let Some(i) = text[l.pos..to].find("\nAction:") else {
             return Lead::No;
         };
-        prose.push((l.pos, l.pos + i));
+        let plan = (l.pos, l.pos + i);
         l.pos += i + 1;
+        match lead::open_fence_before(s, plan.0, l.pos) {
+            Some(o) => {
+                outer = true;
+                if o > plan.0 {
+                    prose.push((plan.0, o));
+                }
+            }
+            None => prose.push(plan),
+        }
     }
     let at = l.pos;
     let action = l.eat(b"Action:");
@@ -75,17 +93,26 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
         }
         Some((parts, v0 + n))
     });
-    let parts = match fast {
+    let (parts, diags) = match fast {
         Some((parts, n)) => {
             l.pos = n;
-            parts
+            (parts, Vec::new())
         }
         None => match slow_items(&mut l, text, v0, to, fenced) {
-            Ok(parts) => parts,
+            Ok(read) => read,
+            // Cut off: the call runs to the end; the plan stays response text.
+            Err(Lead::Error(d)) => {
+                return Lead::Calls {
+                    calls: Vec::new(),
+                    end: to,
+                    prose,
+                    diags: vec![d],
+                }
+            }
             Err(lead) => return lead,
         },
     };
-    if parts.is_empty() {
+    if parts.is_empty() && diags.is_empty() {
         return Lead::No;
     }
     let mut end = l.pos;
@@ -95,12 +122,26 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
             end = l.pos;
         }
     }
+    if outer {
+        // The outer fence's close: the next fence line (only blanks before it); when
+        // none follows, the action's own close closed both.
+        let mut m = Lit::new(s, end, to);
+        m.ws();
+        if m.eat(b"```") {
+            let e = m.pos;
+            m.blanks();
+            if matches!(m.peek(), None | Some(b'\n' | b'\r')) {
+                end = e;
+            }
+        }
+    }
     let span = Span {
         start: at,
         end,
         line: 0,
         column: 0,
     };
+    let parts_empty = parts.is_empty();
     let mut calls = Vec::new();
     for (i, (name, args)) in parts.into_iter().enumerate() {
         let name = name.trim();
@@ -108,29 +149,37 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
             calls.push(lit::call(name.to_string(), args, Format::CommandR, span, i));
         }
     }
-    if calls.is_empty() {
+    // Calls whose names are all empty: no call list (an error in it is no call's either).
+    if calls.is_empty() && (diags.is_empty() || !parts_empty) {
         Lead::No
     } else {
         Lead::Calls {
             calls,
             end,
             prose,
-            diags: Vec::new(),
+            diags,
         }
     }
 }
 
+/// The calls of a list (each its name and arguments) and the errors of the calls around
+/// which they were read.
+type Items = (Vec<(String, Args)>, Vec<RawDiag>);
+
 /// The tolerant reader's way: the list at `v0` read into values, each object's
-/// `tool_name` and `parameters`; `Err` of what the leading reader answers when the list
-/// is not this shape or is broken.
+/// `tool_name` and `parameters`, and an error for each element whose JSON breaks (no
+/// calls and one error when none reads, or when a call's parameters are not an object);
+/// `Err` of what the leading reader answers when the list is not this shape or is cut
+/// off.
 fn slow_items(
     l: &mut Lit<'_>,
     text: &str,
     v0: usize,
     to: usize,
     fenced: bool,
-) -> Result<Vec<(String, Args)>, Lead> {
+) -> Result<Items, Lead> {
     let s = text.as_bytes();
+    let mut diags = Vec::new();
     let items = match l.value() {
         Ok(Value::Array(a)) => a,
         Ok(_) => return Err(Lead::No),
@@ -138,13 +187,25 @@ fn slow_items(
             if fenced
                 && memchr::memmem::find(&s[v0..to.min(v0 + 200)], b"\"tool_name\"").is_some() =>
         {
-            return Err(Lead::Error(lit::value_error(
-                e,
-                v0,
-                to >= text.len(),
-                "a command_r call",
-                HINT,
-            )))
+            // Its brackets close: a syntax break, read around (siblings survive).
+            let mut pos = v0;
+            let Some(close) = lit::ValueEnd::default().feed(&s[..to], &mut pos) else {
+                return Err(Lead::Error(lit::value_error(
+                    e,
+                    v0,
+                    to >= text.len(),
+                    "a command_r call",
+                    HINT,
+                )));
+            };
+            l.pos = close;
+            let items = around_breaks(s, v0 + 1, close - 1, &mut diags);
+            if items.is_empty() {
+                // Every element broken: one error (the first), nothing runs.
+                diags.truncate(1);
+                return Ok((Vec::new(), diags));
+            }
+            items
         }
         Err(_) => return Err(Lead::No),
     };
@@ -161,14 +222,60 @@ fn slow_items(
         let name = item["tool_name"].as_str().unwrap_or_default().to_string();
         match lit::arguments(item.get("parameters")) {
             Ok(m) => parts.push((name, m.into())),
+            // None of the list runs.
             Err(msg) => {
-                return Err(Lead::Error(RawDiag::error(
+                let d = RawDiag::error(
                     v0,
                     format!("the call to '{}': {msg}; it was not executed", name.trim()),
                     HINT.into(),
-                )))
+                );
+                return Ok((Vec::new(), vec![d]));
             }
         }
     }
-    Ok(parts)
+    Ok((parts, diags))
+}
+
+/// The elements of a list whose JSON breaks (`s[from..close]`, inside its brackets): each
+/// element that reads, and for each break an error in `diags`; reading resumes at the
+/// next call object after the break (`lit::next_call_start`), as the other JSON lists
+/// read (`lit::read_json_calls`).
+fn around_breaks(s: &[u8], from: usize, close: usize, diags: &mut Vec<RawDiag>) -> Vec<Value> {
+    let mut items = Vec::new();
+    let mut p = from;
+    loop {
+        let mut e = Lit::new(s, p, close);
+        e.ws();
+        while matches!(e.peek(), Some(b',' | b';')) {
+            e.pos += 1;
+            e.ws();
+        }
+        if e.at_end() {
+            break;
+        }
+        let at = e.pos;
+        let bad = match e.value() {
+            Ok(v) => {
+                let mut f = Lit::new(s, e.pos, close);
+                f.ws();
+                if f.at_end() || matches!(f.peek(), Some(b',' | b';')) {
+                    items.push(v);
+                    p = e.pos;
+                    continue;
+                }
+                LitErr::Bad(f.pos, "expected `,` or `]` after a call".into())
+            }
+            Err(err) => err,
+        };
+        let b = match &bad {
+            LitErr::Bad(b, _) => *b,
+            LitErr::Cut => close,
+        };
+        diags.push(lit::value_error(bad, at, false, "a command_r call", HINT));
+        match lit::next_call_start(s, b.max(at + 1), close) {
+            Some(r) => p = r,
+            None => break,
+        }
+    }
+    items
 }

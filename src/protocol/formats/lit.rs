@@ -1314,7 +1314,7 @@ fn call_items(s: &str, start: usize, end: usize) -> Result<(CallItems<'_>, usize
 /// Where reading resumes after a syntax break at `from`: the next list element or call
 /// object that starts a call (`{` after `[`, `,`, `;` or a line break, its first key
 /// `name`, `function`, `tool_name` or `type`), or `None`.
-fn next_call_start(s: &[u8], from: usize, to: usize) -> Option<usize> {
+pub(crate) fn next_call_start(s: &[u8], from: usize, to: usize) -> Option<usize> {
     let mut k = from;
     while k < to {
         let p = k + memchr::memchr(b'{', &s[k..to])?;
