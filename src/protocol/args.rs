@@ -7,7 +7,9 @@
 //! parser that would build it has walked it ([`Args::from_object_text`]), or it is valid
 //! JSON too short and plain to fail (`surely_builds`).
 //! A host that runs the call pays for the tree once, when the call's arguments are first
-//! read; one that only counts or forwards calls never does.
+//! read; one that only counts or forwards calls never does. Arguments written in another
+//! syntax (pythonic calls) are kept the same way, as their checked source text, with the
+//! reader's function that writes that text as JSON ([`Args::from_source`]).
 //!
 //! Like `types.rs`, this file imports nothing else of `protocol`.
 
@@ -23,18 +25,59 @@ use serde_json::{Map, Value};
 /// It dereferences to a `serde_json::Map`, so `args["path"]`, `args.get("path")`,
 /// `args.iter()` and `args.remove("path")` work as on a map. Compare it with a map with
 /// `==`; turn it into one with [`Args::into_map`] or `Value::from`.
-#[derive(Default)]
 pub struct Args {
     /// The object as it was written, checked to be one `Map` holds (see
     /// [`Args::from_object_text`]); `None` for arguments built as a map and once the map
     /// was changed through [`DerefMut`].
     text: Option<Arc<str>>,
-    /// True when `text` is an object of strings each of which is a value written as text
-    /// (see [`Args::from_texts`]): the map reads each one with [`typed`].
-    values_as_text: bool,
+    /// How `text` is read into the map: a reference to a static, so it costs a pointer.
+    reading: &'static Reading,
     /// The map, built from `text` on first use when there is text. Boxed so a `Call`
     /// stays small to move while readers collect them.
     map: OnceLock<Box<Map<String, Value>>>,
+}
+
+/// How kept text is read into an [`Args`]' map.
+pub(crate) struct Reading {
+    /// Writes the kept text, source text of another syntax, as the JSON object it means
+    /// (UTF-8); `None` when the text is JSON.
+    to_json: Option<fn(&str) -> Vec<u8>>,
+    /// True when the text is an object of strings each of which is a value written as
+    /// text (see [`Args::from_texts`]): the map reads each one with [`typed`].
+    values_as_text: bool,
+}
+
+impl Reading {
+    /// Text of another syntax, which `to_json` writes as the JSON object it means. The
+    /// function must accept every text its reader keeps ([`Args::from_source`]).
+    pub(crate) const fn source(to_json: fn(&str) -> Vec<u8>) -> Reading {
+        Reading {
+            to_json: Some(to_json),
+            values_as_text: false,
+        }
+    }
+}
+
+/// The text is the JSON object.
+static JSON: Reading = Reading {
+    to_json: None,
+    values_as_text: false,
+};
+
+/// The text is a JSON object of values written as text.
+static TEXTS: Reading = Reading {
+    to_json: None,
+    values_as_text: true,
+};
+
+impl Default for Args {
+    fn default() -> Self {
+        Args {
+            text: None,
+            reading: &JSON,
+            map: OnceLock::new(),
+        }
+    }
 }
 
 impl Args {
@@ -52,7 +95,7 @@ impl Args {
         match serde_json::from_str::<Check>(text) {
             Ok(Check::Object) => Some(Args {
                 text: Some(Arc::from(text)),
-                values_as_text: false,
+                reading: &JSON,
                 map: OnceLock::new(),
             }),
             _ => None,
@@ -73,22 +116,23 @@ impl Args {
         }
         Some(Args {
             text: Some(Arc::from(text)),
-            values_as_text: false,
+            reading: &JSON,
             map: OnceLock::new(),
         })
     }
 
-    /// Arguments kept as `text`, a JSON object this crate's literal writer (the
-    /// pythonic reader's) wrote: valid JSON a `Map` holds by construction (nested at
-    /// most 101 deep, finite numbers, no lone surrogate), so nothing is checked again.
-    pub(crate) fn from_written_json(text: &str) -> Args {
-        debug_assert!(
-            matches!(serde_json::from_str::<Check>(text), Ok(Check::Object)),
-            "the literal writer wrote an object a map holds: {text}"
-        );
+    /// Arguments kept as `source`, text of another syntax that a reader has checked,
+    /// which `reading`'s function writes, when the map is first needed, as a JSON object
+    /// a `Map` holds (the pythonic reader's literal writer: nested at most 101 deep,
+    /// finite numbers, no lone surrogate). Reading only checks; writing JSON waits.
+    pub(crate) fn from_source(source: &str, reading: &'static Reading) -> Args {
+        debug_assert!(reading.to_json.is_some_and(|f| matches!(
+            serde_json::from_slice::<Check>(&f(source)),
+            Ok(Check::Object)
+        )));
         Args {
-            text: Some(Arc::from(text)),
-            values_as_text: false,
+            text: Some(Arc::from(source)),
+            reading,
             map: OnceLock::new(),
         }
     }
@@ -100,7 +144,7 @@ impl Args {
     pub(crate) fn from_texts(object: &str) -> Args {
         Args {
             text: Some(Arc::from(object)),
-            values_as_text: true,
+            reading: &TEXTS,
             map: OnceLock::new(),
         }
     }
@@ -109,9 +153,9 @@ impl Args {
     /// the text; `None` for any other arguments, and once the map was changed.
     pub(crate) fn texts(&self) -> Option<Args> {
         match &self.text {
-            Some(t) if self.values_as_text => Some(Args {
+            Some(t) if self.reading.values_as_text => Some(Args {
                 text: Some(t.clone()),
-                values_as_text: false,
+                reading: &JSON,
                 map: OnceLock::new(),
             }),
             _ => None,
@@ -132,9 +176,12 @@ impl Args {
         Some((Some(Args::from_read_json(raw.get())?), end))
     }
 
-    /// The JSON text the arguments were read from, while they are kept as written.
+    /// The JSON text the arguments were read from, while they are kept as written (not
+    /// for arguments written in another syntax, such as a pythonic call's).
     pub fn as_written(&self) -> Option<&str> {
-        self.text.as_deref().filter(|_| !self.values_as_text)
+        self.text
+            .as_deref()
+            .filter(|_| std::ptr::eq(self.reading, &JSON))
     }
 
     /// The arguments as a map.
@@ -150,8 +197,11 @@ impl Args {
         let Some(text) = self.text.as_deref() else {
             return Map::new();
         };
-        let mut m = build(text);
-        if self.values_as_text {
+        let mut m = match self.reading.to_json {
+            Some(to_json) => build_written(&to_json(text)),
+            None => build(text),
+        };
+        if self.reading.values_as_text {
             for v in m.values_mut() {
                 if let Value::String(s) = v {
                     if let Some(t) = typed(s) {
@@ -220,6 +270,13 @@ fn build(text: &str) -> Map<String, Value> {
     serde_json::from_str(text).expect("arguments text was checked when it was read")
 }
 
+/// The map of the JSON a source's reading wrote (see [`Args::from_source`]).
+fn build_written(json: &[u8]) -> Map<String, Value> {
+    // Cannot fail: `from_source` is given only text its reading writes as an object a
+    // map holds.
+    serde_json::from_slice(json).expect("a source's reading writes an object a map holds")
+}
+
 impl Deref for Args {
     type Target = Map<String, Value>;
     fn deref(&self) -> &Map<String, Value> {
@@ -233,7 +290,7 @@ impl DerefMut for Args {
         let _: &Map<String, Value> = self;
         // The map is the truth from now on: the text would no longer match it.
         self.text = None;
-        self.values_as_text = false;
+        self.reading = &JSON;
         self.map
             .get_mut()
             .expect("the line above filled the map")
@@ -248,12 +305,12 @@ impl Clone for Args {
             // own when it needs one.
             Some(t) => Args {
                 text: Some(t.clone()),
-                values_as_text: self.values_as_text,
+                reading: self.reading,
                 map: OnceLock::new(),
             },
             None => Args {
                 text: None,
-                values_as_text: false,
+                reading: &JSON,
                 map: self.map.clone(),
             },
         }
@@ -269,7 +326,7 @@ impl fmt::Debug for Args {
 impl PartialEq for Args {
     fn eq(&self, other: &Args) -> bool {
         match (&self.text, &other.text) {
-            (Some(a), Some(b)) if a == b && self.values_as_text == other.values_as_text => true,
+            (Some(a), Some(b)) if a == b && std::ptr::eq(self.reading, other.reading) => true,
             _ => self.deref() == other.deref(),
         }
     }
@@ -285,7 +342,7 @@ impl From<Map<String, Value>> for Args {
     fn from(m: Map<String, Value>) -> Args {
         Args {
             text: None,
-            values_as_text: false,
+            reading: &JSON,
             map: OnceLock::from(Box::new(m)),
         }
     }
@@ -489,6 +546,33 @@ mod tests {
         changed.insert("z".into(), json!(0));
         assert!(changed.texts().is_none());
         assert_eq!(changed.to_map().len(), 8);
+    }
+
+    /// A test syntax: an object's inside, without its braces.
+    fn braced(source: &str) -> Vec<u8> {
+        format!("{{{source}}}").into_bytes()
+    }
+    static BRACED: Reading = Reading::source(braced);
+
+    /// Arguments kept as source text read as the JSON their reading writes; they are not
+    /// JSON as written; clones share the source and compare equal; a change drops it.
+    #[test]
+    fn source_text_is_written_as_json_when_read() {
+        let a = Args::from_source(r#""n": 1, "s": "x""#, &BRACED);
+        assert_eq!(a.as_written(), None);
+        assert!(a.texts().is_none());
+        let copy = a.clone();
+        assert_eq!(copy, a);
+        assert_eq!(Value::from(copy), json!({"n": 1, "s": "x"}));
+        assert_eq!(a.to_map(), *json!({"n": 1, "s": "x"}).as_object().unwrap());
+        assert_ne!(a, Args::from_source(r#""n": 2"#, &BRACED));
+        // Equal as maps although kept as different texts.
+        assert_eq!(a, Args::from_object_text(r#"{"n": 1, "s": "x"}"#).unwrap());
+        let mut changed = a.clone();
+        changed.insert("z".into(), json!(0));
+        assert_eq!(changed.as_written(), None);
+        assert_eq!(Value::from(changed), json!({"n": 1, "s": "x", "z": 0}));
+        assert_eq!(serde_json::to_string(&a).unwrap(), r#"{"n":1,"s":"x"}"#);
     }
 
     #[test]

@@ -373,7 +373,7 @@ impl<'a> Lit<'a> {
     /// One JSON or Python literal (see [`write_value`](Self::write_value)) as a `Value`.
     pub(crate) fn value(&mut self) -> Result<Value, LitErr> {
         let at = self.pos;
-        let mut out = Vec::new();
+        let mut out: Vec<u8> = Vec::new();
         self.write_value(&mut out)?;
         // The writer writes JSON nested at most `MAX_DEPTH` deep, which serde_json reads.
         serde_json::from_slice(&out).map_err(|e| LitErr::Bad(at, e.to_string()))
@@ -381,9 +381,10 @@ impl<'a> Lit<'a> {
 
     /// One JSON or Python literal — string, number, `True`/`False`/`None` (and JSON's
     /// spellings), list, tuple (an array), dict — written to `out` as compact JSON, the
-    /// one form every caller wants it in: pythonic arguments are kept as JSON text
-    /// ([`Args`]), and a `Value` is that text read by serde_json.
-    pub(crate) fn write_value(&mut self, out: &mut Vec<u8>) -> Result<(), LitErr> {
+    /// one form every caller wants it in: pythonic arguments are read as this JSON
+    /// ([`Args`]), and a `Value` is that text read by serde_json. With [`Skip`] for `out`
+    /// it reads (and accepts or refuses) exactly the same, writing nothing.
+    pub(crate) fn write_value<O: Out>(&mut self, out: &mut O) -> Result<(), LitErr> {
         self.ws();
         let Some(b) = self.peek() else {
             return Err(LitErr::Cut);
@@ -395,11 +396,11 @@ impl<'a> Lit<'a> {
             b'(' => self.nested(out, |l, out| l.tuple(out)),
             b'-' | b'+' | b'.' | b'0'..=b'9' => {
                 if let Some(t) = self.plain_number() {
-                    out.extend_from_slice(t);
+                    out.bytes(t);
                     return Ok(());
                 }
                 let n = self.number()?;
-                write_json(out, &n);
+                out.json(&n);
                 Ok(())
             }
             _ if is_ident_start(b) => {
@@ -426,7 +427,7 @@ impl<'a> Lit<'a> {
                         return self.bad("not a literal");
                     }
                 };
-                out.extend_from_slice(lit);
+                out.bytes(lit);
                 Ok(())
             }
             _ => self.bad("not a literal"),
@@ -434,16 +435,16 @@ impl<'a> Lit<'a> {
     }
 
     /// A quoted string at the cursor, written as a JSON string.
-    fn write_string(&mut self, out: &mut Vec<u8>) -> Result<(), LitErr> {
+    fn write_string<O: Out>(&mut self, out: &mut O) -> Result<(), LitErr> {
         let b = self.string_bytes()?;
-        write_json_str(out, &b);
+        out.json_str(&b);
         Ok(())
     }
 
-    fn nested(
+    fn nested<O: Out>(
         &mut self,
-        out: &mut Vec<u8>,
-        f: impl FnOnce(&mut Self, &mut Vec<u8>) -> Result<(), LitErr>,
+        out: &mut O,
+        f: impl FnOnce(&mut Self, &mut O) -> Result<(), LitErr>,
     ) -> Result<(), LitErr> {
         if self.depth >= MAX_DEPTH {
             return self.bad(format!("nested deeper than {MAX_DEPTH} levels"));
@@ -456,9 +457,9 @@ impl<'a> Lit<'a> {
 
     /// Items up to `close`, written as a JSON array; the cursor is on the opening
     /// bracket. Returns how many there were.
-    fn seq(&mut self, close: u8, out: &mut Vec<u8>) -> Result<usize, LitErr> {
+    fn seq<O: Out>(&mut self, close: u8, out: &mut O) -> Result<usize, LitErr> {
         self.pos += 1;
-        out.push(b'[');
+        out.byte(b'[');
         let mut n = 0;
         loop {
             self.ws();
@@ -466,13 +467,13 @@ impl<'a> Lit<'a> {
                 None => return Err(LitErr::Cut),
                 Some(b) if b == close => {
                     self.pos += 1;
-                    out.push(b']');
+                    out.byte(b']');
                     return Ok(n);
                 }
                 _ => {}
             }
             if n > 0 {
-                out.push(b',');
+                out.byte(b',');
             }
             self.write_value(out)?;
             n += 1;
@@ -486,9 +487,9 @@ impl<'a> Lit<'a> {
         }
     }
 
-    fn tuple(&mut self, out: &mut Vec<u8>) -> Result<(), LitErr> {
+    fn tuple<O: Out>(&mut self, out: &mut O) -> Result<(), LitErr> {
         let open = self.pos;
-        let at = out.len();
+        let at = out.mark();
         let n = self.seq(b')', out)?;
         // `(x)` is x in Python; `(x,)` and `(x, y)` are tuples.
         let trailing_comma = self.s[open..self.pos - 1]
@@ -498,47 +499,47 @@ impl<'a> Lit<'a> {
             == Some(&b',');
         if n == 1 && !trailing_comma {
             // Unwrap the one item: drop the `[` before it and the `]` after it.
-            out.pop();
-            out.remove(at);
+            out.unwrap_one(at);
         }
         Ok(())
     }
 
-    fn dict(&mut self, out: &mut Vec<u8>) -> Result<(), LitErr> {
+    fn dict<O: Out>(&mut self, out: &mut O) -> Result<(), LitErr> {
         self.pos += 1;
-        out.push(b'{');
+        out.byte(b'{');
         let mut first = true;
-        let mut key_text = Vec::new();
+        let mut key_text: Vec<u8> = Vec::new();
         loop {
             self.ws();
             match self.peek() {
                 None => return Err(LitErr::Cut),
                 Some(b'}') => {
                     self.pos += 1;
-                    out.push(b'}');
+                    out.byte(b'}');
                     return Ok(());
                 }
                 _ => {}
             }
             if !first {
-                out.push(b',');
+                out.byte(b',');
             }
             first = false;
             match self.peek() {
                 Some(b'"' | b'\'') => self.write_string(out)?,
                 Some(b) if is_ident_start(b) => match self.skip_name() {
-                    Some((s, e, false)) => write_json_str(out, &self.s[s..e]),
-                    Some((s, e, true)) => write_json(out, &unescape_name(&text_of(&self.s[s..e]))),
+                    Some((s, e, false)) => out.json_str(&self.s[s..e]),
+                    Some((s, e, true)) => out.json(&unescape_name(&text_of(&self.s[s..e]))),
                     None => return self.bad("expected a key"),
                 },
+                _ if !O::WRITES => self.write_value(out)?,
                 _ => {
                     // Any other literal is keyed by its JSON text (`{1: 'a'}` → "1").
                     key_text.clear();
                     self.write_value(&mut key_text)?;
                     if key_text.first() == Some(&b'"') {
-                        out.extend_from_slice(&key_text);
+                        out.bytes(&key_text);
                     } else {
-                        write_json(out, &*text_of(&key_text));
+                        out.json(&*text_of(&key_text));
                     }
                 }
             }
@@ -546,7 +547,7 @@ impl<'a> Lit<'a> {
             if !self.eat(b":") {
                 return self.bad("expected ':' after a key");
             }
-            out.push(b':');
+            out.byte(b':');
             self.write_value(out)?;
             self.ws();
             match self.peek() {
@@ -586,10 +587,10 @@ impl<'a> Lit<'a> {
 
     /// An argument of a pythonic call, written to `out` as JSON: a literal when it is one
     /// whole literal, otherwise its source text as a string (never evaluated).
-    pub(crate) fn write_arg(&mut self, out: &mut Vec<u8>) -> Result<(), LitErr> {
+    pub(crate) fn write_arg<O: Out>(&mut self, out: &mut O) -> Result<(), LitErr> {
         self.ws();
         let start = self.pos;
-        let mark = out.len();
+        let mark = out.mark();
         if self.write_value(out).is_ok() {
             self.ws();
             if matches!(self.peek(), Some(b',' | b')')) {
@@ -602,9 +603,73 @@ impl<'a> Lit<'a> {
         if t.is_empty() {
             return self.bad("expected a value");
         }
-        write_json(out, &t);
+        out.json(&t);
         Ok(())
     }
+}
+
+/// Where the literal writer writes: JSON text into a `Vec<u8>`, or nowhere ([`Skip`]).
+/// Both read the same text the same way, so what `Skip` accepts, the writer writes.
+pub(crate) trait Out {
+    /// False for [`Skip`], which writes nothing.
+    const WRITES: bool;
+    /// Appends bytes that are already JSON.
+    fn bytes(&mut self, b: &[u8]);
+    /// Appends one byte of JSON.
+    fn byte(&mut self, b: u8);
+    /// Appends UTF-8 text as a JSON string ([`write_json_str`]).
+    fn json_str(&mut self, b: &[u8]);
+    /// Appends a string or number as compact JSON ([`write_json`]).
+    fn json<T: serde::Serialize + ?Sized>(&mut self, v: &T);
+    /// How much was written so far (for [`truncate`](Out::truncate)).
+    fn mark(&self) -> usize;
+    /// Drops what was written after `mark`.
+    fn truncate(&mut self, mark: usize);
+    /// Turns the array written from `mark` on, one item, into that item.
+    fn unwrap_one(&mut self, mark: usize);
+}
+
+impl Out for Vec<u8> {
+    const WRITES: bool = true;
+    fn bytes(&mut self, b: &[u8]) {
+        self.extend_from_slice(b);
+    }
+    fn byte(&mut self, b: u8) {
+        self.push(b);
+    }
+    fn json_str(&mut self, b: &[u8]) {
+        write_json_str(self, b);
+    }
+    fn json<T: serde::Serialize + ?Sized>(&mut self, v: &T) {
+        write_json(self, v);
+    }
+    fn mark(&self) -> usize {
+        self.len()
+    }
+    fn truncate(&mut self, mark: usize) {
+        Vec::truncate(self, mark);
+    }
+    fn unwrap_one(&mut self, mark: usize) {
+        self.pop();
+        self.remove(mark);
+    }
+}
+
+/// The literal writer's sink that writes nothing: a read that only checks the text, for
+/// arguments kept as their source ([`Args::from_source`]) and written as JSON when read.
+pub(crate) struct Skip;
+
+impl Out for Skip {
+    const WRITES: bool = false;
+    fn bytes(&mut self, _: &[u8]) {}
+    fn byte(&mut self, _: u8) {}
+    fn json_str(&mut self, _: &[u8]) {}
+    fn json<T: serde::Serialize + ?Sized>(&mut self, _: &T) {}
+    fn mark(&self) -> usize {
+        0
+    }
+    fn truncate(&mut self, _: usize) {}
+    fn unwrap_one(&mut self, _: usize) {}
 }
 
 /// Writes `v` as compact JSON.

@@ -10,9 +10,9 @@
 //! a positional one means the text is not a call list (or, inside brackets, an error).
 
 use super::lead::Lead;
-use super::lit::{self, Lit, LitErr};
+use super::lit::{self, Lit, LitErr, Out, Skip};
 use super::{Auto, Close, FormatEntry, Open, Reader, RegionSyntax};
-use crate::protocol::args::Args;
+use crate::protocol::args::{Args, Reading};
 use crate::protocol::types::{Call, Format, RawDiag, Span};
 
 const HINT: &str = "Write calls as [tool_name(param=value, …), …] with keyword arguments.";
@@ -24,12 +24,19 @@ struct Miss {
     begun: bool,
 }
 
-/// `name(kw=value, …)` at the cursor.
-fn one_call(l: &mut Lit<'_>) -> Result<(String, Args, usize), Miss> {
+/// `name(kw=value, …)` at the cursor; `text` is the text `l` reads (as `str`).
+fn one_call(l: &mut Lit<'_>, text: &str) -> Result<(String, Args, usize), Miss> {
     let at = l.pos;
     let miss = |err, begun| Miss { err, at, begun };
-    let Some(name) = l.name() else {
+    let Some((ns, ne, escaped)) = l.skip_name() else {
         return Err(miss(LitErr::Bad(at, "expected a call".into()), false));
+    };
+    // A name starts and ends next to ASCII bytes: character boundaries of `text`.
+    let name = text.get(ns..ne).unwrap_or_default();
+    let name = if escaped {
+        lit::unescape_name(name)
+    } else {
+        name.to_owned()
     };
     l.blanks();
     if !l.eat(b"(") {
@@ -40,48 +47,48 @@ fn one_call(l: &mut Lit<'_>) -> Result<(String, Args, usize), Miss> {
         };
         return Err(miss(e, false));
     }
-    // The arguments are written as the JSON object they are and kept as that text,
-    // written into one buffer the thread keeps (a call's arguments allocate only the
-    // text they are kept as).
-    ARGS.with_borrow_mut(|args| {
-        args.clear();
-        let r = call_args(l, &name, args);
-        if args.capacity() > 1 << 16 {
-            *args = Vec::new();
-        }
-        r.map(|args| (name, args, at)).map_err(|err| Miss {
-            err,
-            at,
-            begun: true,
-        })
-    })
+    // The arguments are only checked here, and kept as their source text: the JSON they
+    // mean is written when something first reads them (`args_json`).
+    let open = l.pos;
+    call_args(l, &name, &mut Skip).map_err(|err| Miss {
+        err,
+        at,
+        begun: true,
+    })?;
+    // `open` is past a `(` and the cursor past a `)`: both are character boundaries.
+    let source = text.get(open..l.pos).unwrap_or_default();
+    Ok((name, Args::from_source(source, &PYTHONIC_ARGS), at))
 }
 
-thread_local! {
-    static ARGS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+/// How a pythonic call's kept arguments become a map.
+static PYTHONIC_ARGS: Reading = Reading::source(args_json);
+
+/// The arguments of a pythonic call as [`one_call`] kept them (from after the `(` to the
+/// `)`), written as the JSON object they mean.
+fn args_json(source: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(source.len() + 8);
+    let mut l = Lit::new(source.as_bytes(), 0, source.len());
+    if call_args(&mut l, "", &mut out).is_err() {
+        // `one_call` read this very text with the same code (writing nothing), which
+        // accepted it; so this is never reached.
+        out = b"{}".to_vec();
+    }
+    out
 }
 
 /// The arguments of the call to `name`, the cursor past its `(`, written to `args` as a
-/// JSON object and kept as that text; or why not.
-fn call_args(l: &mut Lit<'_>, name: &str, args: &mut Vec<u8>) -> Result<Args, LitErr> {
-    args.push(b'{');
+/// JSON object (or only checked, with [`Skip`]); or why they cannot be read.
+fn call_args<O: Out>(l: &mut Lit<'_>, name: &str, args: &mut O) -> Result<(), LitErr> {
+    args.byte(b'{');
+    let mut first = true;
     loop {
         l.ws();
         match l.peek() {
             None => return Err(LitErr::Cut),
             Some(b')') => {
                 l.pos += 1;
-                if args.len() > 1 {
-                    args.pop();
-                }
-                args.push(b'}');
-                // The literal writer wrote this object: valid JSON (its pieces are text
-                // cut next to ASCII bytes or whole decoded characters) that a map holds
-                // (nested at most `MAX_DEPTH` deep, finite numbers, no lone surrogate).
-                return Ok(match std::str::from_utf8(args) {
-                    Ok(t) => Args::from_written_json(t),
-                    Err(_) => Args::from_written_json(&String::from_utf8_lossy(args)),
-                });
+                args.byte(b'}');
+                return Ok(());
             }
             _ => {}
         }
@@ -108,15 +115,20 @@ fn call_args(l: &mut Lit<'_>, name: &str, args: &mut Vec<u8>) -> Result<Args, Li
             return Err(e);
         }
         l.pos += 1;
-        if escaped {
-            let key = lit::text_of(&l.s[ks..ke]);
-            lit::write_json(args, &lit::unescape_name(&key));
-        } else {
-            lit::write_json_str(args, &l.s[ks..ke]);
+        if !first {
+            args.byte(b',');
         }
-        args.push(b':');
+        first = false;
+        if escaped {
+            if O::WRITES {
+                let key = lit::text_of(&l.s[ks..ke]);
+                args.json(&lit::unescape_name(&key));
+            }
+        } else {
+            args.json_str(&l.s[ks..ke]);
+        }
+        args.byte(b':');
         l.write_arg(args)?;
-        args.push(b',');
         l.ws();
         match l.peek() {
             None => return Err(LitErr::Cut),
@@ -135,9 +147,9 @@ fn quoted_call(l: &mut Lit<'_>) -> Result<(String, Args, usize), Miss> {
         at,
         begun: false,
     })?;
-    let b = inner.trim().as_bytes();
-    let mut il = Lit::new(b, 0, b.len());
-    let (name, args, _) = one_call(&mut il).map_err(|m| Miss {
+    let inner = inner.trim();
+    let mut il = Lit::new(inner.as_bytes(), 0, inner.len());
+    let (name, args, _) = one_call(&mut il, inner).map_err(|m| Miss {
         err: match m.err {
             LitErr::Cut => LitErr::Bad(at, "the quoted call is incomplete".into()),
             LitErr::Bad(_, msg) => LitErr::Bad(at, msg),
@@ -274,7 +286,7 @@ fn read_lead(text: &str, from: usize, to: usize, calls: &mut Vec<Call>, base: us
                 let r = if matches!(l.peek(), Some(b'\'' | b'"')) {
                     quoted_call(&mut l)
                 } else {
-                    one_call(&mut l)
+                    one_call(&mut l, text)
                 };
                 match r {
                     Ok(c) => push(c, l.pos, calls),
@@ -323,7 +335,7 @@ fn read_lead(text: &str, from: usize, to: usize, calls: &mut Vec<Call>, base: us
             if !starts_known && !call_starts(&l, false) {
                 break;
             }
-            match one_call(&mut l) {
+            match one_call(&mut l, text) {
                 Ok(c) => push(c, l.pos, calls),
                 Err(m) => return fail(m, calls),
             }
