@@ -425,6 +425,7 @@ fn form_of(r: N) -> Option<(&'static str, bool)> {
         N::hermes => ("hermes", false),
         N::hermes_broken => ("hermes", true),
         N::hermes_im_start => ("hermes", false),
+        N::hermes_lead => ("hermes", false),
         N::hermes_im_start_broken => ("hermes", true),
         N::deepseek => ("deepseek", false),
         N::deepseek_broken => ("deepseek", true),
@@ -621,6 +622,16 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
         }
         let Some((form, broken)) = form_of(p.as_rule()) else {
             continue;
+        };
+        // The `hermes` row reads Llama's untagged call objects too (`formats/hermes.rs`).
+        let untagged = matches!(
+            p.as_rule(),
+            N::llama_lead | N::llama_fence | N::llama_lead_broken
+        );
+        let form = if untagged && !wanted(form) && wanted("hermes") {
+            "hermes"
+        } else {
+            form
         };
         if !wanted(form) {
             continue;
