@@ -459,6 +459,7 @@ fn form_of(r: N) -> Option<(&'static str, bool)> {
         N::harmony => ("harmony", false),
         N::minimax_m2 => ("minimax_m2", false),
         N::step3 => ("step3", false),
+        N::deepseek_dsml => ("deepseek", false),
         N::gemma4 => ("gemma4", false),
         N::gemma4_broken => ("gemma4", true),
         N::functools => ("functools", false),
@@ -747,12 +748,12 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                     &mut calls,
                 );
             }
-            N::minimax_m2 | N::step3 => {
+            N::minimax_m2 | N::step3 | N::deepseek_dsml => {
                 let mut any = false;
                 for inv in p.into_inner().filter(|c| c.as_rule() != N::EOI) {
                     any = true;
                     match inv.as_rule() {
-                        N::mm_invoke | N::st_invoke => match invoke(inv) {
+                        N::mm_invoke | N::st_invoke | N::dsml_invoke => match invoke(inv) {
                             Some((tool, args)) => push(tool, args, own, &mut calls),
                             None => raw.push(call_error(start, form)),
                         },

@@ -2,6 +2,11 @@
 //! a ```` ```json ```` fence with the arguments and `<｜tool▁call▁end｜>`, then
 //! `<｜tool▁calls▁end｜>` (the full-width bars and `▁` are literal). The later form
 //! `<｜tool▁call▁begin｜>name<｜tool▁sep｜>{…}<｜tool▁call▁end｜>` is read too.
+//!
+//! DeepSeek V3.2 writes its calls as DSML instead: `<｜DSML｜function_calls>`, per call
+//! `<｜DSML｜invoke name="NAME">` with `<｜DSML｜parameter name="KEY" string="true">value
+//! </｜DSML｜parameter>` lines and `</｜DSML｜invoke>`, then `</｜DSML｜function_calls>`:
+//! MiniMax-M2's shape with a prefix, its values text (`text.rs`) as MiniMax-M2's are.
 
 use memchr::memmem;
 
@@ -24,6 +29,34 @@ pub(crate) const UNCLOSED: (&str, &str) = (
     "End the calls with <｜tool▁calls▁end｜>.",
 );
 const HINT: &str = "Write each call as <｜tool▁call▁begin｜>function<｜tool▁sep｜>ToolId, a ```json fence with the arguments, and <｜tool▁call▁end｜>.";
+
+/// DeepSeek V3.2's opening marker, matched exactly.
+pub(crate) const DSML_OPEN: &[u8] = "<｜DSML｜function_calls>".as_bytes();
+/// Its closing marker.
+pub(crate) const DSML_CLOSE: &[u8] = "</｜DSML｜function_calls>".as_bytes();
+
+/// The reader of DeepSeek V3.2's DSML calls.
+pub(crate) fn read_dsml(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    super::text::read_invokes(
+        text,
+        content,
+        close,
+        "｜DSML｜",
+        Format::DeepSeek,
+        block,
+        span,
+        diags,
+        out,
+    );
+}
 
 /// The format table's reader.
 pub(crate) fn read(
@@ -153,7 +186,16 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
     exact_keys: false,
     leading: None,
     names_as_written: true,
-    also: &[],
+    also: &[RegionSyntax::new(
+        Open::Exact(DSML_OPEN),
+        Close::Exact(DSML_CLOSE),
+        read_dsml,
+        "<｜DSML｜function_calls>",
+        (
+            "<｜DSML｜function_calls> has no </｜DSML｜function_calls>; its complete calls were read up to the end of the text",
+            "End the calls with </｜DSML｜function_calls>.",
+        ),
+    )],
     lesson: super::Lesson::wire(
         |name, args| {
             format!(
