@@ -629,8 +629,11 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
             p.as_rule(),
             N::llama_lead | N::llama_fence | N::llama_lead_broken
         );
+        // `--format granite3` reads `<tool_call>` (the `hermes` rule) as Granite 3.1's.
         let form = if untagged && !wanted(form) && wanted("hermes") {
             "hermes"
+        } else if p.as_rule() == N::hermes && !wanted(form) && wanted("granite3") {
+            "granite3"
         } else {
             form
         };

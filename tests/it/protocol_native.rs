@@ -258,3 +258,19 @@ fn hermes_reads_untagged_call_objects_where_calls_stand() {
         assert_eq!(g.calls.len(), want, "grammar: {text}");
     }
 }
+
+/// `--format granite3` reads Granite 3.1's `<tool_call>` written as text (no closing
+/// tag, a list after it), as vLLM's Granite reader does; under `auto` that tag is the
+/// `hermes` row's.
+#[test]
+fn granite3_reads_its_tool_call_written_as_text() {
+    let text = "<tool_call> [{\"name\": \"vat_fill\", \"arguments\": {\"litres\": 12}},\n {\"name\": \"vat_stir\", \"arguments\": {}}]";
+    let p = parse(text, Format::Granite3);
+    assert!(!p.has_errors(), "{:?}", p.diagnostics);
+    let names: Vec<&str> = p.calls.iter().map(|c| c.tool.as_str()).collect();
+    assert_eq!(names, ["vat_fill", "vat_stir"]);
+    assert!(p.calls.iter().all(|c| c.source == Format::Granite3));
+    let g = tavern::internal::protocol::grammar::parse_native(text, Some(&["granite3"])).unwrap();
+    assert_eq!(g.calls.len(), 2);
+    assert_eq!(parse(text, Format::Auto).calls.len(), 2);
+}
