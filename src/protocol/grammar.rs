@@ -756,6 +756,14 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                 for inv in p.into_inner().filter(|c| c.as_rule() != N::EOI) {
                     any = true;
                     match inv.as_rule() {
+                        N::dsml_invoke_json => {
+                            let mut parts = inv.into_inner();
+                            if let (Some(name), Some(Value::Object(a))) =
+                                (parts.next(), parts.next().map(value_of))
+                            {
+                                push(name_of(name.as_str().trim()), a, own, &mut calls);
+                            }
+                        }
                         N::mm_invoke | N::st_invoke | N::dsml_invoke => match invoke(inv) {
                             Some((tool, args)) => push(tool, args, own, &mut calls),
                             None => raw.push(call_error(start, form)),

@@ -6,7 +6,8 @@
 //! DeepSeek V3.2 writes its calls as DSML instead: `<｜DSML｜function_calls>`, per call
 //! `<｜DSML｜invoke name="NAME">` with `<｜DSML｜parameter name="KEY" string="true">value
 //! </｜DSML｜parameter>` lines and `</｜DSML｜invoke>`, then `</｜DSML｜function_calls>`:
-//! MiniMax-M2's shape with a prefix, its values text (`text.rs`) as MiniMax-M2's are.
+//! MiniMax-M2's shape with a prefix, its values text (`text.rs`) as MiniMax-M2's are; an
+//! invoke may hold one JSON object instead of parameter tags.
 
 use memchr::memmem;
 
@@ -35,7 +36,13 @@ pub(crate) const DSML_OPEN: &[u8] = "<｜DSML｜function_calls>".as_bytes();
 /// Its closing marker.
 pub(crate) const DSML_CLOSE: &[u8] = "</｜DSML｜function_calls>".as_bytes();
 
-/// The reader of DeepSeek V3.2's DSML calls.
+/// A DSML invoke's opening, up to its attributes.
+const DSML_INVOKE: &[u8] = "<｜DSML｜invoke".as_bytes();
+/// Its closing tag.
+const DSML_INVOKE_END: &[u8] = "</｜DSML｜invoke".as_bytes();
+
+/// The reader of DeepSeek V3.2's DSML calls: each invoke holds `<｜DSML｜parameter>` tags
+/// (read as MiniMax-M2's are) or, as some servers' templates have it, one JSON object.
 pub(crate) fn read_dsml(
     text: &str,
     content: usize,
@@ -45,17 +52,86 @@ pub(crate) fn read_dsml(
     diags: &mut Vec<RawDiag>,
     out: &mut Vec<Call>,
 ) {
-    super::text::read_invokes(
-        text,
-        content,
-        close,
-        "｜DSML｜",
+    let s = text.as_bytes();
+    let invoke = memmem::Finder::new(DSML_INVOKE);
+    let mut at = invoke.find(&s[content..close]).map(|i| content + i);
+    if at.is_none() {
+        // No invoke: the shared reader says so.
+        at = Some(content);
+    }
+    while let Some(p) = at {
+        let next = invoke
+            .find(&s[(p + 1).min(close)..close])
+            .map_or(close, |i| p + 1 + i);
+        if !json_invoke(text, p, next, block, span, out) {
+            super::text::read_invokes(
+                text,
+                p,
+                next,
+                "｜DSML｜",
+                Format::DeepSeek,
+                block,
+                span,
+                diags,
+                out,
+            );
+        }
+        at = (next < close).then_some(next);
+    }
+}
+
+/// An invoke at `text[at..to]` holding one JSON object and its closing tag: its call
+/// pushed onto `out`, true; false when it is not that shape.
+fn json_invoke(
+    text: &str,
+    at: usize,
+    to: usize,
+    block: usize,
+    span: Span,
+    out: &mut Vec<Call>,
+) -> bool {
+    let s = text.as_bytes();
+    if !s[at..to].starts_with(DSML_INVOKE) {
+        return false;
+    }
+    let head = at + DSML_INVOKE.len();
+    let Some(gt) = memchr::memchr(b'>', &s[head..to]).map(|i| head + i) else {
+        return false;
+    };
+    let Some(name) = text[head..gt]
+        .trim()
+        .strip_prefix("name")
+        .map(|r| r.trim_start())
+        .and_then(|r| r.strip_prefix('='))
+        .map(|r| r.trim_start())
+        .and_then(|r| r.strip_prefix('"'))
+        .and_then(|r| r.split('"').next())
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+    else {
+        return false;
+    };
+    let mut l = Lit::new(s, gt + 1, to);
+    l.ws();
+    if l.peek() != Some(b'{') {
+        return false;
+    }
+    let Ok((Some(args), e)) = lit::json_args(text, l.pos, to) else {
+        return false;
+    };
+    let mut r = Lit::new(s, e, to);
+    r.ws();
+    if !s[r.pos..to].starts_with(DSML_INVOKE_END) {
+        return false;
+    }
+    out.push(lit::call(
+        lit::unescape_name(name),
+        args,
         Format::DeepSeek,
-        block,
         span,
-        diags,
-        out,
-    );
+        block,
+    ));
+    true
 }
 
 /// The format table's reader.
