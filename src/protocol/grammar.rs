@@ -689,7 +689,10 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                 }
             }
             N::deepseek => {
-                for c in p.into_inner().filter(|c| c.as_rule() == N::deepseek_call) {
+                for c in p
+                    .into_inner()
+                    .filter(|c| matches!(c.as_rule(), N::deepseek_call | N::ds_short_call))
+                {
                     let mut parts = c.into_inner();
                     if let (Some(name), Some(args)) = (parts.next(), parts.next()) {
                         if let Value::Object(a) = value_of(args) {

@@ -1,7 +1,9 @@
 //! DeepSeek V3: `<｜tool▁calls▁begin｜>` then per call `<｜tool▁call▁begin｜>function<｜tool▁sep｜>name`,
 //! a ```` ```json ```` fence with the arguments and `<｜tool▁call▁end｜>`, then
 //! `<｜tool▁calls▁end｜>` (the full-width bars and `▁` are literal). The later form
-//! `<｜tool▁call▁begin｜>name<｜tool▁sep｜>{…}<｜tool▁call▁end｜>` is read too.
+//! `<｜tool▁call▁begin｜>name<｜tool▁sep｜>{…}<｜tool▁call▁end｜>` is read too, and so is
+//! the short opener `<｜tool▁calls｜>` with the first call's begin marker left out
+//! (`<｜tool▁calls｜>function<｜tool▁sep｜>name…`, as llama.cpp reads DeepSeek R1).
 //!
 //! DeepSeek V3.2 writes its calls as DSML instead: `<｜DSML｜function_calls>`, per call
 //! `<｜DSML｜invoke name="NAME">` with `<｜DSML｜parameter name="KEY" string="true">value
@@ -134,6 +136,10 @@ fn json_invoke(
     true
 }
 
+/// The short opening marker llama.cpp accepts for DeepSeek R1, the first call's
+/// `<｜tool▁call▁begin｜>` left out after it.
+pub(crate) const SHORT_OPEN: &[u8] = "<｜tool▁calls｜>".as_bytes();
+
 /// The format table's reader.
 pub(crate) fn read(
     text: &str,
@@ -143,6 +149,35 @@ pub(crate) fn read(
     span: Span,
     diags: &mut Vec<RawDiag>,
     out: &mut Vec<Call>,
+) {
+    read_calls(text, content, close, block, span, diags, out, false);
+}
+
+/// The reader after [`SHORT_OPEN`]: its first call starts right after the marker.
+pub(crate) fn read_short(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    read_calls(text, content, close, block, span, diags, out, true);
+}
+
+/// The calls in `text[content..close]`; `implicit`: the first one's
+/// `<｜tool▁call▁begin｜>` is left out.
+#[allow(clippy::too_many_arguments)]
+fn read_calls(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+    mut implicit: bool,
 ) {
     let s = text.as_bytes();
     let ended = close >= text.len();
@@ -154,9 +189,16 @@ pub(crate) fn read(
         memmem::Finder::new(SEP),
         memmem::Finder::new(CALL_END),
     );
-    while let Some(i) = begin.find(&s[pos..close]) {
-        let at = pos + i;
-        let head = at + CALL_BEGIN.len();
+    loop {
+        let (at, head) = if implicit {
+            implicit = false;
+            (content, content)
+        } else {
+            match begin.find(&s[pos..close]) {
+                Some(i) => (pos + i, pos + i + CALL_BEGIN.len()),
+                None => break,
+            }
+        };
         let Some(j) = sep.find(&s[head..close]) else {
             diags.push(lit::value_error(
                 LitErr::Cut,
@@ -262,7 +304,18 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
     exact_keys: false,
     leading: None,
     names_as_written: true,
-    also: &[RegionSyntax::new(
+    also: &[
+        RegionSyntax::new(
+            Open::Exact(SHORT_OPEN),
+            Close::Exact(CLOSE),
+            read_short,
+            "<｜tool▁calls｜>",
+            (
+                "<｜tool▁calls｜> has no <｜tool▁calls▁end｜>; its complete calls were read up to the end of the text",
+                "End the calls with <｜tool▁calls▁end｜>.",
+            ),
+        ),
+        RegionSyntax::new(
         Open::Exact(DSML_OPEN),
         Close::Exact(DSML_CLOSE),
         read_dsml,
@@ -271,7 +324,8 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
             "<｜DSML｜function_calls> has no </｜DSML｜function_calls>; its complete calls were read up to the end of the text",
             "End the calls with </｜DSML｜function_calls>.",
         ),
-    )],
+    )
+    ],
     lesson: super::Lesson::wire(
         |name, args| {
             format!(
