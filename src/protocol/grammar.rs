@@ -974,6 +974,15 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                 let document = every_form
                     && matches!(rule, N::llama_lead | N::llama_fence)
                     && objects.len() == 1;
+                // Hermes' other wrappers (`<response>`, …) hold calls or stay prose.
+                if rule == N::hermes_lead
+                    && objects
+                        .iter()
+                        .any(|(_, o, _)| call_object(o.clone()).is_err())
+                {
+                    cut.pop();
+                    continue;
+                }
                 for (at, o, id) in objects {
                     let llama = o.get("arguments").is_none() && o.get("parameters").is_some();
                     let source = if document && !llama {
