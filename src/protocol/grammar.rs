@@ -425,6 +425,7 @@ fn form_of(r: N) -> Option<(&'static str, bool)> {
         N::hermes => ("hermes", false),
         N::hermes_broken => ("hermes", true),
         N::hermes_im_start => ("hermes", false),
+        N::hermes_lead => ("hermes", false),
         N::hermes_im_start_broken => ("hermes", true),
         N::deepseek => ("deepseek", false),
         N::deepseek_broken => ("deepseek", true),
@@ -458,6 +459,7 @@ fn form_of(r: N) -> Option<(&'static str, bool)> {
         N::harmony => ("harmony", false),
         N::minimax_m2 => ("minimax_m2", false),
         N::step3 => ("step3", false),
+        N::deepseek_dsml => ("deepseek", false),
         N::gemma4 => ("gemma4", false),
         N::gemma4_broken => ("gemma4", true),
         N::functools => ("functools", false),
@@ -622,6 +624,19 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
         let Some((form, broken)) = form_of(p.as_rule()) else {
             continue;
         };
+        // The `hermes` row reads Llama's untagged call objects too (`formats/hermes.rs`).
+        let untagged = matches!(
+            p.as_rule(),
+            N::llama_lead | N::llama_fence | N::llama_lead_broken
+        );
+        // `--format granite3` reads `<tool_call>` (the `hermes` rule) as Granite 3.1's.
+        let form = if untagged && !wanted(form) && wanted("hermes") {
+            "hermes"
+        } else if p.as_rule() == N::hermes && !wanted(form) && wanted("granite3") {
+            "granite3"
+        } else {
+            form
+        };
         if !wanted(form) {
             continue;
         }
@@ -674,7 +689,10 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                 }
             }
             N::deepseek => {
-                for c in p.into_inner().filter(|c| c.as_rule() == N::deepseek_call) {
+                for c in p
+                    .into_inner()
+                    .filter(|c| matches!(c.as_rule(), N::deepseek_call | N::ds_short_call))
+                {
                     let mut parts = c.into_inner();
                     if let (Some(name), Some(args)) = (parts.next(), parts.next()) {
                         if let Value::Object(a) = value_of(args) {
@@ -736,12 +754,20 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                     &mut calls,
                 );
             }
-            N::minimax_m2 | N::step3 => {
+            N::minimax_m2 | N::step3 | N::deepseek_dsml => {
                 let mut any = false;
                 for inv in p.into_inner().filter(|c| c.as_rule() != N::EOI) {
                     any = true;
                     match inv.as_rule() {
-                        N::mm_invoke | N::st_invoke => match invoke(inv) {
+                        N::dsml_invoke_json => {
+                            let mut parts = inv.into_inner();
+                            if let (Some(name), Some(Value::Object(a))) =
+                                (parts.next(), parts.next().map(value_of))
+                            {
+                                push(name_of(name.as_str().trim()), a, own, &mut calls);
+                            }
+                        }
+                        N::mm_invoke | N::st_invoke | N::dsml_invoke => match invoke(inv) {
                             Some((tool, args)) => push(tool, args, own, &mut calls),
                             None => raw.push(call_error(start, form)),
                         },
@@ -948,6 +974,15 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                 let document = every_form
                     && matches!(rule, N::llama_lead | N::llama_fence)
                     && objects.len() == 1;
+                // Hermes' other wrappers (`<response>`, …) hold calls or stay prose.
+                if rule == N::hermes_lead
+                    && objects
+                        .iter()
+                        .any(|(_, o, _)| call_object(o.clone()).is_err())
+                {
+                    cut.pop();
+                    continue;
+                }
                 for (at, o, id) in objects {
                     let llama = o.get("arguments").is_none() && o.get("parameters").is_some();
                     let source = if document && !llama {

@@ -227,3 +227,50 @@ fn command_r_cases_give_the_grammar_s_response_text() {
     }
     assert!(n >= 30, "only {n} readings");
 }
+
+/// `--format hermes` also reads call objects with no tag, at the start of the answer or
+/// as a fenced block's whole content (llama.cpp's Hermes 2 Pro reader does), as the
+/// `llama_json` row reads them; from the middle of prose it does not.
+#[test]
+fn hermes_reads_untagged_call_objects_where_calls_stand() {
+    for (text, want) in [
+        (
+            "{\"name\": \"kettle_fill\", \"arguments\": {\"litres\": 1.5}}",
+            1,
+        ),
+        (
+            "```\n  {\"name\": \"kettle_fill\", \"arguments\": {\"litres\": 2}}\n```",
+            1,
+        ),
+        (
+            "{\"name\": \"a_b\", \"arguments\": {}}; {\"name\": \"c_d\", \"arguments\": {}}",
+            2,
+        ),
+        (
+            "Then {\"name\": \"kettle_fill\", \"arguments\": {}} maybe.",
+            0,
+        ),
+    ] {
+        let p = parse(text, Format::Hermes);
+        assert!(!p.has_errors(), "{text}: {:?}", p.diagnostics);
+        assert_eq!(p.calls.len(), want, "{text}");
+        let g = tavern::internal::protocol::grammar::parse_native(text, Some(&["hermes"])).unwrap();
+        assert_eq!(g.calls.len(), want, "grammar: {text}");
+    }
+}
+
+/// `--format granite3` reads Granite 3.1's `<tool_call>` written as text (no closing
+/// tag, a list after it), as vLLM's Granite reader does; under `auto` that tag is the
+/// `hermes` row's.
+#[test]
+fn granite3_reads_its_tool_call_written_as_text() {
+    let text = "<tool_call> [{\"name\": \"vat_fill\", \"arguments\": {\"litres\": 12}},\n {\"name\": \"vat_stir\", \"arguments\": {}}]";
+    let p = parse(text, Format::Granite3);
+    assert!(!p.has_errors(), "{:?}", p.diagnostics);
+    let names: Vec<&str> = p.calls.iter().map(|c| c.tool.as_str()).collect();
+    assert_eq!(names, ["vat_fill", "vat_stir"]);
+    assert!(p.calls.iter().all(|c| c.source == Format::Granite3));
+    let g = tavern::internal::protocol::grammar::parse_native(text, Some(&["granite3"])).unwrap();
+    assert_eq!(g.calls.len(), 2);
+    assert_eq!(parse(text, Format::Auto).calls.len(), 2);
+}

@@ -1,7 +1,15 @@
 //! DeepSeek V3: `<｜tool▁calls▁begin｜>` then per call `<｜tool▁call▁begin｜>function<｜tool▁sep｜>name`,
 //! a ```` ```json ```` fence with the arguments and `<｜tool▁call▁end｜>`, then
 //! `<｜tool▁calls▁end｜>` (the full-width bars and `▁` are literal). The later form
-//! `<｜tool▁call▁begin｜>name<｜tool▁sep｜>{…}<｜tool▁call▁end｜>` is read too.
+//! `<｜tool▁call▁begin｜>name<｜tool▁sep｜>{…}<｜tool▁call▁end｜>` is read too, and so is
+//! the short opener `<｜tool▁calls｜>` with the first call's begin marker left out
+//! (`<｜tool▁calls｜>function<｜tool▁sep｜>name…`, as llama.cpp reads DeepSeek R1).
+//!
+//! DeepSeek V3.2 writes its calls as DSML instead: `<｜DSML｜function_calls>`, per call
+//! `<｜DSML｜invoke name="NAME">` with `<｜DSML｜parameter name="KEY" string="true">value
+//! </｜DSML｜parameter>` lines and `</｜DSML｜invoke>`, then `</｜DSML｜function_calls>`:
+//! MiniMax-M2's shape with a prefix, its values text (`text.rs`) as MiniMax-M2's are; an
+//! invoke may hold one JSON object instead of parameter tags.
 
 use memchr::memmem;
 
@@ -25,6 +33,113 @@ pub(crate) const UNCLOSED: (&str, &str) = (
 );
 const HINT: &str = "Write each call as <｜tool▁call▁begin｜>function<｜tool▁sep｜>ToolId, a ```json fence with the arguments, and <｜tool▁call▁end｜>.";
 
+/// DeepSeek V3.2's opening marker, matched exactly.
+pub(crate) const DSML_OPEN: &[u8] = "<｜DSML｜function_calls>".as_bytes();
+/// Its closing marker.
+pub(crate) const DSML_CLOSE: &[u8] = "</｜DSML｜function_calls>".as_bytes();
+
+/// A DSML invoke's opening, up to its attributes.
+const DSML_INVOKE: &[u8] = "<｜DSML｜invoke".as_bytes();
+/// Its closing tag.
+const DSML_INVOKE_END: &[u8] = "</｜DSML｜invoke".as_bytes();
+
+/// The reader of DeepSeek V3.2's DSML calls: each invoke holds `<｜DSML｜parameter>` tags
+/// (read as MiniMax-M2's are) or, as some servers' templates have it, one JSON object.
+pub(crate) fn read_dsml(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    let s = text.as_bytes();
+    let invoke = memmem::Finder::new(DSML_INVOKE);
+    let mut at = invoke.find(&s[content..close]).map(|i| content + i);
+    if at.is_none() {
+        // No invoke: the shared reader says so.
+        at = Some(content);
+    }
+    while let Some(p) = at {
+        let next = invoke
+            .find(&s[(p + 1).min(close)..close])
+            .map_or(close, |i| p + 1 + i);
+        if !json_invoke(text, p, next, block, span, out) {
+            super::text::read_invokes(
+                text,
+                p,
+                next,
+                "｜DSML｜",
+                Format::DeepSeek,
+                block,
+                span,
+                diags,
+                out,
+            );
+        }
+        at = (next < close).then_some(next);
+    }
+}
+
+/// An invoke at `text[at..to]` holding one JSON object and its closing tag: its call
+/// pushed onto `out`, true; false when it is not that shape.
+fn json_invoke(
+    text: &str,
+    at: usize,
+    to: usize,
+    block: usize,
+    span: Span,
+    out: &mut Vec<Call>,
+) -> bool {
+    let s = text.as_bytes();
+    if !s[at..to].starts_with(DSML_INVOKE) {
+        return false;
+    }
+    let head = at + DSML_INVOKE.len();
+    let Some(gt) = memchr::memchr(b'>', &s[head..to]).map(|i| head + i) else {
+        return false;
+    };
+    let Some(name) = text[head..gt]
+        .trim()
+        .strip_prefix("name")
+        .map(|r| r.trim_start())
+        .and_then(|r| r.strip_prefix('='))
+        .map(|r| r.trim_start())
+        .and_then(|r| r.strip_prefix('"'))
+        .and_then(|r| r.split('"').next())
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+    else {
+        return false;
+    };
+    let mut l = Lit::new(s, gt + 1, to);
+    l.ws();
+    if l.peek() != Some(b'{') {
+        return false;
+    }
+    let Ok((Some(args), e)) = lit::json_args(text, l.pos, to) else {
+        return false;
+    };
+    let mut r = Lit::new(s, e, to);
+    r.ws();
+    if !s[r.pos..to].starts_with(DSML_INVOKE_END) {
+        return false;
+    }
+    out.push(lit::call(
+        lit::unescape_name(name),
+        args,
+        Format::DeepSeek,
+        span,
+        block,
+    ));
+    true
+}
+
+/// The short opening marker llama.cpp accepts for DeepSeek R1, the first call's
+/// `<｜tool▁call▁begin｜>` left out after it.
+pub(crate) const SHORT_OPEN: &[u8] = "<｜tool▁calls｜>".as_bytes();
+
 /// The format table's reader.
 pub(crate) fn read(
     text: &str,
@@ -34,6 +149,35 @@ pub(crate) fn read(
     span: Span,
     diags: &mut Vec<RawDiag>,
     out: &mut Vec<Call>,
+) {
+    read_calls(text, content, close, block, span, diags, out, false);
+}
+
+/// The reader after [`SHORT_OPEN`]: its first call starts right after the marker.
+pub(crate) fn read_short(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    read_calls(text, content, close, block, span, diags, out, true);
+}
+
+/// The calls in `text[content..close]`; `implicit`: the first one's
+/// `<｜tool▁call▁begin｜>` is left out.
+#[allow(clippy::too_many_arguments)]
+fn read_calls(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+    mut implicit: bool,
 ) {
     let s = text.as_bytes();
     let ended = close >= text.len();
@@ -45,9 +189,16 @@ pub(crate) fn read(
         memmem::Finder::new(SEP),
         memmem::Finder::new(CALL_END),
     );
-    while let Some(i) = begin.find(&s[pos..close]) {
-        let at = pos + i;
-        let head = at + CALL_BEGIN.len();
+    loop {
+        let (at, head) = if implicit {
+            implicit = false;
+            (content, content)
+        } else {
+            match begin.find(&s[pos..close]) {
+                Some(i) => (pos + i, pos + i + CALL_BEGIN.len()),
+                None => break,
+            }
+        };
         let Some(j) = sep.find(&s[head..close]) else {
             diags.push(lit::value_error(
                 LitErr::Cut,
@@ -153,7 +304,28 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
     exact_keys: false,
     leading: None,
     names_as_written: true,
-    also: &[],
+    also: &[
+        RegionSyntax::new(
+            Open::Exact(SHORT_OPEN),
+            Close::Exact(CLOSE),
+            read_short,
+            "<｜tool▁calls｜>",
+            (
+                "<｜tool▁calls｜> has no <｜tool▁calls▁end｜>; its complete calls were read up to the end of the text",
+                "End the calls with <｜tool▁calls▁end｜>.",
+            ),
+        ),
+        RegionSyntax::new(
+        Open::Exact(DSML_OPEN),
+        Close::Exact(DSML_CLOSE),
+        read_dsml,
+        "<｜DSML｜function_calls>",
+        (
+            "<｜DSML｜function_calls> has no </｜DSML｜function_calls>; its complete calls were read up to the end of the text",
+            "End the calls with </｜DSML｜function_calls>.",
+        ),
+    )
+    ],
     lesson: super::Lesson::wire(
         |name, args| {
             format!(

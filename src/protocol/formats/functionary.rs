@@ -1,4 +1,5 @@
-//! functionary: `>>>name\n{…}` (v2/v3; `>>>all\n…` is the answer's text) and
+//! functionary: `>>>name\n{…}` (v2/v3; `>>>all\n…` is the answer's text, up to the next
+//! `>>>`; v3.2's answer may start with its `all` line, the prompt having ended in `>>>`) and
 //! `<function=name>{…}</function>` (v3.1, Llama-style). The tag form is a region `auto`
 //! finds anywhere; the `>>>` form is taken at the start of the answer (or as a whole
 //! fenced block).
@@ -97,7 +98,7 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
     // v3.2: the prompt ends in `>>>`, so the answer's first call starts without it; taken
     // only when more `>>>` calls follow it or it is the whole answer.
     let bare = !l.eat(b">>>");
-    if bare && !bare_first_call(text, l.pos, to) {
+    if bare && !starts_all(s, l.pos, to) && !bare_first_call(text, l.pos, to) {
         return Lead::No;
     }
     let mut calls = Vec::new();
@@ -114,18 +115,10 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
             return Lead::No;
         }
         if name == "all" {
-            // The answer's text, up to the next `>>>` at a line start.
+            // The answer's text, up to the next `>>>` (the model writes the marker right
+            // after its text, on the same line or the next).
             let start = l.pos;
-            let mut e = to;
-            let mut k = start;
-            while let Some(i) = memchr::memmem::find(&s[k..to], b">>>") {
-                let p = k + i;
-                if p == start || s[p - 1] == b'\n' || s[p - 1] == b'\r' {
-                    e = p;
-                    break;
-                }
-                k = p + 3;
-            }
+            let e = memchr::memmem::find(&s[start..to], b">>>").map_or(to, |i| start + i);
             prose.push((start, e));
             l.pos = e;
         } else {
@@ -172,6 +165,16 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
                 diags: Vec::new(),
             };
         }
+    }
+}
+
+/// True when `s[at..to]` starts with v3.2's `all` line (the prompt ended in `>>>`): the
+/// answer's text comes first; it is a call only when a `>>>` call follows.
+fn starts_all(s: &[u8], at: usize, to: usize) -> bool {
+    let mut l = Lit::new(s, at, to);
+    l.eat(b"all") && {
+        l.blanks();
+        l.eat(b"\r\n") || l.eat(b"\n") || l.eat(b"\r")
     }
 }
 

@@ -1,5 +1,6 @@
 //! GigaChat 3: `function call<|role_sep|>` then one JSON object `{"name": …, "arguments":
-//! {…}}`, at the start of the answer (the marker is the role line of the turn).
+//! {…}}`, at the start of the answer (the marker is the role line of the turn). A server
+//! that drops the special token leaves `function call{…}`, read the same.
 
 use super::lead::Lead;
 use super::{functools, FormatEntry, Reader};
@@ -27,7 +28,11 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
         text,
         from,
         to,
-        &[b"function call<|role_sep|>", b"<|role_sep|>"],
+        &[
+            b"function call<|role_sep|>",
+            b"<|role_sep|>",
+            b"function call",
+        ],
         Format::Gigachat3,
     )
 }

@@ -4,10 +4,18 @@
 //! (only the closing tag is missing); a cut-off JSON is an error and runs nothing. A
 //! model that opens the call with its chat template's `<|im_start|>` instead of
 //! `<tool_call>` is read too, when the JSON follows the marker directly.
+//!
+//! At the start of the answer or as the whole content of a fenced block (never from the
+//! middle of prose), the other wrappers Hermes-style models write are read too:
+//! `<tools>`, `<tool>`, `<response>`, `<json>` or `<xml>` around the same JSON, in any
+//! case; and with `--format hermes` (not under `auto`, where the `json` and `llama_json`
+//! rows read them), call objects with no tag at all, as the `llama_json` row reads them.
 
+use super::lead::Lead;
 use super::lit;
+use super::text::find_ci;
 use super::{Auto, Close, FormatEntry, Open, Reader, RegionSyntax};
-use crate::protocol::types::{Call, Format, RawDiag, Span};
+use crate::protocol::types::{Call, Format, RawDiag, Severity, Span};
 
 /// The opening tag (matched case-insensitively, then blanks and `>`).
 pub(crate) const OPEN: &[u8] = b"<tool_call";
@@ -32,6 +40,97 @@ pub(crate) const UNCLOSED: (&str, &str) = (
     "<tool_call> has no closing </tool_call>; its complete JSON was read up to the end of the text",
     "End every call with </tool_call>.",
 );
+
+/// The other tags Hermes-style models wrap their calls in (without `<`, lowercase;
+/// `tools` before `tool`), read only at the start of the answer or as a fenced block.
+const WRAPS: &[&[u8]] = &[b"tools", b"tool", b"response", b"json", b"xml"];
+
+/// Read by `--format hermes` only (`formats::leading_for`): call objects with no tag at
+/// the start of `text[from..to]`, as the `llama_json` row reads them.
+pub(crate) fn untagged(text: &str, from: usize, to: usize) -> Lead {
+    super::llama_json::lead_as(text, from, to, Format::Hermes)
+}
+
+/// The format table's leading reader: one of [`WRAPS`] around JSON calls, its closing
+/// tag present, at the start of `text[from..to]`.
+pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
+    let s = text.as_bytes();
+    let mut p = from;
+    while p < to && s[p].is_ascii_whitespace() {
+        p += 1;
+    }
+    if s.get(p) != Some(&b'<') {
+        return Lead::No;
+    }
+    let Some(wrap) = WRAPS.iter().find(|w| {
+        let e = p + 1 + w.len();
+        e <= to && s[p + 1..e].eq_ignore_ascii_case(w) && {
+            let mut q = e;
+            while q < to && matches!(s[q], b' ' | b'\t') {
+                q += 1;
+            }
+            s.get(q) == Some(&b'>')
+        }
+    }) else {
+        return Lead::No;
+    };
+    // The content starts after the `>` found above.
+    let content = p
+        + 1
+        + wrap.len()
+        + s[p + 1 + wrap.len()..to]
+            .iter()
+            .position(|&b| b == b'>')
+            .unwrap_or(0)
+        + 1;
+    // The closing tag: `</`, the name, blanks, `>`.
+    let mut k = content;
+    let (close, end) = loop {
+        let Some(c) = find_ci(s, k, to, b"</") else {
+            return Lead::No;
+        };
+        let e = c + 2 + wrap.len();
+        if e <= to && s[c + 2..e].eq_ignore_ascii_case(wrap) {
+            let mut q = e;
+            while q < to && matches!(s[q], b' ' | b'\t') {
+                q += 1;
+            }
+            if s.get(q) == Some(&b'>') {
+                break (c, q + 1);
+            }
+        }
+        k = c + 2;
+    };
+    let span = Span {
+        start: p,
+        end,
+        line: 0,
+        column: 0,
+    };
+    let mut diags = Vec::new();
+    let mut calls = Vec::new();
+    lit::read_json_calls(
+        text,
+        content,
+        close,
+        None,
+        Format::Hermes,
+        0,
+        span,
+        &mut diags,
+        &mut calls,
+    );
+    // Anything but calls inside (prose, a JSON value that is no call) stays prose.
+    if calls.is_empty() || diags.iter().any(|d| d.severity == Severity::Error) {
+        return Lead::No;
+    }
+    Lead::Calls {
+        calls,
+        end,
+        prose: Vec::new(),
+        diags,
+    }
+}
 
 /// The format table's reader.
 pub(crate) fn read(
@@ -82,7 +181,7 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
         prose: None,
     }),
     exact_keys: false,
-    leading: None,
+    leading: Some(lead),
     names_as_written: true,
     also: &[RegionSyntax {
         open: Open::Exact(IM_START),

@@ -1,6 +1,7 @@
 //! JSON call forms: MCP `tools/call` (params or the whole JSON-RPC request), OpenAI
 //! function calls (one, a list, or an assistant message's `tool_calls`), and the legacy
-//! `function_call` / Anthropic `tool_use` shapes, which cost nothing extra.
+//! `function_call` / Anthropic `tool_use` shapes, which cost nothing extra; llama.cpp's
+//! generic `{"tool_call": {…}}` is one call.
 
 use serde_json::Value;
 
@@ -249,6 +250,13 @@ impl<'de> serde::Deserialize<'de> for Doc<'de> {
                                 CallList::List(l) => Some(l),
                                 CallList::Other => None,
                             };
+                        }
+                        Key::ToolCall => {
+                            // llama.cpp's generic shape: one call object under `tool_call`.
+                            let c: CallObj<'de> = m.next_value()?;
+                            if c.is_call_object() && o.tool_calls.is_none() {
+                                o.tool_calls = Some(vec![c]);
+                            }
                         }
                         Key::Content => {
                             o.content = match m.next_value::<Value>()? {

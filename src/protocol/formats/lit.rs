@@ -831,6 +831,8 @@ pub(crate) enum Key {
     Method,
     Params,
     ToolCalls,
+    /// llama.cpp's generic `{"tool_call": {…}}`.
+    ToolCall,
     Content,
     Id,
     Other,
@@ -848,6 +850,7 @@ impl Key {
             "method" => Key::Method,
             "params" => Key::Params,
             "tool_calls" => Key::ToolCalls,
+            "tool_call" => Key::ToolCall,
             "content" => Key::Content,
             "id" => Key::Id,
             _ => Key::Other,

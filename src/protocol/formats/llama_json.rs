@@ -44,6 +44,11 @@ pub(crate) fn read(
 
 /// Call objects at the start of `text[from..to]`, separated by `;`.
 pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
+    lead_as(text, from, to, Format::LlamaJson)
+}
+
+/// [`lead`], its calls marked as `source`'s (`--format hermes` reads them too).
+pub(crate) fn lead_as(text: &str, from: usize, to: usize, source: Format) -> Lead {
     let s = text.as_bytes();
     let mut l = Lit::new(s, from, to);
     l.ws();
@@ -63,7 +68,7 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
                         line: 0,
                         column: 0,
                     };
-                    calls.push(lit::call(tool, args, Format::LlamaJson, span, calls.len()));
+                    calls.push(lit::call(tool, args, source, span, calls.len()));
                     end = e;
                     l.pos = e;
                 }

@@ -386,12 +386,18 @@ pub(crate) fn readers_for(format: Format) -> impl Iterator<Item = &'static Forma
 }
 
 /// The leading readers for `format`: its own, or for `auto` every row's, in table order.
+/// `--format hermes` also reads untagged call objects (`hermes.rs`), which `auto` leaves
+/// to the `json` and `llama_json` rows.
 pub(crate) fn leading_for(format: Format) -> Vec<lead::LeadRead> {
-    FORMATS
+    let mut readers: Vec<lead::LeadRead> = FORMATS
         .iter()
         .filter(|e| format == Format::Auto || e.format == format)
         .filter_map(|e| e.leading)
-        .collect()
+        .collect();
+    if format == Format::Hermes {
+        readers.push(hermes::untagged);
+    }
+    readers
 }
 
 /// The pair reader for blocks of `kind`.
