@@ -769,13 +769,9 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                         continue;
                     };
                     let id = id.as_str().trim();
-                    let name = id.strip_prefix("functions.").unwrap_or(id);
-                    let name = match name.rsplit_once(':') {
-                        Some((n, i)) if i.bytes().all(|c| c.is_ascii_digit()) => n,
-                        _ => name,
-                    };
-                    match value_of(args) {
-                        Value::Object(a) if !name.is_empty() => {
+                    let name = formats::kimi_k2::name_of(id);
+                    match (value_of(args), name) {
+                        (Value::Object(a), Some(name)) if !name.is_empty() => {
                             push(name.to_string(), a, own, &mut calls);
                             with_id(&mut calls, Some(id.to_string()));
                         }
@@ -793,7 +789,9 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                 match (parts.next(), to) {
                     // No `<|message|>`: a call the text ends in, or nothing.
                     (None, Some(_)) if end == text.len() => raw.push(call_error(start, form)),
-                    (None, _) | (Some(_), Some(_)) if channel == "analysis" => {}
+                    (None, _) | (Some(_), Some(_))
+                        if channel == "analysis"
+                            && !to.is_some_and(|t| t.starts_with("functions.")) => {}
                     (None, _) => {}
                     // The answer: its body is response text.
                     (Some(body), None) => {
@@ -803,6 +801,10 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                             cut.push((start, b.start()));
                             cut.push((b.end(), end));
                         }
+                    }
+                    (Some(body), Some(to)) if body.as_rule() == N::harmony_none => {
+                        let name = to.strip_prefix("functions.").unwrap_or(to);
+                        push(name.to_string(), Map::new(), own, &mut calls);
                     }
                     (Some(body), Some(to)) => {
                         let name = to.strip_prefix("functions.").unwrap_or(to);

@@ -2,9 +2,11 @@
 //! [<|constrain|>json]<|message|>BODY` ended by `<|call|>`, `<|end|>` or `<|return|>`
 //! (the recipient may also stand before the channel: `<|start|>assistant
 //! to=functions.NAME<|channel|>commentary json<|message|>…`). A message with a recipient
-//! is a call whose arguments are the JSON body, unless it is in the `analysis` channel
-//! (reasoning: never run, not response text); the `final` channel's body is the
-//! response text; other bodies are dropped.
+//! is a call whose arguments are the JSON body (an empty body, its end token written, is
+//! a call with no arguments); in the `analysis` channel (reasoning: never run, not
+//! response text) only a recipient `functions.NAME` makes one, as vLLM, SGLang and
+//! llama.cpp read it; the `final` channel's body is the response text; other bodies are
+//! dropped.
 
 use super::text;
 use super::{lit, Close, FormatEntry, Open, Reader, RegionSyntax};
@@ -105,10 +107,21 @@ pub(crate) fn read(
     };
     let (channel, to) = header(&text[content..m]);
     let Some(to) = to else { return };
-    if channel == "analysis" {
+    if channel == "analysis" && !to.starts_with("functions.") {
         return;
     }
     let name = to.strip_prefix("functions.").unwrap_or(to);
+    if !ended && text[m + MESSAGE.len()..close].trim().is_empty() {
+        // `<|message|><|call|>`: a call with no arguments.
+        out.push(lit::call(
+            name.to_string(),
+            serde_json::Map::new(),
+            Format::Harmony,
+            span,
+            block,
+        ));
+        return;
+    }
     match lit::json_args(text, m + MESSAGE.len(), close) {
         Ok((Some(args), _)) => out.push(lit::call(
             name.to_string(),

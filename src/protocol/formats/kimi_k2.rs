@@ -2,8 +2,8 @@
 //! `functions.NAME:INDEX` `<|tool_call_argument_begin|>` `{…}` `<|tool_call_end|>`, then
 //! `<|tool_calls_section_end|>` (some servers write `tool_call_section`, singular). The
 //! id `functions.NAME:INDEX` is the call's id; each call is read on its own, a broken
-//! one (its arguments not an object, or no `<|tool_call_argument_begin|>` before its
-//! `<|tool_call_end|>`) a diagnostic of its own.
+//! one (its arguments not an object, its id not ending in `:INDEX`, or no
+//! `<|tool_call_argument_begin|>` before its `<|tool_call_end|>`) a diagnostic of its own.
 
 use super::text;
 use super::{lit, Close, FormatEntry, Open, Reader, RegionSyntax};
@@ -52,6 +52,16 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
     )
 };
 
+/// The tool named by a call's id `functions.NAME:N` (`functions.` may be missing); none
+/// when the id does not end in `:N`, as vLLM and SGLang read it.
+pub(crate) fn name_of(id: &str) -> Option<&str> {
+    let name = id.strip_prefix("functions.").unwrap_or(id);
+    match name.rsplit_once(':') {
+        Some((n, i)) if !i.is_empty() && i.bytes().all(|c| c.is_ascii_digit()) => Some(n),
+        _ => None,
+    }
+}
+
 /// The section's reader.
 pub(crate) fn read(
     text: &str,
@@ -90,15 +100,19 @@ pub(crate) fn read(
             return;
         };
         let id = text[id0..a].trim();
-        let name = id.strip_prefix("functions.").unwrap_or(id);
-        let name = match name.rsplit_once(':') {
-            Some((n, i)) if i.bytes().all(|c| c.is_ascii_digit()) => n,
-            _ => name,
-        };
         let args_at = a + ARG_BEGIN.len();
         let end = text::find(s, args_at, close, CALL_END);
         let args_to = end.unwrap_or(close);
         let next = end.map_or(close, |e| e + CALL_END.len());
+        let Some(name) = name_of(id) else {
+            diags.push(text::bad(
+                b,
+                &format!("the id '{id}' of a Kimi call is not functions.NAME:N"),
+                HINT,
+            ));
+            pos = next;
+            continue;
+        };
         match lit::json_args(text, args_at, args_to) {
             Ok((Some(args), _)) if !name.is_empty() => {
                 let mut c = lit::call(name.to_string(), args, Format::KimiK2, span, block);

@@ -42,7 +42,7 @@ mod harmony;
 mod hermes;
 mod internlm2;
 mod json;
-mod kimi_k2;
+pub(crate) mod kimi_k2;
 pub(crate) mod lead;
 mod lfm2;
 pub(crate) mod lit;
