@@ -1035,13 +1035,16 @@ fn text_args<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> Map<String,
 /// A Qwen3-Coder `<function=…>` node: its tool and arguments; `None` when it names none.
 fn q_function(f: pest::iterators::Pair<'_, N>) -> Option<(String, Map<String, Value>)> {
     let mut parts = f.into_inner();
-    let name = name_of(parts.next()?.as_str().trim());
+    let name = name_of(formats::text::tag_name(parts.next()?.as_str()));
     if name.is_empty() {
         return None;
     }
     let pairs = parts.filter_map(|param| {
         let mut kv = param.into_inner();
-        let (key, text) = (kv.next()?.as_str(), kv.next()?.as_str());
+        let (key, text) = (
+            formats::text::tag_name(kv.next()?.as_str()),
+            kv.next()?.as_str(),
+        );
         // A value with no closing tag runs to what follows, blanks at its end dropped.
         let closed = kv.next().is_some();
         Some((

@@ -45,7 +45,7 @@ pub(crate) fn read(
 ) {
     // The tag is shared: what is inside says whose call it is.
     let inner = text.get(content..close).unwrap_or("").trim_start();
-    if inner.len() >= 10 && inner.as_bytes()[..10].eq_ignore_ascii_case(b"<function=") {
+    if super::text::starts_with_function(inner) {
         return super::qwen3_coder::read(text, content, close, block, span, diags, out);
     }
     if super::glm45::is_glm45(inner) {

@@ -15,15 +15,110 @@ use super::lit;
 use crate::protocol::args::Args;
 use crate::protocol::types::{Call, Format, RawDiag, Span};
 
-/// The value between its tags: one leading and one trailing line break dropped.
+/// The value between its tags: one leading and one trailing line break dropped. When the
+/// closing tag stands indented on a line of its own (`\n        </parameter>`), the value
+/// is laid out with that indent: the line break and blanks before the closing tag are
+/// dropped, and so are up to as many blanks at the value's start (as SGLang reads it).
 pub(crate) fn trim_one_newline(v: &str) -> &str {
     let v = v
         .strip_prefix("\r\n")
         .or_else(|| v.strip_prefix('\n'))
         .unwrap_or(v);
+    if let Some(nl) = v.rfind('\n') {
+        let indent = &v[nl + 1..];
+        if !indent.is_empty() && indent.bytes().all(|b| b == b' ' || b == b'\t') {
+            let body = &v[..nl];
+            let body = body.strip_suffix('\r').unwrap_or(body);
+            let lead = body
+                .bytes()
+                .take(indent.len())
+                .take_while(|b| *b == b' ' || *b == b'\t')
+                .count();
+            return &body[lead..];
+        }
+    }
     v.strip_suffix("\r\n")
         .or_else(|| v.strip_suffix('\n'))
         .unwrap_or(v)
+}
+
+/// The blanks and `=` (`=`, ` = `) or ` name=` that follow a Qwen3 tag's word
+/// (`<function`, `<parameter`) at `at`: where its name starts.
+fn name_eq_at(s: &[u8], at: usize, to: usize) -> Option<usize> {
+    let blank = |b: u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+    let skip = |mut i: usize| {
+        while i < to && blank(s[i]) {
+            i += 1;
+        }
+        i
+    };
+    let i = skip(at);
+    let i = if i < to && s[i] == b'=' {
+        i
+    } else if i > at && tag_at(s, i, to, b"name") {
+        let j = skip(i + 4);
+        if j < to && s[j] == b'=' {
+            j
+        } else {
+            return None;
+        }
+    } else {
+        return None;
+    };
+    Some(skip(i + 1))
+}
+
+/// A Qwen3 tag's name as written between its `=` and `>`: blanks and one pair of quotes
+/// (`name="send"`) dropped.
+pub(crate) fn tag_name(raw: &str) -> &str {
+    let t = raw.trim();
+    match t.as_bytes() {
+        [q @ (b'"' | b'\''), .., e] if q == e && t.len() >= 2 => t[1..t.len() - 1].trim(),
+        _ => t,
+    }
+}
+
+/// The first opening tag `word` (`<function`, `<parameter`) in `s[from..to]` followed by
+/// its `=` or ` name=`: where it starts and where its name starts.
+fn find_open_ci(s: &[u8], from: usize, to: usize, word: &[u8]) -> Option<(usize, usize)> {
+    let mut k = from;
+    loop {
+        let p = find_ci(s, k, to, word)?;
+        if let Some(n) = name_eq_at(s, p + word.len(), to) {
+            return Some((p, n));
+        }
+        k = p + 1;
+    }
+}
+
+/// The first of a closing tag `close` and an opening tag `word` (followed by its `=` or
+/// ` name=`) in `s[from..to]`: `(offset, true)` for the closing one.
+fn find_close_or_open_ci(
+    s: &[u8],
+    from: usize,
+    to: usize,
+    close: &[u8],
+    word: &[u8],
+) -> Option<(usize, bool)> {
+    let mut k = from;
+    while k < to {
+        let p = k + memchr::memchr(b'<', &s[k..to])?;
+        if tag_at(s, p, to, close) {
+            return Some((p, true));
+        }
+        if tag_at(s, p, to, word) && name_eq_at(s, p + word.len(), to).is_some() {
+            return Some((p, false));
+        }
+        k = p + 1;
+    }
+    None
+}
+
+/// True when `content` starts (after blanks) with a Qwen3 `<function=…>` tag, in its
+/// `=NAME` or `name="NAME"` spelling.
+pub(crate) fn starts_with_function(content: &str) -> bool {
+    let t = content.trim_start().as_bytes();
+    tag_at(t, 0, t.len(), b"<function") && name_eq_at(t, b"<function".len(), t.len()).is_some()
 }
 
 /// The arguments of one call whose values are written as text, kept as one JSON object
@@ -151,7 +246,8 @@ pub(crate) fn bad(at: usize, what: &str, hint: &str) -> RawDiag {
 }
 
 /// Reads `<fun=NAME>` … `<param=KEY>value</param>` … `</fun>` calls (Qwen3-Coder's
-/// `<function=…>`/`<parameter=…>`) in `text[from..to]`, each its own call: a broken one
+/// `<function=…>`/`<parameter=…>`, also spelt `<function = NAME>` or
+/// `<function name="NAME">`) in `text[from..to]`, each its own call: a broken one
 /// is a diagnostic and its neighbours are read. `from` may stand right after a
 /// `<function=NAME>` tag the scanner already read (`name`).
 #[allow(clippy::too_many_arguments)]
@@ -174,10 +270,9 @@ pub(crate) fn read_param_calls(
         let (tool, at) = match name.take() {
             Some(n) => n,
             None => {
-                let Some(p) = find_ci(s, pos, to, b"<function=") else {
+                let Some((p, n0)) = find_open_ci(s, pos, to, b"<function") else {
                     return;
                 };
-                let n0 = p + b"<function=".len();
                 let Some(gt) = find(s, n0, to, b">") else {
                     diags.push(if ended {
                         cut(p, "?", HINT)
@@ -187,30 +282,30 @@ pub(crate) fn read_param_calls(
                     return;
                 };
                 pos = gt + 1;
-                (lit::unescape_name(text[n0..gt].trim()), p)
+                (lit::unescape_name(tag_name(&text[n0..gt])), p)
             }
         };
         // The function ends at its `</function` or where the next `<function=` starts.
-        let (fun_end, next_fun) = match find_either_ci(s, pos, to, b"</function", b"<function=") {
-            Some((e, true)) => (e, e),
-            Some((n, false)) => (find_ci(s, n, to, b"</function").unwrap_or(to), n),
-            None => (to, to),
-        };
+        let (fun_end, next_fun) =
+            match find_close_or_open_ci(s, pos, to, b"</function", b"<function") {
+                Some((e, true)) => (e, e),
+                Some((n, false)) => (find_ci(s, n, to, b"</function").unwrap_or(to), n),
+                None => (to, to),
+            };
         let body_end = next_fun.min(fun_end);
         let mut args = TextArgs::default();
         let mut p = pos;
         let mut broken = None;
-        while let Some(q) = find_ci(s, p, body_end, b"<parameter=") {
-            let k0 = q + b"<parameter=".len();
+        while let Some((q, k0)) = find_open_ci(s, p, body_end, b"<parameter") {
             let Some(gt) = find(s, k0, body_end, b">") else {
                 broken = Some(q);
                 break;
             };
-            let key = &text[k0..gt];
+            let key = tag_name(&text[k0..gt]);
             let v0 = gt + 1;
             // The value ends at its `</parameter` or, unclosed, at the next parameter.
             let (close, next) =
-                match find_either_ci(s, v0, body_end, b"</parameter", b"<parameter=") {
+                match find_close_or_open_ci(s, v0, body_end, b"</parameter", b"<parameter") {
                     Some((c, true)) => (Some(c), c),
                     Some((n, false)) => (None, n),
                     None => (None, body_end),
