@@ -5,7 +5,7 @@
 //! the text as written, quotes and all), and with no schema a value that is a JSON
 //! literal (number, `true`, `null`, object, array, quoted string) is read as one, anything
 //! else is a string. The text keeps its inner newlines, minus one leading and one
-//! trailing newline.
+//! trailing newline (an indented layout loses its indent: [`trim_one_newline`]).
 
 use std::fmt::Write;
 
