@@ -725,13 +725,16 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
             N::glm45 => {
                 let mut parts = p.into_inner();
                 let Some(name) = parts.next() else { continue };
-                let pairs = parts.filter_map(|pair| {
-                    let mut kv = pair.into_inner();
-                    Some((kv.next()?.as_str(), kv.next()?.as_str()))
-                });
+                let pairs: Vec<_> = parts
+                    .filter_map(|pair| {
+                        let mut kv = pair.into_inner();
+                        let key = kv.next()?.as_str();
+                        Some((key, formats::glm45::value_text(kv.next()?.as_str())))
+                    })
+                    .collect();
                 push(
-                    name_of(name.as_str().trim()),
-                    text_args(pairs),
+                    name_of(formats::glm45::name_of(name.as_str())),
+                    text_args(pairs.iter().map(|(k, v)| (*k, v.as_ref()))),
                     own,
                     &mut calls,
                 );

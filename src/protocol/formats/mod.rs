@@ -35,7 +35,7 @@ mod gemma3;
 mod gemma4;
 mod gigachat3;
 mod glm;
-mod glm45;
+pub(crate) mod glm45;
 mod granite;
 mod granite3;
 mod harmony;
