@@ -33,6 +33,32 @@ pub(crate) const UNCLOSED: (&str, &str) = (
     "End every call with </tool_call>.",
 );
 
+/// Where a tag's content starts once the tags that were only mentioned are passed: a
+/// `<tool_call>` followed by text with no `{`, `[` or `<` in it and then another
+/// `<tool_call>` was named in prose (`use <tool_call> here.\n<tool_call>…`); the call
+/// is in the last one.
+fn past_mentions(text: &str, mut content: usize, close: usize) -> usize {
+    let s = text.as_bytes();
+    while let Some(i) = s
+        .get(content..close)
+        .and_then(|c| memchr::memchr3(b'{', b'[', b'<', c))
+    {
+        let q = content + i;
+        if s[q] != b'<' || !s[q..close].get(..OPEN.len()).is_some_and(|h| h.eq_ignore_ascii_case(OPEN)) {
+            break;
+        }
+        let mut e = q + OPEN.len();
+        while e < close && matches!(s[e], b' ' | b'\t') {
+            e += 1;
+        }
+        if s.get(e) != Some(&b'>') {
+            break;
+        }
+        content = e + 1;
+    }
+    content
+}
+
 /// The format table's reader.
 pub(crate) fn read(
     text: &str,
@@ -43,6 +69,7 @@ pub(crate) fn read(
     diags: &mut Vec<RawDiag>,
     out: &mut Vec<Call>,
 ) {
+    let content = past_mentions(text, content, close);
     // The tag is shared: what is inside says whose call it is.
     let inner = text.get(content..close).unwrap_or("").trim_start();
     if super::text::starts_with_function(inner) {
