@@ -185,6 +185,30 @@ fn think_tag(s: &[u8], p: usize, eof: bool, close: bool) -> M {
     }
 }
 
+/// Kimi K2's section or call opening marker at `p`, which ends an open `<think>`.
+fn kimi_mark(s: &[u8], p: usize, eof: bool) -> M {
+    if s.get(p + 1).is_some_and(|&b| b != b'|') {
+        return M::No;
+    }
+    let mut partial = false;
+    for pat in [
+        &b"<|tool_calls_section_begin|>"[..],
+        b"<|tool_call_section_begin|>",
+        b"<|tool_call_begin|>",
+    ] {
+        match match_exact(s, p, pat, eof) {
+            M::Yes(e) => return M::Yes(e),
+            M::Partial => partial = true,
+            M::No => {}
+        }
+    }
+    if partial {
+        M::Partial
+    } else {
+        M::No
+    }
+}
+
 /// A tag (`pat` is `<name` or `</name`, lowercase) matched case-insensitively, then
 /// optional blanks and `>`.
 fn tag(s: &[u8], p: usize, eof: bool, pat: &[u8]) -> M {
@@ -541,7 +565,20 @@ impl Scanner {
                                     self.pos = p;
                                     return;
                                 }
-                                M::No => self.pos = p + 1,
+                                M::No => match kimi_mark(s, p, eof) {
+                                    // Kimi K2 Thinking calls from inside its reasoning: its
+                                    // call markers (special tokens, never prose) end it.
+                                    M::Yes(_) => {
+                                        self.piece_start = p;
+                                        self.pos = p;
+                                        self.mode = Mode::Prose;
+                                    }
+                                    M::Partial => {
+                                        self.pos = p;
+                                        return;
+                                    }
+                                    M::No => self.pos = p + 1,
+                                },
                             }
                         }
                     }
