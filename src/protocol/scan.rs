@@ -165,11 +165,22 @@ const THINK_OPEN: u64 = 1 << 62;
 const THINK_CLOSE: u64 = 1 << 63;
 const MAX_MASKED: usize = 62;
 
+/// `<think>` or `</think>` (also `<thinking>`, and Seed-OSS' `<seed:think>`) at `p`.
 fn think_tag(s: &[u8], p: usize, eof: bool, close: bool) -> M {
     let pat: &[u8] = if close { b"</think" } else { b"<think" };
     let mut q = match match_ci(s, p, pat, eof) {
         M::Yes(e) => e,
-        other => return other,
+        M::No => {
+            let seed: &[u8] = if close { b"</seed:think" } else { b"<seed:think" };
+            match match_ci(s, p, seed, eof) {
+                M::Yes(e) => e,
+                other => return other,
+            }
+        }
+        M::Partial => {
+            // `<th` could still be `<think`; `<` alone could also be `<seed:think`.
+            return M::Partial;
+        }
     };
     match match_ci(s, q, b"ing", eof) {
         M::Yes(e) => q = e,
