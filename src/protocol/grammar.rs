@@ -786,9 +786,15 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                 }
             }
             N::harmony => {
+                let by_channel = p.as_str().starts_with("<|channel|>");
                 let mut parts = p.into_inner().filter(|c| c.as_rule() != N::EOI);
                 let Some(head) = parts.next() else { continue };
                 let (channel, to) = harmony_header(head.as_str());
+                let to = to.or_else(|| {
+                    by_channel
+                        .then(|| formats::harmony::role_recipient(text, start))
+                        .flatten()
+                });
                 match (parts.next(), to) {
                     // No `<|message|>`: a call the text ends in, or nothing.
                     (None, Some(_)) if end == text.len() => raw.push(call_error(start, form)),

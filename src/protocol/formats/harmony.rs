@@ -1,7 +1,8 @@
 //! gpt-oss (OpenAI harmony): messages `<|channel|>CHANNEL [to=functions.NAME]
 //! [<|constrain|>json]<|message|>BODY` ended by `<|call|>`, `<|end|>` or `<|return|>`
 //! (the recipient may also stand before the channel: `<|start|>assistant
-//! to=functions.NAME<|channel|>commentary json<|message|>…`). A message with a recipient
+//! to=functions.NAME<|channel|>commentary json<|message|>…`, or, the prompt having written
+//! `<|start|>assistant`, ` to=functions.NAME<|channel|>…`). A message with a recipient
 //! is a call whose arguments are the JSON body (an empty body, its end token written, is
 //! a call with no arguments); in the `analysis` channel (reasoning: never run, not
 //! response text) only a recipient `functions.NAME` makes one, as vLLM, SGLang and
@@ -79,6 +80,18 @@ fn header(h: &str) -> (&str, Option<&str>) {
     (channel, to.filter(|t| !t.is_empty()))
 }
 
+/// The recipient written before a `<|channel|>` at `at` when the answer's first
+/// `<|start|>assistant` was the prompt's (` to=functions.NAME<|channel|>…`): the text back
+/// to the previous token (or the text's start) is `to=NAME`, `assistant` allowed before it.
+pub(crate) fn role_recipient(text: &str, at: usize) -> Option<&str> {
+    let before = &text[..at];
+    let from = before.rfind("|>").map_or(0, |i| i + 2);
+    let seg = before[from..].trim();
+    let seg = seg.strip_prefix("assistant").map_or(seg, str::trim_start);
+    let to = seg.strip_prefix("to=")?;
+    (!to.is_empty() && !to.contains(char::is_whitespace)).then_some(to)
+}
+
 /// Where the `final` channel's text starts in a message.
 fn final_text(text: &str, content: usize, end: usize) -> Option<usize> {
     let s = text.as_bytes();
@@ -106,6 +119,12 @@ pub(crate) fn read(
         return;
     };
     let (channel, to) = header(&text[content..m]);
+    let opened_by_channel = text[span.start..content].starts_with("<|channel|>");
+    let to = to.or_else(|| {
+        opened_by_channel
+            .then(|| role_recipient(text, span.start))
+            .flatten()
+    });
     let Some(to) = to else { return };
     if channel == "analysis" && !to.starts_with("functions.") {
         return;

@@ -38,7 +38,7 @@ mod glm;
 pub(crate) mod glm45;
 mod granite;
 mod granite3;
-mod harmony;
+pub(crate) mod harmony;
 mod hermes;
 mod internlm2;
 mod json;
