@@ -1175,6 +1175,15 @@ fn prose_outside(text: &str, cut: &[(usize, usize)]) -> String {
 /// names none, or the text has no native call, so the TAM grammar reads it).
 fn native_reference(text: &str, format: Format) -> Result<Option<Parsed>, GrammarError> {
     if let Some(form) = native_form(format) {
+        // MiniMax-M2's row also reads MiniMax-M1's `<tool_calls>` (its `also` region); as
+        // in the scanner, a call read for a format asked for carries that format.
+        if format == Format::MinimaxM2 {
+            let mut p = parse_native(text, Some(&[form, "tool_calls"]))?;
+            for c in &mut p.calls {
+                c.source = format;
+            }
+            return Ok(Some(p));
+        }
         return parse_native(text, Some(&[form])).map(Some);
     }
     if format != Format::Auto {

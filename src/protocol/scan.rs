@@ -171,7 +171,11 @@ fn think_tag(s: &[u8], p: usize, eof: bool, close: bool) -> M {
     let mut q = match match_ci(s, p, pat, eof) {
         M::Yes(e) => e,
         M::No => {
-            let seed: &[u8] = if close { b"</seed:think" } else { b"<seed:think" };
+            let seed: &[u8] = if close {
+                b"</seed:think"
+            } else {
+                b"<seed:think"
+            };
             match match_ci(s, p, seed, eof) {
                 M::Yes(e) => e,
                 other => return other,

@@ -44,7 +44,11 @@ fn past_mentions(text: &str, mut content: usize, close: usize) -> usize {
         .and_then(|c| memchr::memchr3(b'{', b'[', b'<', c))
     {
         let q = content + i;
-        if s[q] != b'<' || !s[q..close].get(..OPEN.len()).is_some_and(|h| h.eq_ignore_ascii_case(OPEN)) {
+        if s[q] != b'<'
+            || !s[q..close]
+                .get(..OPEN.len())
+                .is_some_and(|h| h.eq_ignore_ascii_case(OPEN))
+        {
             break;
         }
         let mut e = q + OPEN.len();

@@ -161,5 +161,13 @@ fn read_bare(
     diags: &mut Vec<RawDiag>,
     out: &mut Vec<Call>,
 ) {
-    read(text, content - CALL_BEGIN.len(), close, block, span, diags, out);
+    read(
+        text,
+        content - CALL_BEGIN.len(),
+        close,
+        block,
+        span,
+        diags,
+        out,
+    );
 }
