@@ -114,6 +114,60 @@ fn find_close_or_open_ci(
     None
 }
 
+/// What [`next_part`] found in a Qwen3 function.
+enum Part {
+    /// A `<parameter=`, its name starting at the offset.
+    Param(usize),
+    /// `</function`.
+    End,
+    /// The next `<function=`.
+    Function,
+}
+
+/// The next part of a Qwen3 function at or after `from`: a parameter, its end, or the next
+/// function.
+fn next_part(s: &[u8], from: usize, to: usize) -> Option<(usize, Part)> {
+    let mut k = from;
+    while k < to {
+        let p = k + memchr::memchr(b'<', &s[k..to])?;
+        if tag_at(s, p, to, b"</function") {
+            return Some((p, Part::End));
+        }
+        if tag_at(s, p, to, b"<parameter") {
+            if let Some(n) = name_eq_at(s, p + b"<parameter".len(), to) {
+                return Some((p, Part::Param(n)));
+            }
+        } else if tag_at(s, p, to, b"<function")
+            && name_eq_at(s, p + b"<function".len(), to).is_some()
+        {
+            return Some((p, Part::Function));
+        }
+        k = p + 1;
+    }
+    None
+}
+
+/// Where a Qwen3 parameter's value that starts at `from` ends: `(offset, true)` at its
+/// `</parameter`, `(offset, false)` at the next `<parameter=` or `</function` (no closing
+/// tag); `None` when none follows.
+fn value_end(s: &[u8], from: usize, to: usize) -> Option<(usize, bool)> {
+    let mut k = from;
+    while k < to {
+        let p = k + memchr::memchr(b'<', &s[k..to])?;
+        if tag_at(s, p, to, b"</parameter") {
+            return Some((p, true));
+        }
+        if tag_at(s, p, to, b"</function")
+            || (tag_at(s, p, to, b"<parameter")
+                && name_eq_at(s, p + b"<parameter".len(), to).is_some())
+        {
+            return Some((p, false));
+        }
+        k = p + 1;
+    }
+    None
+}
+
 /// True when `content` starts (after blanks) with a Qwen3 `<function=…>` tag, in its
 /// `=NAME` or `name="NAME"` spelling.
 pub(crate) fn starts_with_function(content: &str) -> bool {
@@ -285,48 +339,54 @@ pub(crate) fn read_param_calls(
                 (lit::unescape_name(tag_name(&text[n0..gt])), p)
             }
         };
-        // The function ends at its `</function` or where the next `<function=` starts.
-        let (fun_end, next_fun) =
-            match find_close_or_open_ci(s, pos, to, b"</function", b"<function") {
+        // The function's parts in order: a parameter, whose value may hold any text but
+        // its closing tag, the next parameter and `</function` (a `<function=` in it is
+        // text, as vLLM, SGLang and llama.cpp read it); then the function's end, its
+        // `</function` or where the next `<function=` starts.
+        let mut args = TextArgs::default();
+        let mut p = pos;
+        let mut broken = None;
+        let function_end =
+            |from: usize| match find_close_or_open_ci(s, from, to, b"</function", b"<function") {
                 Some((e, true)) => (e, e),
                 Some((n, false)) => (find_ci(s, n, to, b"</function").unwrap_or(to), n),
                 None => (to, to),
             };
-        let body_end = next_fun.min(fun_end);
-        let mut args = TextArgs::default();
-        let mut p = pos;
-        let mut broken = None;
-        while let Some((q, k0)) = find_open_ci(s, p, body_end, b"<parameter") {
-            let Some(gt) = find(s, k0, body_end, b">") else {
+        let (fun_end, next_fun) = loop {
+            let Some((q, part)) = next_part(s, p, to) else {
+                break (to, to);
+            };
+            let k0 = match part {
+                Part::End => break (q, q),
+                Part::Function => break function_end(q),
+                Part::Param(k0) => k0,
+            };
+            let Some(gt) = find(s, k0, to, b">") else {
                 broken = Some(q);
-                break;
+                break function_end(q);
             };
             let key = tag_name(&text[k0..gt]);
             let v0 = gt + 1;
-            // The value ends at its `</parameter` or, unclosed, at the next parameter.
-            let (close, next) =
-                match find_close_or_open_ci(s, v0, body_end, b"</parameter", b"<parameter") {
-                    Some((c, true)) => (Some(c), c),
-                    Some((n, false)) => (None, n),
-                    None => (None, body_end),
-                };
-            match close {
-                Some(c) => {
+            // The value ends at its `</parameter` or, unclosed, at the next parameter or
+            // the function's end.
+            match value_end(s, v0, to) {
+                Some((c, true)) => {
                     args.push(key, &text[v0..c]);
-                    p = find(s, c, body_end, b">").map_or(body_end, |g| g + 1);
+                    p = find(s, c, to, b">").map_or(to, |g| g + 1);
                 }
-                None if next == to && ended => {
+                None if ended => {
                     broken = Some(q);
-                    break;
+                    break (to, to);
                 }
-                None => {
+                unclosed => {
                     // No closing tag: the value runs to the next parameter or the end of
                     // the function.
+                    let next = unclosed.map_or(to, |(n, _)| n);
                     args.push(key, text[v0..next].trim_end_matches([' ', '\t']));
                     p = next;
                 }
             }
-        }
+        };
         match broken {
             _ if ended && fun_end == to => diags.push(cut(broken.unwrap_or(at), &tool, HINT)),
             Some(q) => diags.push(bad(
