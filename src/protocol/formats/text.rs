@@ -469,6 +469,7 @@ pub(crate) fn read_invokes(
             };
             match find_ci(s, v0, body_end, param_end.as_bytes()) {
                 Some(c) => {
+                    let c = real_close(s, c, body_end, param_end.as_bytes()).unwrap_or(c);
                     args.push(&key, &text[v0..c]);
                     q = find(s, c, body_end, b">").map_or(body_end, |g| g + 1);
                 }
@@ -508,6 +509,23 @@ pub(crate) fn read_invokes(
         } else {
             bad(from, &format!("no <{prefix}invoke> call in it"), &hint)
         });
+    }
+}
+
+/// The first closing tag `close` at or after `from` (where one stands) that a tag or the
+/// end of the call follows (blanks between allowed): a `</parameter>` with text after it
+/// is part of the value (`contains </parameter> in it`, as SGLang reads it).
+fn real_close(s: &[u8], from: usize, to: usize, close: &[u8]) -> Option<usize> {
+    let mut c = from;
+    loop {
+        let mut e = find(s, c, to, b">").map_or(to, |g| g + 1);
+        while e < to && matches!(s[e], b' ' | b'\t' | b'\r' | b'\n') {
+            e += 1;
+        }
+        if e >= to || s[e] == b'<' {
+            return Some(c);
+        }
+        c = find_ci(s, c + 1, to, close)?;
     }
 }
 
