@@ -711,9 +711,14 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                 }
             }
             N::qwen3_coder | N::qwen3_bare => {
+                let seed = p
+                    .as_str()
+                    .as_bytes()
+                    .get(..6)
+                    .is_some_and(|h| h.eq_ignore_ascii_case(b"<seed:"));
                 for f in p.into_inner() {
                     match f.as_rule() {
-                        N::q_function => match q_function(f) {
+                        N::q_function => match q_function(f, seed) {
                             Some((tool, args)) => push(tool, args, own, &mut calls),
                             None => raw.push(call_error(start, form)),
                         },
@@ -1042,7 +1047,7 @@ fn text_args<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> Map<String,
 }
 
 /// A Qwen3-Coder `<function=…>` node: its tool and arguments; `None` when it names none.
-fn q_function(f: pest::iterators::Pair<'_, N>) -> Option<(String, Map<String, Value>)> {
+fn q_function(f: pest::iterators::Pair<'_, N>, seed: bool) -> Option<(String, Map<String, Value>)> {
     let mut parts = f.into_inner();
     let name = name_of(formats::text::tag_name(parts.next()?.as_str()));
     if name.is_empty() {
@@ -1065,6 +1070,18 @@ fn q_function(f: pest::iterators::Pair<'_, N>) -> Option<(String, Map<String, Va
             },
         ))
     });
+    if seed {
+        // Seed-OSS' values: `text::trim_seed_value`.
+        return Some((
+            name,
+            pairs
+                .map(|(k, raw)| {
+                    let t = formats::text::trim_seed_value(raw);
+                    (k.trim().to_string(), text_value(t))
+                })
+                .collect(),
+        ));
+    }
     Some((name, text_args(pairs)))
 }
 

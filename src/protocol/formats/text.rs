@@ -42,6 +42,18 @@ pub(crate) fn trim_one_newline(v: &str) -> &str {
         .unwrap_or(v)
 }
 
+/// A Seed-OSS value: its template writes a value right between its tags
+/// (`<parameter=k>v</parameter>`), so a line break that ends it is the value's own (as
+/// llama.cpp reads it); a value written on lines of its own (Qwen3-Coder's way) loses its
+/// line breaks as [`trim_one_newline`] says.
+pub(crate) fn trim_seed_value(v: &str) -> &str {
+    if v.starts_with('\n') || v.starts_with("\r\n") {
+        trim_one_newline(v)
+    } else {
+        v
+    }
+}
+
 /// The blanks and `=` (`=`, ` = `) or ` name=` that follow a Qwen3 tag's word
 /// (`<function`, `<parameter`) at `at`: where its name starts.
 fn name_eq_at(s: &[u8], at: usize, to: usize) -> Option<usize> {
@@ -182,12 +194,26 @@ pub(crate) fn starts_with_function(content: &str) -> bool {
 pub(crate) struct TextArgs {
     /// `{"key":"text",…` without its closing brace; empty for no arguments.
     json: String,
+    /// Seed-OSS' values ([`trim_seed_value`]).
+    seed: bool,
 }
 
 impl TextArgs {
+    /// Arguments whose values are trimmed as Seed-OSS' are ([`trim_seed_value`]).
+    pub(crate) fn seed() -> Self {
+        TextArgs {
+            json: String::new(),
+            seed: true,
+        }
+    }
+
     /// Adds `key` with its value as written between the tags.
     pub(crate) fn push(&mut self, key: &str, raw: &str) {
-        let t = trim_one_newline(raw);
+        let t = if self.seed {
+            trim_seed_value(raw)
+        } else {
+            trim_one_newline(raw)
+        };
         self.json.push(if self.json.is_empty() { '{' } else { ',' });
         push_json_str(&mut self.json, key.trim());
         self.json.push(':');
@@ -309,8 +335,40 @@ pub(crate) fn read_param_calls(
     text: &str,
     from: usize,
     to: usize,
+    name: Option<(String, usize)>,
+    source: Format,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    read_params(text, from, to, name, source, false, block, span, diags, out);
+}
+
+/// [`read_param_calls`] in a Seed-OSS `<seed:tool_call>`: its values are trimmed as
+/// [`trim_seed_value`] says.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn read_seed_param_calls(
+    text: &str,
+    from: usize,
+    to: usize,
+    source: Format,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    read_params(text, from, to, None, source, true, block, span, diags, out);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn read_params(
+    text: &str,
+    from: usize,
+    to: usize,
     mut name: Option<(String, usize)>,
     source: Format,
+    seed: bool,
     block: usize,
     span: Span,
     diags: &mut Vec<RawDiag>,
@@ -343,7 +401,11 @@ pub(crate) fn read_param_calls(
         // its closing tag, the next parameter and `</function` (a `<function=` in it is
         // text, as vLLM, SGLang and llama.cpp read it); then the function's end, its
         // `</function` or where the next `<function=` starts.
-        let mut args = TextArgs::default();
+        let mut args = if seed {
+            TextArgs::seed()
+        } else {
+            TextArgs::default()
+        };
         let mut p = pos;
         let mut broken = None;
         let function_end =
