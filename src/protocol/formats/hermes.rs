@@ -34,8 +34,8 @@ pub(crate) const UNCLOSED: (&str, &str) = (
 );
 
 /// Where a tag's content starts once the tags that were only mentioned are passed: a
-/// `<tool_call>` followed by text with no `{`, `[` or `<` in it and then another
-/// `<tool_call>` was named in prose (`use <tool_call> here.\n<tool_call>…`); the call
+/// `<tool_call>` followed by nothing, or by text with a blank and no `{`, `[` or `<` in it,
+/// and then another `<tool_call>` was named in prose (`use <tool_call> here.\n<tool_call>…`); the call
 /// is in the last one.
 fn past_mentions(text: &str, mut content: usize, close: usize) -> usize {
     let s = text.as_bytes();
@@ -44,7 +44,10 @@ fn past_mentions(text: &str, mut content: usize, close: usize) -> usize {
         .and_then(|c| memchr::memchr3(b'{', b'[', b'<', c))
     {
         let q = content + i;
+        // Text with no blank in it (`<tool_call>get_time<tool_call>…`) is no mention.
+        let words = &s[content..q];
         if s[q] != b'<'
+            || (!words.is_empty() && !words.iter().any(u8::is_ascii_whitespace))
             || !s[q..close]
                 .get(..OPEN.len())
                 .is_some_and(|h| h.eq_ignore_ascii_case(OPEN))
