@@ -729,9 +729,14 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                 }
             }
             N::qwen3_coder | N::qwen3_bare => {
+                let seed = p
+                    .as_str()
+                    .as_bytes()
+                    .get(..6)
+                    .is_some_and(|h| h.eq_ignore_ascii_case(b"<seed:"));
                 for f in p.into_inner() {
                     match f.as_rule() {
-                        N::q_function => match q_function(f) {
+                        N::q_function => match q_function(f, seed) {
                             Some((tool, args)) => push(tool, args, own, &mut calls),
                             None => raw.push(call_error(start, form)),
                         },
@@ -743,13 +748,16 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
             N::glm45 => {
                 let mut parts = p.into_inner();
                 let Some(name) = parts.next() else { continue };
-                let pairs = parts.filter_map(|pair| {
-                    let mut kv = pair.into_inner();
-                    Some((kv.next()?.as_str(), kv.next()?.as_str()))
-                });
+                let pairs: Vec<_> = parts
+                    .filter_map(|pair| {
+                        let mut kv = pair.into_inner();
+                        let key = kv.next()?.as_str();
+                        Some((key, formats::glm45::value_text(kv.next()?.as_str())))
+                    })
+                    .collect();
                 push(
-                    name_of(name.as_str().trim()),
-                    text_args(pairs),
+                    name_of(formats::glm45::name_of(name.as_str())),
+                    text_args(pairs.iter().map(|(k, v)| (*k, v.as_ref()))),
                     own,
                     &mut calls,
                 );
@@ -795,13 +803,9 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                         continue;
                     };
                     let id = id.as_str().trim();
-                    let name = id.strip_prefix("functions.").unwrap_or(id);
-                    let name = match name.rsplit_once(':') {
-                        Some((n, i)) if i.bytes().all(|c| c.is_ascii_digit()) => n,
-                        _ => name,
-                    };
-                    match value_of(args) {
-                        Value::Object(a) if !name.is_empty() => {
+                    let name = formats::kimi_k2::name_of(id);
+                    match (value_of(args), name) {
+                        (Value::Object(a), Some(name)) if !name.is_empty() => {
                             push(name.to_string(), a, own, &mut calls);
                             with_id(&mut calls, Some(id.to_string()));
                         }
@@ -813,13 +817,21 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                 }
             }
             N::harmony => {
+                let by_channel = p.as_str().starts_with("<|channel|>");
                 let mut parts = p.into_inner().filter(|c| c.as_rule() != N::EOI);
                 let Some(head) = parts.next() else { continue };
                 let (channel, to) = harmony_header(head.as_str());
+                let to = to.or_else(|| {
+                    by_channel
+                        .then(|| formats::harmony::role_recipient(text, start))
+                        .flatten()
+                });
                 match (parts.next(), to) {
                     // No `<|message|>`: a call the text ends in, or nothing.
                     (None, Some(_)) if end == text.len() => raw.push(call_error(start, form)),
-                    (None, _) | (Some(_), Some(_)) if channel == "analysis" => {}
+                    (None, _) | (Some(_), Some(_))
+                        if channel == "analysis"
+                            && !to.is_some_and(|t| t.starts_with("functions.")) => {}
                     (None, _) => {}
                     // The answer: its body is response text.
                     (Some(body), None) => {
@@ -829,6 +841,10 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                             cut.push((start, b.start()));
                             cut.push((b.end(), end));
                         }
+                    }
+                    (Some(body), Some(to)) if body.as_rule() == N::harmony_none => {
+                        let name = to.strip_prefix("functions.").unwrap_or(to);
+                        push(name.to_string(), Map::new(), own, &mut calls);
                     }
                     (Some(body), Some(to)) => {
                         let name = to.strip_prefix("functions.").unwrap_or(to);
@@ -1066,15 +1082,18 @@ fn text_args<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> Map<String,
 }
 
 /// A Qwen3-Coder `<function=…>` node: its tool and arguments; `None` when it names none.
-fn q_function(f: pest::iterators::Pair<'_, N>) -> Option<(String, Map<String, Value>)> {
+fn q_function(f: pest::iterators::Pair<'_, N>, seed: bool) -> Option<(String, Map<String, Value>)> {
     let mut parts = f.into_inner();
-    let name = name_of(parts.next()?.as_str().trim());
+    let name = name_of(formats::text::tag_name(parts.next()?.as_str()));
     if name.is_empty() {
         return None;
     }
     let pairs = parts.filter_map(|param| {
         let mut kv = param.into_inner();
-        let (key, text) = (kv.next()?.as_str(), kv.next()?.as_str());
+        let (key, text) = (
+            formats::text::tag_name(kv.next()?.as_str()),
+            kv.next()?.as_str(),
+        );
         // A value with no closing tag runs to what follows, blanks at its end dropped.
         let closed = kv.next().is_some();
         Some((
@@ -1086,6 +1105,18 @@ fn q_function(f: pest::iterators::Pair<'_, N>) -> Option<(String, Map<String, Va
             },
         ))
     });
+    if seed {
+        // Seed-OSS' values: `text::trim_seed_value`.
+        return Some((
+            name,
+            pairs
+                .map(|(k, raw)| {
+                    let t = formats::text::trim_seed_value(raw);
+                    (k.trim().to_string(), text_value(t))
+                })
+                .collect(),
+        ));
+    }
     Some((name, text_args(pairs)))
 }
 
@@ -1196,6 +1227,15 @@ fn prose_outside(text: &str, cut: &[(usize, usize)]) -> String {
 /// names none, or the text has no native call, so the TAM grammar reads it).
 fn native_reference(text: &str, format: Format) -> Result<Option<Parsed>, GrammarError> {
     if let Some(form) = native_form(format) {
+        // MiniMax-M2's row also reads MiniMax-M1's `<tool_calls>` (its `also` region); as
+        // in the scanner, a call read for a format asked for carries that format.
+        if format == Format::MinimaxM2 {
+            let mut p = parse_native(text, Some(&[form, "tool_calls"]))?;
+            for c in &mut p.calls {
+                c.source = format;
+            }
+            return Ok(Some(p));
+        }
         return parse_native(text, Some(&[form])).map(Some);
     }
     if format != Format::Auto {

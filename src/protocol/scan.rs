@@ -165,11 +165,26 @@ const THINK_OPEN: u64 = 1 << 62;
 const THINK_CLOSE: u64 = 1 << 63;
 const MAX_MASKED: usize = 62;
 
+/// `<think>` or `</think>` (also `<thinking>`, and Seed-OSS' `<seed:think>`) at `p`.
 fn think_tag(s: &[u8], p: usize, eof: bool, close: bool) -> M {
     let pat: &[u8] = if close { b"</think" } else { b"<think" };
     let mut q = match match_ci(s, p, pat, eof) {
         M::Yes(e) => e,
-        other => return other,
+        M::No => {
+            let seed: &[u8] = if close {
+                b"</seed:think"
+            } else {
+                b"<seed:think"
+            };
+            match match_ci(s, p, seed, eof) {
+                M::Yes(e) => e,
+                other => return other,
+            }
+        }
+        M::Partial => {
+            // `<th` could still be `<think`; `<` alone could also be `<seed:think`.
+            return M::Partial;
+        }
     };
     match match_ci(s, q, b"ing", eof) {
         M::Yes(e) => q = e,
@@ -182,6 +197,30 @@ fn think_tag(s: &[u8], p: usize, eof: bool, close: bool) -> M {
         Some(_) => M::No,
         None if eof => M::No,
         None => M::Partial,
+    }
+}
+
+/// Kimi K2's section or call opening marker at `p`, which ends an open `<think>`.
+fn kimi_mark(s: &[u8], p: usize, eof: bool) -> M {
+    if s.get(p + 1).is_some_and(|&b| b != b'|') {
+        return M::No;
+    }
+    let mut partial = false;
+    for pat in [
+        &b"<|tool_calls_section_begin|>"[..],
+        b"<|tool_call_section_begin|>",
+        b"<|tool_call_begin|>",
+    ] {
+        match match_exact(s, p, pat, eof) {
+            M::Yes(e) => return M::Yes(e),
+            M::Partial => partial = true,
+            M::No => {}
+        }
+    }
+    if partial {
+        M::Partial
+    } else {
+        M::No
     }
 }
 
@@ -541,7 +580,20 @@ impl Scanner {
                                     self.pos = p;
                                     return;
                                 }
-                                M::No => self.pos = p + 1,
+                                M::No => match kimi_mark(s, p, eof) {
+                                    // Kimi K2 Thinking calls from inside its reasoning: its
+                                    // call markers (special tokens, never prose) end it.
+                                    M::Yes(_) => {
+                                        self.piece_start = p;
+                                        self.pos = p;
+                                        self.mode = Mode::Prose;
+                                    }
+                                    M::Partial => {
+                                        self.pos = p;
+                                        return;
+                                    }
+                                    M::No => self.pos = p + 1,
+                                },
                             }
                         }
                     }

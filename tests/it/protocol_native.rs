@@ -274,3 +274,48 @@ fn granite3_reads_its_tool_call_written_as_text() {
     assert_eq!(g.calls.len(), 2);
     assert_eq!(parse(text, Format::Auto).calls.len(), 2);
 }
+
+/// `--format minimax` is vLLM's name for MiniMax-M1, whose calls are `<tool_calls>` JSON
+/// lines: the `minimax_m2` row (whose alias it is) reads them too, the fast reader and the
+/// grammar alike, and its calls carry the format asked for; `auto` reads them as
+/// `tool_calls`.
+#[test]
+fn the_minimax_name_reads_minimax_m1_tool_calls() {
+    use tavern::internal::protocol::grammar::parse_reference;
+    let input = "Checking both.\n<tool_calls>\n{\"name\": \"clock_read\", \"arguments\": {\"zone\": \"UTC\"}}\n{\"name\": \"bell_ring\", \"arguments\": {\"times\": 1}}\n</tool_calls>";
+    let format: Format = "minimax".parse().unwrap();
+    assert_eq!(format, Format::MinimaxM2);
+    for (reader, got) in [
+        ("fast", parse(input, format)),
+        ("grammar", parse_reference(input, format).unwrap()),
+    ] {
+        let calls: Vec<(&str, String, Format)> = got
+            .calls
+            .iter()
+            .map(|c| {
+                (
+                    c.tool.as_str(),
+                    Value::from(c.args.clone()).to_string(),
+                    c.source,
+                )
+            })
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                (
+                    "clock_read",
+                    r#"{"zone":"UTC"}"#.to_string(),
+                    Format::MinimaxM2
+                ),
+                ("bell_ring", r#"{"times":1}"#.to_string(), Format::MinimaxM2),
+            ],
+            "{reader}"
+        );
+        assert!(!got.has_errors(), "{reader}");
+        assert_eq!(got.response_text.trim(), "Checking both.", "{reader}");
+    }
+    let auto = parse(input, Format::Auto);
+    assert_eq!(auto.calls.len(), 2);
+    assert!(auto.calls.iter().all(|c| c.source == Format::ToolCalls));
+}

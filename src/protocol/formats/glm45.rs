@@ -1,7 +1,11 @@
 //! GLM-4.5, 4.6, 4.7: `<tool_call>NAME` then pairs `<arg_key>KEY</arg_key>`
 //! `<arg_value>VALUE</arg_value>`, then `</tool_call>`, with line breaks between them or
-//! none. The tag is Hermes' too: its reader hands a content that is a name (then pairs or
-//! nothing) here. Values are text (`text.rs`).
+//! none (or a literal `\n`, two characters, as GLM-4.6 sometimes writes). The tag is
+//! Hermes' too: its reader hands a content that is a name (then pairs or nothing) here.
+//! Values are text (`text.rs`); a value that is an object or list written JSON-escaped
+//! (`[{\"id\": 1}]`, GLM-4.6 again) is read unescaped, as SGLang reads it.
+
+use std::borrow::Cow;
 
 use super::text::{self, TextArgs};
 use super::{Close, FormatEntry, Open, Reader, RegionSyntax};
@@ -48,6 +52,37 @@ pub(crate) fn is_glm45(content: &str) -> bool {
             || t[head.len()..].trim_start().starts_with("<arg_key>"))
 }
 
+/// The call's name as written before its first pair: blanks and literal `\n`s dropped.
+pub(crate) fn name_of(raw: &str) -> &str {
+    skip_seps(raw.trim_end().trim_end_matches("\\n").trim_end())
+}
+
+/// `s` without the blanks and literal `\n`s (two characters) it starts with.
+fn skip_seps(s: &str) -> &str {
+    let mut t = s.trim_start();
+    while let Some(r) = t.strip_prefix("\\n") {
+        t = r.trim_start();
+    }
+    t
+}
+
+/// A value as its text is read: an object or list written JSON-escaped (`[{\"a\": 1}]`,
+/// not JSON as it stands, JSON once its escapes are undone) is that JSON; any other value
+/// is its text as written.
+pub(crate) fn value_text(raw: &str) -> Cow<'_, str> {
+    let t = raw.trim();
+    if !(t.starts_with('{') || t.starts_with('[')) || !t.contains("\\\"") {
+        return Cow::Borrowed(raw);
+    }
+    if serde_json::from_str::<serde::de::IgnoredAny>(t).is_ok() {
+        return Cow::Borrowed(raw);
+    }
+    match serde_json::from_str::<String>(&format!("\"{t}\"")) {
+        Ok(u) if serde_json::from_str::<serde::de::IgnoredAny>(&u).is_ok() => Cow::Owned(u),
+        _ => Cow::Borrowed(raw),
+    }
+}
+
 /// Reads one GLM-4.5 call in `text[from..to]`.
 pub(crate) fn read(
     text: &str,
@@ -61,7 +96,7 @@ pub(crate) fn read(
     let s = text.as_bytes();
     let ended = to >= text.len();
     let first = text::find(s, from, to, b"<arg_key>").unwrap_or(to);
-    let name = text[from..first].trim().to_string();
+    let name = name_of(&text[from..first]).to_string();
     let mut args = TextArgs::default();
     let mut p = first;
     while let Some(k) = text::find(s, p, to, b"<arg_key>") {
@@ -75,7 +110,7 @@ pub(crate) fn read(
             return;
         };
         let after = k1 + b"</arg_key>".len();
-        let rest = text[after..to].trim_start();
+        let rest = skip_seps(&text[after..to]);
         let v = to - rest.len();
         if !rest.starts_with("<arg_value>") {
             diags.push(if ended && rest.is_empty() {
@@ -102,7 +137,7 @@ pub(crate) fn read(
             });
             return;
         };
-        args.push(&text[k0..k1], &text[v0..v1]);
+        args.push(&text[k0..k1], &value_text(&text[v0..v1]));
         p = v1 + b"</arg_value>".len();
     }
     if ended {

@@ -1,10 +1,13 @@
 //! gpt-oss (OpenAI harmony): messages `<|channel|>CHANNEL [to=functions.NAME]
 //! [<|constrain|>json]<|message|>BODY` ended by `<|call|>`, `<|end|>` or `<|return|>`
 //! (the recipient may also stand before the channel: `<|start|>assistant
-//! to=functions.NAME<|channel|>commentary json<|message|>…`). A message with a recipient
-//! is a call whose arguments are the JSON body, unless it is in the `analysis` channel
-//! (reasoning: never run, not response text); the `final` channel's body is the
-//! response text; other bodies are dropped.
+//! to=functions.NAME<|channel|>commentary json<|message|>…`, or, the prompt having written
+//! `<|start|>assistant`, ` to=functions.NAME<|channel|>…`). A message with a recipient
+//! is a call whose arguments are the JSON body (an empty body, its end token written, is
+//! a call with no arguments); in the `analysis` channel (reasoning: never run, not
+//! response text) only a recipient `functions.NAME` makes one, as vLLM, SGLang and
+//! llama.cpp read it; the `final` channel's body is the response text; other bodies are
+//! dropped.
 
 use super::text;
 use super::{lit, Close, FormatEntry, Open, Reader, RegionSyntax};
@@ -77,6 +80,18 @@ fn header(h: &str) -> (&str, Option<&str>) {
     (channel, to.filter(|t| !t.is_empty()))
 }
 
+/// The recipient written before a `<|channel|>` at `at` when the answer's first
+/// `<|start|>assistant` was the prompt's (` to=functions.NAME<|channel|>…`): the text back
+/// to the previous token (or the text's start) is `to=NAME`, `assistant` allowed before it.
+pub(crate) fn role_recipient(text: &str, at: usize) -> Option<&str> {
+    let before = &text[..at];
+    let from = before.rfind("|>").map_or(0, |i| i + 2);
+    let seg = before[from..].trim();
+    let seg = seg.strip_prefix("assistant").map_or(seg, str::trim_start);
+    let to = seg.strip_prefix("to=")?;
+    (!to.is_empty() && !to.contains(char::is_whitespace)).then_some(to)
+}
+
 /// Where the `final` channel's text starts in a message.
 fn final_text(text: &str, content: usize, end: usize) -> Option<usize> {
     let s = text.as_bytes();
@@ -104,11 +119,28 @@ pub(crate) fn read(
         return;
     };
     let (channel, to) = header(&text[content..m]);
+    let opened_by_channel = text[span.start..content].starts_with("<|channel|>");
+    let to = to.or_else(|| {
+        opened_by_channel
+            .then(|| role_recipient(text, span.start))
+            .flatten()
+    });
     let Some(to) = to else { return };
-    if channel == "analysis" {
+    if channel == "analysis" && !to.starts_with("functions.") {
         return;
     }
     let name = to.strip_prefix("functions.").unwrap_or(to);
+    if !ended && text[m + MESSAGE.len()..close].trim().is_empty() {
+        // `<|message|><|call|>`: a call with no arguments.
+        out.push(lit::call(
+            name.to_string(),
+            serde_json::Map::new(),
+            Format::Harmony,
+            span,
+            block,
+        ));
+        return;
+    }
     match lit::json_args(text, m + MESSAGE.len(), close) {
         Ok((Some(args), _)) => out.push(lit::call(
             name.to_string(),

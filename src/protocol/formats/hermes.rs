@@ -132,6 +132,39 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
     }
 }
 
+/// Where a tag's content starts once the tags that were only mentioned are passed: a
+/// `<tool_call>` followed by nothing, or by text with a blank and no `{`, `[` or `<` in it,
+/// and then another `<tool_call>` was named in prose (`use <tool_call> here.\n<tool_call>…`); the call
+/// is in the last one.
+fn past_mentions(text: &str, mut content: usize, close: usize) -> usize {
+    let s = text.as_bytes();
+    while let Some(i) = s
+        .get(content..close)
+        .and_then(|c| memchr::memchr3(b'{', b'[', b'<', c))
+    {
+        let q = content + i;
+        // Text with no blank in it (`<tool_call>get_time<tool_call>…`) is no mention.
+        let words = &s[content..q];
+        if s[q] != b'<'
+            || (!words.is_empty() && !words.iter().any(u8::is_ascii_whitespace))
+            || !s[q..close]
+                .get(..OPEN.len())
+                .is_some_and(|h| h.eq_ignore_ascii_case(OPEN))
+        {
+            break;
+        }
+        let mut e = q + OPEN.len();
+        while e < close && matches!(s[e], b' ' | b'\t') {
+            e += 1;
+        }
+        if s.get(e) != Some(&b'>') {
+            break;
+        }
+        content = e + 1;
+    }
+    content
+}
+
 /// The format table's reader.
 pub(crate) fn read(
     text: &str,
@@ -142,9 +175,10 @@ pub(crate) fn read(
     diags: &mut Vec<RawDiag>,
     out: &mut Vec<Call>,
 ) {
+    let content = past_mentions(text, content, close);
     // The tag is shared: what is inside says whose call it is.
     let inner = text.get(content..close).unwrap_or("").trim_start();
-    if inner.len() >= 10 && inner.as_bytes()[..10].eq_ignore_ascii_case(b"<function=") {
+    if super::text::starts_with_function(inner) {
         return super::qwen3_coder::read(text, content, close, block, span, diags, out);
     }
     if super::glm45::is_glm45(inner) {

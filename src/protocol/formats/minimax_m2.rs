@@ -1,13 +1,26 @@
 //! MiniMax-M2: `<minimax:tool_call>` `<invoke name="NAME">` `<parameter name="KEY">value
 //! </parameter>` … `</invoke>` … `</minimax:tool_call>`. Values are text (`text.rs`);
-//! each `<invoke>` is its own call.
+//! each `<invoke>` is its own call. MiniMax-M1's `<tool_calls>` JSON lines (vLLM's
+//! `minimax` parser) are read too, by the `tool_calls` row's reader.
 
 use super::text;
 use super::{Close, FormatEntry, Open, Reader, RegionSyntax};
 use crate::protocol::types::{Call, Format, RawDiag, Span};
 
-/// The row.
-pub(crate) const ROW: FormatEntry = FormatEntry::native(
+/// The row. It also reads MiniMax-M1's `<tool_calls>` JSON lines (vLLM's `minimax` parser,
+/// whose name is this row's alias), with the `tool_calls` row's reader.
+pub(crate) const ROW: FormatEntry = FormatEntry {
+    also: &[RegionSyntax::new(
+        Open::Tag(b"<tool_calls"),
+        Close::Tag(b"</tool_calls"),
+        super::tool_calls::read,
+        "<tool_calls>",
+        (
+            "<tool_calls> has no closing tag; its complete calls were read up to the end of the text",
+            "Close the calls' section as the format does.",
+        ),
+    )],
+    ..FormatEntry::native(
     Format::MinimaxM2,
     "minimax_m2",
     &["minimax"],
@@ -30,7 +43,8 @@ pub(crate) const ROW: FormatEntry = FormatEntry::native(
         "To use tools or skills, write <minimax:tool_call>, then per call <invoke name=\"tool_name\"> with one <parameter name=\"name\">value</parameter> per parameter and </invoke>, and close with </minimax:tool_call>. If no action is needed, answer in plain text.",
     ),
     super::Grammar::Native("minimax_m2"),
-);
+)
+};
 
 /// The region's reader.
 pub(crate) fn read(

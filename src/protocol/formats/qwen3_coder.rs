@@ -22,7 +22,7 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
         RegionSyntax::new(
             Open::Tag(SEED_OPEN),
             Close::Tag(SEED_CLOSE),
-            read,
+            read_seed,
             "<seed:tool_call>",
             UNCLOSED,
         ),
@@ -72,6 +72,29 @@ pub(crate) fn read(
         content,
         close,
         None,
+        Format::Qwen3Coder,
+        block,
+        span,
+        diags,
+        out,
+    );
+}
+
+/// The reader of a `<seed:tool_call>`'s content: its values are trimmed as Seed-OSS writes
+/// them (`text::trim_seed_value`).
+fn read_seed(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    text::read_seed_param_calls(
+        text,
+        content,
+        close,
         Format::Qwen3Coder,
         block,
         span,

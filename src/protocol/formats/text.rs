@@ -5,7 +5,7 @@
 //! the text as written, quotes and all), and with no schema a value that is a JSON
 //! literal (number, `true`, `null`, object, array, quoted string) is read as one, anything
 //! else is a string. The text keeps its inner newlines, minus one leading and one
-//! trailing newline.
+//! trailing newline (an indented layout loses its indent: [`trim_one_newline`]).
 
 use std::fmt::Write;
 
@@ -15,15 +15,176 @@ use super::lit;
 use crate::protocol::args::Args;
 use crate::protocol::types::{Call, Format, RawDiag, Span};
 
-/// The value between its tags: one leading and one trailing line break dropped.
+/// The value between its tags: one leading and one trailing line break dropped. When the
+/// closing tag stands indented on a line of its own (`\n        </parameter>`), the value
+/// is laid out with that indent: the line break and blanks before the closing tag are
+/// dropped, and so are up to as many blanks at the value's start (as SGLang reads it).
 pub(crate) fn trim_one_newline(v: &str) -> &str {
     let v = v
         .strip_prefix("\r\n")
         .or_else(|| v.strip_prefix('\n'))
         .unwrap_or(v);
+    if let Some(nl) = v.rfind('\n') {
+        let indent = &v[nl + 1..];
+        if !indent.is_empty() && indent.bytes().all(|b| b == b' ' || b == b'\t') {
+            let body = &v[..nl];
+            let body = body.strip_suffix('\r').unwrap_or(body);
+            let lead = body
+                .bytes()
+                .take(indent.len())
+                .take_while(|b| *b == b' ' || *b == b'\t')
+                .count();
+            return &body[lead..];
+        }
+    }
     v.strip_suffix("\r\n")
         .or_else(|| v.strip_suffix('\n'))
         .unwrap_or(v)
+}
+
+/// A Seed-OSS value: its template writes a value right between its tags
+/// (`<parameter=k>v</parameter>`), so a line break that ends it is the value's own (as
+/// llama.cpp reads it); a value written on lines of its own (Qwen3-Coder's way) loses its
+/// line breaks as [`trim_one_newline`] says.
+pub(crate) fn trim_seed_value(v: &str) -> &str {
+    if v.starts_with('\n') || v.starts_with("\r\n") {
+        trim_one_newline(v)
+    } else {
+        v
+    }
+}
+
+/// The blanks and `=` (`=`, ` = `) or ` name=` that follow a Qwen3 tag's word
+/// (`<function`, `<parameter`) at `at`: where its name starts.
+fn name_eq_at(s: &[u8], at: usize, to: usize) -> Option<usize> {
+    let blank = |b: u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+    let skip = |mut i: usize| {
+        while i < to && blank(s[i]) {
+            i += 1;
+        }
+        i
+    };
+    let i = skip(at);
+    let i = if i < to && s[i] == b'=' {
+        i
+    } else if i > at && tag_at(s, i, to, b"name") {
+        let j = skip(i + 4);
+        if j < to && s[j] == b'=' {
+            j
+        } else {
+            return None;
+        }
+    } else {
+        return None;
+    };
+    Some(skip(i + 1))
+}
+
+/// A Qwen3 tag's name as written between its `=` and `>`: blanks and one pair of quotes
+/// (`name="send"`) dropped.
+pub(crate) fn tag_name(raw: &str) -> &str {
+    let t = raw.trim();
+    match t.as_bytes() {
+        [q @ (b'"' | b'\''), .., e] if q == e && t.len() >= 2 => t[1..t.len() - 1].trim(),
+        _ => t,
+    }
+}
+
+/// The first opening tag `word` (`<function`, `<parameter`) in `s[from..to]` followed by
+/// its `=` or ` name=`: where it starts and where its name starts.
+fn find_open_ci(s: &[u8], from: usize, to: usize, word: &[u8]) -> Option<(usize, usize)> {
+    let mut k = from;
+    loop {
+        let p = find_ci(s, k, to, word)?;
+        if let Some(n) = name_eq_at(s, p + word.len(), to) {
+            return Some((p, n));
+        }
+        k = p + 1;
+    }
+}
+
+/// The first of a closing tag `close` and an opening tag `word` (followed by its `=` or
+/// ` name=`) in `s[from..to]`: `(offset, true)` for the closing one.
+fn find_close_or_open_ci(
+    s: &[u8],
+    from: usize,
+    to: usize,
+    close: &[u8],
+    word: &[u8],
+) -> Option<(usize, bool)> {
+    let mut k = from;
+    while k < to {
+        let p = k + memchr::memchr(b'<', &s[k..to])?;
+        if tag_at(s, p, to, close) {
+            return Some((p, true));
+        }
+        if tag_at(s, p, to, word) && name_eq_at(s, p + word.len(), to).is_some() {
+            return Some((p, false));
+        }
+        k = p + 1;
+    }
+    None
+}
+
+/// What [`next_part`] found in a Qwen3 function.
+enum Part {
+    /// A `<parameter=`, its name starting at the offset.
+    Param(usize),
+    /// `</function`.
+    End,
+    /// The next `<function=`.
+    Function,
+}
+
+/// The next part of a Qwen3 function at or after `from`: a parameter, its end, or the next
+/// function.
+fn next_part(s: &[u8], from: usize, to: usize) -> Option<(usize, Part)> {
+    let mut k = from;
+    while k < to {
+        let p = k + memchr::memchr(b'<', &s[k..to])?;
+        if tag_at(s, p, to, b"</function") {
+            return Some((p, Part::End));
+        }
+        if tag_at(s, p, to, b"<parameter") {
+            if let Some(n) = name_eq_at(s, p + b"<parameter".len(), to) {
+                return Some((p, Part::Param(n)));
+            }
+        } else if tag_at(s, p, to, b"<function")
+            && name_eq_at(s, p + b"<function".len(), to).is_some()
+        {
+            return Some((p, Part::Function));
+        }
+        k = p + 1;
+    }
+    None
+}
+
+/// Where a Qwen3 parameter's value that starts at `from` ends: `(offset, true)` at its
+/// `</parameter`, `(offset, false)` at the next `<parameter=` or `</function` (no closing
+/// tag); `None` when none follows.
+fn value_end(s: &[u8], from: usize, to: usize) -> Option<(usize, bool)> {
+    let mut k = from;
+    while k < to {
+        let p = k + memchr::memchr(b'<', &s[k..to])?;
+        if tag_at(s, p, to, b"</parameter") {
+            return Some((p, true));
+        }
+        if tag_at(s, p, to, b"</function")
+            || (tag_at(s, p, to, b"<parameter")
+                && name_eq_at(s, p + b"<parameter".len(), to).is_some())
+        {
+            return Some((p, false));
+        }
+        k = p + 1;
+    }
+    None
+}
+
+/// True when `content` starts (after blanks) with a Qwen3 `<function=…>` tag, in its
+/// `=NAME` or `name="NAME"` spelling.
+pub(crate) fn starts_with_function(content: &str) -> bool {
+    let t = content.trim_start().as_bytes();
+    tag_at(t, 0, t.len(), b"<function") && name_eq_at(t, b"<function".len(), t.len()).is_some()
 }
 
 /// The arguments of one call whose values are written as text, kept as one JSON object
@@ -33,12 +194,26 @@ pub(crate) fn trim_one_newline(v: &str) -> &str {
 pub(crate) struct TextArgs {
     /// `{"key":"text",…` without its closing brace; empty for no arguments.
     json: String,
+    /// Seed-OSS' values ([`trim_seed_value`]).
+    seed: bool,
 }
 
 impl TextArgs {
+    /// Arguments whose values are trimmed as Seed-OSS' are ([`trim_seed_value`]).
+    pub(crate) fn seed() -> Self {
+        TextArgs {
+            json: String::new(),
+            seed: true,
+        }
+    }
+
     /// Adds `key` with its value as written between the tags.
     pub(crate) fn push(&mut self, key: &str, raw: &str) {
-        let t = trim_one_newline(raw);
+        let t = if self.seed {
+            trim_seed_value(raw)
+        } else {
+            trim_one_newline(raw)
+        };
         self.json.push(if self.json.is_empty() { '{' } else { ',' });
         push_json_str(&mut self.json, key.trim());
         self.json.push(':');
@@ -151,7 +326,8 @@ pub(crate) fn bad(at: usize, what: &str, hint: &str) -> RawDiag {
 }
 
 /// Reads `<fun=NAME>` … `<param=KEY>value</param>` … `</fun>` calls (Qwen3-Coder's
-/// `<function=…>`/`<parameter=…>`) in `text[from..to]`, each its own call: a broken one
+/// `<function=…>`/`<parameter=…>`, also spelt `<function = NAME>` or
+/// `<function name="NAME">`) in `text[from..to]`, each its own call: a broken one
 /// is a diagnostic and its neighbours are read. `from` may stand right after a
 /// `<function=NAME>` tag the scanner already read (`name`).
 #[allow(clippy::too_many_arguments)]
@@ -159,8 +335,40 @@ pub(crate) fn read_param_calls(
     text: &str,
     from: usize,
     to: usize,
+    name: Option<(String, usize)>,
+    source: Format,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    read_params(text, from, to, name, source, false, block, span, diags, out);
+}
+
+/// [`read_param_calls`] in a Seed-OSS `<seed:tool_call>`: its values are trimmed as
+/// [`trim_seed_value`] says.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn read_seed_param_calls(
+    text: &str,
+    from: usize,
+    to: usize,
+    source: Format,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    read_params(text, from, to, None, source, true, block, span, diags, out);
+}
+
+#[allow(clippy::too_many_arguments)]
+fn read_params(
+    text: &str,
+    from: usize,
+    to: usize,
     mut name: Option<(String, usize)>,
     source: Format,
+    seed: bool,
     block: usize,
     span: Span,
     diags: &mut Vec<RawDiag>,
@@ -174,10 +382,9 @@ pub(crate) fn read_param_calls(
         let (tool, at) = match name.take() {
             Some(n) => n,
             None => {
-                let Some(p) = find_ci(s, pos, to, b"<function=") else {
+                let Some((p, n0)) = find_open_ci(s, pos, to, b"<function") else {
                     return;
                 };
-                let n0 = p + b"<function=".len();
                 let Some(gt) = find(s, n0, to, b">") else {
                     diags.push(if ended {
                         cut(p, "?", HINT)
@@ -187,51 +394,61 @@ pub(crate) fn read_param_calls(
                     return;
                 };
                 pos = gt + 1;
-                (lit::unescape_name(text[n0..gt].trim()), p)
+                (lit::unescape_name(tag_name(&text[n0..gt])), p)
             }
         };
-        // The function ends at its `</function` or where the next `<function=` starts.
-        let (fun_end, next_fun) = match find_either_ci(s, pos, to, b"</function", b"<function=") {
-            Some((e, true)) => (e, e),
-            Some((n, false)) => (find_ci(s, n, to, b"</function").unwrap_or(to), n),
-            None => (to, to),
+        // The function's parts in order: a parameter, whose value may hold any text but
+        // its closing tag, the next parameter and `</function` (a `<function=` in it is
+        // text, as vLLM, SGLang and llama.cpp read it); then the function's end, its
+        // `</function` or where the next `<function=` starts.
+        let mut args = if seed {
+            TextArgs::seed()
+        } else {
+            TextArgs::default()
         };
-        let body_end = next_fun.min(fun_end);
-        let mut args = TextArgs::default();
         let mut p = pos;
         let mut broken = None;
-        while let Some(q) = find_ci(s, p, body_end, b"<parameter=") {
-            let k0 = q + b"<parameter=".len();
-            let Some(gt) = find(s, k0, body_end, b">") else {
-                broken = Some(q);
-                break;
+        let function_end =
+            |from: usize| match find_close_or_open_ci(s, from, to, b"</function", b"<function") {
+                Some((e, true)) => (e, e),
+                Some((n, false)) => (find_ci(s, n, to, b"</function").unwrap_or(to), n),
+                None => (to, to),
             };
-            let key = &text[k0..gt];
+        let (fun_end, next_fun) = loop {
+            let Some((q, part)) = next_part(s, p, to) else {
+                break (to, to);
+            };
+            let k0 = match part {
+                Part::End => break (q, q),
+                Part::Function => break function_end(q),
+                Part::Param(k0) => k0,
+            };
+            let Some(gt) = find(s, k0, to, b">") else {
+                broken = Some(q);
+                break function_end(q);
+            };
+            let key = tag_name(&text[k0..gt]);
             let v0 = gt + 1;
-            // The value ends at its `</parameter` or, unclosed, at the next parameter.
-            let (close, next) =
-                match find_either_ci(s, v0, body_end, b"</parameter", b"<parameter=") {
-                    Some((c, true)) => (Some(c), c),
-                    Some((n, false)) => (None, n),
-                    None => (None, body_end),
-                };
-            match close {
-                Some(c) => {
+            // The value ends at its `</parameter` or, unclosed, at the next parameter or
+            // the function's end.
+            match value_end(s, v0, to) {
+                Some((c, true)) => {
                     args.push(key, &text[v0..c]);
-                    p = find(s, c, body_end, b">").map_or(body_end, |g| g + 1);
+                    p = find(s, c, to, b">").map_or(to, |g| g + 1);
                 }
-                None if next == to && ended => {
+                None if ended => {
                     broken = Some(q);
-                    break;
+                    break (to, to);
                 }
-                None => {
+                unclosed => {
                     // No closing tag: the value runs to the next parameter or the end of
                     // the function.
+                    let next = unclosed.map_or(to, |(n, _)| n);
                     args.push(key, text[v0..next].trim_end_matches([' ', '\t']));
                     p = next;
                 }
             }
-        }
+        };
         match broken {
             _ if ended && fun_end == to => diags.push(cut(broken.unwrap_or(at), &tool, HINT)),
             Some(q) => diags.push(bad(
@@ -314,6 +531,7 @@ pub(crate) fn read_invokes(
             };
             match find_ci(s, v0, body_end, param_end.as_bytes()) {
                 Some(c) => {
+                    let c = real_close(s, c, body_end, param_end.as_bytes()).unwrap_or(c);
                     args.push(&key, &text[v0..c]);
                     q = find(s, c, body_end, b">").map_or(body_end, |g| g + 1);
                 }
@@ -353,6 +571,23 @@ pub(crate) fn read_invokes(
         } else {
             bad(from, &format!("no <{prefix}invoke> call in it"), &hint)
         });
+    }
+}
+
+/// The first closing tag `close` at or after `from` (where one stands) that a tag or the
+/// end of the call follows (blanks between allowed): a `</parameter>` with text after it
+/// is part of the value (`contains </parameter> in it`, as SGLang reads it).
+fn real_close(s: &[u8], from: usize, to: usize, close: &[u8]) -> Option<usize> {
+    let mut c = from;
+    loop {
+        let mut e = find(s, c, to, b">").map_or(to, |g| g + 1);
+        while e < to && matches!(s[e], b' ' | b'\t' | b'\r' | b'\n') {
+            e += 1;
+        }
+        if e >= to || s[e] == b'<' {
+            return Some(c);
+        }
+        c = find_ci(s, c + 1, to, close)?;
     }
 }
 
