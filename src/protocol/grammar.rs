@@ -459,11 +459,12 @@ fn form_of(r: N) -> Option<(&'static str, bool)> {
         N::minimax_m2 => ("minimax_m2", false),
         N::step3 => ("step3", false),
         N::gemma4 => ("gemma4", false),
-        N::gemma4_broken => ("gemma4", true),
+        N::gemma4_broken | N::function_gemma_broken => ("gemma4", true),
+        N::function_gemma => ("gemma4", false),
         N::functools => ("functools", false),
         N::gigachat3 => ("gigachat3", false),
-        N::command_r | N::cr_fenced => ("command_r", false),
-        N::command_r_broken | N::cr_fenced_broken => ("command_r", true),
+        N::command_r | N::cr_fenced | N::cr_tag => ("command_r", false),
+        N::command_r_broken | N::cr_fenced_broken | N::cr_tag_broken => ("command_r", true),
         N::apertus => ("apertus", false),
         N::apertus_broken => ("apertus", true),
         _ => return None,
@@ -558,7 +559,7 @@ fn value_of(p: pest::iterators::Pair<'_, N>) -> Value {
         N::true_lit => Value::Bool(true),
         N::false_lit => Value::Bool(false),
         N::null_lit => Value::Null,
-        N::list | N::tuple => Value::Array(p.into_inner().map(value_of).collect()),
+        N::list | N::tuple | N::set => Value::Array(p.into_inner().map(value_of).collect()),
         N::dict => {
             let mut m = Map::new();
             for member in p.into_inner() {
@@ -818,9 +819,9 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                     }
                 }
             }
-            N::gemma4 => {
+            N::gemma4 | N::function_gemma => {
                 for c in p.into_inner() {
-                    if c.as_rule() == N::gemma4_call_broken {
+                    if matches!(c.as_rule(), N::gemma4_call_broken | N::fg_call_broken) {
                         raw.push(call_error(c.as_span().start(), form));
                         continue;
                     }
@@ -854,7 +855,7 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                     }
                 }
             }
-            N::command_r | N::cr_fenced => {
+            N::command_r | N::cr_fenced | N::cr_tag => {
                 let mut items = Vec::new();
                 // Where the list's JSON breaks (each an error; the calls around it read).
                 let mut breaks = Vec::new();

@@ -8,20 +8,33 @@
 //! (or the first closed both); the outer fence's lines go with the call (`lead::fences`).
 //! In its fenced list, a call whose JSON breaks is an error of its own and the calls
 //! around it are read.
+//!
+//! Command R7B and Command A write the same list between `<|START_ACTION|>` and
+//! `<|END_ACTION|>` (special tokens): read wherever it stands, as the tagged forms are.
 
 use serde_json::Value;
 
 use super::lead::{self, Lead};
 use super::lit::{self, Lit, LitErr};
-use super::{FormatEntry, Reader};
+use super::{text as prose_text, Close, FormatEntry, Open, Reader, RegionSyntax};
 use crate::protocol::args::Args;
-use crate::protocol::types::{Format, RawDiag, Span};
+use crate::protocol::types::{Call, Format, RawDiag, Span};
 
 const HINT: &str = "Write Action: ```json [{\"tool_name\": \"ToolId\", \"parameters\": {…}}] ```.";
 
 /// The row.
 pub(crate) const ROW: FormatEntry = FormatEntry {
     leading: Some(lead),
+    also: &[RegionSyntax::new(
+        Open::Exact(b"<|START_ACTION|>"),
+        Close::Exact(b"<|END_ACTION|>"),
+        read_action,
+        "<|START_ACTION|>",
+        (
+            "<|START_ACTION|> has no <|END_ACTION|>; its complete calls were read up to the end of the text",
+            "End the calls with <|END_ACTION|>.",
+        ),
+    )],
     ..FormatEntry::native(
         Format::CommandR,
         "command_r",
@@ -82,18 +95,7 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
         return Lead::No;
     }
     let v0 = l.pos;
-    // Each call's name and arguments: serde reading the list without building it (the
-    // arguments kept as their text) when it can, else the tolerant reader.
-    let fast = lit::raw_objects(&text[v0..to]).and_then(|(objs, n)| {
-        let mut parts = Vec::with_capacity(objs.len());
-        for o in &objs {
-            let o = o.as_ref()?;
-            let name: String = serde_json::from_str(o.get("tool_name")?.get()).ok()?;
-            parts.push((name, lit::raw_arguments(o.get("parameters"))?));
-        }
-        Some((parts, v0 + n))
-    });
-    let (parts, diags) = match fast {
+    let (parts, diags) = match fast_items(text, v0, to) {
         Some((parts, n)) => {
             l.pos = n;
             (parts, Vec::new())
@@ -159,6 +161,68 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
             prose,
             diags,
         }
+    }
+}
+
+/// Each call's name and arguments of the list at `v0`, and where it ends: serde reading
+/// the list without building it (the arguments kept as their text); `None` when that
+/// cannot (the tolerant reader, [`slow_items`], reads it then).
+fn fast_items(text: &str, v0: usize, to: usize) -> Option<(Vec<(String, Args)>, usize)> {
+    let (objs, n) = lit::raw_objects(&text[v0..to])?;
+    let mut parts = Vec::with_capacity(objs.len());
+    for o in &objs {
+        let o = o.as_ref()?;
+        let name: String = serde_json::from_str(o.get("tool_name")?.get()).ok()?;
+        parts.push((name, lit::raw_arguments(o.get("parameters"))?));
+    }
+    Some((parts, v0 + n))
+}
+
+/// The reader of `<|START_ACTION|>` … `<|END_ACTION|>` (Command R7B, Command A): the same
+/// list as after `Action:`, its calls read as in the fenced list (a call whose JSON
+/// breaks is an error of its own).
+pub(crate) fn read_action(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    let mut l = Lit::new(text.as_bytes(), content, close);
+    l.ws();
+    let v0 = l.pos;
+    let read = if l.peek() != Some(b'[') {
+        Err(Lead::No)
+    } else {
+        match fast_items(text, v0, close) {
+            Some((parts, _)) => Ok((parts, Vec::new())),
+            None => slow_items(&mut l, text, v0, close, true),
+        }
+    };
+    match read {
+        Ok((parts, d)) => {
+            diags.extend(d);
+            for (name, args) in parts {
+                let name = name.trim();
+                if !name.is_empty() {
+                    out.push(lit::call(
+                        name.to_string(),
+                        args,
+                        Format::CommandR,
+                        span,
+                        block,
+                    ));
+                }
+            }
+        }
+        Err(Lead::Error(d)) => diags.push(d),
+        Err(_) => diags.push(prose_text::bad(
+            content,
+            "<|START_ACTION|> does not hold a JSON list of calls, each with a \"tool_name\"",
+            HINT,
+        )),
     }
 }
 

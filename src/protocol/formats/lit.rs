@@ -35,6 +35,9 @@ pub(crate) struct Lit<'a> {
     /// Where the readable part ends (a region's closing tag).
     pub end: usize,
     depth: u32,
+    /// True when a single-quoted string may span lines: inside a region that holds
+    /// only calls (a tag's), where an apostrophe is no prose's.
+    pub lines: bool,
 }
 
 /// True for the bytes an identifier continues with (ASCII letters, digits, `_`, and
@@ -73,6 +76,7 @@ impl<'a> Lit<'a> {
             pos,
             end: end.min(s.len()),
             depth: 0,
+            lines: false,
         }
     }
 
@@ -212,7 +216,9 @@ impl<'a> Lit<'a> {
             };
             if let Some(i) = found {
                 let body = &rest[..i];
-                if rest[i] == q && (q != b'\'' || memchr::memchr2(b'\n', b'\r', body).is_none()) {
+                if rest[i] == q
+                    && (q != b'\'' || self.lines || memchr::memchr2(b'\n', b'\r', body).is_none())
+                {
                     self.pos += i + 1;
                     return Ok(std::borrow::Cow::Borrowed(body));
                 }
@@ -269,8 +275,9 @@ impl<'a> Lit<'a> {
                 }
                 continue;
             }
-            if (b == b'\n' || b == b'\r') && !triple && q == b'\'' {
-                // A single-quoted string never spans lines: an apostrophe in prose.
+            if (b == b'\n' || b == b'\r') && !triple && q == b'\'' && !self.lines {
+                // A single-quoted string spans no lines outside a call region: an
+                // apostrophe in prose.
                 return Err(LitErr::Bad(self.pos, "unterminated string".into()));
             }
             out.push(b);
@@ -504,7 +511,10 @@ impl<'a> Lit<'a> {
         Ok(())
     }
 
+    /// A dict, or a set (`{'a', 'b'}`), which JSON has not: written as an array.
     fn dict<O: Out>(&mut self, out: &mut O) -> Result<(), LitErr> {
+        let open = self.pos;
+        let at = out.mark();
         self.pos += 1;
         out.byte(b'{');
         let mut first = true;
@@ -524,6 +534,7 @@ impl<'a> Lit<'a> {
                 out.byte(b',');
             }
             first = false;
+            let key_at = self.pos;
             match self.peek() {
                 Some(b'"' | b'\'') => self.write_string(out)?,
                 Some(b) if is_ident_start(b) => match self.skip_name() {
@@ -545,6 +556,14 @@ impl<'a> Lit<'a> {
             }
             self.ws();
             if !self.eat(b":") {
+                // The first item then `,` or `}`: a set, read again as a list.
+                if self.s[open + 1..key_at].iter().all(u8::is_ascii_whitespace)
+                    && matches!(self.peek(), Some(b',' | b'}'))
+                {
+                    out.truncate(at);
+                    self.pos = open;
+                    return self.seq(b'}', out).map(|_| ());
+                }
                 return self.bad("expected ':' after a key");
             }
             out.byte(b':');
