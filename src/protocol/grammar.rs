@@ -446,7 +446,7 @@ fn form_of(r: N) -> Option<(&'static str, bool)> {
         N::longcat => ("longcat", false),
         N::internlm2 => ("internlm2", false),
         N::granite3 => ("granite3", false),
-        N::lfm2 => ("lfm2", false),
+        N::lfm2 | N::lfm2_json => ("lfm2", false),
         N::olmo3 => ("olmo3", false),
         N::llama4 => ("pythonic", false),
         N::gemma3 => ("gemma3", false),

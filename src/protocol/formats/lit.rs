@@ -217,7 +217,9 @@ impl<'a> Lit<'a> {
             if let Some(i) = found {
                 let body = &rest[..i];
                 if rest[i] == q
-                    && (q != b'\'' || self.lines || memchr::memchr2(b'\n', b'\r', body).is_none())
+                    && (q != b'\''
+                        || (self.closes_at(self.pos + i + 1)
+                            && (self.lines || memchr::memchr2(b'\n', b'\r', body).is_none())))
                 {
                     self.pos += i + 1;
                     return Ok(std::borrow::Cow::Borrowed(body));
@@ -231,8 +233,14 @@ impl<'a> Lit<'a> {
             };
             if b == q {
                 if !triple {
+                    if q != b'\'' || self.closes_at(self.pos + 1) {
+                        self.pos += 1;
+                        break;
+                    }
+                    // A quote inside the string (`'sed -n '1,5p' f.py'`): kept.
+                    out.push(b);
                     self.pos += 1;
-                    break;
+                    continue;
                 }
                 if self.peek_at(1) == Some(q) && self.peek_at(2) == Some(q) {
                     self.pos += 3;
@@ -284,6 +292,16 @@ impl<'a> Lit<'a> {
             self.pos += 1;
         }
         Ok(std::borrow::Cow::Owned(out))
+    }
+
+    /// True when a single quote before `p` closes its string: what follows it (after
+    /// blanks) ends a value (`,`, `)`, `]`, `}`, `:`, or the end of the readable text).
+    /// Another quote is one the model left unescaped in the text (`'sed -n '1,5p' f.py'`).
+    fn closes_at(&self, p: usize) -> bool {
+        self.s[p.min(self.end)..self.end]
+            .iter()
+            .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            .is_none_or(|b| matches!(b, b',' | b')' | b']' | b'}' | b':'))
     }
 
     fn hex(&mut self, n: usize) -> Result<u32, LitErr> {
