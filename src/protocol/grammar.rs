@@ -1104,7 +1104,12 @@ fn gemma4_value(p: pest::iterators::Pair<'_, N>) -> Value {
                 .collect(),
         ),
         N::g4_list => Value::Array(p.into_inner().map(gemma4_value).collect()),
-        _ => text_value(p.as_str().trim()),
+        _ => {
+            let t = p.as_str().trim();
+            formats::gemma4::dotted_number(t)
+                .and_then(|n| serde_json::from_str(&n).ok())
+                .unwrap_or_else(|| text_value(t))
+        }
     }
 }
 

@@ -199,6 +199,8 @@ impl P<'_> {
                 let v = r[..n].trim();
                 if crate::protocol::args::is_literal(v) {
                     out.push_str(v);
+                } else if let Some(n) = dotted_number(v) {
+                    out.push_str(&n);
                 } else {
                     text::push_json_str(out, v);
                 }
@@ -207,6 +209,14 @@ impl P<'_> {
             }
         }
     }
+}
+
+/// A number written with a trailing dot (`108.`, as Python writes a float): the JSON
+/// number it means (`108.0`).
+pub(crate) fn dotted_number(v: &str) -> Option<String> {
+    let digits = v.strip_suffix('.')?;
+    let digits = digits.strip_prefix('-').unwrap_or(digits);
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then(|| format!("{v}0"))
 }
 
 /// The tag's reader.

@@ -295,13 +295,15 @@ impl<'a> Lit<'a> {
     }
 
     /// True when a single quote before `p` closes its string: what follows it (after
-    /// blanks) ends a value (`,`, `)`, `]`, `}`, `:`, or the end of the readable text).
-    /// Another quote is one the model left unescaped in the text (`'sed -n '1,5p' f.py'`).
+    /// blanks) is no word (a letter, digit, `_`, a quote, `/`, `\\`, `$`, `-`, `~`, `@`,
+    /// `#` or any non-ASCII character): the end of a value (`,`, `)`, `]`, `}`, `:`), an
+    /// operator (`'a' + b`, kept as source text) or the end of the text. A quote a word
+    /// follows is one the model left unescaped in the text (`'sed -n '1,5p' f.py'`).
     fn closes_at(&self, p: usize) -> bool {
         self.s[p.min(self.end)..self.end]
             .iter()
             .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
-            .is_none_or(|b| matches!(b, b',' | b')' | b']' | b'}' | b':'))
+            .is_none_or(|&b| !(is_ident_byte(b) || b"'\"/\\$-~@#".contains(&b)))
     }
 
     fn hex(&mut self, n: usize) -> Result<u32, LitErr> {

@@ -32,7 +32,7 @@ mod deepseek;
 mod functionary;
 mod functools;
 mod gemma3;
-mod gemma4;
+pub(crate) mod gemma4;
 mod gigachat3;
 mod glm;
 mod glm45;

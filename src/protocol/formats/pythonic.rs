@@ -2,7 +2,8 @@
 //! the shape most models use when asked for "a list of calls" (Llama 3.2/4, Gorilla).
 //!
 //! Read as models write it: Python literals (either quote, numbers, `True/False/None`,
-//! lists, tuples as arrays, dicts); without the brackets (`a(x=1), b(y=2)`), separated
+//! lists, tuples and sets as arrays, dicts; a single quote that no value end follows is
+//! kept in its string); without the brackets (`a(x=1), b(y=2)`), separated
 //! by `;`, `,` or newlines; several lists one after another; each call quoted as a
 //! string (`['forge.smelt(ore="iron")']`); indented or in a fence; with markdown-escaped
 //! underscores (`forge\_smelt`). An argument that is not one literal (`x=data['sales']`)
