@@ -27,6 +27,10 @@ pub(crate) enum LitErr {
     Bad(usize, String),
 }
 
+/// How the message of a literal JSON cannot hold begins (a bytes literal, a number out
+/// of range): an argument that is one makes its call an error, not source text.
+pub(crate) const NOT_JSON: &str = "JSON cannot hold";
+
 /// A cursor over one text.
 #[derive(Debug, Clone)]
 pub(crate) struct Lit<'a> {
@@ -392,6 +396,9 @@ impl<'a> Lit<'a> {
             Some(n) => Ok(n),
             None => {
                 self.pos = start;
+                if t.parse::<f64>().is_ok_and(f64::is_infinite) {
+                    return self.bad(format!("{NOT_JSON} the number '{t}' (out of range)"));
+                }
                 self.bad(format!("'{t}' is not a number"))
             }
         }
@@ -443,6 +450,10 @@ impl<'a> Lit<'a> {
                     && word.iter().all(|c| b"rRuUbBfF".contains(c))
                 {
                     self.pos = start;
+                    if word.iter().any(|c| matches!(c, b'b' | b'B')) {
+                        // Bytes are not text.
+                        return self.bad(format!("{NOT_JSON} a bytes literal"));
+                    }
                     return self.write_string(out);
                 }
                 let lit: &[u8] = match word {
@@ -630,11 +641,16 @@ impl<'a> Lit<'a> {
         self.ws();
         let start = self.pos;
         let mark = out.mark();
-        if self.write_value(out).is_ok() {
-            self.ws();
-            if matches!(self.peek(), Some(b',' | b')')) {
-                return Ok(());
+        match self.write_value(out) {
+            Ok(()) => {
+                self.ws();
+                if matches!(self.peek(), Some(b',' | b')')) {
+                    return Ok(());
+                }
             }
+            // A literal JSON cannot hold: the call is an error, not source text.
+            Err(LitErr::Bad(at, m)) if m.starts_with(NOT_JSON) => return Err(LitErr::Bad(at, m)),
+            Err(_) => {}
         }
         out.truncate(mark);
         self.pos = start;
@@ -1916,7 +1932,19 @@ mod tests {
         assert_eq!(val(r#"r'a\d'"#).unwrap(), json!("a\\d"));
         assert_eq!(val("'''x'y'''").unwrap(), json!("x'y"));
         assert_eq!(val("{'a': 'b"), Err(LitErr::Cut));
-        assert!(matches!(val("{'a' 1}"), Err(LitErr::Bad(..))));
+        assert!(matches!(val("{'a': 1 2}"), Err(LitErr::Bad(..))));
+        assert!(matches!(val("{\"a\" 1}"), Err(LitErr::Bad(..))));
+        // A single quote a word follows stays in its string; others close it.
+        assert_eq!(
+            val("'sed -n '1,5p' f.py'").unwrap(),
+            json!("sed -n '1,5p' f.py")
+        );
+        assert_eq!(val("['it's', 'x']").unwrap(), json!(["it's", "x"]));
+        assert!(matches!(val("{'a' 1}"), Err(LitErr::Cut)));
+        // A set is a list; bytes and numbers out of range are not JSON.
+        assert_eq!(val("{'x', 2}").unwrap(), json!(["x", 2]));
+        assert!(matches!(val("b'z'"), Err(LitErr::Bad(_, m)) if m.starts_with(NOT_JSON)));
+        assert!(matches!(val("[1e999]"), Err(LitErr::Bad(_, m)) if m.starts_with(NOT_JSON)));
         let deep = "[".repeat(1000);
         assert!(matches!(val(&deep), Err(LitErr::Bad(..))));
     }

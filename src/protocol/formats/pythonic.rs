@@ -365,6 +365,18 @@ fn read_lead(
             }
             match one_call(&mut l, text) {
                 Ok(c) => push(c, l.pos, calls),
+                // In a call tag (one call a line, OLMo 3), a malformed call is its own
+                // error and the calls on the next lines are read.
+                Err(m) if region && m.begun && matches!(m.err, LitErr::Bad(..)) => {
+                    skip_line(&mut l);
+                    bad.push(lit::value_error(
+                        m.err,
+                        m.at,
+                        false,
+                        "a pythonic call",
+                        HINT,
+                    ));
+                }
                 Err(m) => return fail(m, calls),
             }
         }
@@ -505,6 +517,32 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
     ),
     grammar: super::Grammar::Native("pythonic"),
 };
+
+/// Moves past a malformed call to the end of its line (outside strings and brackets), or
+/// of the text.
+fn skip_line(l: &mut Lit<'_>) {
+    let mut depth = 0u32;
+    let mut quote = 0u8;
+    while let Some(b) = l.peek() {
+        if quote != 0 {
+            if b == b'\\' {
+                l.pos += 1;
+            } else if b == quote {
+                quote = 0;
+            }
+        } else {
+            match b {
+                b'\'' | b'"' => quote = b,
+                b'(' | b'[' | b'{' => depth += 1,
+                b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+                b'\n' if depth == 0 => return,
+                _ => {}
+            }
+        }
+        l.pos += 1;
+    }
+    l.pos = l.end;
+}
 
 /// Moves past one item of a list (to its `,` or the list's `]`, outside strings and
 /// brackets); false when the list never ends.
