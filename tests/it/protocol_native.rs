@@ -166,12 +166,18 @@ fn arguments_are_kept_as_json_text() {
             "{format}: {text}: {p:?}"
         );
     }
-    // A pythonic argument that is no literal serde_json holds is kept as its source text.
+    // A pythonic argument nested deeper than serde_json reads is kept as its source text;
+    // a number out of range or a bytes literal makes its call an error, and the call
+    // beside it is read.
     let deep = format!("{}1{}", "[".repeat(101), "]".repeat(101));
-    for arg in ["1e400", deep.as_str()] {
-        let p = parse(&format!("[a(n={arg})]"), Format::Pythonic);
+    let p = parse(&format!("[a(n={deep})]"), Format::Pythonic);
+    assert_eq!(p.calls.len(), 1);
+    assert_eq!(p.calls[0].args["n"], deep.as_str());
+    for arg in ["1e400", "-2.5e999", "b'ab'", "[1, B\"c\"]"] {
+        let p = parse(&format!("[a(n={arg}), b(m=1)]"), Format::Pythonic);
         assert_eq!(p.calls.len(), 1, "{arg}");
-        assert_eq!(p.calls[0].args["n"], arg, "{arg}");
+        assert_eq!(p.calls[0].tool, "b", "{arg}");
+        assert!(p.has_errors(), "{arg}");
     }
 }
 

@@ -128,6 +128,7 @@ impl P<'_> {
             first = false;
             text::push_json_str(out, key);
             out.push(':');
+            let quoted = self.rest().starts_with(QUOTE) || self.rest().starts_with(ESCAPE);
             self.value(out)?;
             self.ws();
             if self.eat(",") {
@@ -135,6 +136,11 @@ impl P<'_> {
             }
             if self.eat("}") {
                 break;
+            }
+            // After a quoted string the next key may follow with no comma (its end is
+            // plain): `{city:<escape>Oslo<escape>unit:<escape>C<escape>}`.
+            if quoted {
+                continue;
             }
             return Err(self.miss("expected ',' or '}'"));
         }
