@@ -166,14 +166,16 @@ fn arguments_are_kept_as_json_text() {
             "{format}: {text}: {p:?}"
         );
     }
-    // A pythonic argument nested deeper than serde_json reads is kept as its source text;
-    // a number out of range or a bytes literal makes its call an error, and the call
-    // beside it is read.
+    // A pythonic argument that holds a literal serde_json cannot hold is kept as its
+    // source text; an argument that is one (a number out of range, a bytes literal) makes
+    // its call an error, and the call beside it is read.
     let deep = format!("{}1{}", "[".repeat(101), "]".repeat(101));
-    let p = parse(&format!("[a(n={deep})]"), Format::Pythonic);
-    assert_eq!(p.calls.len(), 1);
-    assert_eq!(p.calls[0].args["n"], deep.as_str());
-    for arg in ["1e400", "-2.5e999", "b'ab'", "[1, B\"c\"]"] {
+    for arg in [deep.as_str(), "[1, B\"c\"]", "{'k': 1e999}"] {
+        let p = parse(&format!("[a(n={arg})]"), Format::Pythonic);
+        assert_eq!(p.calls.len(), 1, "{arg}");
+        assert_eq!(p.calls[0].args["n"], arg, "{arg}");
+    }
+    for arg in ["1e400", "-2.5e999", "b'ab'", "rB\"c\""] {
         let p = parse(&format!("[a(n={arg}), b(m=1)]"), Format::Pythonic);
         assert_eq!(p.calls.len(), 1, "{arg}");
         assert_eq!(p.calls[0].tool, "b", "{arg}");

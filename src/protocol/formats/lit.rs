@@ -648,8 +648,12 @@ impl<'a> Lit<'a> {
                     return Ok(());
                 }
             }
-            // A literal JSON cannot hold: the call is an error, not source text.
-            Err(LitErr::Bad(at, m)) if m.starts_with(NOT_JSON) => return Err(LitErr::Bad(at, m)),
+            // The argument is a literal JSON cannot hold: the call is an error, not source
+            // text (one inside a list or dict leaves the argument no literal, as the
+            // grammar reads it).
+            Err(LitErr::Bad(at, m)) if at == start && m.starts_with(NOT_JSON) => {
+                return Err(LitErr::Bad(at, m))
+            }
             Err(_) => {}
         }
         out.truncate(mark);
@@ -903,6 +907,8 @@ impl Key {
             "method" => Key::Method,
             "params" => Key::Params,
             "tool_calls" => Key::ToolCalls,
+            // llama.cpp's generic format: `{"tool_call": {"name": …, "arguments": …}}`.
+            "tool_call" => Key::FunctionCall,
             "content" => Key::Content,
             "id" => Key::Id,
             _ => Key::Other,

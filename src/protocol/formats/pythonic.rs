@@ -320,7 +320,11 @@ fn read_lead(
                     Ok(c) => push(c, l.pos, calls),
                     // One malformed call in a list is its own error; its neighbours are
                     // read (a cut-off one still ends the list: nothing after it is there).
-                    Err(m) if matches!(m.err, LitErr::Bad(..)) => match skip_item(&mut l) {
+                    // Skipped from its start, so brackets it breaks off inside are passed.
+                    Err(m) if matches!(m.err, LitErr::Bad(..)) => match {
+                        l.pos = m.at;
+                        skip_item(&mut l)
+                    } {
                         true => bad.push(lit::value_error(
                             m.err,
                             m.at,
