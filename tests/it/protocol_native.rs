@@ -235,3 +235,20 @@ fn command_r_cases_give_the_grammar_s_response_text() {
     }
     assert!(n >= 30, "only {n} readings");
 }
+
+/// llama.cpp's generic format (`{"tool_call": {…}}`, for templates with no native call
+/// shape) is a JSON call document, its id kept; a `{"response": …}` answer stays text.
+#[test]
+fn llama_cpp_generic_tool_call_document() {
+    let text = r#"{"tool_call": {"name": "pantry_count", "arguments": {"shelf": 2}, "id": "c7"}}"#;
+    for f in [Format::Auto, Format::Json] {
+        let p = parse(text, f);
+        assert_eq!(p.calls.len(), 1, "{f:?}");
+        assert_eq!(p.calls[0].tool, "pantry_count");
+        assert_eq!(p.calls[0].args["shelf"], 2);
+        assert_eq!(p.calls[0].id.as_deref(), Some("c7"));
+        assert!(p.response_text.is_empty(), "{f:?}");
+    }
+    let p = parse(r#"{"response": "The pantry is full."}"#, Format::Auto);
+    assert!(p.calls.is_empty());
+}
