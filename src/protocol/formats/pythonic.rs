@@ -321,19 +321,19 @@ fn read_lead(
                     // One malformed call in a list is its own error; its neighbours are
                     // read (a cut-off one still ends the list: nothing after it is there).
                     // Skipped from its start, so brackets it breaks off inside are passed.
-                    Err(m) if matches!(m.err, LitErr::Bad(..)) => match {
+                    Err(m) if matches!(m.err, LitErr::Bad(..)) => {
                         l.pos = m.at;
-                        skip_item(&mut l)
-                    } {
-                        true => bad.push(lit::value_error(
+                        if !skip_item(&mut l) {
+                            return fail(m, calls);
+                        }
+                        bad.push(lit::value_error(
                             m.err,
                             m.at,
                             false,
                             "a pythonic call",
                             HINT,
-                        )),
-                        false => return fail(m, calls),
-                    },
+                        ));
+                    }
                     Err(m) => return fail(m, calls),
                 }
                 l.ws();
