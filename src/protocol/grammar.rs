@@ -460,10 +460,13 @@ fn form_of(r: N) -> Option<(&'static str, bool)> {
         N::step3 => ("step3", false),
         N::gemma4 => ("gemma4", false),
         N::gemma4_broken | N::function_gemma_broken => ("gemma4", true),
-        N::function_gemma => ("gemma4", false),
+        N::function_gemma | N::g4_thought => ("gemma4", false),
+        N::apertus_inner => ("apertus", false),
         N::functools => ("functools", false),
         N::gigachat3 => ("gigachat3", false),
-        N::command_r | N::cr_fenced | N::cr_tag => ("command_r", false),
+        N::command_r | N::cr_fenced | N::cr_tag | N::cr_thinking | N::cr_response => {
+            ("command_r", false)
+        }
         N::command_r_broken | N::cr_fenced_broken | N::cr_tag_broken => ("command_r", true),
         N::apertus => ("apertus", false),
         N::apertus_broken => ("apertus", true),
@@ -817,6 +820,17 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                             _ => raw.push(call_error(start, form)),
                         }
                     }
+                }
+            }
+            // Command R7B's reasoning: cut, nothing read.
+            N::cr_thinking | N::g4_thought | N::apertus_inner => {}
+            // Its answer: the text between the markers is response text.
+            N::cr_response => {
+                if let Some(b) = p.into_inner().find(|c| c.as_rule() == N::cr_text) {
+                    let b = b.as_span();
+                    cut.pop();
+                    cut.push((start, b.start()));
+                    cut.push((b.end(), end));
                 }
             }
             N::gemma4 | N::function_gemma => {

@@ -11,6 +11,9 @@
 //!
 //! Command R7B and Command A write the same list between `<|START_ACTION|>` and
 //! `<|END_ACTION|>` (special tokens): read wherever it stands, as the tagged forms are.
+//! Their reasoning, between `<|START_THINKING|>` and `<|END_THINKING|>`, is never run and
+//! is not response text (as `<think>`); their answer between `<|START_RESPONSE|>` and
+//! `<|END_RESPONSE|>` is response text, without the markers.
 
 use serde_json::Value;
 
@@ -34,7 +37,30 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
             "<|START_ACTION|> has no <|END_ACTION|>; its complete calls were read up to the end of the text",
             "End the calls with <|END_ACTION|>.",
         ),
-    )],
+    ),
+    RegionSyntax::new(
+        Open::Exact(b"<|START_THINKING|>"),
+        Close::Exact(b"<|END_THINKING|>"),
+        super::no_calls,
+        "<|START_THINKING|>",
+        (
+            "<|START_THINKING|> has no <|END_THINKING|>; everything after it was treated as reasoning and nothing in it was executed",
+            "End the reasoning with <|END_THINKING|>.",
+        ),
+    ),
+    RegionSyntax {
+        prose: Some(all_prose),
+        ..RegionSyntax::new(
+            Open::Exact(b"<|START_RESPONSE|>"),
+            Close::Exact(b"<|END_RESPONSE|>"),
+            super::no_calls,
+            "<|START_RESPONSE|>",
+            (
+                "<|START_RESPONSE|> has no <|END_RESPONSE|>; the answer was read up to the end of the text",
+                "End the answer with <|END_RESPONSE|>.",
+            ),
+        )
+    }],
     ..FormatEntry::native(
         Format::CommandR,
         "command_r",
@@ -176,6 +202,11 @@ fn fast_items(text: &str, v0: usize, to: usize) -> Option<(Vec<(String, Args)>, 
         parts.push((name, lit::raw_arguments(o.get("parameters"))?));
     }
     Some((parts, v0 + n))
+}
+
+/// `<|START_RESPONSE|>`'s content is response text, all of it.
+fn all_prose(_: &str, content: usize, _: usize) -> Option<usize> {
+    Some(content)
 }
 
 /// The reader of `<|START_ACTION|>` … `<|END_ACTION|>` (Command R7B, Command A): the same

@@ -4,6 +4,8 @@
 //! Several `call:` may follow one another in one tag; each is its own call.
 //! FunctionGemma writes the same calls as `<start_function_call>call:NAME{…}<end_function_call>`,
 //! its strings quoted by `<escape>`; either quote token is read in either tag.
+//! Gemma 4's reasoning, `<|channel>thought…<channel|>`, is never run and is not response
+//! text (as `<think>`).
 
 use super::text;
 use super::{lit, Close, FormatEntry, Open, Reader, RegionSyntax};
@@ -17,7 +19,18 @@ const HINT: &str = "Write <|tool_call>call:ToolId{key:<|\"|>text<|\"|>,n:4}<tool
 
 /// The row.
 pub(crate) const ROW: FormatEntry = FormatEntry {
-    also: &[RegionSyntax::new(
+    also: &[
+    RegionSyntax::new(
+        Open::Exact(b"<|channel>"),
+        Close::Exact(b"<channel|>"),
+        super::no_calls,
+        "<|channel>",
+        (
+            "<|channel> has no <channel|>; everything after it was treated as reasoning and nothing in it was executed",
+            "End the reasoning with <channel|>.",
+        ),
+    ),
+    RegionSyntax::new(
         Open::Exact(b"<start_function_call>"),
         Close::Exact(b"<end_function_call>"),
         read,

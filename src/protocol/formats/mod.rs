@@ -78,6 +78,19 @@ pub(crate) type ReadPairs = fn(&str, &[RawPair], usize, Span, &mut Vec<RawDiag>,
 /// error.
 pub(crate) type ReadRegion = fn(&str, usize, usize, usize, Span, &mut Vec<RawDiag>, &mut Vec<Call>);
 
+/// The reader of a region that holds no calls: a family's reasoning markers (never run,
+/// not response text, as `<think>`), or its answer's (with a `prose` start).
+pub(crate) fn no_calls(
+    _: &str,
+    _: usize,
+    _: usize,
+    _: usize,
+    _: Span,
+    _: &mut Vec<RawDiag>,
+    _: &mut Vec<Call>,
+) {
+}
+
 /// How [`Format::Auto`] finds a format.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Auto {
