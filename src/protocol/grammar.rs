@@ -901,18 +901,20 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                     .filter(|_| shaped)
                     .map(|item| {
                         let name = item["tool_name"].as_str().unwrap_or_default().trim();
-                        formats::lit::arguments(item.get("parameters")).map(|a| (name, a))
+                        let id = formats::command_r::call_id(item);
+                        formats::lit::arguments(item.get("parameters")).map(|a| (name, a, id))
                     })
                     .collect();
                 match parts {
                     // One call whose parameters are not an object: none runs.
                     Err(_) => raw.push(call_error(start, form)),
-                    Ok(parts) if parts.iter().all(|(name, _)| name.is_empty()) => {
+                    Ok(parts) if parts.iter().all(|(name, _, _)| name.is_empty()) => {
                         cut.pop();
                     }
                     Ok(parts) => {
-                        for (name, a) in parts.into_iter().filter(|(n, _)| !n.is_empty()) {
+                        for (name, a, id) in parts.into_iter().filter(|(n, _, _)| !n.is_empty()) {
                             push(name.to_string(), a, own, &mut calls);
+                            with_id(&mut calls, id);
                         }
                         raw.extend(breaks.into_iter().map(|at| call_error(at, form)));
                     }

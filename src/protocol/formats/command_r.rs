@@ -171,10 +171,12 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
     };
     let parts_empty = parts.is_empty();
     let mut calls = Vec::new();
-    for (i, (name, args)) in parts.into_iter().enumerate() {
+    for (i, (name, args, id)) in parts.into_iter().enumerate() {
         let name = name.trim();
         if !name.is_empty() {
-            calls.push(lit::call(name.to_string(), args, Format::CommandR, span, i));
+            let mut c = lit::call(name.to_string(), args, Format::CommandR, span, i);
+            c.id = id;
+            calls.push(c);
         }
     }
     // Calls whose names are all empty: no call list (an error in it is no call's either).
@@ -193,13 +195,20 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
 /// Each call's name and arguments of the list at `v0`, and where it ends: serde reading
 /// the list without building it (the arguments kept as their text); `None` when that
 /// cannot (the tolerant reader, [`slow_items`], reads it then).
-fn fast_items(text: &str, v0: usize, to: usize) -> Option<(Vec<(String, Args)>, usize)> {
+fn fast_items(text: &str, v0: usize, to: usize) -> Option<(Vec<Part>, usize)> {
     let (objs, n) = lit::raw_objects(&text[v0..to])?;
     let mut parts = Vec::with_capacity(objs.len());
     for o in &objs {
         let o = o.as_ref()?;
         let name: String = serde_json::from_str(o.get("tool_name")?.get()).ok()?;
-        parts.push((name, lit::raw_arguments(o.get("parameters"))?));
+        // Command R7B numbers its calls (`"tool_call_id": "0"`): the call's id.
+        let id = match o.get("tool_call_id") {
+            Some(v) => serde_json::from_str::<String>(v.get())
+                .ok()
+                .filter(|i| !i.is_empty()),
+            None => None,
+        };
+        parts.push((name, lit::raw_arguments(o.get("parameters"))?, id));
     }
     Some((parts, v0 + n))
 }
@@ -235,16 +244,12 @@ pub(crate) fn read_action(
     match read {
         Ok((parts, d)) => {
             diags.extend(d);
-            for (name, args) in parts {
+            for (name, args, id) in parts {
                 let name = name.trim();
                 if !name.is_empty() {
-                    out.push(lit::call(
-                        name.to_string(),
-                        args,
-                        Format::CommandR,
-                        span,
-                        block,
-                    ));
+                    let mut c = lit::call(name.to_string(), args, Format::CommandR, span, block);
+                    c.id = id;
+                    out.push(c);
                 }
             }
         }
@@ -257,9 +262,20 @@ pub(crate) fn read_action(
     }
 }
 
+/// A call object's `tool_call_id`, when it is a string that is not empty.
+pub(crate) fn call_id(item: &Value) -> Option<String> {
+    item.get("tool_call_id")
+        .and_then(Value::as_str)
+        .filter(|i| !i.is_empty())
+        .map(str::to_string)
+}
+
 /// The calls of a list (each its name and arguments) and the errors of the calls around
 /// which they were read.
-type Items = (Vec<(String, Args)>, Vec<RawDiag>);
+type Items = (Vec<Part>, Vec<RawDiag>);
+
+/// One call of a list: its name, its arguments and its id (`tool_call_id`), if it has one.
+type Part = (String, Args, Option<String>);
 
 /// The tolerant reader's way: the list at `v0` read into values, each object's
 /// `tool_name` and `parameters`, and an error for each element whose JSON breaks (no
@@ -316,7 +332,7 @@ fn slow_items(
     for item in items {
         let name = item["tool_name"].as_str().unwrap_or_default().to_string();
         match lit::arguments(item.get("parameters")) {
-            Ok(m) => parts.push((name, m.into())),
+            Ok(m) => parts.push((name, m.into(), call_id(&item))),
             // None of the list runs.
             Err(msg) => {
                 let d = RawDiag::error(

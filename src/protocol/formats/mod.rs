@@ -27,7 +27,7 @@
 
 mod action;
 mod apertus;
-mod command_r;
+pub(crate) mod command_r;
 mod deepseek;
 mod functionary;
 mod functools;
