@@ -447,7 +447,7 @@ fn form_of(r: N) -> Option<(&'static str, bool)> {
         N::longcat => ("longcat", false),
         N::internlm2 => ("internlm2", false),
         N::granite3 => ("granite3", false),
-        N::lfm2 => ("lfm2", false),
+        N::lfm2 | N::lfm2_json => ("lfm2", false),
         N::olmo3 => ("olmo3", false),
         N::llama4 => ("pythonic", false),
         N::gemma3 => ("gemma3", false),
@@ -461,11 +461,15 @@ fn form_of(r: N) -> Option<(&'static str, bool)> {
         N::step3 => ("step3", false),
         N::deepseek_dsml => ("deepseek", false),
         N::gemma4 => ("gemma4", false),
-        N::gemma4_broken => ("gemma4", true),
+        N::gemma4_broken | N::function_gemma_broken => ("gemma4", true),
+        N::function_gemma | N::g4_thought => ("gemma4", false),
+        N::apertus_inner => ("apertus", false),
         N::functools => ("functools", false),
         N::gigachat3 => ("gigachat3", false),
-        N::command_r | N::cr_fenced => ("command_r", false),
-        N::command_r_broken | N::cr_fenced_broken => ("command_r", true),
+        N::command_r | N::cr_fenced | N::cr_tag | N::cr_thinking | N::cr_response => {
+            ("command_r", false)
+        }
+        N::command_r_broken | N::cr_fenced_broken | N::cr_tag_broken => ("command_r", true),
         N::apertus => ("apertus", false),
         N::apertus_broken => ("apertus", true),
         _ => return None,
@@ -560,7 +564,7 @@ fn value_of(p: pest::iterators::Pair<'_, N>) -> Value {
         N::true_lit => Value::Bool(true),
         N::false_lit => Value::Bool(false),
         N::null_lit => Value::Null,
-        N::list | N::tuple => Value::Array(p.into_inner().map(value_of).collect()),
+        N::list | N::tuple | N::set => Value::Array(p.into_inner().map(value_of).collect()),
         N::dict => {
             let mut m = Map::new();
             for member in p.into_inner() {
@@ -860,9 +864,20 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                     }
                 }
             }
-            N::gemma4 => {
+            // Command R7B's reasoning: cut, nothing read.
+            N::cr_thinking | N::g4_thought | N::apertus_inner => {}
+            // Its answer: the text between the markers is response text.
+            N::cr_response => {
+                if let Some(b) = p.into_inner().find(|c| c.as_rule() == N::cr_text) {
+                    let b = b.as_span();
+                    cut.pop();
+                    cut.push((start, b.start()));
+                    cut.push((b.end(), end));
+                }
+            }
+            N::gemma4 | N::function_gemma => {
                 for c in p.into_inner() {
-                    if c.as_rule() == N::gemma4_call_broken {
+                    if matches!(c.as_rule(), N::gemma4_call_broken | N::fg_call_broken) {
                         raw.push(call_error(c.as_span().start(), form));
                         continue;
                     }
@@ -896,7 +911,7 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                     }
                 }
             }
-            N::command_r | N::cr_fenced => {
+            N::command_r | N::cr_fenced | N::cr_tag => {
                 let mut items = Vec::new();
                 // Where the list's JSON breaks (each an error; the calls around it read).
                 let mut breaks = Vec::new();
@@ -928,18 +943,20 @@ pub fn parse_native(text: &str, forms: Option<&[&str]>) -> Result<Parsed, Gramma
                     .filter(|_| shaped)
                     .map(|item| {
                         let name = item["tool_name"].as_str().unwrap_or_default().trim();
-                        formats::lit::arguments(item.get("parameters")).map(|a| (name, a))
+                        let id = formats::command_r::call_id(item);
+                        formats::lit::arguments(item.get("parameters")).map(|a| (name, a, id))
                     })
                     .collect();
                 match parts {
                     // One call whose parameters are not an object: none runs.
                     Err(_) => raw.push(call_error(start, form)),
-                    Ok(parts) if parts.iter().all(|(name, _)| name.is_empty()) => {
+                    Ok(parts) if parts.iter().all(|(name, _, _)| name.is_empty()) => {
                         cut.pop();
                     }
                     Ok(parts) => {
-                        for (name, a) in parts.into_iter().filter(|(n, _)| !n.is_empty()) {
+                        for (name, a, id) in parts.into_iter().filter(|(n, _, _)| !n.is_empty()) {
                             push(name.to_string(), a, own, &mut calls);
+                            with_id(&mut calls, id);
                         }
                         raw.extend(breaks.into_iter().map(|at| call_error(at, form)));
                     }
@@ -1169,7 +1186,12 @@ fn gemma4_value(p: pest::iterators::Pair<'_, N>) -> Value {
                 .collect(),
         ),
         N::g4_list => Value::Array(p.into_inner().map(gemma4_value).collect()),
-        _ => text_value(p.as_str().trim()),
+        _ => {
+            let t = p.as_str().trim();
+            formats::gemma4::dotted_number(t)
+                .and_then(|n| serde_json::from_str(&n).ok())
+                .unwrap_or_else(|| text_value(t))
+        }
     }
 }
 

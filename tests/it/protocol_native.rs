@@ -166,12 +166,20 @@ fn arguments_are_kept_as_json_text() {
             "{format}: {text}: {p:?}"
         );
     }
-    // A pythonic argument that is no literal serde_json holds is kept as its source text.
+    // A pythonic argument that holds a literal serde_json cannot hold is kept as its
+    // source text; an argument that is one (a number out of range, a bytes literal) makes
+    // its call an error, and the call beside it is read.
     let deep = format!("{}1{}", "[".repeat(101), "]".repeat(101));
-    for arg in ["1e400", deep.as_str()] {
+    for arg in [deep.as_str(), "[1, B\"c\"]", "{'k': 1e999}"] {
         let p = parse(&format!("[a(n={arg})]"), Format::Pythonic);
         assert_eq!(p.calls.len(), 1, "{arg}");
         assert_eq!(p.calls[0].args["n"], arg, "{arg}");
+    }
+    for arg in ["1e400", "-2.5e999", "b'ab'", "rB\"c\""] {
+        let p = parse(&format!("[a(n={arg}), b(m=1)]"), Format::Pythonic);
+        assert_eq!(p.calls.len(), 1, "{arg}");
+        assert_eq!(p.calls[0].tool, "b", "{arg}");
+        assert!(p.has_errors(), "{arg}");
     }
 }
 
@@ -318,4 +326,21 @@ fn the_minimax_name_reads_minimax_m1_tool_calls() {
     let auto = parse(input, Format::Auto);
     assert_eq!(auto.calls.len(), 2);
     assert!(auto.calls.iter().all(|c| c.source == Format::ToolCalls));
+}
+
+/// llama.cpp's generic format (`{"tool_call": {…}}`, for templates with no native call
+/// shape) is a JSON call document, its id kept; a `{"response": …}` answer stays text.
+#[test]
+fn llama_cpp_generic_tool_call_document() {
+    let text = r#"{"tool_call": {"name": "pantry_count", "arguments": {"shelf": 2}, "id": "c7"}}"#;
+    for f in [Format::Auto, Format::Json] {
+        let p = parse(text, f);
+        assert_eq!(p.calls.len(), 1, "{f:?}");
+        assert_eq!(p.calls[0].tool, "pantry_count");
+        assert_eq!(p.calls[0].args["shelf"], 2);
+        assert_eq!(p.calls[0].id.as_deref(), Some("c7"));
+        assert!(p.response_text.is_empty(), "{f:?}");
+    }
+    let p = parse(r#"{"response": "The pantry is full."}"#, Format::Auto);
+    assert!(p.calls.is_empty());
 }

@@ -1,6 +1,7 @@
 //! Apertus: `<|tools_prefix|>[{"forge_smelt": {"ore": "iron"}}]<|tools_suffix|>`: a JSON
 //! list of objects whose one key is the tool's name and whose value is its arguments.
-//! Each object is its own call; a broken one is a diagnostic of its own.
+//! Each object is its own call; a broken one is a diagnostic of its own. Its reasoning,
+//! `<|inner_prefix|>…<|inner_suffix|>`, is never run and is not response text.
 
 use serde_json::Value;
 
@@ -12,7 +13,18 @@ const NOT_ONE_KEY: &str = "an Apertus call is not an object with one key, the to
 const HINT: &str = "Write <|tools_prefix|>[{\"ToolId\": {…arguments…}}]<|tools_suffix|>.";
 
 /// The row.
-pub(crate) const ROW: FormatEntry = FormatEntry::native(
+pub(crate) const ROW: FormatEntry = FormatEntry {
+    also: &[RegionSyntax::new(
+        Open::Exact(b"<|inner_prefix|>"),
+        Close::Exact(b"<|inner_suffix|>"),
+        super::no_calls,
+        "<|inner_prefix|>",
+        (
+            "<|inner_prefix|> has no <|inner_suffix|>; everything after it was treated as reasoning and nothing in it was executed",
+            "End the reasoning with <|inner_suffix|>.",
+        ),
+    )],
+    ..FormatEntry::native(
     Format::Apertus,
     "apertus",
     &[],
@@ -37,7 +49,8 @@ pub(crate) const ROW: FormatEntry = FormatEntry::native(
         "To use tools or skills, write <|tools_prefix|>, a JSON list of objects each with the tool name as its one key and the arguments as its value, and <|tools_suffix|>. If no action is needed, answer in plain text.",
     ),
     super::Grammar::Native("apertus"),
-);
+)
+};
 
 /// The region's reader.
 pub(crate) fn read(

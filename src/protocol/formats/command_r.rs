@@ -8,20 +8,59 @@
 //! (or the first closed both); the outer fence's lines go with the call (`lead::fences`).
 //! In its fenced list, a call whose JSON breaks is an error of its own and the calls
 //! around it are read.
+//!
+//! Command R7B and Command A write the same list between `<|START_ACTION|>` and
+//! `<|END_ACTION|>` (special tokens): read wherever it stands, as the tagged forms are.
+//! Their reasoning, between `<|START_THINKING|>` and `<|END_THINKING|>`, is never run and
+//! is not response text (as `<think>`); their answer between `<|START_RESPONSE|>` and
+//! `<|END_RESPONSE|>` is response text, without the markers.
 
 use serde_json::Value;
 
 use super::lead::{self, Lead};
 use super::lit::{self, Lit, LitErr};
-use super::{FormatEntry, Reader};
+use super::{text as prose_text, Close, FormatEntry, Open, Reader, RegionSyntax};
 use crate::protocol::args::Args;
-use crate::protocol::types::{Format, RawDiag, Span};
+use crate::protocol::types::{Call, Format, RawDiag, Span};
 
 const HINT: &str = "Write Action: ```json [{\"tool_name\": \"ToolId\", \"parameters\": {…}}] ```.";
 
 /// The row.
 pub(crate) const ROW: FormatEntry = FormatEntry {
     leading: Some(lead),
+    also: &[RegionSyntax::new(
+        Open::Exact(b"<|START_ACTION|>"),
+        Close::Exact(b"<|END_ACTION|>"),
+        read_action,
+        "<|START_ACTION|>",
+        (
+            "<|START_ACTION|> has no <|END_ACTION|>; its complete calls were read up to the end of the text",
+            "End the calls with <|END_ACTION|>.",
+        ),
+    ),
+    RegionSyntax::new(
+        Open::Exact(b"<|START_THINKING|>"),
+        Close::Exact(b"<|END_THINKING|>"),
+        super::no_calls,
+        "<|START_THINKING|>",
+        (
+            "<|START_THINKING|> has no <|END_THINKING|>; everything after it was treated as reasoning and nothing in it was executed",
+            "End the reasoning with <|END_THINKING|>.",
+        ),
+    ),
+    RegionSyntax {
+        prose: Some(all_prose),
+        ..RegionSyntax::new(
+            Open::Exact(b"<|START_RESPONSE|>"),
+            Close::Exact(b"<|END_RESPONSE|>"),
+            super::no_calls,
+            "<|START_RESPONSE|>",
+            (
+                "<|START_RESPONSE|> has no <|END_RESPONSE|>; the answer was read up to the end of the text",
+                "End the answer with <|END_RESPONSE|>.",
+            ),
+        )
+    }],
     ..FormatEntry::native(
         Format::CommandR,
         "command_r",
@@ -82,18 +121,7 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
         return Lead::No;
     }
     let v0 = l.pos;
-    // Each call's name and arguments: serde reading the list without building it (the
-    // arguments kept as their text) when it can, else the tolerant reader.
-    let fast = lit::raw_objects(&text[v0..to]).and_then(|(objs, n)| {
-        let mut parts = Vec::with_capacity(objs.len());
-        for o in &objs {
-            let o = o.as_ref()?;
-            let name: String = serde_json::from_str(o.get("tool_name")?.get()).ok()?;
-            parts.push((name, lit::raw_arguments(o.get("parameters"))?));
-        }
-        Some((parts, v0 + n))
-    });
-    let (parts, diags) = match fast {
+    let (parts, diags) = match fast_items(text, v0, to) {
         Some((parts, n)) => {
             l.pos = n;
             (parts, Vec::new())
@@ -143,10 +171,12 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
     };
     let parts_empty = parts.is_empty();
     let mut calls = Vec::new();
-    for (i, (name, args)) in parts.into_iter().enumerate() {
+    for (i, (name, args, id)) in parts.into_iter().enumerate() {
         let name = name.trim();
         if !name.is_empty() {
-            calls.push(lit::call(name.to_string(), args, Format::CommandR, span, i));
+            let mut c = lit::call(name.to_string(), args, Format::CommandR, span, i);
+            c.id = id;
+            calls.push(c);
         }
     }
     // Calls whose names are all empty: no call list (an error in it is no call's either).
@@ -162,9 +192,90 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
     }
 }
 
+/// Each call's name and arguments of the list at `v0`, and where it ends: serde reading
+/// the list without building it (the arguments kept as their text); `None` when that
+/// cannot (the tolerant reader, [`slow_items`], reads it then).
+fn fast_items(text: &str, v0: usize, to: usize) -> Option<(Vec<Part>, usize)> {
+    let (objs, n) = lit::raw_objects(&text[v0..to])?;
+    let mut parts = Vec::with_capacity(objs.len());
+    for o in &objs {
+        let o = o.as_ref()?;
+        let name: String = serde_json::from_str(o.get("tool_name")?.get()).ok()?;
+        // Command R7B numbers its calls (`"tool_call_id": "0"`): the call's id.
+        let id = match o.get("tool_call_id") {
+            Some(v) => serde_json::from_str::<String>(v.get())
+                .ok()
+                .filter(|i| !i.is_empty()),
+            None => None,
+        };
+        parts.push((name, lit::raw_arguments(o.get("parameters"))?, id));
+    }
+    Some((parts, v0 + n))
+}
+
+/// `<|START_RESPONSE|>`'s content is response text, all of it.
+fn all_prose(_: &str, content: usize, _: usize) -> Option<usize> {
+    Some(content)
+}
+
+/// The reader of `<|START_ACTION|>` … `<|END_ACTION|>` (Command R7B, Command A): the same
+/// list as after `Action:`, its calls read as in the fenced list (a call whose JSON
+/// breaks is an error of its own).
+pub(crate) fn read_action(
+    text: &str,
+    content: usize,
+    close: usize,
+    block: usize,
+    span: Span,
+    diags: &mut Vec<RawDiag>,
+    out: &mut Vec<Call>,
+) {
+    let mut l = Lit::new(text.as_bytes(), content, close);
+    l.ws();
+    let v0 = l.pos;
+    let read = if l.peek() != Some(b'[') {
+        Err(Lead::No)
+    } else {
+        match fast_items(text, v0, close) {
+            Some((parts, _)) => Ok((parts, Vec::new())),
+            None => slow_items(&mut l, text, v0, close, true),
+        }
+    };
+    match read {
+        Ok((parts, d)) => {
+            diags.extend(d);
+            for (name, args, id) in parts {
+                let name = name.trim();
+                if !name.is_empty() {
+                    let mut c = lit::call(name.to_string(), args, Format::CommandR, span, block);
+                    c.id = id;
+                    out.push(c);
+                }
+            }
+        }
+        Err(Lead::Error(d)) => diags.push(d),
+        Err(_) => diags.push(prose_text::bad(
+            content,
+            "<|START_ACTION|> does not hold a JSON list of calls, each with a \"tool_name\"",
+            HINT,
+        )),
+    }
+}
+
+/// A call object's `tool_call_id`, when it is a string that is not empty.
+pub(crate) fn call_id(item: &Value) -> Option<String> {
+    item.get("tool_call_id")
+        .and_then(Value::as_str)
+        .filter(|i| !i.is_empty())
+        .map(str::to_string)
+}
+
 /// The calls of a list (each its name and arguments) and the errors of the calls around
 /// which they were read.
-type Items = (Vec<(String, Args)>, Vec<RawDiag>);
+type Items = (Vec<Part>, Vec<RawDiag>);
+
+/// One call of a list: its name, its arguments and its id (`tool_call_id`), if it has one.
+type Part = (String, Args, Option<String>);
 
 /// The tolerant reader's way: the list at `v0` read into values, each object's
 /// `tool_name` and `parameters`, and an error for each element whose JSON breaks (no
@@ -221,7 +332,7 @@ fn slow_items(
     for item in items {
         let name = item["tool_name"].as_str().unwrap_or_default().to_string();
         match lit::arguments(item.get("parameters")) {
-            Ok(m) => parts.push((name, m.into())),
+            Ok(m) => parts.push((name, m.into(), call_id(&item))),
             // None of the list runs.
             Err(msg) => {
                 let d = RawDiag::error(

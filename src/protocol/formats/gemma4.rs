@@ -2,6 +2,10 @@
 //! keys bare, strings quoted by the `<|"|>` token, numbers, `true`/`false`/`null`,
 //! nested `{…}` and `[…]`; a bare value that is none of these is kept as its text.
 //! Several `call:` may follow one another in one tag; each is its own call.
+//! FunctionGemma writes the same calls as `<start_function_call>call:NAME{…}<end_function_call>`,
+//! its strings quoted by `<escape>`; either quote token is read in either tag.
+//! Gemma 4's reasoning, `<|channel>thought…<channel|>`, is never run and is not response
+//! text (as `<think>`).
 
 use super::text;
 use super::{lit, Close, FormatEntry, Open, Reader, RegionSyntax};
@@ -9,10 +13,34 @@ use crate::protocol::args::Args;
 use crate::protocol::types::{Call, Format, RawDiag, Span};
 
 const QUOTE: &str = "<|\"|>";
+/// FunctionGemma's string quote.
+const ESCAPE: &str = "<escape>";
 const HINT: &str = "Write <|tool_call>call:ToolId{key:<|\"|>text<|\"|>,n:4}<tool_call|>.";
 
 /// The row.
-pub(crate) const ROW: FormatEntry = FormatEntry::native(
+pub(crate) const ROW: FormatEntry = FormatEntry {
+    also: &[
+    RegionSyntax::new(
+        Open::Exact(b"<|channel>"),
+        Close::Exact(b"<channel|>"),
+        super::no_calls,
+        "<|channel>",
+        (
+            "<|channel> has no <channel|>; everything after it was treated as reasoning and nothing in it was executed",
+            "End the reasoning with <channel|>.",
+        ),
+    ),
+    RegionSyntax::new(
+        Open::Exact(b"<start_function_call>"),
+        Close::Exact(b"<end_function_call>"),
+        read,
+        "<start_function_call>",
+        (
+            "<start_function_call> has no closing <end_function_call>; its complete call was read up to the end of the text",
+            "End every call with <end_function_call>.",
+        ),
+    )],
+    ..FormatEntry::native(
     Format::Gemma4,
     "gemma4",
     &["functiongemma", "function_gemma"],
@@ -37,7 +65,8 @@ pub(crate) const ROW: FormatEntry = FormatEntry::native(
         "To use a tool or skill, write <|tool_call>call:tool_name{name:value,…}<tool_call|>, strings between <|\"|> tokens, numbers and true/false bare, once per call. If no action is needed, answer in plain text.",
     ),
     super::Grammar::Native("gemma4"),
-);
+)
+};
 
 /// Why a value could not be read: the text ended (`None`) or something else, at an offset.
 type Miss = Option<(usize, &'static str)>;
@@ -65,6 +94,11 @@ impl P<'_> {
             false
         }
     }
+    /// The quote token at the cursor (Gemma 4's `<|"|>` or FunctionGemma's `<escape>`),
+    /// eaten; the same token closes the string.
+    fn quote(&mut self) -> Option<&'static str> {
+        [QUOTE, ESCAPE].into_iter().find(|q| self.eat(q))
+    }
     fn miss(&self, why: &'static str) -> Miss {
         (self.pos < self.end).then_some((self.pos, why))
     }
@@ -84,12 +118,12 @@ impl P<'_> {
             if self.eat("}") {
                 break;
             }
-            let key = if self.eat(QUOTE) {
-                let Some(i) = self.rest().find(QUOTE) else {
+            let key = if let Some(q) = self.quote() {
+                let Some(i) = self.rest().find(q) else {
                     return Err(None);
                 };
                 let k = &t[self.pos..self.pos + i];
-                self.pos += i + QUOTE.len();
+                self.pos += i + q.len();
                 k
             } else {
                 let r = &t[self.pos..self.end];
@@ -107,6 +141,7 @@ impl P<'_> {
             first = false;
             text::push_json_str(out, key);
             out.push(':');
+            let quoted = self.rest().starts_with(QUOTE) || self.rest().starts_with(ESCAPE);
             self.value(out)?;
             self.ws();
             if self.eat(",") {
@@ -114,6 +149,11 @@ impl P<'_> {
             }
             if self.eat("}") {
                 break;
+            }
+            // After a quoted string the next key may follow with no comma (its end is
+            // plain): `{city:<escape>Oslo<escape>unit:<escape>C<escape>}`.
+            if quoted {
+                continue;
             }
             return Err(self.miss("expected ',' or '}'"));
         }
@@ -125,12 +165,12 @@ impl P<'_> {
     fn value(&mut self, out: &mut String) -> Result<(), Miss> {
         self.ws();
         let t = self.t;
-        if self.eat(QUOTE) {
-            let Some(i) = self.rest().find(QUOTE) else {
+        if let Some(q) = self.quote() {
+            let Some(i) = self.rest().find(q) else {
                 return Err(None);
             };
             text::push_json_str(out, &t[self.pos..self.pos + i]);
-            self.pos += i + QUOTE.len();
+            self.pos += i + q.len();
             return Ok(());
         }
         match self.rest().as_bytes().first() {
@@ -178,6 +218,8 @@ impl P<'_> {
                 let v = r[..n].trim();
                 if crate::protocol::args::is_literal(v) {
                     out.push_str(v);
+                } else if let Some(n) = dotted_number(v) {
+                    out.push_str(&n);
                 } else {
                     text::push_json_str(out, v);
                 }
@@ -186,6 +228,14 @@ impl P<'_> {
             }
         }
     }
+}
+
+/// A number written with a trailing dot (`108.`, as Python writes a float): the JSON
+/// number it means (`108.0`).
+pub(crate) fn dotted_number(v: &str) -> Option<String> {
+    let digits = v.strip_suffix('.')?;
+    let digits = digits.strip_prefix('-').unwrap_or(digits);
+    (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())).then(|| format!("{v}0"))
 }
 
 /// The tag's reader.
@@ -216,7 +266,7 @@ pub(crate) fn read(
             if !any {
                 diags.push(text::bad(
                     at,
-                    "a <|tool_call> does not start with 'call:'",
+                    "a Gemma call tag (<|tool_call> or <start_function_call>) does not start with 'call:'",
                     HINT,
                 ));
             }

@@ -1,7 +1,8 @@
 //! LFM2: `<|tool_call_start|>[forge_smelt(ore='iron')]<|tool_call_end|>`, a pythonic list
-//! inside.
+//! inside; or, when its system prompt asks for JSON calls, JSON call objects
+//! (`[{"name": …, "arguments": {…}}]`, or one object) in the same tags.
 
-use super::{pythonic, Close, FormatEntry, Open, Reader, RegionSyntax};
+use super::{lit, pythonic, Close, FormatEntry, Open, Reader, RegionSyntax};
 use crate::protocol::types::{Call, Format, RawDiag, Span};
 
 /// The row.
@@ -36,5 +37,32 @@ pub(crate) fn read(
     diags: &mut Vec<RawDiag>,
     out: &mut Vec<Call>,
 ) {
-    pythonic::read_region(text, content, close, Format::Lfm2, block, span, diags, out);
+    if json_inside(text.as_bytes(), content, close) {
+        lit::read_json_calls(
+            text,
+            content,
+            close,
+            None,
+            Format::Lfm2,
+            block,
+            span,
+            diags,
+            out,
+        );
+    } else {
+        pythonic::read_region(text, content, close, Format::Lfm2, block, span, diags, out);
+    }
+}
+
+/// True when the region holds JSON calls: its first byte (after blanks) opens an object,
+/// or a list whose first item is one.
+fn json_inside(s: &[u8], from: usize, to: usize) -> bool {
+    let mut bytes = s[from..to.min(s.len())]
+        .iter()
+        .filter(|b| !b.is_ascii_whitespace());
+    match bytes.next() {
+        Some(b'{') => true,
+        Some(b'[') => bytes.next() == Some(&b'{'),
+        _ => false,
+    }
 }

@@ -27,6 +27,10 @@ pub(crate) enum LitErr {
     Bad(usize, String),
 }
 
+/// How the message of a literal JSON cannot hold begins (a bytes literal, a number out
+/// of range): an argument that is one makes its call an error, not source text.
+pub(crate) const NOT_JSON: &str = "JSON cannot hold";
+
 /// A cursor over one text.
 #[derive(Debug, Clone)]
 pub(crate) struct Lit<'a> {
@@ -35,6 +39,9 @@ pub(crate) struct Lit<'a> {
     /// Where the readable part ends (a region's closing tag).
     pub end: usize,
     depth: u32,
+    /// True when a single-quoted string may span lines: inside a region that holds
+    /// only calls (a tag's), where an apostrophe is no prose's.
+    pub lines: bool,
 }
 
 /// True for the bytes an identifier continues with (ASCII letters, digits, `_`, and
@@ -73,6 +80,7 @@ impl<'a> Lit<'a> {
             pos,
             end: end.min(s.len()),
             depth: 0,
+            lines: false,
         }
     }
 
@@ -212,7 +220,11 @@ impl<'a> Lit<'a> {
             };
             if let Some(i) = found {
                 let body = &rest[..i];
-                if rest[i] == q && (q != b'\'' || memchr::memchr2(b'\n', b'\r', body).is_none()) {
+                if rest[i] == q
+                    && (q != b'\''
+                        || (self.closes_at(self.pos + i + 1)
+                            && (self.lines || memchr::memchr2(b'\n', b'\r', body).is_none())))
+                {
                     self.pos += i + 1;
                     return Ok(std::borrow::Cow::Borrowed(body));
                 }
@@ -225,8 +237,14 @@ impl<'a> Lit<'a> {
             };
             if b == q {
                 if !triple {
+                    if q != b'\'' || self.closes_at(self.pos + 1) {
+                        self.pos += 1;
+                        break;
+                    }
+                    // A quote inside the string (`'sed -n '1,5p' f.py'`): kept.
+                    out.push(b);
                     self.pos += 1;
-                    break;
+                    continue;
                 }
                 if self.peek_at(1) == Some(q) && self.peek_at(2) == Some(q) {
                     self.pos += 3;
@@ -269,14 +287,27 @@ impl<'a> Lit<'a> {
                 }
                 continue;
             }
-            if (b == b'\n' || b == b'\r') && !triple && q == b'\'' {
-                // A single-quoted string never spans lines: an apostrophe in prose.
+            if (b == b'\n' || b == b'\r') && !triple && q == b'\'' && !self.lines {
+                // A single-quoted string spans no lines outside a call region: an
+                // apostrophe in prose.
                 return Err(LitErr::Bad(self.pos, "unterminated string".into()));
             }
             out.push(b);
             self.pos += 1;
         }
         Ok(std::borrow::Cow::Owned(out))
+    }
+
+    /// True when a single quote before `p` closes its string: what follows it (after
+    /// blanks) is no word (a letter, digit, `_`, a quote, `/`, `\\`, `$`, `-`, `~`, `@`,
+    /// `#` or any non-ASCII character): the end of a value (`,`, `)`, `]`, `}`, `:`), an
+    /// operator (`'a' + b`, kept as source text) or the end of the text. A quote a word
+    /// follows is one the model left unescaped in the text (`'sed -n '1,5p' f.py'`).
+    fn closes_at(&self, p: usize) -> bool {
+        self.s[p.min(self.end)..self.end]
+            .iter()
+            .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+            .is_none_or(|&b| !(is_ident_byte(b) || b"'\"/\\$-~@#".contains(&b)))
     }
 
     fn hex(&mut self, n: usize) -> Result<u32, LitErr> {
@@ -365,6 +396,9 @@ impl<'a> Lit<'a> {
             Some(n) => Ok(n),
             None => {
                 self.pos = start;
+                if t.parse::<f64>().is_ok_and(f64::is_infinite) {
+                    return self.bad(format!("{NOT_JSON} the number '{t}' (out of range)"));
+                }
                 self.bad(format!("'{t}' is not a number"))
             }
         }
@@ -416,6 +450,10 @@ impl<'a> Lit<'a> {
                     && word.iter().all(|c| b"rRuUbBfF".contains(c))
                 {
                     self.pos = start;
+                    if word.iter().any(|c| matches!(c, b'b' | b'B')) {
+                        // Bytes are not text.
+                        return self.bad(format!("{NOT_JSON} a bytes literal"));
+                    }
                     return self.write_string(out);
                 }
                 let lit: &[u8] = match word {
@@ -504,7 +542,10 @@ impl<'a> Lit<'a> {
         Ok(())
     }
 
+    /// A dict, or a set (`{'a', 'b'}`), which JSON has not: written as an array.
     fn dict<O: Out>(&mut self, out: &mut O) -> Result<(), LitErr> {
+        let open = self.pos;
+        let at = out.mark();
         self.pos += 1;
         out.byte(b'{');
         let mut first = true;
@@ -524,6 +565,7 @@ impl<'a> Lit<'a> {
                 out.byte(b',');
             }
             first = false;
+            let key_at = self.pos;
             match self.peek() {
                 Some(b'"' | b'\'') => self.write_string(out)?,
                 Some(b) if is_ident_start(b) => match self.skip_name() {
@@ -545,6 +587,14 @@ impl<'a> Lit<'a> {
             }
             self.ws();
             if !self.eat(b":") {
+                // The first item then `,` or `}`: a set, read again as a list.
+                if self.s[open + 1..key_at].iter().all(u8::is_ascii_whitespace)
+                    && matches!(self.peek(), Some(b',' | b'}'))
+                {
+                    out.truncate(at);
+                    self.pos = open;
+                    return self.seq(b'}', out).map(|_| ());
+                }
                 return self.bad("expected ':' after a key");
             }
             out.byte(b':');
@@ -591,11 +641,20 @@ impl<'a> Lit<'a> {
         self.ws();
         let start = self.pos;
         let mark = out.mark();
-        if self.write_value(out).is_ok() {
-            self.ws();
-            if matches!(self.peek(), Some(b',' | b')')) {
-                return Ok(());
+        match self.write_value(out) {
+            Ok(()) => {
+                self.ws();
+                if matches!(self.peek(), Some(b',' | b')')) {
+                    return Ok(());
+                }
             }
+            // The argument is a literal JSON cannot hold: the call is an error, not source
+            // text (one inside a list or dict leaves the argument no literal, as the
+            // grammar reads it).
+            Err(LitErr::Bad(at, m)) if at == start && m.starts_with(NOT_JSON) => {
+                return Err(LitErr::Bad(at, m))
+            }
+            Err(_) => {}
         }
         out.truncate(mark);
         self.pos = start;
@@ -1880,7 +1939,19 @@ mod tests {
         assert_eq!(val(r#"r'a\d'"#).unwrap(), json!("a\\d"));
         assert_eq!(val("'''x'y'''").unwrap(), json!("x'y"));
         assert_eq!(val("{'a': 'b"), Err(LitErr::Cut));
-        assert!(matches!(val("{'a' 1}"), Err(LitErr::Bad(..))));
+        assert!(matches!(val("{'a': 1 2}"), Err(LitErr::Bad(..))));
+        assert!(matches!(val("{\"a\" 1}"), Err(LitErr::Bad(..))));
+        // A single quote a word follows stays in its string; others close it.
+        assert_eq!(
+            val("'sed -n '1,5p' f.py'").unwrap(),
+            json!("sed -n '1,5p' f.py")
+        );
+        assert_eq!(val("['it's', 'x']").unwrap(), json!(["it's", "x"]));
+        assert!(matches!(val("{'a' 1}"), Err(LitErr::Cut)));
+        // A set is a list; bytes and numbers out of range are not JSON.
+        assert_eq!(val("{'x', 2}").unwrap(), json!(["x", 2]));
+        assert!(matches!(val("b'z'"), Err(LitErr::Bad(_, m)) if m.starts_with(NOT_JSON)));
+        assert!(matches!(val("[1e999]"), Err(LitErr::Bad(_, m)) if m.starts_with(NOT_JSON)));
         let deep = "[".repeat(1000);
         assert!(matches!(val(&deep), Err(LitErr::Bad(..))));
     }

@@ -27,12 +27,12 @@
 
 mod action;
 mod apertus;
-mod command_r;
+pub(crate) mod command_r;
 mod deepseek;
 mod functionary;
 mod functools;
 mod gemma3;
-mod gemma4;
+pub(crate) mod gemma4;
 mod gigachat3;
 mod glm;
 pub(crate) mod glm45;
@@ -77,6 +77,19 @@ pub(crate) type ReadPairs = fn(&str, &[RawPair], usize, Span, &mut Vec<RawDiag>,
 /// onto the last argument (no vector per region), none of them when the region has an
 /// error.
 pub(crate) type ReadRegion = fn(&str, usize, usize, usize, Span, &mut Vec<RawDiag>, &mut Vec<Call>);
+
+/// The reader of a region that holds no calls: a family's reasoning markers (never run,
+/// not response text, as `<think>`), or its answer's (with a `prose` start).
+pub(crate) fn no_calls(
+    _: &str,
+    _: usize,
+    _: usize,
+    _: usize,
+    _: Span,
+    _: &mut Vec<RawDiag>,
+    _: &mut Vec<Call>,
+) {
+}
 
 /// How [`Format::Auto`] finds a format.
 #[derive(Debug, Clone, Copy)]

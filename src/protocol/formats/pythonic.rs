@@ -2,7 +2,8 @@
 //! the shape most models use when asked for "a list of calls" (Llama 3.2/4, Gorilla).
 //!
 //! Read as models write it: Python literals (either quote, numbers, `True/False/None`,
-//! lists, tuples as arrays, dicts); without the brackets (`a(x=1), b(y=2)`), separated
+//! lists, tuples and sets as arrays, dicts; a single quote that no value end follows is
+//! kept in its string); without the brackets (`a(x=1), b(y=2)`), separated
 //! by `;`, `,` or newlines; several lists one after another; each call quoted as a
 //! string (`['forge.smelt(ore="iron")']`); indented or in a fence; with markdown-escaped
 //! underscores (`forge\_smelt`). An argument that is not one literal (`x=data['sales']`)
@@ -57,17 +58,34 @@ fn one_call(l: &mut Lit<'_>, text: &str) -> Result<(String, Args, usize), Miss> 
     })?;
     // `open` is past a `(` and the cursor past a `)`: both are character boundaries.
     let source = text.get(open..l.pos).unwrap_or_default();
-    Ok((name, Args::from_source(source, &PYTHONIC_ARGS), at))
+    let reading = if l.lines {
+        &REGION_ARGS
+    } else {
+        &PYTHONIC_ARGS
+    };
+    Ok((name, Args::from_source(source, reading), at))
 }
 
 /// How a pythonic call's kept arguments become a map.
 static PYTHONIC_ARGS: Reading = Reading::source(args_json);
+/// The same for a call in a region (a tag's), where a single-quoted string may span lines.
+static REGION_ARGS: Reading = Reading::source(region_args_json);
 
 /// The arguments of a pythonic call as [`one_call`] kept them (from after the `(` to the
 /// `)`), written as the JSON object they mean.
 fn args_json(source: &str) -> Vec<u8> {
+    write_args(source, false)
+}
+
+/// [`args_json`] for a call in a region.
+fn region_args_json(source: &str) -> Vec<u8> {
+    write_args(source, true)
+}
+
+fn write_args(source: &str, lines: bool) -> Vec<u8> {
     let mut out = Vec::with_capacity(source.len() + 8);
     let mut l = Lit::new(source.as_bytes(), 0, source.len());
+    l.lines = lines;
     if call_args(&mut l, "", &mut out).is_err() {
         // `one_call` read this very text with the same code (writing nothing), which
         // accepted it; so this is never reached.
@@ -149,6 +167,7 @@ fn quoted_call(l: &mut Lit<'_>) -> Result<(String, Args, usize), Miss> {
     })?;
     let inner = inner.trim();
     let mut il = Lit::new(inner.as_bytes(), 0, inner.len());
+    il.lines = l.lines;
     let (name, args, _) = one_call(&mut il, inner).map_err(|m| Miss {
         err: match m.err {
             LitErr::Cut => LitErr::Bad(at, "the quoted call is incomplete".into()),
@@ -184,7 +203,7 @@ fn call_starts(l: &Lit<'_>, in_list: bool) -> bool {
 /// The format table's leading reader.
 pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
     let mut calls = Vec::new();
-    match lead_into(text, from, to, &mut calls) {
+    match lead_into(text, from, to, false, &mut calls) {
         Lead::Calls {
             end, prose, diags, ..
         } => Lead::Calls {
@@ -199,19 +218,28 @@ pub(crate) fn lead(text: &str, from: usize, to: usize) -> Lead {
 
 /// [`lead`], its calls pushed onto `calls` (a region's reader gives the scanner's own
 /// list, so no list is built per region); `Lead::Calls` holds none of them. Nothing is
-/// added unless it answers `Lead::Calls`.
-fn lead_into(text: &str, from: usize, to: usize, calls: &mut Vec<Call>) -> Lead {
+/// added unless it answers `Lead::Calls`. `region` when the text is a region's (a
+/// tag's), where a single-quoted string may span lines.
+fn lead_into(text: &str, from: usize, to: usize, region: bool, calls: &mut Vec<Call>) -> Lead {
     let base = calls.len();
-    let read = read_lead(text, from, to, calls, base);
+    let read = read_lead(text, from, to, region, calls, base);
     if !matches!(read, Lead::Calls { .. }) {
         calls.truncate(base);
     }
     read
 }
 
-fn read_lead(text: &str, from: usize, to: usize, calls: &mut Vec<Call>, base: usize) -> Lead {
+fn read_lead(
+    text: &str,
+    from: usize,
+    to: usize,
+    region: bool,
+    calls: &mut Vec<Call>,
+    base: usize,
+) -> Lead {
     let s = text.as_bytes();
     let mut l = Lit::new(s, from, to);
+    l.lines = region;
     l.ws();
     let bracketed = l.peek() == Some(b'[');
     let push = |(tool, args, at): (String, Args, usize), end: usize, calls: &mut Vec<Call>| {
@@ -292,16 +320,20 @@ fn read_lead(text: &str, from: usize, to: usize, calls: &mut Vec<Call>, base: us
                     Ok(c) => push(c, l.pos, calls),
                     // One malformed call in a list is its own error; its neighbours are
                     // read (a cut-off one still ends the list: nothing after it is there).
-                    Err(m) if matches!(m.err, LitErr::Bad(..)) => match skip_item(&mut l) {
-                        true => bad.push(lit::value_error(
+                    // Skipped from its start, so brackets it breaks off inside are passed.
+                    Err(m) if matches!(m.err, LitErr::Bad(..)) => {
+                        l.pos = m.at;
+                        if !skip_item(&mut l) {
+                            return fail(m, calls);
+                        }
+                        bad.push(lit::value_error(
                             m.err,
                             m.at,
                             false,
                             "a pythonic call",
                             HINT,
-                        )),
-                        false => return fail(m, calls),
-                    },
+                        ));
+                    }
                     Err(m) => return fail(m, calls),
                 }
                 l.ws();
@@ -337,6 +369,18 @@ fn read_lead(text: &str, from: usize, to: usize, calls: &mut Vec<Call>, base: us
             }
             match one_call(&mut l, text) {
                 Ok(c) => push(c, l.pos, calls),
+                // In a call tag (one call a line, OLMo 3), a malformed call is its own
+                // error and the calls on the next lines are read.
+                Err(m) if region && m.begun && matches!(m.err, LitErr::Bad(..)) => {
+                    skip_line(&mut l);
+                    bad.push(lit::value_error(
+                        m.err,
+                        m.at,
+                        false,
+                        "a pythonic call",
+                        HINT,
+                    ));
+                }
                 Err(m) => return fail(m, calls),
             }
         }
@@ -405,7 +449,7 @@ pub(crate) fn read_region(
     out: &mut Vec<Call>,
 ) {
     let base = out.len();
-    match lead_into(text, from, to, out) {
+    match lead_into(text, from, to, true, out) {
         Lead::Calls { diags: d, .. } => {
             diags.extend(d);
             for c in &mut out[base..] {
@@ -477,6 +521,32 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
     ),
     grammar: super::Grammar::Native("pythonic"),
 };
+
+/// Moves past a malformed call to the end of its line (outside strings and brackets), or
+/// of the text.
+fn skip_line(l: &mut Lit<'_>) {
+    let mut depth = 0u32;
+    let mut quote = 0u8;
+    while let Some(b) = l.peek() {
+        if quote != 0 {
+            if b == b'\\' {
+                l.pos += 1;
+            } else if b == quote {
+                quote = 0;
+            }
+        } else {
+            match b {
+                b'\'' | b'"' => quote = b,
+                b'(' | b'[' | b'{' => depth += 1,
+                b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+                b'\n' if depth == 0 => return,
+                _ => {}
+            }
+        }
+        l.pos += 1;
+    }
+    l.pos = l.end;
+}
 
 /// Moves past one item of a list (to its `,` or the list's `]`, outside strings and
 /// brackets); false when the list never ends.
