@@ -83,8 +83,26 @@ impl P<'_> {
         &self.t[self.pos..self.end]
     }
     fn ws(&mut self) {
-        let r = self.rest();
-        self.pos += r.len() - r.trim_start().len();
+        // ASCII blanks a byte at a time (nearly every call); other whitespace as `trim`.
+        let b = self.t.as_bytes();
+        while self.pos < self.end
+            && matches!(b[self.pos], b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C)
+        {
+            self.pos += 1;
+        }
+        if self.pos < self.end && b[self.pos] >= 0x80 {
+            let r = self.rest();
+            self.pos += r.len() - r.trim_start().len();
+        }
+    }
+    /// Where `q` (a quote token) next starts after the cursor.
+    fn find(&self, q: &str) -> Option<usize> {
+        text::find(self.t.as_bytes(), self.pos, self.end, q.as_bytes()).map(|p| p - self.pos)
+    }
+    /// How far the first of `stops` (ASCII bytes) is after the cursor, or the rest's length.
+    fn until(&self, stops: &[u8]) -> usize {
+        let r = &self.t.as_bytes()[self.pos..self.end];
+        r.iter().position(|b| stops.contains(b)).unwrap_or(r.len())
     }
     fn eat(&mut self, p: &str) -> bool {
         if self.rest().starts_with(p) {
@@ -97,6 +115,9 @@ impl P<'_> {
     /// The quote token at the cursor (Gemma 4's `<|"|>` or FunctionGemma's `<escape>`),
     /// eaten; the same token closes the string.
     fn quote(&mut self) -> Option<&'static str> {
+        if self.t.as_bytes().get(self.pos) != Some(&b'<') {
+            return None;
+        }
         [QUOTE, ESCAPE].into_iter().find(|q| self.eat(q))
     }
     fn miss(&self, why: &'static str) -> Miss {
@@ -119,17 +140,18 @@ impl P<'_> {
                 break;
             }
             let key = if let Some(q) = self.quote() {
-                let Some(i) = self.rest().find(q) else {
+                let Some(i) = self.find(q) else {
                     return Err(None);
                 };
                 let k = &t[self.pos..self.pos + i];
                 self.pos += i + q.len();
                 k
             } else {
-                let r = &t[self.pos..self.end];
-                let n = r.find([':', '}', ',']).unwrap_or(r.len());
+                // ASCII stops: `n` is a character boundary.
+                let n = self.until(b":},");
+                let k = &t[self.pos..self.pos + n];
                 self.pos += n;
-                r[..n].trim().trim_matches('"')
+                k.trim().trim_matches('"')
             };
             self.ws();
             if !self.eat(":") {
@@ -166,7 +188,7 @@ impl P<'_> {
         self.ws();
         let t = self.t;
         if let Some(q) = self.quote() {
-            let Some(i) = self.rest().find(q) else {
+            let Some(i) = self.find(q) else {
                 return Err(None);
             };
             text::push_json_str(out, &t[self.pos..self.pos + i]);
@@ -208,15 +230,15 @@ impl P<'_> {
                 Ok(())
             }
             Some(_) => {
-                let r = &t[self.pos..self.end];
-                let n = r.find([',', '}', ']']).unwrap_or(r.len());
-                if n == r.len() {
+                // ASCII stops: `n` is a character boundary.
+                let n = self.until(b",}]");
+                if self.pos + n == self.end {
                     return Err(None);
                 }
                 // A JSON literal as written (it reads as the value it is), anything
                 // else as its text.
-                let v = r[..n].trim();
-                if crate::protocol::args::is_literal(v) {
+                let v = t[self.pos..self.pos + n].trim();
+                if plain_literal(v) || crate::protocol::args::is_literal(v) {
                     out.push_str(v);
                 } else if let Some(n) = dotted_number(v) {
                     out.push_str(&n);
@@ -227,6 +249,27 @@ impl P<'_> {
                 Ok(())
             }
         }
+    }
+}
+
+/// True for the bare values nearly every call holds, which are JSON literals serde_json
+/// reads (`true`, `false`, `null`, an integer of at most 18 digits with no leading zero,
+/// such an integer with a fraction of digits): known without running its parser.
+fn plain_literal(v: &str) -> bool {
+    if matches!(v, "true" | "false" | "null") {
+        return true;
+    }
+    let b = v.strip_prefix('-').unwrap_or(v).as_bytes();
+    let int = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    if int == 0 || int > 18 || (b[0] == b'0' && int > 1) {
+        return false;
+    }
+    match &b[int..] {
+        [] => true,
+        [b'.', frac @ ..] => {
+            !frac.is_empty() && frac.len() <= 30 && frac.iter().all(u8::is_ascii_digit)
+        }
+        _ => false,
     }
 }
 
@@ -311,5 +354,49 @@ pub(crate) fn read(
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The quick literal check says yes only where serde_json reads a literal.
+    #[test]
+    fn plain_literals_are_literals() {
+        let cases = [
+            "true",
+            "false",
+            "null",
+            "0",
+            "-0",
+            "7",
+            "-12",
+            "0.25",
+            "10.5",
+            "123456789012345678",
+            "1234567890123456789",
+            "00",
+            "01",
+            "1.",
+            ".5",
+            "-",
+            "",
+            "1e5",
+            "1.2.3",
+            "+1",
+            "12a",
+            "True",
+            "0x10",
+            "1_000",
+            "3.14159265358979323846264338327950",
+        ];
+        for v in cases {
+            if plain_literal(v) {
+                assert!(crate::protocol::args::is_literal(v), "{v:?}");
+            }
+        }
+        assert!(plain_literal("0.25") && plain_literal("-12") && plain_literal("null"));
+        assert!(!plain_literal("01") && !plain_literal("1.") && !plain_literal("1e5"));
     }
 }
