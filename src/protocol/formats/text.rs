@@ -24,7 +24,13 @@ pub(crate) fn trim_one_newline(v: &str) -> &str {
         .strip_prefix("\r\n")
         .or_else(|| v.strip_prefix('\n'))
         .unwrap_or(v);
-    if let Some(nl) = v.rfind('\n') {
+    // Only a value that ends in blanks can end in an indent (most end in text or a line
+    // break: no search back for the line break).
+    let nl = match v.as_bytes().last() {
+        Some(b' ' | b'\t') => memchr::memrchr(b'\n', v.as_bytes()),
+        _ => None,
+    };
+    if let Some(nl) = nl {
         let indent = &v[nl + 1..];
         if !indent.is_empty() && indent.bytes().all(|b| b == b' ' || b == b'\t') {
             let body = &v[..nl];
@@ -596,7 +602,8 @@ pub(crate) fn read_invokes(
 fn real_close(s: &[u8], from: usize, to: usize, close: &[u8]) -> Option<usize> {
     let mut c = from;
     loop {
-        let mut e = find(s, c, to, b">").map_or(to, |g| g + 1);
+        // `close` is at `c`: its `>` comes after it.
+        let mut e = find(s, (c + close.len()).min(to), to, b">").map_or(to, |g| g + 1);
         while e < to && matches!(s[e], b' ' | b'\t' | b'\r' | b'\n') {
             e += 1;
         }
