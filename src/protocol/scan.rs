@@ -481,6 +481,20 @@ impl Scanner {
         }
     }
 
+    /// In a region that a tag (`</tool_call`, any case, blanks before its `>`) closes: that
+    /// tag. As for [`exact_gt_close`](Self::exact_gt_close), a run there can only end the
+    /// region once the text holds the whole tag, so a stream need not run at a `>` that
+    /// does not end one.
+    pub(crate) fn tag_gt_close(&self) -> Option<&'static [u8]> {
+        match &self.mode {
+            Mode::Region { syntax, .. } => match syntax.close {
+                Close::Tag(t) => Some(t),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     pub(crate) fn waits_for_gt(&self) -> bool {
         match &self.mode {
             Mode::Block(_) | Mode::Think { .. } => true,

@@ -158,6 +158,20 @@ impl StreamReader {
                     // `>` that ends its tag (the tag may have begun in earlier chunks).
                     let from = self.buf.len() - chunk.len();
                     memchr::memchr_iter(b'>', chunk).any(|i| self.buf[..=from + i].ends_with(tag))
+                } else if let Some(tag) = self.scanner.tag_gt_close() {
+                    // The same for a tag that may differ in case and have blanks before
+                    // its `>` (what the scanner's `tag` accepts).
+                    let from = self.buf.len() - chunk.len();
+                    memchr::memchr_iter(b'>', chunk).any(|i| {
+                        let head = &self.buf[..from + i];
+                        let t = head.len()
+                            - head
+                                .iter()
+                                .rev()
+                                .take_while(|&&b| b == b' ' || b == b'\t')
+                                .count();
+                        t >= tag.len() && head[t - tag.len()..t].eq_ignore_ascii_case(tag)
+                    })
                 } else if self.scanner.waits_for_gt() {
                     memchr::memchr(b'>', chunk).is_some()
                 } else if chunk.len() < 16 {
