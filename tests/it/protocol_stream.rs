@@ -241,3 +241,52 @@ fn exact_region_tags_split_across_byte_chunks_yield_at_their_last_byte() {
         }
     }
 }
+
+#[test]
+fn closing_tags_in_any_case_with_blanks_yield_at_their_last_byte() {
+    // A region a tag closes (`</tool_call>`, any case, blanks before its `>`) runs only
+    // when a chunk's `>` ends that tag; the argument tags' `>` inside it yield nothing.
+    let text = "Checking.\n<tool_call>lamp_light\n<arg_key>wick</arg_key>\n<arg_value>a>b</arg_value>\n</TOOL_CALL \t> and <tool_call>\n{\"name\": \"door_open\", \"arguments\": {\"s\": \"</tool_call\"}}\n</tool_call>";
+    let ends = [
+        end_of(text, "</TOOL_CALL \t>", 0),
+        end_of(text, "</tool_call>", 0),
+    ];
+    let want_tools = [["lamp_light"], ["door_open"]];
+    for size in 1..=7 {
+        for format in [Format::Glm45, Format::Auto] {
+            let mut r = StreamReader::new(format);
+            let mut got: Vec<(usize, Vec<String>)> = Vec::new();
+            let mut at = 0;
+            for chunk in text.as_bytes().chunks(size) {
+                at += chunk.len();
+                let calls = r.push_bytes(chunk);
+                if !calls.is_empty() {
+                    got.push((at, calls.into_iter().map(|c| c.tool).collect()));
+                }
+            }
+            let want: Vec<(usize, Vec<String>)> = ends
+                .iter()
+                .zip(want_tools)
+                .map(|(e, t)| {
+                    let at = e.div_ceil(size) * size;
+                    (
+                        at.min(text.len()),
+                        t.iter().map(|s| s.to_string()).collect(),
+                    )
+                })
+                .collect();
+            if format == Format::Glm45 {
+                // `--format glm45` reads the GLM call; the Hermes JSON one is not its.
+                let glm: Vec<_> = got
+                    .iter()
+                    .filter(|(_, t)| t[0] == "lamp_light")
+                    .cloned()
+                    .collect();
+                assert_eq!(glm, want[..1], "{format}, {size}-byte chunks");
+            } else {
+                assert_eq!(got, want, "{format}, {size}-byte chunks");
+            }
+            assert_eq!(r.finish(), parse(text, format));
+        }
+    }
+}
