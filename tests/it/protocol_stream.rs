@@ -25,6 +25,42 @@ fn check(text: &str, format: Format, expect: &[(usize, &[&str])]) {
     assert_eq!(r.finish(), parse(text, format));
 }
 
+/// Streams `text` in `size`-byte chunks: each yield that holds calls (the bytes read when
+/// it came, and its tools), and the reader.
+fn yields(text: &str, format: Format, size: usize) -> (Vec<(usize, Vec<String>)>, StreamReader) {
+    let mut r = StreamReader::new(format);
+    let mut got = Vec::new();
+    let mut at = 0;
+    for chunk in text.as_bytes().chunks(size) {
+        at += chunk.len();
+        let calls = r.push_bytes(chunk);
+        if !calls.is_empty() {
+            got.push((at, calls.into_iter().map(|c| c.tool).collect()));
+        }
+    }
+    (got, r)
+}
+
+/// What [`yields`] should give: the calls closed at each of `ends`, each on the chunk
+/// holding its closing tag's last byte.
+fn yields_wanted(
+    text: &str,
+    ends: &[usize],
+    tools: &[&[&str]],
+    size: usize,
+) -> Vec<(usize, Vec<String>)> {
+    ends.iter()
+        .zip(tools)
+        .map(|(e, t)| {
+            let at = e.div_ceil(size) * size;
+            (
+                at.min(text.len()),
+                t.iter().map(|s| s.to_string()).collect(),
+            )
+        })
+        .collect()
+}
+
 fn end_of(text: &str, needle: &str, nth: usize) -> usize {
     let mut from = 0;
     let mut pos = 0;
@@ -213,28 +249,8 @@ fn exact_region_tags_split_across_byte_chunks_yield_at_their_last_byte() {
         let ends = [end_of(text, close, 0), end_of(text, close, 1)];
         for size in 1..=7 {
             for format in [format, Format::Auto] {
-                let mut r = StreamReader::new(format);
-                let mut got: Vec<(usize, Vec<String>)> = Vec::new();
-                let mut at = 0;
-                for chunk in text.as_bytes().chunks(size) {
-                    at += chunk.len();
-                    let calls = r.push_bytes(chunk);
-                    if !calls.is_empty() {
-                        got.push((at, calls.into_iter().map(|c| c.tool).collect()));
-                    }
-                }
-                let want: Vec<(usize, Vec<String>)> = ends
-                    .iter()
-                    .zip(want)
-                    .map(|(e, t)| {
-                        // The chunk holding the tag's last byte.
-                        let at = e.div_ceil(size) * size;
-                        (
-                            at.min(text.len()),
-                            t.iter().map(|s| s.to_string()).collect(),
-                        )
-                    })
-                    .collect();
+                let (got, r) = yields(text, format, size);
+                let want = yields_wanted(text, &ends, &want, size);
                 assert_eq!(got, want, "{format}, {size}-byte chunks: {text:?}");
                 assert_eq!(r.finish(), parse(text, format));
             }
@@ -251,30 +267,11 @@ fn closing_tags_in_any_case_with_blanks_yield_at_their_last_byte() {
         end_of(text, "</TOOL_CALL \t>", 0),
         end_of(text, "</tool_call>", 0),
     ];
-    let want_tools = [["lamp_light"], ["door_open"]];
+    let want_tools: [&[&str]; 2] = [&["lamp_light"], &["door_open"]];
     for size in 1..=7 {
         for format in [Format::Glm45, Format::Auto] {
-            let mut r = StreamReader::new(format);
-            let mut got: Vec<(usize, Vec<String>)> = Vec::new();
-            let mut at = 0;
-            for chunk in text.as_bytes().chunks(size) {
-                at += chunk.len();
-                let calls = r.push_bytes(chunk);
-                if !calls.is_empty() {
-                    got.push((at, calls.into_iter().map(|c| c.tool).collect()));
-                }
-            }
-            let want: Vec<(usize, Vec<String>)> = ends
-                .iter()
-                .zip(want_tools)
-                .map(|(e, t)| {
-                    let at = e.div_ceil(size) * size;
-                    (
-                        at.min(text.len()),
-                        t.iter().map(|s| s.to_string()).collect(),
-                    )
-                })
-                .collect();
+            let (got, r) = yields(text, format, size);
+            let want = yields_wanted(text, &ends, &want_tools, size);
             if format == Format::Glm45 {
                 // `--format glm45` reads the GLM call; the Hermes JSON one is not its.
                 let glm: Vec<_> = got

@@ -525,6 +525,19 @@ pub(crate) const ROW: FormatEntry = FormatEntry {
 /// Moves past a malformed call to the end of its line (outside strings and brackets), or
 /// of the text.
 fn skip_line(l: &mut Lit<'_>) {
+    skip_to(l, b"\n");
+}
+
+/// Moves past one item of a list (to its `,` or the list's `]`, outside strings and
+/// brackets); false when the list never ends.
+fn skip_item(l: &mut Lit<'_>) -> bool {
+    skip_to(l, b",]")
+}
+
+/// Moves to the first of `stops` outside strings and brackets (a closing bracket among
+/// them counts only where it closes nothing opened after the cursor); false (the cursor at
+/// the end) when there is none.
+fn skip_to(l: &mut Lit<'_>, stops: &[u8]) -> bool {
     let mut depth = 0u32;
     let mut quote = 0u8;
     while let Some(b) = l.peek() {
@@ -538,40 +551,13 @@ fn skip_line(l: &mut Lit<'_>) {
             match b {
                 b'\'' | b'"' => quote = b,
                 b'(' | b'[' | b'{' => depth += 1,
+                _ if depth == 0 && stops.contains(&b) => return true,
                 b')' | b']' | b'}' => depth = depth.saturating_sub(1),
-                b'\n' if depth == 0 => return,
                 _ => {}
             }
         }
         l.pos += 1;
     }
     l.pos = l.end;
-}
-
-/// Moves past one item of a list (to its `,` or the list's `]`, outside strings and
-/// brackets); false when the list never ends.
-fn skip_item(l: &mut Lit<'_>) -> bool {
-    let mut depth = 0u32;
-    let mut quote = 0u8;
-    while let Some(b) = l.peek() {
-        if quote != 0 {
-            if b == b'\\' {
-                l.pos += 1;
-            } else if b == quote {
-                quote = 0;
-            }
-        } else {
-            match b {
-                b'\'' | b'"' => quote = b,
-                b'(' | b'[' | b'{' => depth += 1,
-                b')' | b'}' => depth = depth.saturating_sub(1),
-                b']' if depth == 0 => return true,
-                b']' => depth -= 1,
-                b',' if depth == 0 => return true,
-                _ => {}
-            }
-        }
-        l.pos += 1;
-    }
     false
 }
