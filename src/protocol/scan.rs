@@ -468,27 +468,15 @@ impl Scanner {
     /// True when only a `>` can end what the scanner is inside (a block, a reasoning
     /// region, a region closed by a tag or marker), so the streaming reader need not
     /// run it for a chunk without one: the bytes are read on the next run all the same.
-    /// In a region that only an exact tag ending in `>` closes: that tag. A run there
-    /// can only end the region (or yield anything) once the text holds the whole tag, so
-    /// a stream need not run at a `>` the tag does not end with.
-    pub(crate) fn exact_gt_close(&self) -> Option<&'static [u8]> {
+    /// In a region a tag closes that ends in `>`: the tag without its `>`, and whether it
+    /// may differ in case and have blanks before its `>` (`Close::Tag`, against
+    /// `Close::Exact`). A run there can only end the region (or yield anything) once the
+    /// text holds the whole tag, so a stream need not run at a `>` that does not end it.
+    pub(crate) fn gt_close(&self) -> Option<(&'static [u8], bool)> {
         match &self.mode {
             Mode::Region { syntax, .. } => match syntax.close {
-                Close::Exact(t) if t.last() == Some(&b'>') => Some(t),
-                _ => None,
-            },
-            _ => None,
-        }
-    }
-
-    /// In a region that a tag (`</tool_call`, any case, blanks before its `>`) closes: that
-    /// tag. As for [`exact_gt_close`](Self::exact_gt_close), a run there can only end the
-    /// region once the text holds the whole tag, so a stream need not run at a `>` that
-    /// does not end one.
-    pub(crate) fn tag_gt_close(&self) -> Option<&'static [u8]> {
-        match &self.mode {
-            Mode::Region { syntax, .. } => match syntax.close {
-                Close::Tag(t) => Some(t),
+                Close::Exact(t) => t.strip_suffix(b">").map(|t| (t, false)),
+                Close::Tag(t) => Some((t, true)),
                 _ => None,
             },
             _ => None,

@@ -22,6 +22,21 @@ fn closes(b: u8) -> bool {
     matches!(b, b'>' | b'}' | b']')
 }
 
+/// True when `head` ends with `tag`; when `loose`, in any case and with blanks after it
+/// (what the scanner's closing-tag match accepts before a `>`).
+fn ends_with_tag(head: &[u8], tag: &[u8], loose: bool) -> bool {
+    if !loose {
+        return head.ends_with(tag);
+    }
+    let end = head.len()
+        - head
+            .iter()
+            .rev()
+            .take_while(|&&b| b == b' ' || b == b'\t')
+            .count();
+    end >= tag.len() && head[end - tag.len()..end].eq_ignore_ascii_case(tag)
+}
+
 /// `buf[..valid]` as text without checking it again.
 fn checked_prefix(buf: &[u8], valid: usize) -> &str {
     let bytes = &buf[..valid];
@@ -153,25 +168,12 @@ impl StreamReader {
             }
             Mode::Text => {
                 // These are ASCII, so never part of a multi-byte sequence.
-                let closed = if let Some(tag) = self.scanner.exact_gt_close() {
+                let closed = if let Some((tag, loose)) = self.scanner.gt_close() {
                     // The chunk is the buffer's tail; the region can only close at a
                     // `>` that ends its tag (the tag may have begun in earlier chunks).
                     let from = self.buf.len() - chunk.len();
-                    memchr::memchr_iter(b'>', chunk).any(|i| self.buf[..=from + i].ends_with(tag))
-                } else if let Some(tag) = self.scanner.tag_gt_close() {
-                    // The same for a tag that may differ in case and have blanks before
-                    // its `>` (what the scanner's `tag` accepts).
-                    let from = self.buf.len() - chunk.len();
-                    memchr::memchr_iter(b'>', chunk).any(|i| {
-                        let head = &self.buf[..from + i];
-                        let t = head.len()
-                            - head
-                                .iter()
-                                .rev()
-                                .take_while(|&&b| b == b' ' || b == b'\t')
-                                .count();
-                        t >= tag.len() && head[t - tag.len()..t].eq_ignore_ascii_case(tag)
-                    })
+                    memchr::memchr_iter(b'>', chunk)
+                        .any(|i| ends_with_tag(&self.buf[..from + i], tag, loose))
                 } else if self.scanner.waits_for_gt() {
                     memchr::memchr(b'>', chunk).is_some()
                 } else if chunk.len() < 16 {
